@@ -1,0 +1,40 @@
+"""The catalog: GPUs, instances and prices, models and public measured results."""
+
+from planner.catalog.architecture import ModelArchitecture, architecture_from_config
+from planner.catalog.loader import (
+    EMBEDDED_DATA_DIR,
+    Catalog,
+    load_catalog,
+    model_card_from_config,
+)
+from planner.catalog.schema import (
+    BYTES_PER_PARAM,
+    GPU,
+    PRECISIONS,
+    PRICING_MODES,
+    Instance,
+    MeasuredResult,
+    ModelCard,
+    Precision,
+    Price,
+    PricingMode,
+)
+
+__all__ = [
+    "BYTES_PER_PARAM",
+    "EMBEDDED_DATA_DIR",
+    "GPU",
+    "PRECISIONS",
+    "PRICING_MODES",
+    "Catalog",
+    "Instance",
+    "MeasuredResult",
+    "ModelArchitecture",
+    "ModelCard",
+    "Precision",
+    "Price",
+    "PricingMode",
+    "architecture_from_config",
+    "load_catalog",
+    "model_card_from_config",
+]

@@ -1,0 +1,382 @@
+"""A model's architecture, parsed from its Hugging Face ``config.json``.
+
+Covers dense GQA transformers (Llama, Mistral, Qwen2/3), mixtures of experts (Mixtral, Qwen3-MoE,
+DeepSeek-V3, gpt-oss), multi-head latent attention (DeepSeek-V3), sliding-window layers (Mistral
+7B v0.1, gpt-oss) and hybrid linear-attention models (Qwen3-Next). Parameter counts are computed
+from the shapes, not copied from the model card, so a user's config.json gets them too.
+
+Conventions:
+- ``total_params``: every weight in the checkpoint of the main model (no speculative/MTP heads),
+  biases and norms included.
+- ``active_params``: the weights a token's matmuls touch: attention, dense MLPs, the router,
+  the top-k routed experts and the shared experts, and the lm_head. The input embedding is a
+  table lookup, not a matmul, so it is excluded (this matches how gpt-oss-120b's 5.1B and
+  Mixtral's 12.9B active figures are stated).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LayerKind = Literal["full", "sliding", "linear"]
+
+
+class ModelArchitecture(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    model_type: str
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(ge=0, description="FFN width of the dense (non-MoE) layers")
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    attention_output_gate: bool = False  # Qwen3-Next gates the attention output (q_proj x2)
+    max_position_embeddings: int | None = None
+    torch_dtype: str = "bfloat16"
+    # Multi-head latent attention (DeepSeek-V2/V3).
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # Mixture of experts.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    shared_expert_gate: bool = False
+    expert_bias: bool = False
+    moe_layers: tuple[int, ...] = ()
+    # Per-layer attention kind and the sliding window.
+    layer_kinds: tuple[LayerKind, ...]
+    sliding_window: int | None = None
+    # Linear-attention layers (Qwen3-Next gated delta net).
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+
+    # ----- shape facts -------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def num_full_layers(self) -> int:
+        return sum(1 for k in self.layer_kinds if k == "full")
+
+    @property
+    def num_sliding_layers(self) -> int:
+        return sum(1 for k in self.layer_kinds if k == "sliding")
+
+    @property
+    def num_linear_layers(self) -> int:
+        return sum(1 for k in self.layer_kinds if k == "linear")
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers that keep a per-token KV cache (full or sliding-window attention)."""
+        return self.num_full_layers + self.num_sliding_layers
+
+    # ----- parameter counts ----------------------------------------------------------------
+    def _attention_params(self) -> int:
+        h = self.hidden_size
+        if self.is_mla:
+            assert self.kv_lora_rank is not None
+            rope = self.qk_rope_head_dim or 0
+            nope = self.qk_nope_head_dim or 0
+            v = self.v_head_dim or self.head_dim
+            q_head = nope + rope
+            if self.q_lora_rank:
+                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * (
+                    self.num_attention_heads * q_head
+                )
+            else:
+                q = h * self.num_attention_heads * q_head
+            kv_a = h * (self.kv_lora_rank + rope) + self.kv_lora_rank
+            kv_b = self.kv_lora_rank * self.num_attention_heads * (nope + v)
+            o = self.num_attention_heads * v * h
+            return q + kv_a + kv_b + o
+        q_out = self.num_attention_heads * self.head_dim
+        kv_out = self.num_kv_heads * self.head_dim
+        q = h * q_out * (2 if self.attention_output_gate else 1)
+        params = q + 2 * h * kv_out + q_out * h
+        if self.attention_bias:
+            params += q_out + 2 * kv_out + h
+        if self.model_type in ("qwen3", "qwen3_moe", "qwen3_next"):
+            params += 2 * self.head_dim  # q_norm and k_norm
+        if self.model_type == "gpt_oss":
+            params += self.num_attention_heads  # attention sinks
+        return params
+
+    def _linear_attention_params(self) -> int:
+        h = self.hidden_size
+        key_dim = self.linear_num_key_heads * self.linear_key_head_dim
+        value_dim = self.linear_num_value_heads * self.linear_value_head_dim
+        in_proj = h * (2 * key_dim + 2 * value_dim) + h * 2 * self.linear_num_value_heads
+        conv = (2 * key_dim + value_dim) * self.linear_conv_kernel_dim
+        per_head = 2 * self.linear_num_value_heads  # A_log and dt_bias
+        norm = self.linear_value_head_dim
+        out = value_dim * h
+        return in_proj + conv + per_head + norm + out
+
+    def _ffn_params(self, width: int, bias: bool = False) -> int:
+        """A gated (SwiGLU) FFN: gate, up and down projections."""
+        params = 3 * self.hidden_size * width
+        if bias:
+            params += 2 * width + self.hidden_size
+        return params
+
+    def _expert_params(self) -> int:
+        return self._ffn_params(self.moe_intermediate_size, bias=self.expert_bias)
+
+    def _shared_params(self) -> int:
+        if not self.shared_expert_intermediate_size:
+            return 0
+        gate = self.hidden_size if self.shared_expert_gate else 0
+        return self._ffn_params(self.shared_expert_intermediate_size) + gate
+
+    def _router_params(self) -> int:
+        bias = self.num_experts if self.expert_bias else 0
+        return self.hidden_size * self.num_experts + bias
+
+    def _mixer_params(self, layer: int) -> int:
+        if self.layer_kinds[layer] == "linear":
+            return self._linear_attention_params()
+        return self._attention_params()
+
+    def layer_params(self, layer: int, *, active_only: bool = False) -> int:
+        norms = 2 * self.hidden_size
+        mixer = self._mixer_params(layer)
+        if layer in self.moe_layers:
+            experts = self.experts_per_token if active_only else self.num_experts
+            mlp = experts * self._expert_params() + self._shared_params() + self._router_params()
+        else:
+            mlp = self._ffn_params(self.intermediate_size)
+        return norms + mixer + mlp
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def total_params(self) -> int:
+        layers = sum(self.layer_params(i) for i in range(self.num_layers))
+        return layers + self.embedding_params + self.lm_head_params + self.hidden_size
+
+    @property
+    def active_params(self) -> int:
+        layers = sum(self.layer_params(i, active_only=True) for i in range(self.num_layers))
+        return layers + self.vocab_size * self.hidden_size + self.hidden_size
+
+    @property
+    def expert_params_total(self) -> int:
+        """Weights of all routed experts (what expert parallelism or MoE offload splits)."""
+        return len(self.moe_layers) * self.num_experts * self._expert_params()
+
+    # ----- KV cache ------------------------------------------------------------------------
+    def kv_elements_per_token_per_layer(self) -> int:
+        """Elements one token adds to one attention layer's cache.
+
+        GQA: 2 (K and V) x KV heads x head_dim. MLA: the compressed latent plus the decoupled
+        RoPE key, kv_lora_rank + qk_rope_head_dim, shared by all heads.
+        """
+        if self.is_mla:
+            assert self.kv_lora_rank is not None
+            return self.kv_lora_rank + (self.qk_rope_head_dim or 0)
+        return 2 * self.num_kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, kv_bytes_per_element: float = 2.0) -> float:
+        """KV bytes one token occupies over all attention layers (full and sliding).
+
+        Linear-attention layers keep no per-token cache. Sliding-window layers do, but only
+        for the last ``sliding_window`` tokens: see :meth:`kv_bytes_for_sequence`.
+        """
+        return self.num_attention_layers * self.kv_elements_per_token_per_layer() * (
+            kv_bytes_per_element
+        )
+
+    def kv_bytes_for_sequence(self, tokens: int, kv_bytes_per_element: float = 2.0) -> float:
+        """KV bytes a sequence of ``tokens`` holds, with sliding layers capped at the window."""
+        per_layer = self.kv_elements_per_token_per_layer() * kv_bytes_per_element
+        windowed = min(tokens, self.sliding_window) if self.sliding_window else tokens
+        return per_layer * (
+            self.num_full_layers * tokens + self.num_sliding_layers * windowed
+        ) + self.linear_state_bytes_per_sequence()
+
+    def linear_state_bytes_per_sequence(self, state_bytes_per_element: float = 2.0) -> float:
+        """Fixed recurrent state of the linear-attention layers for one sequence.
+
+        Per layer: the convolution state, (2 x key_dim + value_dim) x (kernel - 1) elements,
+        and the delta-rule state, value heads x key_head_dim x value_head_dim elements.
+        """
+        if not self.num_linear_layers:
+            return 0.0
+        key_dim = self.linear_num_key_heads * self.linear_key_head_dim
+        value_dim = self.linear_num_value_heads * self.linear_value_head_dim
+        conv = (2 * key_dim + value_dim) * max(self.linear_conv_kernel_dim - 1, 0)
+        recurrent = self.linear_num_value_heads * self.linear_key_head_dim * (
+            self.linear_value_head_dim
+        )
+        return self.num_linear_layers * (conv + recurrent) * state_bytes_per_element
+
+    # ----- FLOPs ---------------------------------------------------------------------------
+    def matmul_flops_per_token(self) -> float:
+        """2 FLOPs per active weight: what one token costs in the linear layers."""
+        return 2.0 * self.active_params
+
+    def attention_flops_per_token(self, context: int) -> float:
+        """Score and value FLOPs for one token attending over ``context`` earlier tokens."""
+        if self.is_mla:
+            qk = (self.qk_nope_head_dim or 0) + (self.qk_rope_head_dim or 0)
+            v = self.v_head_dim or self.head_dim
+        else:
+            qk = v = self.head_dim
+        per_layer_full = 2.0 * self.num_attention_heads * (qk + v) * context
+        windowed = min(context, self.sliding_window) if self.sliding_window else context
+        per_layer_sliding = 2.0 * self.num_attention_heads * (qk + v) * windowed
+        return self.num_full_layers * per_layer_full + self.num_sliding_layers * (
+            per_layer_sliding
+        )
+
+
+def _first(config: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def _layer_kinds(config: dict[str, Any], num_layers: int) -> tuple[LayerKind, ...]:
+    kinds_by_name: dict[str, LayerKind] = {
+        "full_attention": "full",
+        "attention": "full",
+        "sliding_attention": "sliding",
+        "linear_attention": "linear",
+    }
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) == num_layers:
+        return tuple(kinds_by_name.get(str(t), "full") for t in layer_types)
+    interval = config.get("full_attention_interval")
+    if interval:
+        return tuple(
+            "full" if (i + 1) % int(interval) == 0 else "linear" for i in range(num_layers)
+        )
+    window = config.get("sliding_window")
+    model_type = str(config.get("model_type", ""))
+    if window and model_type.startswith("qwen"):
+        if not config.get("use_sliding_window", False):
+            return ("full",) * num_layers
+        max_window_layers = int(config.get("max_window_layers", num_layers))
+        return tuple("sliding" if i >= max_window_layers else "full" for i in range(num_layers))
+    if window:
+        return ("sliding",) * num_layers
+    return ("full",) * num_layers
+
+
+def _moe_layers(config: dict[str, Any], num_layers: int, num_experts: int) -> tuple[int, ...]:
+    if not num_experts:
+        return ()
+    first_dense = int(config.get("first_k_dense_replace") or 0)
+    freq = int(_first(config, "moe_layer_freq", "decoder_sparse_step", default=1) or 1)
+    mlp_only = set(config.get("mlp_only_layers") or [])
+    layers = []
+    for i in range(num_layers):
+        if i < first_dense or i in mlp_only:
+            continue
+        if "first_k_dense_replace" in config:
+            if i % freq != 0:
+                continue
+        elif (i + 1) % freq != 0:
+            continue
+        layers.append(i)
+    return tuple(layers)
+
+
+def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
+    """Parse a Hugging Face ``config.json`` (already loaded as a dict).
+
+    Raises ``ValueError`` naming the missing field when the config lacks what the planner needs.
+    """
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict) and "num_hidden_layers" not in config:
+        config = {**text_config, **{k: v for k, v in config.items() if k != "text_config"}}
+    required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+    for key in required:
+        if not isinstance(config.get(key), int) or config[key] <= 0:
+            raise ValueError(
+                f"config.json field '{key}' is {config.get(key)!r}: a positive integer is required"
+            )
+    model_type = str(config.get("model_type", "unknown"))
+    hidden = int(config["hidden_size"])
+    layers = int(config["num_hidden_layers"])
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(_first(config, "num_key_value_heads", default=heads))
+    head_dim = int(_first(config, "head_dim", default=hidden // heads))
+    num_experts = int(
+        _first(config, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
+    )
+    top_k = int(_first(config, "num_experts_per_tok", "experts_per_token", default=0) or 0)
+    intermediate = int(config.get("intermediate_size") or 0)
+    moe_width = int(_first(config, "moe_intermediate_size", default=intermediate) or 0)
+    shared_width = int(config.get("shared_expert_intermediate_size") or 0)
+    shared_gate = bool(shared_width)  # Qwen2-MoE / Qwen3-Next gate their shared expert
+    n_shared = int(config.get("n_shared_experts") or 0)
+    if n_shared and not shared_width:
+        shared_width = n_shared * moe_width
+        shared_gate = False
+    is_gpt_oss = model_type == "gpt_oss"
+    qwen2_bias = model_type in ("qwen2", "qwen2_moe")
+    attention_bias = bool(config.get("attention_bias", False)) or qwen2_bias
+    window = config.get("sliding_window")
+    kinds = _layer_kinds(config, layers)
+    return ModelArchitecture(
+        model_type=model_type,
+        num_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=int(config["vocab_size"]),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        attention_bias=attention_bias,
+        attention_output_gate=model_type == "qwen3_next",
+        max_position_embeddings=config.get("max_position_embeddings"),
+        torch_dtype=str(_first(config, "torch_dtype", "dtype", default="bfloat16")),
+        q_lora_rank=config.get("q_lora_rank"),
+        kv_lora_rank=config.get("kv_lora_rank"),
+        qk_rope_head_dim=config.get("qk_rope_head_dim"),
+        qk_nope_head_dim=config.get("qk_nope_head_dim"),
+        v_head_dim=config.get("v_head_dim"),
+        num_experts=num_experts,
+        experts_per_token=top_k,
+        moe_intermediate_size=moe_width if num_experts else 0,
+        shared_expert_intermediate_size=shared_width if num_experts else 0,
+        shared_expert_gate=shared_gate,
+        expert_bias=is_gpt_oss,
+        moe_layers=_moe_layers(config, layers, num_experts),
+        layer_kinds=kinds,
+        sliding_window=int(window) if window and "sliding" in kinds else None,
+        linear_num_key_heads=int(config.get("linear_num_key_heads") or 0),
+        linear_num_value_heads=int(config.get("linear_num_value_heads") or 0),
+        linear_key_head_dim=int(config.get("linear_key_head_dim") or 0),
+        linear_value_head_dim=int(config.get("linear_value_head_dim") or 0),
+        linear_conv_kernel_dim=int(config.get("linear_conv_kernel_dim") or 0),
+    )

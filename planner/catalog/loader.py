@@ -1,0 +1,235 @@
+"""Load and validate the catalog files: the embedded ``data/`` and a user's own additions.
+
+A user's files (same names and formats, in ``<user_data_dir>/catalog/``) are layered on top of
+the embedded ones: a row with the same key replaces the embedded row, any other row is added.
+Every problem is reported as a :class:`CatalogError` naming the file, the row (the line number
+in the file, the header being line 1) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from planner.catalog.architecture import architecture_from_config
+from planner.catalog.schema import GPU, Instance, MeasuredResult, ModelCard, Price
+from planner.errors import CatalogError, UnknownEntityError
+
+EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+GPUS_FILE = "gpus.csv"
+INSTANCES_FILE = "instances.csv"
+PRICES_FILE = "prices.csv"
+MEASURED_FILE = "measured_results.csv"
+MODELS_DIR = "models"
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        for line_no, row in enumerate(reader, start=2):
+            if None in row:
+                raise CatalogError(path.name, line_no, None, "more cells than header columns")
+            yield line_no, {k.strip(): (v.strip() if v and v.strip() else None) for k, v in row.items()}
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [h.strip() for h in next(csv.reader(handle), [])]
+
+
+def _validate(model: type[R], values: dict[str, Any], file: str, line_no: int) -> R:
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or None
+        given = values.get(loc) if loc else None
+        raise CatalogError(file, line_no, loc, f"{first['msg']} (got {given!r})") from None
+
+
+def read_records(path: Path, model: type[R]) -> list[R]:
+    """Read one CSV into typed records; missing required columns fail before any row."""
+    fields = model.model_fields
+    required = [name for name, info in fields.items() if info.is_required()]
+    header = _header(path)
+    for name in required:
+        if name not in header:
+            raise CatalogError(path.name, 1, name, "required column is missing from the header")
+    records = []
+    for line_no, row in _rows(path):
+        values = {k: v for k, v in row.items() if k in fields and v is not None}
+        unknown = [k for k in row if k not in fields]
+        if unknown:
+            raise CatalogError(path.name, 1, unknown[0], f"unknown column; allowed: {sorted(fields)}")
+        records.append(_validate(model, values, path.name, line_no))
+    return records
+
+
+def model_card_from_config(
+    config: dict[str, Any], *, origin: str = "user", file: str = "config.json"
+) -> ModelCard:
+    """Turn a Hugging Face config.json (with an optional ``_servewise`` block) into a card."""
+    if not isinstance(config, dict):
+        raise CatalogError(file, None, None, "a config.json must be a JSON object")
+    meta = config.get("_servewise") or {}
+    body = {k: v for k, v in config.items() if k != "_servewise"}
+    try:
+        architecture = architecture_from_config(body)
+    except ValueError as exc:
+        raise CatalogError(file, None, None, str(exc)) from None
+    hf_id = str(meta.get("hf_id") or body.get("_name_or_path") or Path(file).stem.replace("__", "/"))
+    as_of = meta.get("as_of") or date.today().isoformat()
+    try:
+        return ModelCard(
+            hf_id=hf_id,
+            name=str(meta.get("name") or hf_id.split("/")[-1]),
+            source=str(meta.get("source") or f"user upload ({file})"),
+            as_of=as_of,
+            config=body,
+            architecture=architecture,
+            published_total_params_b=meta.get("published_total_params_b"),
+            published_active_params_b=meta.get("published_active_params_b"),
+            params_source=meta.get("params_source"),
+            origin="embedded" if origin == "embedded" else "user",
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise CatalogError(file, None, ".".join(map(str, first["loc"])), first["msg"]) from None
+
+
+def read_model_dir(directory: Path, origin: str) -> list[ModelCard]:
+    cards = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise CatalogError(path.name, exc.lineno, None, f"not valid JSON: {exc.msg}") from None
+        cards.append(model_card_from_config(config, origin=origin, file=path.name))
+    return cards
+
+
+@dataclass
+class Catalog:
+    """Everything the planner knows: GPUs, instances, prices, models, measured results."""
+
+    gpus: dict[str, GPU] = field(default_factory=dict)
+    instances: dict[str, Instance] = field(default_factory=dict)
+    prices: list[Price] = field(default_factory=list)
+    models: dict[str, ModelCard] = field(default_factory=dict)  # key: hf_id lower-cased
+    measured: list[MeasuredResult] = field(default_factory=list)
+
+    def gpu(self, gpu_id: str) -> GPU:
+        found = self.gpus.get(gpu_id)
+        if found is None:
+            lowered = {k.lower(): v for k, v in self.gpus.items()}
+            found = lowered.get(gpu_id.lower())
+        if found is None:
+            raise UnknownEntityError("gpu", gpu_id, list(self.gpus))
+        return found
+
+    def model(self, hf_id: str) -> ModelCard:
+        found = self.models.get(hf_id.lower())
+        if found is None:
+            raise UnknownEntityError("model", hf_id, [m.hf_id for m in self.models.values()])
+        return found
+
+    def instance(self, name: str) -> Instance:
+        found = self.instances.get(name)
+        if found is None:
+            raise UnknownEntityError("instance", name, list(self.instances))
+        return found
+
+    def prices_for(
+        self,
+        instance: str,
+        *,
+        region: str | None = None,
+        pricing: str | None = None,
+    ) -> list[Price]:
+        return [
+            p
+            for p in self.prices
+            if p.instance == instance
+            and (region is None or p.region == region)
+            and (pricing is None or p.pricing == pricing)
+        ]
+
+    def price(self, instance: str, region: str | None = None, pricing: str = "on_demand") -> Price:
+        """The price of an instance; without a region, the cheapest region that lists it."""
+        matches = self.prices_for(instance, region=region, pricing=pricing)
+        if not matches:
+            self.instance(instance)
+            listed = sorted({f"{p.region}/{p.pricing}" for p in self.prices_for(instance)})
+            raise UnknownEntityError(
+                "price", f"{instance} in {region or 'any region'} ({pricing})", listed
+            )
+        return min(matches, key=lambda p: p.usd_per_hour)
+
+    def add_model(self, card: ModelCard) -> None:
+        self.models[card.hf_id.lower()] = card
+
+
+def _merge(base: dict[str, R], extra: Iterable[R], key: Any) -> dict[str, R]:
+    merged = dict(base)
+    for record in extra:
+        merged[key(record)] = record
+    return merged
+
+
+def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> Catalog:
+    """Load the embedded catalog from ``data_dir`` and layer ``user_dir``'s files on top."""
+    data_dir = data_dir or EMBEDDED_DATA_DIR
+    catalog = Catalog()
+    price_index: dict[tuple[str, str, str], Price] = {}
+    for directory in [data_dir, user_dir] if user_dir else [data_dir]:
+        if directory is None or not directory.exists():
+            continue
+        embedded = directory == data_dir
+        if (directory / GPUS_FILE).exists():
+            gpus = read_records(directory / GPUS_FILE, GPU)
+            catalog.gpus = _merge(catalog.gpus, gpus, lambda g: g.gpu_id)
+        if (directory / INSTANCES_FILE).exists():
+            seen: set[str] = set()
+            for line_no, inst in enumerate(read_records(directory / INSTANCES_FILE, Instance), 2):
+                if inst.instance in seen:
+                    raise CatalogError(INSTANCES_FILE, line_no, "instance", "duplicate instance")
+                if inst.gpu_id not in catalog.gpus:
+                    raise CatalogError(
+                        INSTANCES_FILE,
+                        line_no,
+                        "gpu_id",
+                        f"unknown GPU {inst.gpu_id!r}; known: {sorted(catalog.gpus)}",
+                    )
+                seen.add(inst.instance)
+                catalog.instances[inst.instance] = inst
+        if (directory / PRICES_FILE).exists():
+            for line_no, price in enumerate(read_records(directory / PRICES_FILE, Price), start=2):
+                inst = catalog.instances.get(price.instance)
+                if inst is None or inst.provider != price.provider:
+                    raise CatalogError(
+                        PRICES_FILE,
+                        line_no,
+                        "instance",
+                        f"{price.provider}/{price.instance} is not in {INSTANCES_FILE}",
+                    )
+                key = (price.instance, price.region, price.pricing)
+                if key in price_index and embedded:
+                    raise CatalogError(PRICES_FILE, line_no, "region", f"duplicate price for {key}")
+                price_index[key] = price
+        if (directory / MODELS_DIR).is_dir():
+            for card in read_model_dir(directory / MODELS_DIR, "embedded" if embedded else "user"):
+                catalog.add_model(card)
+        if (directory / MEASURED_FILE).exists():
+            catalog.measured.extend(read_records(directory / MEASURED_FILE, MeasuredResult))
+    catalog.prices = list(price_index.values())
+    return catalog

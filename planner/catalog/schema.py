@@ -1,0 +1,181 @@
+"""Typed records of the catalog: GPUs, instances, prices, models and measured results.
+
+Each record mirrors one row of a file in ``data/`` (see ``data/README.md``); every one carries
+its ``source`` and ``as_of`` date.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+
+from planner.catalog.architecture import ModelArchitecture
+
+Precision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
+KvCacheDtype = Literal["auto", "fp8"]
+PricingMode = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
+PRICING_MODES: tuple[PricingMode, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+GpuLink = Literal["nvlink", "infinity_fabric", "pcie_p2p", "pcie", "none"]
+
+#: bytes per weight element for each precision (int4/fp4 pack two weights a byte).
+BYTES_PER_PARAM: dict[str, float] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "fp4": 0.5,
+}
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(min_length=1)
+    as_of: date
+    notes: str = ""
+
+    @field_validator("notes", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+
+class GPU(_Record):
+    gpu_id: str = Field(min_length=1)
+    name: str
+    vendor: Literal["nvidia", "amd"]
+    memory_gb: PositiveFloat
+    memory_reported_mib: PositiveFloat | None = None
+    memory_type: str | None = None
+    memory_bw_gbps: PositiveFloat
+    fp16_dense_tflops: PositiveFloat
+    bf16_dense_tflops: PositiveFloat | None = None
+    fp8_dense_tflops: PositiveFloat | None = None
+    int8_dense_tops: PositiveFloat | None = None
+    fp4_dense_tflops: PositiveFloat | None = None
+    form_factor: Literal["sxm", "pcie", "superchip", "oam"]
+    interconnect: Literal["nvlink", "pcie", "infinity_fabric"]
+    interconnect_bw_gbps: PositiveFloat | None = None
+    pcie_gen: PositiveInt | None = None
+    tdp_w: PositiveFloat | None = None
+
+    @property
+    def memory_bytes(self) -> float:
+        """Memory the driver hands out (what vLLM's budget is a fraction of), in bytes."""
+        if self.memory_reported_mib is not None:
+            return self.memory_reported_mib * 2**20
+        return self.memory_gb * 1e9
+
+    def dense_tflops(self, precision: str) -> float | None:
+        """Dense tensor-core peak for matmuls whose inputs are in ``precision`` (None: no unit)."""
+        if precision == "bf16":
+            return self.bf16_dense_tflops or self.fp16_dense_tflops
+        if precision == "fp16":
+            return self.fp16_dense_tflops
+        if precision == "fp8":
+            return self.fp8_dense_tflops
+        if precision == "int8":
+            return self.int8_dense_tops
+        if precision == "fp4":
+            return self.fp4_dense_tflops
+        return None
+
+    def compute_tflops(self, precision: str) -> float:
+        """Peak a model stored in ``precision`` really computes at.
+
+        Weight-only formats (int4 AWQ/GPTQ, fp8 or fp4 on chips without such units) dequantise
+        to 16-bit before the matmul, so they compute at the fp16 peak.
+        """
+        own = self.dense_tflops(precision)
+        if own is not None and precision != "int4":
+            return own
+        if precision == "fp4" and self.fp8_dense_tflops is not None:
+            return self.fp8_dense_tflops
+        return self.bf16_dense_tflops or self.fp16_dense_tflops
+
+    def flops_per_byte(self, precision: str = "bf16") -> float:
+        """Ridge point of the roofline: dense FLOPs per byte of memory bandwidth."""
+        return self.compute_tflops(precision) * 1e12 / (self.memory_bw_gbps * 1e9)
+
+
+class Instance(_Record):
+    provider: str = Field(min_length=1)
+    instance: str = Field(min_length=1)
+    gpu_id: str
+    gpus: PositiveInt
+    vcpus: PositiveInt | None = None
+    ram_gib: PositiveFloat | None = None
+    gpu_link: GpuLink
+    gpu_link_bw_gbps: PositiveFloat | None = None
+    network_gbps: PositiveFloat | None = None
+
+    @property
+    def key(self) -> str:
+        return self.instance
+
+
+class Price(_Record):
+    provider: str
+    instance: str
+    region: str = Field(min_length=1)
+    pricing: PricingMode
+    usd_per_hour: PositiveFloat
+
+
+class ModelCard(BaseModel):
+    """A model: its published config.json and where it came from."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    hf_id: str
+    name: str
+    source: str
+    as_of: date
+    config: dict[str, Any]
+    architecture: ModelArchitecture
+    published_total_params_b: float | None = None
+    published_active_params_b: float | None = None
+    params_source: str | None = None
+    origin: Literal["embedded", "user"] = "embedded"
+
+
+class MeasuredResult(BaseModel):
+    """One measured serving result (public table row or a user's benchmark run)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    source_ref: str | None = None
+    engine: str
+    engine_version: str | None = None
+    model: str
+    precision: str
+    gpu: str
+    num_gpus: PositiveInt
+    tp: PositiveInt
+    pp: PositiveInt
+    input_len: PositiveInt
+    output_len: PositiveInt
+    load: Literal["max_throughput", "concurrency", "offline_batch", "rate"]
+    concurrency: float | None = Field(default=None, gt=0)
+    request_rate: float | None = Field(default=None, gt=0)
+    num_requests: float | None = Field(default=None, gt=0)
+    instance: str | None = None
+    nodes: PositiveInt | None = None
+    output_tok_per_s: float | None = Field(default=None, ge=0)
+    total_tok_per_s: float | None = Field(default=None, ge=0)
+    ttft_ms: float | None = Field(default=None, ge=0)
+    ttft_stat: str | None = None
+    itl_ms: float | None = Field(default=None, ge=0)
+    itl_stat: str | None = None
+    origin: Literal["public", "user"] = "public"
+    run_id: str | None = None
+    simulated: bool = False
+
+    @property
+    def dp(self) -> int:
+        return max(1, self.num_gpus // (self.tp * self.pp))

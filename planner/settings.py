@@ -1,0 +1,61 @@
+"""Settings of Servewise, read from the environment (prefix ``SERVEWISE_``).
+
+``SERVEWISE_DB_PATH=/team/share/servewise.duckdb`` points every user of a team at one database
+file; ``SERVEWISE_PARQUET_DIR`` makes the store read measured results from a directory of
+Parquet files instead of (in addition to) its own tables.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_user_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "servewise"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SERVEWISE_", extra="ignore")
+
+    user_data_dir: Path = Field(
+        default_factory=_default_user_data_dir,
+        description="Where the database, benchmark run files and user catalog files live.",
+    )
+    db_path: Path | None = Field(
+        default=None, description="DuckDB file; default <user_data_dir>/servewise.duckdb."
+    )
+    parquet_dir: Path | None = Field(
+        default=None,
+        description="A directory of Parquet files with measured results shared by a team.",
+    )
+    runs_dir: Path | None = Field(
+        default=None, description="Benchmark run files; default <user_data_dir>/runs."
+    )
+    default_region: str = "us-east-1"
+    currency: str = "USD"
+
+    @field_validator("currency")
+    @classmethod
+    def _only_usd(cls, value: str) -> str:
+        if value.upper() != "USD":
+            raise ValueError(f"currency={value!r} is not supported: only 'USD' (prices are in USD)")
+        return value.upper()
+
+    @property
+    def database_file(self) -> Path:
+        return self.db_path or self.user_data_dir / "servewise.duckdb"
+
+    @property
+    def runs_directory(self) -> Path:
+        return self.runs_dir or self.user_data_dir / "runs"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
