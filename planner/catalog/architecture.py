@@ -99,8 +99,10 @@ class ModelArchitecture(BaseModel):
             v = self.v_head_dim or self.head_dim
             q_head = nope + rope
             if self.q_lora_rank:
-                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * (
-                    self.num_attention_heads * q_head
+                q = (
+                    h * self.q_lora_rank
+                    + self.q_lora_rank
+                    + self.q_lora_rank * (self.num_attention_heads * q_head)
                 )
             else:
                 q = h * self.num_attention_heads * q_head
@@ -207,17 +209,20 @@ class ModelArchitecture(BaseModel):
         Linear-attention layers keep no per-token cache. Sliding-window layers do, but only
         for the last ``sliding_window`` tokens: see :meth:`kv_bytes_for_sequence`.
         """
-        return self.num_attention_layers * self.kv_elements_per_token_per_layer() * (
-            kv_bytes_per_element
+        return (
+            self.num_attention_layers
+            * self.kv_elements_per_token_per_layer()
+            * (kv_bytes_per_element)
         )
 
     def kv_bytes_for_sequence(self, tokens: int, kv_bytes_per_element: float = 2.0) -> float:
         """KV bytes a sequence of ``tokens`` holds, with sliding layers capped at the window."""
         per_layer = self.kv_elements_per_token_per_layer() * kv_bytes_per_element
         windowed = min(tokens, self.sliding_window) if self.sliding_window else tokens
-        return per_layer * (
-            self.num_full_layers * tokens + self.num_sliding_layers * windowed
-        ) + self.linear_state_bytes_per_sequence()
+        return (
+            per_layer * (self.num_full_layers * tokens + self.num_sliding_layers * windowed)
+            + self.linear_state_bytes_per_sequence()
+        )
 
     def linear_state_bytes_per_sequence(self, state_bytes_per_element: float = 2.0) -> float:
         """Fixed recurrent state of the linear-attention layers for one sequence.
@@ -230,8 +235,8 @@ class ModelArchitecture(BaseModel):
         key_dim = self.linear_num_key_heads * self.linear_key_head_dim
         value_dim = self.linear_num_value_heads * self.linear_value_head_dim
         conv = (2 * key_dim + value_dim) * max(self.linear_conv_kernel_dim - 1, 0)
-        recurrent = self.linear_num_value_heads * self.linear_key_head_dim * (
-            self.linear_value_head_dim
+        recurrent = (
+            self.linear_num_value_heads * self.linear_key_head_dim * (self.linear_value_head_dim)
         )
         return self.num_linear_layers * (conv + recurrent) * state_bytes_per_element
 
@@ -250,9 +255,7 @@ class ModelArchitecture(BaseModel):
         per_layer_full = 2.0 * self.num_attention_heads * (qk + v) * context
         windowed = min(context, self.sliding_window) if self.sliding_window else context
         per_layer_sliding = 2.0 * self.num_attention_heads * (qk + v) * windowed
-        return self.num_full_layers * per_layer_full + self.num_sliding_layers * (
-            per_layer_sliding
-        )
+        return self.num_full_layers * per_layer_full + self.num_sliding_layers * (per_layer_sliding)
 
 
 def _first(config: dict[str, Any], *keys: str, default: Any = None) -> Any:

@@ -39,7 +39,10 @@ def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
         for line_no, row in enumerate(reader, start=2):
             if None in row:
                 raise CatalogError(path.name, line_no, None, "more cells than header columns")
-            yield line_no, {k.strip(): (v.strip() if v and v.strip() else None) for k, v in row.items()}
+            yield (
+                line_no,
+                {k.strip(): (v.strip() if v and v.strip() else None) for k, v in row.items()},
+            )
 
 
 def _header(path: Path) -> list[str]:
@@ -70,7 +73,9 @@ def read_records(path: Path, model: type[R]) -> list[R]:
         values = {k: v for k, v in row.items() if k in fields and v is not None}
         unknown = [k for k in row if k not in fields]
         if unknown:
-            raise CatalogError(path.name, 1, unknown[0], f"unknown column; allowed: {sorted(fields)}")
+            raise CatalogError(
+                path.name, 1, unknown[0], f"unknown column; allowed: {sorted(fields)}"
+            )
         records.append(_validate(model, values, path.name, line_no))
     return records
 
@@ -87,7 +92,9 @@ def model_card_from_config(
         architecture = architecture_from_config(body)
     except ValueError as exc:
         raise CatalogError(file, None, None, str(exc)) from None
-    hf_id = str(meta.get("hf_id") or body.get("_name_or_path") or Path(file).stem.replace("__", "/"))
+    hf_id = str(
+        meta.get("hf_id") or body.get("_name_or_path") or Path(file).stem.replace("__", "/")
+    )
     as_of = meta.get("as_of") or date.today().isoformat()
     try:
         return ModelCard(

@@ -1,0 +1,178 @@
+"""Pydantic models of a benchmark run's configuration.
+
+Validation errors are turned into one line that names the field, the value and the allowed
+range (see :func:`format_validation_error`), so a CLI user or a dashboard page can act on it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from benchmarks_runner.errors import ConfigError
+
+Api = Literal["completions", "chat"]
+LoadPattern = Literal["concurrency", "rate", "trace"]
+SloName = Literal["ttft", "tpot", "e2el"]
+
+
+class LengthDist(BaseModel):
+    """A token-length distribution: fixed, uniform, normal or lognormal, clipped to [min, max].
+
+    ``mean`` is the planned mean in tokens; ``spread`` is the half-width for uniform, the
+    standard deviation for normal and sigma of the underlying normal for lognormal (whose
+    mu is chosen so that the distribution's mean equals ``mean``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    mean: int = Field(ge=1, le=10_000_000)
+    spread: float = Field(default=0.0, ge=0.0, le=10_000_000)
+    min: int = Field(default=1, ge=1)
+    max: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> LengthDist:
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max={self.max} must be >= min={self.min}")
+        return self
+
+
+class RunConfig(BaseModel):
+    """Everything that shapes one run against one endpoint.
+
+    ``base_url`` is the server root without ``/v1`` (as in ``vllm bench serve --base-url``).
+    The API key comes from ``api_key`` or from the environment variable ``api_key_env``; it is
+    sent as ``Authorization: Bearer`` and never written to run files, logs or exports
+    (:meth:`public_dict`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api: Api = "completions"
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    tls_verify: bool = True
+    tls_ca_file: str | None = None
+    tls_client_cert: str | None = None
+    tls_client_key: str | None = None
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    read_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    request_timeout_s: float = Field(default=3600.0, gt=0, le=86_400)
+
+    load: LoadPattern = "concurrency"
+    concurrency: int | None = Field(default=None, ge=1, le=100_000)
+    request_rate: float | None = Field(default=None, gt=0, le=1_000_000)
+    burstiness: float = Field(default=1.0, gt=0, le=1000)
+    time_scale: float = Field(default=1.0, gt=0, le=1_000_000)
+    warmup: int = Field(default=0, ge=0, le=100_000)
+    duration_s: float | None = Field(default=None, gt=0, le=7 * 86_400)
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    min_requests_for_error_rate: int = Field(default=20, ge=1, le=1_000_000)
+    seed: int = Field(default=0, ge=0)
+
+    ignore_eos: bool = True
+    use_min_tokens: bool = True
+    continuous_usage_stats: bool = True
+    temperature: float | None = Field(default=None, ge=0, le=10)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    goodput_slos_ms: dict[SloName, float] = Field(default_factory=dict)
+    percentiles: list[float] = Field(default_factory=lambda: [90.0, 95.0, 99.0])
+    scrape_metrics: bool = True
+    metrics_interval_s: float = Field(default=1.0, gt=0, le=3600)
+    metrics_url: str | None = None
+    calibrate: bool = True
+    preflight: bool = True
+    label: str | None = None
+    workload: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> RunConfig:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url={self.base_url!r}: must start with http:// or https://"
+            )
+        if self.load == "concurrency" and self.concurrency is None:
+            raise ValueError("concurrency=None: load 'concurrency' needs concurrency >= 1")
+        if self.load == "rate" and self.request_rate is None:
+            raise ValueError("request_rate=None: load 'rate' needs request_rate > 0")
+        for name, value in self.goodput_slos_ms.items():
+            if value <= 0:
+                raise ValueError(f"goodput_slos_ms.{name}={value}: must be > 0 ms")
+        for p in self.percentiles:
+            if not 0 < p < 100:
+                raise ValueError(f"percentiles={p}: each must be in (0, 100)")
+        for key in self.headers:
+            if key.lower() == "authorization":
+                raise ValueError(
+                    "headers.Authorization: pass the key with api_key or api_key_env, "
+                    "so it is kept out of run files"
+                )
+        return self
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.rstrip("/")
+
+    def resolved_api_key(self) -> str | None:
+        """The key to send: ``api_key`` if set, else the environment variable ``api_key_env``."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ConfigError(
+                    f"api_key_env={self.api_key_env!r}: environment variable is unset or empty"
+                )
+            return value
+        return None
+
+    def public_dict(self) -> dict[str, Any]:
+        """The configuration as written into run.json: no key, header values redacted."""
+        data = self.model_dump(mode="json", exclude={"api_key"})
+        data["api_key_set"] = self.api_key is not None or bool(self.api_key_env)
+        data["headers"] = {k: "<redacted>" for k in self.headers}
+        return data
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem: ``field=value: what is allowed``."""
+    parts: list[str] = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        ctx = err.get("ctx") or {}
+        value = err.get("input")
+        msg = err["msg"]
+        if err["type"] == "value_error":
+            parts.append(msg.removeprefix("Value error, "))
+            continue
+        bound = ""
+        if "ge" in ctx:
+            bound = f">= {ctx['ge']}"
+        elif "gt" in ctx:
+            bound = f"> {ctx['gt']}"
+        if "le" in ctx:
+            bound = f"{bound} and <= {ctx['le']}" if bound else f"<= {ctx['le']}"
+        elif "lt" in ctx:
+            bound = f"{bound} and < {ctx['lt']}" if bound else f"< {ctx['lt']}"
+        allowed = f"allowed {bound}" if bound else msg
+        if "expected" in ctx:
+            allowed = f"allowed {ctx['expected']}"
+        shown = value if not isinstance(value, dict) else "{...}"
+        parts.append(f"{loc}={shown!r}: {allowed}")
+    return "; ".join(parts)
+
+
+def make_run_config(**kwargs: Any) -> RunConfig:
+    """Build a RunConfig, raising :class:`ConfigError` with a one-line message on bad input."""
+    try:
+        return RunConfig(**kwargs)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None

@@ -1,0 +1,320 @@
+"""The one module that speaks HTTP: an async streaming client for OpenAI-compatible servers.
+
+Library choice (by measurement, ``benchmarks/runner_client_bench.py``): aiohttp. On 2 cores
+with the server pinned to one, aiohttp's C HTTP parser keeps up with several hundred streamed
+requests/s at concurrency 1024, where httpx's pure-Python h11 stack loses most of its
+throughput. Nothing else in the package imports aiohttp's client; swap it here if needed.
+
+Streaming semantics follow ``vllm bench serve`` (see domain.md): a request's start is taken
+just before the POST; every SSE message with non-empty ``choices`` is a chunk with one
+timestamp; the first is the first token, the last ends the request; ``usage`` is read from
+the last message that carries it (never summed). Per-chunk token deltas come from cumulative
+per-chunk usage when the server sends it (vLLM ``continuous_usage_stats``), else 1 per chunk
+with text. The API key travels only in the Authorization header and is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from benchmarks_runner.errors import AuthenticationFailed, EndpointUnreachable
+
+_perf = time.perf_counter
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse whitespace so an error message fits one line of a log or a table cell."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+class MalformedChunk(Exception):
+    """An SSE data line that is not JSON."""
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """What the client observed for one request; times are ``time.perf_counter()`` values."""
+
+    request_id: str
+    start: float = 0.0
+    first_chunk: float | None = None
+    first_content: float | None = None
+    end: float | None = None
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    http_status: int | None = None
+    error: str | None = None
+    per_chunk_usage: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """vLLM's success rule: HTTP 200 and at least one ``choices`` chunk, no error."""
+        return self.error is None and self.http_status == 200 and bool(self.chunk_times)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    verify: bool = True
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+
+    def context(self) -> ssl.SSLContext | bool:
+        if not self.verify:
+            return False
+        if self.ca_file is None and self.client_cert is None:
+            return True
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        if self.client_cert is not None:
+            ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+
+class EndpointClient:
+    """Async client for one server root (``http://host:port``, without ``/v1``).
+
+    Use as ``async with EndpointClient(...) as client``. ``max_connections=0`` means no
+    connector limit (the runner's own concurrency control decides).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        tls: TlsOptions | None = None,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 300.0,
+        request_timeout_s: float = 3600.0,
+        max_connections: int = 0,
+        trust_env: bool = False,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._extra_headers = dict(headers or {})
+        self._tls = tls or TlsOptions()
+        self._timeout = aiohttp.ClientTimeout(
+            total=request_timeout_s, sock_connect=connect_timeout_s, sock_read=read_timeout_s
+        )
+        self._max_connections = max_connections
+        self._trust_env = trust_env
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"EndpointClient({self.base_url!r})"
+
+    async def __aenter__(self) -> EndpointClient:
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections,
+            limit_per_host=0,
+            ssl=self._tls.context(),
+            keepalive_timeout=60,
+            enable_cleanup_closed=True,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, trust_env=self._trust_env
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("EndpointClient used outside 'async with'")
+        return self._session
+
+    def headers(self, request_id: str | None = None) -> dict[str, str]:
+        h = {"Content-Type": "application/json", **self._extra_headers}
+        if self._api_key:
+            h["Authorization"] = f"Bearer {self._api_key}"
+        if request_id is not None:
+            h["x-request-id"] = request_id
+        return h
+
+    # ------------------------------------------------------------------ plain requests
+
+    async def get(
+        self, path: str, *, timeout_s: float | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """GET ``path``; raises :class:`EndpointUnreachable` when no connection is made."""
+        url = f"{self.base_url}{path}"
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else None
+        try:
+            async with self.session.get(
+                url, headers=self.headers(), timeout=timeout if timeout else self._timeout
+            ) as resp:
+                body = await resp.read()
+                return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
+        except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
+            raise EndpointUnreachable(
+                f"cannot reach {url}: {one_line(str(exc) or type(exc).__name__)}"
+            ) from None
+
+    async def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[
+        int, dict[str, str], Any
+    ]:
+        status, headers, body = await self.get(path, timeout_s=timeout_s)
+        if status in (401, 403):
+            raise AuthenticationFailed(
+                f"{self.base_url}{path} answered HTTP {status}: check the API key"
+            )
+        try:
+            return status, headers, json.loads(body) if body else None
+        except ValueError:
+            return status, headers, None
+
+    async def post_json(
+        self, path: str, payload: dict[str, Any], *, timeout_s: float = 120.0
+    ) -> tuple[int, Any]:
+        """Non-streaming POST (probes); returns status and decoded JSON (or text)."""
+        url = f"{self.base_url}{path}"
+        try:
+            async with self.session.post(
+                url,
+                data=json.dumps(payload).encode(),
+                headers=self.headers(),
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as resp:
+                body = await resp.read()
+        except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
+            raise EndpointUnreachable(
+                f"cannot reach {url}: {one_line(str(exc) or type(exc).__name__)}"
+            ) from None
+        try:
+            return resp.status, json.loads(body)
+        except ValueError:
+            return resp.status, body.decode(errors="replace")
+
+    # ------------------------------------------------------------------ streaming
+
+    async def stream(self, path: str, body: bytes, result: StreamResult, *, chat: bool) -> None:
+        """POST a streaming request and fill ``result`` as chunks arrive.
+
+        ``result`` is filled in place so that a cancelled request keeps what it had received.
+        Errors (HTTP status, dropped connection, malformed chunk, timeout) land in
+        ``result.error``; only cancellation propagates.
+        """
+        url = f"{self.base_url}{path}"
+        headers = self.headers(result.request_id)
+        result.start = _perf()
+        try:
+            async with self.session.post(url, data=body, headers=headers) as resp:
+                result.http_status = resp.status
+                if resp.status != 200:
+                    text = (await resp.content.read(2000)).decode(errors="replace")
+                    result.error = f"HTTP {resp.status}: {one_line(text, 200)}"
+                    return
+                await _consume_sse(resp, result, chat)
+        except asyncio.CancelledError:
+            result.error = "cancelled before completion"
+            raise
+        except MalformedChunk as exc:
+            result.error = f"malformed SSE chunk: {one_line(str(exc), 120)}"
+        except TimeoutError:
+            result.error = "timeout: no data within the read timeout or request timeout"
+        except (aiohttp.ClientError, OSError) as exc:
+            result.error = f"{type(exc).__name__}: {one_line(str(exc), 200)}"
+        if result.error is None and not result.chunk_times:
+            result.error = "no choices chunk received (HTTP 200 with an empty stream)"
+
+
+async def _consume_sse(resp: aiohttp.ClientResponse, res: StreamResult, chat: bool) -> None:
+    parser = _SseParser(res, chat)
+    buf = b""
+    async for data in resp.content.iter_any():
+        now = _perf()
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        buf += data
+        if b"\n\n" not in buf:
+            continue
+        events = buf.split(b"\n\n")
+        buf = events.pop()
+        for ev in events:
+            if ev:
+                parser.event(ev, now)
+    if buf.strip():
+        parser.event(buf.strip(), _perf())
+    if res.chunk_times:
+        res.end = res.chunk_times[-1]
+
+
+class _SseParser:
+    """Turns SSE events into chunk timestamps, token deltas and usage on a StreamResult."""
+
+    __slots__ = ("res", "chat", "last_cum")
+
+    def __init__(self, res: StreamResult, chat: bool) -> None:
+        self.res = res
+        self.chat = chat
+        self.last_cum = 0
+
+    def event(self, ev: bytes, now: float) -> None:
+        res = self.res
+        if ev.startswith(b"data:") and b"\ndata:" not in ev:
+            payload = ev[5:]
+        else:
+            lines = [ln[5:] for ln in ev.split(b"\n") if ln.startswith(b"data:")]
+            if not lines:
+                return  # comment, event: or id: lines only
+            payload = b"\n".join(lines)
+        payload = payload.strip()
+        if payload == b"[DONE]" or not payload:
+            return
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            raise MalformedChunk(payload[:80].decode(errors="replace")) from None
+        if not isinstance(obj, dict):
+            raise MalformedChunk(payload[:80].decode(errors="replace"))
+        choices = obj.get("choices")
+        usage = obj.get("usage")
+        if choices:
+            c0 = choices[0]
+            if self.chat:
+                delta = c0.get("delta") or {}
+                content = delta.get("content")
+                text = content or delta.get("reasoning_content") or delta.get("reasoning")
+            else:
+                content = text = c0.get("text")
+            if res.first_chunk is None:
+                res.first_chunk = now
+            if content and res.first_content is None:
+                res.first_content = now
+            res.chunk_times.append(now)
+            ct = usage.get("completion_tokens") if usage else None
+            if ct is not None:
+                res.per_chunk_usage = True
+                res.chunk_tokens.append(int(ct) - self.last_cum)
+                self.last_cum = int(ct)
+            else:
+                res.chunk_tokens.append(1 if text else 0)
+        elif obj.get("error") is not None:
+            err = obj["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            res.error = f"server error in stream: {one_line(str(msg), 200)}"
+        if usage:
+            pt = usage.get("prompt_tokens")
+            if pt is not None:
+                res.prompt_tokens = int(pt)
+            ct2 = usage.get("completion_tokens")
+            if ct2 is not None:
+                res.output_tokens = int(ct2)

@@ -1,0 +1,467 @@
+"""The DuckDB store: catalog, measured results, benchmark runs, per-request rows, server metrics.
+
+One database file (default ``<user_data_dir>/servewise.duckdb``, ``SERVEWISE_DB_PATH`` to share
+one among a team). DuckDB lets one process write a file, so:
+
+- benchmark runs never write the database: the runner writes a *run directory* of plain files
+  (``run.json``, ``requests.jsonl``, ``server_metrics.jsonl``; format in
+  ``benchmarks_runner/run_files.py``), appended as requests finish, and the store ingests run
+  directories (again when they change) on :meth:`Store.ingest_runs`. A run started from the
+  command line and one started from the dashboard land the same way, and a crash of either
+  loses nothing already flushed to the run files;
+- a second process that finds the file locked (the dashboard holds it) opens an in-memory
+  store built from the same catalog and run files instead (:func:`open_store`), read-mostly.
+
+``SERVEWISE_PARQUET_DIR`` adds a directory of Parquet files of measured results (columns of
+:class:`~planner.catalog.MeasuredResult`) shared by a team; :meth:`Store.export_parquet`
+writes them.
+
+All access goes through one connection guarded by a lock, each call on its own cursor, so the
+store is safe to share across Streamlit's script threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from planner.catalog import Catalog, MeasuredResult
+from planner.errors import StoreError
+
+#: Versioned migrations: (version, statements). Applied in order, once each.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE catalog_gpus (
+                gpu_id VARCHAR PRIMARY KEY, record JSON NOT NULL, origin VARCHAR NOT NULL)""",
+            """CREATE TABLE catalog_instances (
+                instance VARCHAR PRIMARY KEY, provider VARCHAR NOT NULL, gpu_id VARCHAR NOT NULL,
+                record JSON NOT NULL, origin VARCHAR NOT NULL)""",
+            """CREATE TABLE catalog_prices (
+                provider VARCHAR, instance VARCHAR, region VARCHAR, pricing VARCHAR,
+                usd_per_hour DOUBLE NOT NULL, source VARCHAR, as_of DATE,
+                PRIMARY KEY (instance, region, pricing))""",
+            """CREATE TABLE catalog_models (
+                hf_id VARCHAR PRIMARY KEY, name VARCHAR, config JSON NOT NULL, source VARCHAR,
+                as_of DATE, origin VARCHAR NOT NULL)""",
+            """CREATE TABLE catalog_meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+            """CREATE TABLE measured_results (
+                result_key VARCHAR PRIMARY KEY,
+                source VARCHAR, source_ref VARCHAR, engine VARCHAR, engine_version VARCHAR,
+                model VARCHAR, precision VARCHAR, gpu VARCHAR, num_gpus INTEGER, tp INTEGER,
+                pp INTEGER, input_len INTEGER, output_len INTEGER, load VARCHAR,
+                concurrency DOUBLE, request_rate DOUBLE, num_requests DOUBLE, instance VARCHAR,
+                nodes INTEGER, output_tok_per_s DOUBLE, total_tok_per_s DOUBLE, ttft_ms DOUBLE,
+                ttft_stat VARCHAR, itl_ms DOUBLE, itl_stat VARCHAR, origin VARCHAR NOT NULL,
+                run_id VARCHAR, simulated BOOLEAN NOT NULL DEFAULT FALSE)""",
+            """CREATE TABLE benchmark_runs (
+                run_id VARCHAR PRIMARY KEY, status VARCHAR, started_at TIMESTAMP,
+                finished_at TIMESTAMP, base_url VARCHAR, api VARCHAR, model VARCHAR,
+                server_version VARCHAR, simulated BOOLEAN, config JSON, plan JSON,
+                tokenizer JSON, summary JSON, self_checks JSON, error VARCHAR,
+                run_dir VARCHAR, files_signature VARCHAR, ingested_at TIMESTAMP)""",
+            """CREATE TABLE request_results (
+                run_id VARCHAR, request_id VARCHAR, request_index INTEGER, warmup BOOLEAN,
+                start_s DOUBLE, first_chunk_s DOUBLE, first_content_s DOUBLE, end_s DOUBLE,
+                chunk_times_s DOUBLE[], chunk_tokens INTEGER[], prompt_tokens INTEGER,
+                output_tokens INTEGER, input_len_target INTEGER, output_len_target INTEGER,
+                status VARCHAR, http_status INTEGER, error VARCHAR,
+                PRIMARY KEY (run_id, request_id))""",
+            """CREATE TABLE server_metric_samples (
+                run_id VARCHAR, t_s DOUBLE, name VARCHAR, labels JSON, value DOUBLE)""",
+            "CREATE INDEX server_metric_samples_run ON server_metric_samples (run_id)",
+        ],
+    ),
+]
+
+MEASURED_COLUMNS = list(MeasuredResult.model_fields)
+
+
+def _result_key(result: MeasuredResult) -> str:
+    payload = json.dumps(result.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def _executemany(cur: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
+    if rows:  # DuckDB refuses an empty parameter list
+        cur.executemany(sql, rows)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+class Store:
+    """A DuckDB database of the catalog, measured results and benchmark runs."""
+
+    def __init__(self, path: Path | str | None, *, parquet_dir: Path | None = None) -> None:
+        self.path = Path(path) if path not in (None, ":memory:") else None
+        self.parquet_dir = parquet_dir
+        self._lock = threading.RLock()
+        try:
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._con = duckdb.connect(str(self.path))
+            else:
+                self._con = duckdb.connect(":memory:")
+        except duckdb.IOException as exc:
+            raise StoreError(f"cannot open the database {self.path}: {exc}") from exc
+        self.migrate()
+
+    # ----- plumbing ----------------------------------------------------------------------------
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock:
+            cursor = self._con.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
+        """Run a read query and return a DataFrame."""
+        with self._cursor() as cur:
+            return cur.execute(sql, params or []).df()
+
+    def migrate(self) -> list[int]:
+        """Apply the migrations not applied yet; running it twice changes nothing."""
+        applied_now = []
+        with self._cursor() as cur:
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at TIMESTAMP)"
+            )
+            done = {
+                row[0] for row in cur.execute("SELECT version FROM schema_migrations").fetchall()
+            }
+            for version, statements in MIGRATIONS:
+                if version in done:
+                    continue
+                cur.execute("BEGIN TRANSACTION")
+                try:
+                    for statement in statements:
+                        cur.execute(statement)
+                    cur.execute(
+                        "INSERT INTO schema_migrations VALUES (?, ?)",
+                        [version, datetime.now(UTC).replace(tzinfo=None)],
+                    )
+                    cur.execute("COMMIT")
+                except Exception:
+                    cur.execute("ROLLBACK")
+                    raise
+                applied_now.append(version)
+        return applied_now
+
+    def schema_version(self) -> int:
+        with self._cursor() as cur:
+            row = cur.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    # ----- catalog -----------------------------------------------------------------------------
+    @staticmethod
+    def catalog_signature(catalog: Catalog) -> str:
+        digest = hashlib.sha256()
+        for gpu in sorted(catalog.gpus.values(), key=lambda g: g.gpu_id):
+            digest.update(gpu.model_dump_json().encode())
+        for inst in sorted(catalog.instances.values(), key=lambda i: i.instance):
+            digest.update(inst.model_dump_json().encode())
+        for price in sorted(catalog.prices, key=lambda p: (p.instance, p.region, p.pricing)):
+            digest.update(price.model_dump_json().encode())
+        for card in sorted(catalog.models.values(), key=lambda c: c.hf_id):
+            digest.update(json.dumps(card.config, sort_keys=True).encode())
+            digest.update(card.origin.encode())
+        for result in catalog.measured:
+            digest.update(result.model_dump_json().encode())
+        return digest.hexdigest()
+
+    def sync_catalog(self, catalog: Catalog) -> bool:
+        """Load the catalog into the database when it changed; returns whether it did."""
+        signature = self.catalog_signature(catalog)
+        with self._cursor() as cur:
+            row = cur.execute("SELECT value FROM catalog_meta WHERE key = 'signature'").fetchone()
+            if row and row[0] == signature:
+                return False
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                for table in (
+                    "catalog_gpus",
+                    "catalog_instances",
+                    "catalog_prices",
+                    "catalog_models",
+                ):
+                    cur.execute(f"DELETE FROM {table}")
+                cur.execute("DELETE FROM measured_results WHERE origin = 'public'")
+                _executemany(
+                    cur,
+                    "INSERT INTO catalog_gpus VALUES (?, ?, 'embedded')",
+                    [[g.gpu_id, g.model_dump_json()] for g in catalog.gpus.values()],
+                )
+                _executemany(
+                    cur,
+                    "INSERT INTO catalog_instances VALUES (?, ?, ?, ?, 'embedded')",
+                    [
+                        [i.instance, i.provider, i.gpu_id, i.model_dump_json()]
+                        for i in catalog.instances.values()
+                    ],
+                )
+                _executemany(
+                    cur,
+                    "INSERT INTO catalog_prices VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        [
+                            p.provider,
+                            p.instance,
+                            p.region,
+                            p.pricing,
+                            p.usd_per_hour,
+                            p.source,
+                            p.as_of,
+                        ]
+                        for p in catalog.prices
+                    ],
+                )
+                _executemany(
+                    cur,
+                    "INSERT INTO catalog_models VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        [c.hf_id, c.name, json.dumps(c.config), c.source, c.as_of, c.origin]
+                        for c in catalog.models.values()
+                    ],
+                )
+                self._insert_measured(cur, [m for m in catalog.measured if m.origin == "public"])
+                cur.execute(
+                    "INSERT OR REPLACE INTO catalog_meta VALUES ('signature', ?)", [signature]
+                )
+                cur.execute("COMMIT")
+            except Exception:
+                cur.execute("ROLLBACK")
+                raise
+        return True
+
+    # ----- measured results --------------------------------------------------------------------
+    @staticmethod
+    def _insert_measured(cur: duckdb.DuckDBPyConnection, results: Iterable[MeasuredResult]) -> int:
+        rows = []
+        for result in results:
+            values = result.model_dump()
+            rows.append([_result_key(result), *[values[c] for c in MEASURED_COLUMNS]])
+        if rows:
+            placeholders = ", ".join(["?"] * (len(MEASURED_COLUMNS) + 1))
+            columns = ", ".join(["result_key", *MEASURED_COLUMNS])
+            _executemany(
+                cur,
+                f"INSERT OR REPLACE INTO measured_results ({columns}) VALUES ({placeholders})",
+                rows,
+            )
+        return len(rows)
+
+    def add_measured_results(self, results: Iterable[MeasuredResult]) -> int:
+        with self._cursor() as cur:
+            return self._insert_measured(cur, results)
+
+    def measured_results(self, *, include_user: bool = True) -> list[MeasuredResult]:
+        """Every measured result: public rows, the user's runs, and the team's Parquet files."""
+        where = "" if include_user else "WHERE origin = 'public'"
+        frame = self.query(
+            f"SELECT {', '.join(MEASURED_COLUMNS)} FROM measured_results {where} ORDER BY result_key"
+        )
+        if self.parquet_dir is not None and include_user:
+            extra = self._parquet_results()
+            if not extra.empty:
+                frame = pd.concat([frame, extra[[c for c in MEASURED_COLUMNS if c in extra]]])
+        results = []
+        for record in frame.to_dict(orient="records"):
+            clean = {k: _clean(v) for k, v in record.items() if _clean(v) is not None}
+            results.append(MeasuredResult.model_validate(clean))
+        return results
+
+    def _parquet_results(self) -> pd.DataFrame:
+        assert self.parquet_dir is not None
+        files = sorted(self.parquet_dir.glob("*.parquet"))
+        if not files:
+            return pd.DataFrame()
+        pattern = str(self.parquet_dir / "*.parquet")
+        frame = self.query("SELECT * FROM read_parquet(?, union_by_name = true)", [pattern])
+        if "origin" not in frame:
+            frame["origin"] = "user"
+        return frame
+
+    def export_parquet(self, directory: Path) -> Path:
+        """Write the user's measured results to ``directory/measured_results.parquet``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / "measured_results.parquet"
+        with self._cursor() as cur:
+            cur.execute(
+                f"COPY (SELECT {', '.join(MEASURED_COLUMNS)} FROM measured_results "
+                f"WHERE origin = 'user') TO '{target.as_posix()}' (FORMAT parquet)"
+            )
+        return target
+
+    # ----- benchmark runs ----------------------------------------------------------------------
+    def ingest_runs(self, runs_dir: Path) -> list[str]:
+        """Ingest every run directory under ``runs_dir`` that is new or changed since last time.
+
+        Returns the ids of the runs (re)ingested. A run directory that cannot be read is
+        skipped (and reported by :func:`planner.runs.read_run_dir` errors in the log), never
+        aborting the others.
+        """
+        from planner.runs import read_run_dir, run_signature, run_to_measured_result
+
+        if not runs_dir.exists():
+            return []
+        known = dict(
+            self.query("SELECT run_id, files_signature FROM benchmark_runs").itertuples(
+                index=False, name=None
+            )
+        )
+        ingested = []
+        for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+            signature = run_signature(run_dir)
+            if signature is None or known.get(run_dir.name) == signature:
+                continue
+            run = read_run_dir(run_dir)
+            if run is None:
+                continue
+            measured = run_to_measured_result(run)
+            with self._cursor() as cur:
+                cur.execute("BEGIN TRANSACTION")
+                try:
+                    self._write_run(cur, run, signature)
+                    cur.execute("DELETE FROM measured_results WHERE run_id = ?", [run.run_id])
+                    if measured is not None:
+                        self._insert_measured(cur, [measured])
+                    cur.execute("COMMIT")
+                except Exception:
+                    cur.execute("ROLLBACK")
+                    raise
+            ingested.append(run.run_id)
+        return ingested
+
+    @staticmethod
+    def _write_run(cur: duckdb.DuckDBPyConnection, run: Any, signature: str) -> None:
+        meta = run.meta
+        endpoint = meta.get("endpoint") or {}
+        cur.execute("DELETE FROM benchmark_runs WHERE run_id = ?", [run.run_id])
+        cur.execute("DELETE FROM request_results WHERE run_id = ?", [run.run_id])
+        cur.execute("DELETE FROM server_metric_samples WHERE run_id = ?", [run.run_id])
+        cur.execute(
+            "INSERT INTO benchmark_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run.run_id,
+                meta.get("status"),
+                meta.get("started_at"),
+                meta.get("finished_at"),
+                endpoint.get("base_url"),
+                endpoint.get("api"),
+                meta.get("model"),
+                endpoint.get("server_version"),
+                bool(meta.get("simulated", False)),
+                json.dumps(meta.get("config")),
+                json.dumps(meta.get("plan")),
+                json.dumps(meta.get("tokenizer")),
+                json.dumps(meta.get("summary")),
+                json.dumps(meta.get("self_checks")),
+                meta.get("error"),
+                str(run.path),
+                signature,
+                datetime.now(UTC).replace(tzinfo=None),
+            ],
+        )
+        request_columns = [
+            "request_id",
+            "request_index",
+            "warmup",
+            "start_s",
+            "first_chunk_s",
+            "first_content_s",
+            "end_s",
+            "chunk_times_s",
+            "chunk_tokens",
+            "prompt_tokens",
+            "output_tokens",
+            "input_len_target",
+            "output_len_target",
+            "status",
+            "http_status",
+            "error",
+        ]
+        rows = [[run.run_id, *[r.get(c) for c in request_columns]] for r in run.requests]
+        if rows:
+            cur.executemany(
+                f"INSERT OR REPLACE INTO request_results (run_id, {', '.join(request_columns)}) "
+                f"VALUES ({', '.join(['?'] * (len(request_columns) + 1))})",
+                rows,
+            )
+        samples = [
+            [
+                run.run_id,
+                s.get("t_s"),
+                s.get("name"),
+                json.dumps(s.get("labels") or {}),
+                s.get("value"),
+            ]
+            for s in run.server_metrics
+        ]
+        if samples:
+            cur.executemany("INSERT INTO server_metric_samples VALUES (?, ?, ?, ?, ?)", samples)
+
+    def runs(self) -> pd.DataFrame:
+        return self.query("SELECT * FROM benchmark_runs ORDER BY started_at DESC NULLS LAST")
+
+    def run_requests(self, run_id: str) -> pd.DataFrame:
+        return self.query(
+            "SELECT * FROM request_results WHERE run_id = ? ORDER BY start_s", [run_id]
+        )
+
+    def run_server_samples(self, run_id: str) -> pd.DataFrame:
+        return self.query(
+            "SELECT * FROM server_metric_samples WHERE run_id = ? ORDER BY t_s", [run_id]
+        )
+
+
+def open_store(
+    path: Path | None = None,
+    *,
+    catalog: Catalog | None = None,
+    runs_dir: Path | None = None,
+    parquet_dir: Path | None = None,
+) -> Store:
+    """Open the store from settings, sync the catalog and ingest new runs.
+
+    When another process holds the database file, fall back to an in-memory store built from
+    the same catalog and run files, so a command-line tool still sees everything.
+    """
+    from planner.catalog import load_catalog
+    from planner.settings import get_settings
+
+    settings = get_settings()
+    path = path or settings.database_file
+    runs_dir = runs_dir or settings.runs_directory
+    parquet_dir = parquet_dir or settings.parquet_dir
+    catalog = catalog or load_catalog(user_dir=settings.user_data_dir / "catalog")
+    try:
+        store = Store(path, parquet_dir=parquet_dir)
+    except StoreError as exc:
+        if "lock" not in str(exc).lower():
+            raise
+        store = Store(None, parquet_dir=parquet_dir)
+    store.sync_catalog(catalog)
+    store.ingest_runs(runs_dir)
+    return store

@@ -1,0 +1,29 @@
+"""Shared test fixtures: the embedded catalog, isolated settings, a scratch store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import Catalog, load_catalog
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Never let a test touch the developer's own database or run files."""
+    from planner.settings import get_settings
+
+    user_dir = tmp_path_factory.mktemp("servewise-user")
+    monkeypatch.setenv("SERVEWISE_USER_DATA_DIR", str(user_dir))
+    get_settings.cache_clear()
+    yield user_dir
+    get_settings.cache_clear()

@@ -1,0 +1,210 @@
+"""The embedded catalog loads and validates; broken files fail naming file, row and field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import EMBEDDED_DATA_DIR, Catalog, load_catalog, model_card_from_config
+from planner.errors import CatalogError, UnknownEntityError
+
+REQUIRED_GPUS = [
+    "A10G",
+    "L4",
+    "L40S",
+    "A100-40GB-SXM",
+    "A100-80GB-SXM",
+    "A100-80GB-PCIe",
+    "H100-SXM",
+    "H100-PCIe",
+    "H200",
+    "GH200",
+    "B200",
+    "GB200",
+    "MI300X",
+    "MI325X",
+]
+REQUIRED_MODELS = [
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-70B-Instruct",
+    "meta-llama/Llama-3.1-405B-Instruct",
+    "meta-llama/Llama-3.3-70B-Instruct",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
+    "mistralai/Mistral-7B-v0.1",
+    "mistralai/Mixtral-8x7B-v0.1",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-72B-Instruct",
+    "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-235B-A22B",
+    "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    "deepseek-ai/DeepSeek-V3",
+    "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b",
+]
+
+
+def test_every_required_gpu_and_model_is_present(catalog: Catalog) -> None:
+    assert set(REQUIRED_GPUS) <= set(catalog.gpus)
+    for hf_id in REQUIRED_MODELS:
+        assert catalog.model(hf_id).hf_id.lower() == hf_id.lower()
+
+
+def test_every_row_has_source_and_date(catalog: Catalog) -> None:
+    for record in [*catalog.gpus.values(), *catalog.instances.values(), *catalog.prices]:
+        assert record.source.strip()
+        assert record.as_of.year >= 2023
+    for card in catalog.models.values():
+        assert card.source.strip() and card.as_of.year >= 2023
+
+
+def test_required_instance_families_have_prices(catalog: Catalog) -> None:
+    families = ["g5.", "g6.", "g6e.", "p4d.", "p4de.", "p5.", "p5e.", "p5en.", "p6-b200."]
+    for family in families:
+        names = [n for n in catalog.instances if n.startswith(family)]
+        assert names, family
+        assert any(catalog.prices_for(n) for n in names), family
+    providers = {i.provider for i in catalog.instances.values()}
+    assert {"aws", "gcp", "azure"} <= providers
+    assert len(providers - {"aws", "gcp", "azure"}) >= 2
+
+
+def test_figure_one_prices_are_the_aws_list_prices(catalog: Catalog) -> None:
+    assert catalog.price("g6e.2xlarge", "us-east-1").usd_per_hour == pytest.approx(2.24208)
+    assert catalog.price("g5.2xlarge", "us-east-1").usd_per_hour == pytest.approx(1.212)
+    assert catalog.price("g6.2xlarge", "us-east-1").usd_per_hour == pytest.approx(0.9776)
+
+
+def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
+    assert len(catalog.measured) == 526
+    assert all(m.source for m in catalog.measured)
+    brief = [
+        m
+        for m in catalog.measured
+        if m.instance == "g6e.12xlarge"
+        and m.tp == 4
+        and m.input_len == 2048
+        and m.output_len == 512
+        and m.total_tok_per_s
+        and abs(m.total_tok_per_s - 531.86) < 0.01
+    ]
+    assert len(brief) == 1
+
+
+def test_unknown_names_raise_typed_errors_that_list_what_is_allowed(catalog: Catalog) -> None:
+    with pytest.raises(UnknownEntityError, match="gpu='H300' is not allowed: one of"):
+        catalog.gpu("H300")
+    with pytest.raises(UnknownEntityError, match="model="):
+        catalog.model("acme/none")
+    assert catalog.model("META-LLAMA/llama-3.1-70b-instruct").hf_id == (
+        "meta-llama/Llama-3.1-70B-Instruct"
+    )
+
+
+def _copy_data(tmp_path: Path) -> Path:
+    target = tmp_path / "data"
+    shutil.copytree(EMBEDDED_DATA_DIR, target)
+    return target
+
+
+def _rewrite(path: Path, transform) -> None:  # type: ignore[no-untyped-def]
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(transform(lines)) + "\n")
+
+
+def test_missing_column_names_file_and_field(tmp_path: Path) -> None:
+    data = _copy_data(tmp_path)
+
+    def drop_bandwidth(lines: list[str]) -> list[str]:
+        header = lines[0].split(",")
+        idx = header.index("memory_bw_gbps")
+        import csv
+        import io
+
+        out = []
+        for row in csv.reader(io.StringIO("\n".join(lines))):
+            del row[idx]
+            buf = io.StringIO()
+            csv.writer(buf).writerow(row)
+            out.append(buf.getvalue().rstrip("\r\n"))
+        return out
+
+    _rewrite(data / "gpus.csv", drop_bandwidth)
+    with pytest.raises(CatalogError, match=r"gpus.csv, row 1, field 'memory_bw_gbps'"):
+        load_catalog(data)
+
+
+def test_negative_price_names_file_row_and_field(tmp_path: Path) -> None:
+    data = _copy_data(tmp_path)
+    prices = (data / "prices.csv").read_text().splitlines()
+    header = prices[0].split(",")
+    assert header[:5] == ["provider", "instance", "region", "pricing", "usd_per_hour"]
+    cells = prices[3].split(",")
+    cells[4] = "-1.5"
+    prices[3] = ",".join(cells)
+    (data / "prices.csv").write_text("\n".join(prices) + "\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(data)
+    message = str(err.value)
+    assert "prices.csv, row 4, field 'usd_per_hour'" in message
+    assert "-1.5" in message
+
+
+def test_instance_with_unknown_gpu_names_file_row_and_field(tmp_path: Path) -> None:
+    data = _copy_data(tmp_path)
+    lines = (data / "instances.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    idx = header.index("gpu_id")
+    cells = lines[1].split(",")
+    cells[idx] = "TPU-v9"
+    lines[1] = ",".join(cells)
+    (data / "instances.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        CatalogError, match=r"instances.csv, row 2, field 'gpu_id': unknown GPU 'TPU-v9'"
+    ):
+        load_catalog(data)
+
+
+def test_user_files_override_and_extend_the_embedded_catalog(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "prices.csv").write_text(
+        "provider,instance,region,pricing,usd_per_hour,source,as_of,notes\n"
+        "aws,g6e.2xlarge,us-east-1,on_demand,1.5,our negotiated rate,2026-11-01,\n"
+    )
+    catalog = load_catalog(user_dir=user)
+    assert catalog.price("g6e.2xlarge", "us-east-1").usd_per_hour == 1.5
+
+
+def test_user_config_json_becomes_a_model(tmp_path: Path) -> None:
+    config = {
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+        "_name_or_path": "acme/tiny-llama",
+    }
+    card = model_card_from_config(config)
+    assert card.hf_id == "acme/tiny-llama" and card.origin == "user"
+    assert card.architecture.total_params == pytest.approx(1.236e9, rel=0.01)
+    with pytest.raises(CatalogError, match="'num_hidden_layers'"):
+        model_card_from_config({**config, "num_hidden_layers": "many"})
+
+
+def test_broken_model_json_names_the_file(tmp_path: Path) -> None:
+    data = _copy_data(tmp_path)
+    (data / "models" / "acme__broken.json").write_text('{"hidden_size": 4096,')
+    with pytest.raises(CatalogError, match="acme__broken.json"):
+        load_catalog(data)
+    (data / "models" / "acme__broken.json").write_text(json.dumps({"hidden_size": 4096}))
+    with pytest.raises(
+        CatalogError, match="acme__broken.json: config.json field 'num_hidden_layers'"
+    ):
+        load_catalog(data)
