@@ -279,9 +279,8 @@ class Store:
     def measured_results(self, *, include_user: bool = True) -> list[MeasuredResult]:
         """Every measured result: public rows, the user's runs, and the team's Parquet files."""
         where = "" if include_user else "WHERE origin = 'public'"
-        frame = self.query(
-            f"SELECT {', '.join(MEASURED_COLUMNS)} FROM measured_results {where} ORDER BY result_key"
-        )
+        columns = ", ".join(MEASURED_COLUMNS)
+        frame = self.query(f"SELECT {columns} FROM measured_results {where} ORDER BY result_key")
         if self.parquet_dir is not None and include_user:
             extra = self._parquet_results()
             if not extra.empty:
@@ -362,7 +361,7 @@ class Store:
         cur.execute("DELETE FROM request_results WHERE run_id = ?", [run.run_id])
         cur.execute("DELETE FROM server_metric_samples WHERE run_id = ?", [run.run_id])
         cur.execute(
-            "INSERT INTO benchmark_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO benchmark_runs VALUES ({', '.join(['?'] * 18)})",
             [
                 run.run_id,
                 meta.get("status"),

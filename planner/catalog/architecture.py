@@ -267,6 +267,9 @@ def _first(config: dict[str, Any], *keys: str, default: Any = None) -> Any:
 
 
 def _layer_kinds(config: dict[str, Any], num_layers: int) -> tuple[LayerKind, ...]:
+    full: LayerKind = "full"
+    sliding: LayerKind = "sliding"
+    linear: LayerKind = "linear"
     kinds_by_name: dict[str, LayerKind] = {
         "full_attention": "full",
         "attention": "full",
@@ -278,19 +281,17 @@ def _layer_kinds(config: dict[str, Any], num_layers: int) -> tuple[LayerKind, ..
         return tuple(kinds_by_name.get(str(t), "full") for t in layer_types)
     interval = config.get("full_attention_interval")
     if interval:
-        return tuple(
-            "full" if (i + 1) % int(interval) == 0 else "linear" for i in range(num_layers)
-        )
+        return tuple(full if (i + 1) % int(interval) == 0 else linear for i in range(num_layers))
     window = config.get("sliding_window")
     model_type = str(config.get("model_type", ""))
     if window and model_type.startswith("qwen"):
         if not config.get("use_sliding_window", False):
-            return ("full",) * num_layers
+            return (full,) * num_layers
         max_window_layers = int(config.get("max_window_layers", num_layers))
-        return tuple("sliding" if i >= max_window_layers else "full" for i in range(num_layers))
+        return tuple(sliding if i >= max_window_layers else full for i in range(num_layers))
     if window:
-        return ("sliding",) * num_layers
-    return ("full",) * num_layers
+        return (sliding,) * num_layers
+    return (full,) * num_layers
 
 
 def _moe_layers(config: dict[str, Any], num_layers: int, num_experts: int) -> tuple[int, ...]:

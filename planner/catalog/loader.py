@@ -221,8 +221,8 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
                 catalog.instances[inst.instance] = inst
         if (directory / PRICES_FILE).exists():
             for line_no, price in enumerate(read_records(directory / PRICES_FILE, Price), start=2):
-                inst = catalog.instances.get(price.instance)
-                if inst is None or inst.provider != price.provider:
+                listed = catalog.instances.get(price.instance)
+                if listed is None or listed.provider != price.provider:
                     raise CatalogError(
                         PRICES_FILE,
                         line_no,

@@ -201,10 +201,10 @@ def test_user_config_json_becomes_a_model(tmp_path: Path) -> None:
 def test_broken_model_json_names_the_file(tmp_path: Path) -> None:
     data = _copy_data(tmp_path)
     (data / "models" / "acme__broken.json").write_text('{"hidden_size": 4096,')
-    with pytest.raises(CatalogError, match="acme__broken.json"):
+    with pytest.raises(CatalogError, match=r"acme__broken\.json"):
         load_catalog(data)
     (data / "models" / "acme__broken.json").write_text(json.dumps({"hidden_size": 4096}))
     with pytest.raises(
-        CatalogError, match="acme__broken.json: config.json field 'num_hidden_layers'"
+        CatalogError, match=r"acme__broken\.json: config\.json field 'num_hidden_layers'"
     ):
         load_catalog(data)
