@@ -82,9 +82,8 @@ class VllmServer:
         async with aiohttp.ClientSession() as session:
             while time.monotonic() < deadline:
                 if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(
-                        f"vllm serve exited with code {self.process.returncode}; see {self.log_path}"
-                    )
+                    code = self.process.returncode
+                    raise RuntimeError(f"vllm serve exited with code {code}; see {self.log_path}")
                 try:
                     async with session.get(
                         f"{self.base_url}/health", timeout=aiohttp.ClientTimeout(total=5)
