@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.errors import InvalidInputError
 
@@ -41,12 +41,47 @@ PEAK_WINDOW_S = 60.0
 _MEAN_GRID = 20_000
 
 
+def planner_error(exc: ValidationError) -> InvalidInputError:
+    """The typed error behind a pydantic ValidationError (or one built from its first entry)."""
+    for error in exc.errors():
+        original = (error.get("ctx") or {}).get("error")
+        if isinstance(original, InvalidInputError):
+            return original
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or exc.title
+    return InvalidInputError(field, first.get("input"), first["msg"])
+
+
+class _Validated(BaseModel):
+    """A model whose invalid input raises :class:`InvalidInputError`, not ValidationError."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise planner_error(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise planner_error(exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise planner_error(exc) from None
+
+
 def _check_positive(field: str, value: float | None) -> None:
     if value is not None and not value > 0:
         raise InvalidInputError(field, value, "a number > 0")
 
 
-class LengthDistribution(BaseModel):
+class LengthDistribution(_Validated):
     """A distribution of token counts (prompt or answer length), always >= ``min_tokens`` >= 1.
 
     Kinds and their parameters:
@@ -63,7 +98,7 @@ class LengthDistribution(BaseModel):
     draws from (for normal and lognormal the mean is integrated over a 20,000-point quantile grid).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     kind: LengthKind
     value: int | None = None
@@ -86,14 +121,16 @@ class LengthDistribution(BaseModel):
         return cls(kind="uniform", low=low, high=high)
 
     @classmethod
-    def normal(cls, mean: float, std: float, *, max_tokens: int | None = None) -> LengthDistribution:
-        return cls(kind="normal", mean=mean, std=std, max_tokens=max_tokens)
+    def normal(
+        cls, mean: float, std: float, *, max_tokens: int | None = None
+    ) -> LengthDistribution:
+        return cls(kind="normal", mean_tokens=mean, std=std, max_tokens=max_tokens)
 
     @classmethod
     def lognormal(
         cls, mean: float, std: float, *, max_tokens: int | None = None
     ) -> LengthDistribution:
-        return cls(kind="lognormal", mean=mean, std=std, max_tokens=max_tokens)
+        return cls(kind="lognormal", mean_tokens=mean, std=std, max_tokens=max_tokens)
 
     @classmethod
     def empirical(
@@ -215,7 +252,8 @@ class LengthDistribution(BaseModel):
             cdf = np.cumsum(probs)
             index = int(np.searchsorted(cdf, q - 1e-12, side="left"))
             return int(values[min(index, len(values) - 1)])
-        return int(self._clip(np.ceil(self._continuous_quantile(np.array([q]))))[0])
+        # sample() rounds to the nearest integer: P(rint(X) <= x) >= q  <=>  x >= Q(q) - 0.5.
+        return int(self._clip(np.ceil(self._continuous_quantile(np.array([q])) - 0.5))[0])
 
     def max(self) -> int:
         """Largest count :meth:`sample` can return (the 0.9999 quantile for unbounded kinds)."""
@@ -224,7 +262,7 @@ class LengthDistribution(BaseModel):
         return self.quantile(1.0)
 
 
-class ArrivalProcess(BaseModel):
+class ArrivalProcess(_Validated):
     """When requests arrive.
 
     - ``closed_loop``: ``concurrency`` clients, each sending its next request when the previous
@@ -340,7 +378,7 @@ class TraceRequest(BaseModel):
     prefix_len: int = Field(default=0, ge=0)
 
 
-class Workload(BaseModel):
+class Workload(_Validated):
     """What a deployment serves: lengths, arrivals, shared prefixes, average and peak load."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -363,11 +401,14 @@ class Workload(BaseModel):
             raise InvalidInputError("num_requests", self.num_requests, "an integer >= 1")
         _check_positive("avg_rate", self.avg_rate)
         _check_positive("peak_rate", self.peak_rate)
-        if self.avg_rate is not None and self.peak_rate is not None:
-            if self.peak_rate < self.avg_rate:
-                raise InvalidInputError(
-                    "peak_rate", self.peak_rate, f"a rate >= avg_rate ({self.avg_rate})"
-                )
+        if (
+            self.avg_rate is not None
+            and self.peak_rate is not None
+            and self.peak_rate < self.avg_rate
+        ):
+            raise InvalidInputError(
+                "peak_rate", self.peak_rate, f"a rate >= avg_rate ({self.avg_rate})"
+            )
         return self
 
     @classmethod
@@ -562,7 +603,9 @@ def _read_mooncake(path: Path) -> tuple[list[TraceRequest], int]:
             for key in ("timestamp", "input_length", "output_length"):
                 if key not in record:
                     raise _fail(path, f"line {line_no} '{key}'", None, "a number (Mooncake format)")
-            input_len = _positive_int(path, f"line {line_no} 'input_length'", record["input_length"])
+            input_len = _positive_int(
+                path, f"line {line_no} 'input_length'", record["input_length"]
+            )
             output_len = _positive_int(
                 path, f"line {line_no} 'output_length'", record["output_length"]
             )
@@ -640,7 +683,7 @@ def _detect_format(path: Path) -> str:
     raise _fail(path, "header", sorted(header), f"the columns of a known trace ({known})")
 
 
-def load_trace(path: str | Path, format: TraceFormat = "auto") -> Workload:  # noqa: A002
+def load_trace(path: str | Path, format: TraceFormat = "auto") -> Workload:
     """Read a request trace into a :class:`Workload` that replays it.
 
     Lengths become empirical histograms, timestamps a ``trace`` arrival process, ``avg_rate`` the

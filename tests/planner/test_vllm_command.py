@@ -15,17 +15,43 @@ from pathlib import Path
 from planner.vllm_command import VllmServeConfig, vllm_serve_args, vllm_serve_command
 
 DOCUMENTED_FLAGS_0_27_1 = {
-    "--block-size", "--calculate-kv-scales", "--cpu-offload-gb", "--disable-cascade-attn",
-    "--disable-chunked-mm-input", "--disable-sliding-window", "--dtype",
-    "--enable-auto-tool-choice", "--enable-chunked-prefill", "--enable-prefix-caching",
-    "--enforce-eager", "--gpu-memory-utilization", "--kv-cache-dtype", "--load-format",
-    "--logprobs-mode", "--long-prefill-token-threshold", "--max-logprobs",
-    "--max-long-partial-prefills", "--max-model-len", "--max-num-batched-tokens",
-    "--max-num-partial-prefills", "--max-num-seqs", "--max-seq-len-to-capture",
-    "--multi-step-stream-outputs", "--no-enable-prefix-caching", "--num-lookahead-slots",
-    "--num-scheduler-steps", "--pipeline-parallel-size", "--preemption-mode",
-    "--prefix-caching-hash-algo", "--quantization", "--rope-scaling", "--rope-theta",
-    "--scheduling-policy", "--seed", "--tensor-parallel-size", "--tool-call-parser",
+    "--block-size",
+    "--calculate-kv-scales",
+    "--cpu-offload-gb",
+    "--disable-cascade-attn",
+    "--disable-chunked-mm-input",
+    "--disable-sliding-window",
+    "--dtype",
+    "--enable-auto-tool-choice",
+    "--enable-chunked-prefill",
+    "--enable-prefix-caching",
+    "--enforce-eager",
+    "--gpu-memory-utilization",
+    "--kv-cache-dtype",
+    "--load-format",
+    "--logprobs-mode",
+    "--long-prefill-token-threshold",
+    "--max-logprobs",
+    "--max-long-partial-prefills",
+    "--max-model-len",
+    "--max-num-batched-tokens",
+    "--max-num-partial-prefills",
+    "--max-num-seqs",
+    "--max-seq-len-to-capture",
+    "--multi-step-stream-outputs",
+    "--no-enable-prefix-caching",
+    "--num-lookahead-slots",
+    "--num-scheduler-steps",
+    "--pipeline-parallel-size",
+    "--preemption-mode",
+    "--prefix-caching-hash-algo",
+    "--quantization",
+    "--rope-scaling",
+    "--rope-theta",
+    "--scheduling-policy",
+    "--seed",
+    "--tensor-parallel-size",
+    "--tool-call-parser",
     "--trust-remote-code",
 }
 FRONTEND_FLAGS = {"--host", "--port"}
@@ -41,11 +67,20 @@ def test_pinned_extra_is_the_documented_version() -> None:
 
 def test_every_flag_is_documented_for_the_pinned_version() -> None:
     config = VllmServeConfig(
-        model="meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=4,
-        pipeline_parallel_size=2, precision="fp8", max_num_seqs=128,
-        max_num_batched_tokens=4096, max_model_len=8192, gpu_memory_utilization=0.92,
-        kv_cache_dtype="fp8", enable_prefix_caching=True, enable_chunked_prefill=True,
-        enforce_eager=True, host="127.0.0.1", port=8000,
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        tensor_parallel_size=4,
+        pipeline_parallel_size=2,
+        precision="fp8",
+        max_num_seqs=128,
+        max_num_batched_tokens=4096,
+        max_model_len=8192,
+        gpu_memory_utilization=0.92,
+        kv_cache_dtype="fp8",
+        enable_prefix_caching=True,
+        enable_chunked_prefill=True,
+        enforce_eager=True,
+        host="127.0.0.1",
+        port=8000,
     )
     args = vllm_serve_args(config)
     flags = {a for a in args if a.startswith("--")}
@@ -54,8 +89,9 @@ def test_every_flag_is_documented_for_the_pinned_version() -> None:
 
 
 def test_command_line_round_trips_through_a_shell() -> None:
-    config = VllmServeConfig(model="Qwen/Qwen3-32B", tensor_parallel_size=2,
-                             enable_prefix_caching=False)
+    config = VllmServeConfig(
+        model="Qwen/Qwen3-32B", tensor_parallel_size=2, enable_prefix_caching=False
+    )
     line = vllm_serve_command(config)
     assert line == (
         "vllm serve Qwen/Qwen3-32B --tensor-parallel-size 2 --dtype bfloat16 "

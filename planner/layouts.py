@@ -1,0 +1,284 @@
+"""Feasible TP x PP x DP layouts of a model over the catalog's instances.
+
+For every instance type and node count, every (TP, PP, DP) with TP x PP x DP = GPUs is a
+candidate. A candidate is ruled out, with the reason in words, when:
+
+- TP does not stay inside one instance (vLLM's tensor parallelism needs the fast intra-node link;
+  PP may cross instances), or TP does not divide the attention heads (or divide/multiply the KV
+  heads, which vLLM replicates when TP exceeds them);
+- vLLM has no kernel for the precision on the GPU;
+- the weights, activations and runtime do not fit under gpu_memory_utilization, or the KV pool
+  left cannot hold one max_model_len sequence (vLLM refuses to start in both cases).
+
+Precision support (what vLLM 0.10/0.11 does; documented decision):
+
+- fp8: W8A8 where the GPU has FP8 tensor cores (Ada, Hopper, Blackwell, MI300). On other NVIDIA
+  GPUs (Ampere: A10G, A100) vLLM runs FP8 checkpoints weight-only through the Marlin kernel
+  ("Your GPU does not have native support for FP8 computation ... Weight-only FP8 compression
+  will be used leveraging the Marlin kernel", quantization/utils/marlin_utils_fp8.py): memory
+  halves, matmuls stay 16-bit. Allowed, with a note. AMD GPUs without FP8: ruled out.
+- fp4: native NVFP4/MXFP4 only with FP4 tensor cores (Blackwell: ``fp4_dense_tflops`` set). On
+  other NVIDIA GPUs, weight-only via Marlin (marlin_utils_fp4.py): allowed, with a note. AMD
+  GPUs without FP4 units: ruled out (vLLM's ROCm MXFP4 path needs MI350-class gfx950).
+- int4 (AWQ/GPTQ): Marlin kernels on NVIDIA, Triton/ROCm kernels on AMD. int8: W8A8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.catalog.architecture import ModelArchitecture
+from planner.catalog.loader import Catalog
+from planner.catalog.schema import GPU, PRECISIONS, Instance, ModelCard
+from planner.errors import InvalidInputError
+from planner.memory import (
+    MemoryPlan,
+    check_parallelism,
+    kv_bytes_per_element,
+    plan_memory,
+    vllm_serve_defaults,
+)
+
+
+class LayoutCandidate(BaseModel):
+    """One way to lay a model out on ``nodes`` instances, feasible or not (then with a reason)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    instance: str
+    gpu_id: str
+    nodes: int
+    gpus: int = Field(description="GPUs of the deployment: nodes x GPUs per instance")
+    tp: int
+    pp: int
+    dp: int
+    precision: str
+    kv_cache_dtype: str
+    feasible: bool
+    reason: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    memory: MemoryPlan | None = None
+
+    @property
+    def replicas(self) -> int:
+        return self.dp
+
+
+def precision_support(gpu: GPU, precision: str) -> tuple[bool, str | None]:
+    """(vLLM can run ``precision`` on ``gpu``, a note on how) - see the module docstring."""
+    if precision not in PRECISIONS:
+        raise InvalidInputError("precision", precision, f"one of {', '.join(PRECISIONS)}")
+    nvidia = gpu.vendor == "nvidia"
+    if precision == "fp8":
+        if gpu.fp8_dense_tflops is not None:
+            return True, None
+        if nvidia:
+            return True, (
+                f"{gpu.gpu_id} has no FP8 tensor cores: vLLM runs FP8 weight-only (Marlin), "
+                "matmuls in 16-bit"
+            )
+        return False, f"vLLM has no FP8 kernels for {gpu.gpu_id} (no FP8 units)"
+    if precision == "fp4":
+        if gpu.fp4_dense_tflops is not None:
+            return True, None
+        if nvidia:
+            return True, (
+                f"{gpu.gpu_id} has no FP4 tensor cores: vLLM runs FP4 weight-only (Marlin), "
+                "matmuls in 16-bit"
+            )
+        return False, (
+            f"vLLM has no FP4 kernels for {gpu.gpu_id} (ROCm MXFP4 needs MI350-class GPUs)"
+        )
+    if precision == "int4":
+        return True, "int4 weight-only (AWQ/GPTQ): matmuls in 16-bit"
+    return True, None
+
+
+def check_layout(
+    model: ModelCard | ModelArchitecture,
+    tp: int,
+    pp: int = 1,
+    *,
+    gpus: int | None = None,
+    gpus_per_instance: int | None = None,
+) -> None:
+    """Raise :class:`InvalidInputError` (naming field, value and what is allowed) when vLLM
+    cannot run ``tp`` x ``pp`` (x DP) on ``gpus`` GPUs, ``gpus_per_instance`` an instance."""
+    check_parallelism(model, tp, pp)
+    if gpus_per_instance is not None and (tp > gpus_per_instance or gpus_per_instance % tp):
+        raise InvalidInputError(
+            "tp",
+            tp,
+            f"a divisor of the {gpus_per_instance} GPUs of one instance (TP stays inside it)",
+        )
+    if gpus is not None:
+        if gpus < 1:
+            raise InvalidInputError("gpus", gpus, "an integer >= 1")
+        if gpus % (tp * pp):
+            raise InvalidInputError(
+                "tp x pp", tp * pp, f"a divisor of the {gpus} GPUs (TP x PP x DP = GPUs)"
+            )
+
+
+def evaluate_layout(
+    model: ModelCard | ModelArchitecture,
+    instance: Instance,
+    gpu: GPU,
+    *,
+    nodes: int = 1,
+    tp: int,
+    pp: int = 1,
+    precision: str = "bf16",
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    enforce_eager: bool = False,
+) -> LayoutCandidate:
+    """One candidate, with every replica of DP = GPUs / (TP x PP); infeasible ones say why.
+
+    ``max_num_seqs``/``max_num_batched_tokens`` default to what ``vllm serve`` picks for the GPU.
+    """
+    if nodes < 1:
+        raise InvalidInputError("nodes", nodes, "an integer >= 1")
+    if precision not in PRECISIONS:
+        raise InvalidInputError("precision", precision, f"one of {', '.join(PRECISIONS)}")
+    kv_bytes_per_element(kv_cache_dtype)  # validates
+    gpus = nodes * instance.gpus
+    common = {
+        "instance": instance.instance,
+        "gpu_id": gpu.gpu_id,
+        "nodes": nodes,
+        "gpus": gpus,
+        "tp": tp,
+        "pp": pp,
+        "precision": precision,
+        "kv_cache_dtype": kv_cache_dtype,
+    }
+    shape = tp * pp
+    if tp < 1 or pp < 1:
+        raise InvalidInputError("tp" if tp < 1 else "pp", tp if tp < 1 else pp, "an integer >= 1")
+    if shape > gpus or gpus % shape:
+        where = f"{nodes} x {instance.instance}"
+        reason = (
+            f"TP={tp} x PP={pp} needs {shape} GPUs a replica; {where} has {gpus}"
+            if shape > gpus
+            else f"TP={tp} x PP={pp} = {shape} GPUs a replica does not divide the {gpus} GPUs "
+            f"of {where}"
+        )
+        return LayoutCandidate(**common, dp=gpus // shape, feasible=False, reason=reason)
+    dp = gpus // shape
+    if tp > instance.gpus or instance.gpus % tp:
+        return LayoutCandidate(
+            **common,
+            dp=dp,
+            feasible=False,
+            reason=(
+                f"TP={tp} must stay inside one instance; {instance.instance} has "
+                f"{instance.gpus} GPU{'s' if instance.gpus > 1 else ''}"
+            ),
+        )
+    try:
+        check_parallelism(model, tp, pp)
+    except InvalidInputError as exc:
+        return LayoutCandidate(**common, dp=dp, feasible=False, reason=str(exc))
+    supported, note = precision_support(gpu, precision)
+    if not supported:
+        return LayoutCandidate(**common, dp=dp, feasible=False, reason=note)
+    notes = [note] if note else []
+    if kv_cache_dtype.startswith("fp8") and gpu.fp8_dense_tflops is None:
+        notes.append("fp8 KV cache is stored as fp8 and dequantized for attention")
+    default_seqs, default_tokens = vllm_serve_defaults(gpu)
+    plan = plan_memory(
+        model,
+        gpu,
+        tp=tp,
+        pp=pp,
+        precision=precision,
+        kv_cache_dtype=kv_cache_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs or default_seqs,
+        max_num_batched_tokens=max_num_batched_tokens or default_tokens,
+        enforce_eager=enforce_eager,
+        max_model_len=max_model_len,
+    )
+    return LayoutCandidate(
+        **common,
+        dp=dp,
+        feasible=plan.fits,
+        reason="; ".join(plan.problems) or None,
+        notes=notes + plan.warnings,
+        memory=plan,
+    )
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_layouts(
+    catalog: Catalog,
+    model: ModelCard | ModelArchitecture,
+    *,
+    instances: list[str] | None = None,
+    max_nodes: int = 4,
+    precisions: Sequence[str] = ("bf16",),
+    kv_cache_dtypes: Sequence[str] = ("auto",),
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    nodes: Iterable[int] | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+) -> list[LayoutCandidate]:
+    """Every (instance, nodes, TP, PP, DP, precision, KV dtype) with TP x PP x DP = GPUs.
+
+    ``nodes`` (default 1..``max_nodes``) fixes the node counts tried. Infeasible candidates are
+    kept with their reason; TP values that do not divide the GPU count cannot form a layout and
+    are not listed (use :func:`evaluate_layout` for a specific shape).
+    """
+    if max_nodes < 1:
+        raise InvalidInputError("max_nodes", max_nodes, "an integer >= 1")
+    names = list(instances) if instances is not None else sorted(catalog.instances)
+    node_counts = sorted(set(nodes)) if nodes is not None else list(range(1, max_nodes + 1))
+    for count in node_counts:
+        if count < 1:
+            raise InvalidInputError("nodes", count, "integers >= 1")
+    candidates: list[LayoutCandidate] = []
+    for name in names:
+        instance = catalog.instance(name)
+        gpu = catalog.gpu(instance.gpu_id)
+        for node_count in node_counts:
+            gpus = node_count * instance.gpus
+            for tp in _divisors(gpus):
+                for pp in _divisors(gpus // tp):
+                    for precision in precisions:
+                        for kv_dtype in kv_cache_dtypes:
+                            candidates.append(
+                                evaluate_layout(
+                                    model,
+                                    instance,
+                                    gpu,
+                                    nodes=node_count,
+                                    tp=tp,
+                                    pp=pp,
+                                    precision=precision,
+                                    kv_cache_dtype=kv_dtype,
+                                    max_model_len=max_model_len,
+                                    gpu_memory_utilization=gpu_memory_utilization,
+                                    max_num_seqs=max_num_seqs,
+                                    max_num_batched_tokens=max_num_batched_tokens,
+                                )
+                            )
+    return candidates
+
+
+__all__ = [
+    "LayoutCandidate",
+    "check_layout",
+    "enumerate_layouts",
+    "evaluate_layout",
+    "precision_support",
+]
