@@ -48,6 +48,11 @@ class RunConfig(BaseModel):
     The API key comes from ``api_key`` or from the environment variable ``api_key_env``; it is
     sent as ``Authorization: Bearer`` and never written to run files, logs or exports
     (:meth:`public_dict`).
+
+    ``continuous_usage_stats`` (vLLM's per-chunk usage) is off by default so the request body
+    is the one ``vllm bench serve`` sends; turn it on to get exact per-chunk token deltas from
+    servers that batch several tokens per chunk (output token totals come from the final
+    ``usage`` either way).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -79,7 +84,7 @@ class RunConfig(BaseModel):
 
     ignore_eos: bool = True
     use_min_tokens: bool = True
-    continuous_usage_stats: bool = True
+    continuous_usage_stats: bool = False
     temperature: float | None = Field(default=None, ge=0, le=10)
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
@@ -96,11 +101,12 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_consistency(self) -> RunConfig:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"base_url={self.base_url!r}: must start with http:// or https://"
-            )
+            raise ValueError(f"base_url={self.base_url!r}: must start with http:// or https://")
         if self.load == "concurrency" and self.concurrency is None:
-            raise ValueError("concurrency=None: load 'concurrency' needs concurrency >= 1")
+            raise ValueError(
+                "concurrency=None: load 'concurrency' needs concurrency >= 1 "
+                "(CLI: --concurrency C, or --request-rate R)"
+            )
         if self.load == "rate" and self.request_rate is None:
             raise ValueError("request_rate=None: load 'rate' needs request_rate > 0")
         for name, value in self.goodput_slos_ms.items():
@@ -142,26 +148,42 @@ class RunConfig(BaseModel):
         return data
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: ``field=value: what is allowed``."""
+def _field_range(model: type[BaseModel] | None, name: str) -> str | None:
+    """``lo..hi`` of a numeric field from its declared constraints (None if unbounded)."""
+    if model is None or name not in model.model_fields:
+        return None
+    lo = hi = None
+    for m in model.model_fields[name].metadata:
+        for attr in ("ge", "gt"):
+            if getattr(m, attr, None) is not None:
+                lo = f"{'>' if attr == 'gt' else '>='} {getattr(m, attr)}"
+        for attr in ("le", "lt"):
+            if getattr(m, attr, None) is not None:
+                hi = f"{'<' if attr == 'lt' else '<='} {getattr(m, attr)}"
+    parts = [p for p in (lo, hi) if p]
+    return " and ".join(parts) if parts else None
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line per problem: ``field=value: allowed range``."""
     parts: list[str] = []
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        loc_parts = [str(x) for x in err["loc"] if str(x) != "[key]"]
+        loc = ".".join(loc_parts) or "config"
         ctx = err.get("ctx") or {}
         value = err.get("input")
         msg = err["msg"]
         if err["type"] == "value_error":
             parts.append(msg.removeprefix("Value error, "))
             continue
-        bound = ""
-        if "ge" in ctx:
-            bound = f">= {ctx['ge']}"
-        elif "gt" in ctx:
-            bound = f"> {ctx['gt']}"
-        if "le" in ctx:
-            bound = f"{bound} and <= {ctx['le']}" if bound else f"<= {ctx['le']}"
-        elif "lt" in ctx:
-            bound = f"{bound} and < {ctx['lt']}" if bound else f"< {ctx['lt']}"
+        bound = _field_range(model, str(err["loc"][0])) if err["loc"] else None
+        if bound is None:
+            pieces = [
+                f"{op} {ctx[k]}"
+                for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+                if k in ctx
+            ]
+            bound = " and ".join(pieces) or None
         allowed = f"allowed {bound}" if bound else msg
         if "expected" in ctx:
             allowed = f"allowed {ctx['expected']}"
@@ -175,4 +197,4 @@ def make_run_config(**kwargs: Any) -> RunConfig:
     try:
         return RunConfig(**kwargs)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        raise ConfigError(format_validation_error(exc, RunConfig)) from None

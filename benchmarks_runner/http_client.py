@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import json.scanner
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -168,9 +169,9 @@ class EndpointClient:
                 f"cannot reach {url}: {one_line(str(exc) or type(exc).__name__)}"
             ) from None
 
-    async def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[
-        int, dict[str, str], Any
-    ]:
+    async def get_json(
+        self, path: str, *, timeout_s: float | None = None
+    ) -> tuple[int, dict[str, str], Any]:
         status, headers, body = await self.get(path, timeout_s=timeout_s)
         if status in (401, 403):
             raise AuthenticationFailed(
@@ -236,23 +237,45 @@ class EndpointClient:
             result.error = "no choices chunk received (HTTP 200 with an empty stream)"
 
 
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _decode(payload: bytes) -> Any:
+    """One JSON value from an SSE data field (no json.loads wrapper: this is the hot path)."""
+    text = payload.decode("utf-8", "replace")
+    try:
+        obj, end = _scan_json(text, 0)
+    except (StopIteration, ValueError):
+        raise MalformedChunk(text[:80]) from None
+    if end != len(text) and text[end:].strip():
+        raise MalformedChunk(text[:80])
+    return obj
+
+
 async def _consume_sse(resp: aiohttp.ClientResponse, res: StreamResult, chat: bool) -> None:
     parser = _SseParser(res, chat)
+    event = parser.event
     buf = b""
     async for data in resp.content.iter_any():
         now = _perf()
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
-        buf += data
-        if b"\n\n" not in buf:
+        if buf:
+            data = buf + data
+        if data.endswith(b"\n\n") and data.count(b"\n\n") == 1:
+            buf = b""  # the common case: exactly one whole event
+            event(data[:-2], now)
             continue
-        events = buf.split(b"\n\n")
+        if b"\n\n" not in data:
+            buf = data
+            continue
+        events = data.split(b"\n\n")
         buf = events.pop()
         for ev in events:
             if ev:
-                parser.event(ev, now)
+                event(ev, now)
     if buf.strip():
-        parser.event(buf.strip(), _perf())
+        event(buf.strip(), _perf())
     if res.chunk_times:
         res.end = res.chunk_times[-1]
 
@@ -260,7 +283,7 @@ async def _consume_sse(resp: aiohttp.ClientResponse, res: StreamResult, chat: bo
 class _SseParser:
     """Turns SSE events into chunk timestamps, token deltas and usage on a StreamResult."""
 
-    __slots__ = ("res", "chat", "last_cum")
+    __slots__ = ("chat", "last_cum", "res")
 
     def __init__(self, res: StreamResult, chat: bool) -> None:
         self.res = res
@@ -268,23 +291,21 @@ class _SseParser:
         self.last_cum = 0
 
     def event(self, ev: bytes, now: float) -> None:
-        res = self.res
-        if ev.startswith(b"data:") and b"\ndata:" not in ev:
-            payload = ev[5:]
+        if ev[:6] == b"data: " and b"\n" not in ev:
+            payload = ev[6:]
+        elif ev[:5] == b"data:" and b"\n" not in ev:
+            payload = ev[5:].strip()
         else:
             lines = [ln[5:] for ln in ev.split(b"\n") if ln.startswith(b"data:")]
             if not lines:
                 return  # comment, event: or id: lines only
-            payload = b"\n".join(lines)
-        payload = payload.strip()
-        if payload == b"[DONE]" or not payload:
-            return
-        try:
-            obj = json.loads(payload)
-        except ValueError:
-            raise MalformedChunk(payload[:80].decode(errors="replace")) from None
-        if not isinstance(obj, dict):
+            payload = b"\n".join(lines).strip()
+        if payload[:1] != b"{":
+            if payload == b"[DONE]" or not payload.strip():
+                return
             raise MalformedChunk(payload[:80].decode(errors="replace"))
+        obj = _decode(payload)
+        res = self.res
         choices = obj.get("choices")
         usage = obj.get("usage")
         if choices:
@@ -300,13 +321,20 @@ class _SseParser:
             if content and res.first_content is None:
                 res.first_content = now
             res.chunk_times.append(now)
-            ct = usage.get("completion_tokens") if usage else None
-            if ct is not None:
-                res.per_chunk_usage = True
-                res.chunk_tokens.append(int(ct) - self.last_cum)
-                self.last_cum = int(ct)
-            else:
-                res.chunk_tokens.append(1 if text else 0)
+            if usage:
+                ct = usage.get("completion_tokens")
+                if ct is not None:
+                    res.per_chunk_usage = True
+                    res.chunk_tokens.append(ct - self.last_cum)
+                    self.last_cum = ct
+                    res.output_tokens = ct
+                    pt = usage.get("prompt_tokens")
+                    if pt is not None:
+                        res.prompt_tokens = pt
+                    return
+            res.chunk_tokens.append(1 if text else 0)
+            if not usage:
+                return
         elif obj.get("error") is not None:
             err = obj["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err

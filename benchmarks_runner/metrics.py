@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -34,19 +35,65 @@ PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 # Source: vllm-project/vllm vllm/benchmarks/serve.py (benchmark() `result` dict,
 # process_one_metric(), main_async() `result_json` setup keys).
 VLLM_RESULT_KEYS: tuple[str, ...] = (
-    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
-    "request_rate", "burstiness", "max_concurrency",
-    "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-    "input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
-    "generated_texts", "errors", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
-    "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
-    "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms",
-    "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p99_e2el_ms",
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "std_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "std_e2el_ms",
+    "p99_e2el_ms",
 )
-DETAILED_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
-                 "queue_times", "generated_texts", "errors")
+DETAILED_KEYS = (
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +117,7 @@ def request_times(row: Mapping[str, Any]) -> RequestTimes | None:
     chunks = [float(t) for t in row.get("chunk_times_s") or []]
     first = float(row["first_chunk_s"])
     end = float(row["end_s"]) if row.get("end_s") is not None else (chunks[-1] if chunks else first)
-    itls = [b - a for a, b in zip(chunks, chunks[1:], strict=False)]
+    itls = [b - a for a, b in pairwise(chunks)]
     out = row.get("output_tokens")
     if not out:
         out = int(sum(row.get("chunk_tokens") or [])) or 1
@@ -81,8 +128,9 @@ def request_times(row: Mapping[str, Any]) -> RequestTimes | None:
     e2el = end - start
     tpot = (e2el - ttft) / (out - 1) if out > 1 else None
     fc = row.get("first_content_s")
-    return RequestTimes(ttft, None if fc is None else float(fc) - start, e2el, itls,
-                        int(out), int(prompt), tpot)
+    return RequestTimes(
+        ttft, None if fc is None else float(fc) - start, e2el, itls, int(out), int(prompt), tpot
+    )
 
 
 def _p_word(p: float) -> str:
@@ -114,7 +162,7 @@ def _peak_output_rate(
     starts = [float(r["start_s"]) for r in rows]
     t0 = min(starts)
     t_end = max(s + t.e2el for s, t in zip(starts, times, strict=True))
-    n_buckets = int(math.ceil(t_end - t0)) + 1
+    n_buckets = math.ceil(t_end - t0) + 1
     buckets = np.zeros(n_buckets)
     events: list[tuple[float, int]] = []
     for s, t in zip(starts, times, strict=True):

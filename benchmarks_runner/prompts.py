@@ -22,26 +22,26 @@ from typing import Any
 
 from benchmarks_runner.workload import BLOCK_GROUP_PREFIX, RequestSpec
 
-WORDS: tuple[str, ...] = tuple(
-    """the of and to in is you that it he was for on are as with his they at be this have
-    from or one had by word but not what all were we when your can said there use an each
-    which she do how their if will up other about out many then them these so some her
-    would make like him into time has look two more write go see number no way could people
-    my than first water been call who oil its now find long down day did get come made may
-    part over new sound take only little work know place year live me back give most very
-    after thing our just name good man think say great where help through much before line
-    right too mean old any same tell boy follow came want show also around form three small
-    set put end does another well large must big even such because turn here why ask went
-    men read need land different home us move try kind hand picture again change off play
-    spell air away animal house point page letter mother answer found study still learn
-    should world high every near add food between own below country plant last school father
-    keep tree never start city earth eye light thought head under story saw left few while
-    along might close something seem next hard open example begin life always those both
-    paper together got group often run important until children side feet car mile night
-    walk white sea began grow took river four carry state once book hear stop without second
-    later miss idea enough eat face watch far really almost let above girl sometimes
-    mountain cut young talk soon list song being leave family""".split()
-)
+_WORD_TEXT = """
+the of and to in is you that it he was for on are as with his they at be this have from or
+one had by word but not what all were we when your can said there use an each which she do
+how their if will up other about out many then them these so some her would make like him
+into time has look two more write go see number no way could people my than first water been
+call who oil its now find long down day did get come made may part over new sound take only
+little work know place year live me back give most very after thing our just name good man
+think say great where help through much before line right too mean old any same tell boy
+follow came want show also around form three small set put end does another well large must
+big even such because turn here why ask went men read need land different home us move try
+kind hand picture again change off play spell air away animal house point page letter mother
+answer found study still learn should world high every near add food between own below
+country plant last school father keep tree never start city earth eye light thought head
+under story saw left few while along might close something seem next hard open example begin
+life always those both paper together got group often run important until children side feet
+car mile night walk white sea began grow took river four carry state once book hear stop
+without second later miss idea enough eat face watch far really almost let above girl
+sometimes mountain cut young talk soon list song being leave family
+"""
+WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class Calibration:
 
     def words_for(self, tokens: int, *, with_overhead: bool = True) -> int:
         extra = self.overhead_tokens if with_overhead else 0.0
-        return max(1, int(round((tokens - extra) / self.tokens_per_word)))
+        return max(1, round((tokens - extra) / self.tokens_per_word))
 
     def as_dict(self) -> dict[str, Any]:
         return {

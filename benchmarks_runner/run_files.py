@@ -37,9 +37,12 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
          none), "input_len_target", "output_len_target",
          "status": "ok"|"error", "http_status", "error"}
 
-    Runner additions (the store may ignore them): ``scheduled_s`` (when the request was due:
-    its arrival time, or when it was queued for a closed-loop slot; ``start_s - scheduled_s``
-    is the client-side queueing and schedule lag).
+    ``end_s`` is the last ``choices`` chunk of a successful request (vLLM's end of E2E) and
+    the moment the failure was seen for a failed one. A request cancelled in flight (SIGINT,
+    error-rate abort) is stored as an error ``"cancelled before completion"``.
+    Runner addition (the store may ignore it): ``scheduled_s``, when the request was due (its
+    arrival time, or when a closed-loop slot took it); ``start_s - scheduled_s`` is the
+    client-side queueing behind a concurrency cap plus schedule lag.
 
 ``server_metrics.jsonl``
     One line per scraped Prometheus sample: ``{"t_s", "name", "labels": {...}, "value"}``
@@ -54,11 +57,11 @@ The API key and the Authorization header are never written to any of these files
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,33 +116,34 @@ def _finite(obj: Any) -> Any:
 
 
 class _JsonlAppender:
-    """Append-only JSONL file: flush per line, fsync at most every ``FSYNC_INTERVAL_S``."""
+    """Append-only JSONL file: each line written and flushed at once; ``fsync`` runs in the
+    writer's background thread at least every ``FSYNC_INTERVAL_S`` (never on the event loop,
+    where a slow disk would delay chunk timestamps)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: IO[str] = path.open("a", encoding="utf-8")
-        self._last_sync = time.monotonic()
         self._lock = threading.Lock()
+        self._dirty = False
 
     def append_many(self, objs: list[dict[str, Any]]) -> None:
         if not objs:
             return
-        text = "".join(json.dumps(o, separators=(",", ":"), default=_json_default) + "\n"
-                       for o in objs)
+        text = "".join(
+            json.dumps(o, separators=(",", ":"), default=_json_default) + "\n" for o in objs
+        )
         with self._lock:
             self._fh.write(text)
             self._fh.flush()
-            now = time.monotonic()
-            if now - self._last_sync >= FSYNC_INTERVAL_S:
-                os.fsync(self._fh.fileno())
-                self._last_sync = now
+            self._dirty = True
 
     def sync(self) -> None:
         with self._lock:
-            if not self._fh.closed:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-                self._last_sync = time.monotonic()
+            if self._fh.closed or not self._dirty:
+                return
+            self._dirty = False
+            fd = self._fh.fileno()
+            os.fsync(fd)
 
     def close(self) -> None:
         with self._lock:
@@ -147,6 +151,21 @@ class _JsonlAppender:
                 self._fh.flush()
                 os.fsync(self._fh.fileno())
                 self._fh.close()
+
+
+class _Syncer(threading.Thread):
+    """Background thread that fsyncs the run's JSONL files every ``FSYNC_INTERVAL_S``."""
+
+    def __init__(self, files: list[_JsonlAppender]) -> None:
+        super().__init__(name="servewise-run-fsync", daemon=True)
+        self.files = files
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(FSYNC_INTERVAL_S):
+            for f in self.files:
+                with contextlib.suppress(OSError, ValueError):  # closed under us
+                    f.sync()
 
 
 @dataclass
@@ -162,13 +181,19 @@ class RunWriter:
         self.dir.mkdir(parents=True, exist_ok=False)
         self._requests = _JsonlAppender(self.dir / REQUESTS_JSONL)
         self._metrics = _JsonlAppender(self.dir / SERVER_METRICS_JSONL)
+        self._syncer = _Syncer([self._requests, self._metrics])
+        self._syncer.start()
         self.meta = {
             "run_id": self.run_id,
             "status": "running",
             "started_at": utc_now_iso(),
             "finished_at": None,
-            "endpoint": {"base_url": None, "api": None, "server_version": None,
-                         "server_flags": None},
+            "endpoint": {
+                "base_url": None,
+                "api": None,
+                "server_version": None,
+                "server_flags": None,
+            },
             "model": None,
             "client_host": None,
             "simulated": False,
@@ -203,6 +228,8 @@ class RunWriter:
         return path
 
     def close(self) -> None:
+        self._syncer.stopped.set()
+        self._syncer.join(timeout=5)
         self._requests.close()
         self._metrics.close()
 

@@ -11,6 +11,7 @@ the latency histograms. Any of them may be missing; the scraper stores what it f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,8 +76,10 @@ def parse_prometheus(text: str, wanted: Iterable[str] | None = None) -> list[Sam
             value = float(m.group(4))
         except ValueError:
             continue
-        labels = {k: v.replace('\\"', '"').replace("\\\\", "\\")
-                  for k, v in _LABEL.findall(m.group(3) or "")}
+        labels = {
+            k: v.replace('\\"', '"').replace("\\\\", "\\")
+            for k, v in _LABEL.findall(m.group(3) or "")
+        }
         out.append(Sample(name, labels, value))
     return out
 
@@ -101,7 +104,8 @@ class ScrapeStats:
     info_labels: dict[str, str] | None = None
     last_error: str | None = None
 
-    def update(self, samples: Sequence[Sample]) -> None:
+    def update(self, samples: Sequence[Sample], *, measuring: bool = True) -> None:
+        """Fold one scrape in; gauge means only count scrapes of the measured phase."""
         totals: dict[str, float] = {}
         for s in samples:
             totals[s.name] = totals.get(s.name, 0.0) + s.value
@@ -109,8 +113,9 @@ class ScrapeStats:
             self.first.setdefault(name, v)
             self.last[name] = v
             self.maxima[name] = max(self.maxima.get(name, v), v)
-            self.sums[name] = self.sums.get(name, 0.0) + v
-            self.counts[name] = self.counts.get(name, 0) + 1
+            if measuring:
+                self.sums[name] = self.sums.get(name, 0.0) + v
+                self.counts[name] = self.counts.get(name, 0) + 1
 
     def delta(self, name: str) -> float | None:
         if name not in self.first:
@@ -162,6 +167,7 @@ class MetricsScraper:
         self.sink = sink
         self.interval_s = interval_s
         self.stats = ScrapeStats()
+        self.measuring = False
         self._stop = asyncio.Event()
 
     async def scrape_once(self) -> list[Sample]:
@@ -185,10 +191,11 @@ class MetricsScraper:
             self.stats.info_labels = info[0].labels
         samples = [s for s in samples if s.name != INFO_METRIC]
         self.stats.scrapes_ok += 1
-        self.stats.update(samples)
+        self.stats.update(samples, measuring=self.measuring)
         ts = round(t, 6)
-        self.sink([{"t_s": ts, "name": s.name, "labels": s.labels, "value": s.value}
-                   for s in samples])
+        self.sink(
+            [{"t_s": ts, "name": s.name, "labels": s.labels, "value": s.value} for s in samples]
+        )
         return samples
 
     async def run(self) -> None:
@@ -201,10 +208,8 @@ class MetricsScraper:
             if delay < 0:
                 next_t = time.monotonic()
                 delay = 0
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=delay)
-            except TimeoutError:
-                pass
 
     def stop(self) -> None:
         self._stop.set()

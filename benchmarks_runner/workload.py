@@ -115,7 +115,7 @@ def build_synthetic_specs(
     if prefix_share > 0:
         for i, n_in in enumerate(ins):
             g = i % num_prefix_groups
-            want = int(round(n_in * prefix_share))
+            want = round(n_in * prefix_share)
             group_len[g] = min(group_len.get(g, want), want)
     for i, (n_in, n_out) in enumerate(zip(ins, outs, strict=True)):
         group: str | None = None
@@ -304,7 +304,9 @@ def specs_from_trace_rows(
         plen = min(shared_blocks * block_tokens, r.input_len - 1)
         group = _block_group(r.hash_ids[:shared_blocks], block_tokens) if plen > 0 else None
         arrival = start_offset_s + (r.timestamp_s - t0) / time_scale
-        specs.append(RequestSpec(i, r.input_len, r.output_len, arrival, group, plen if group else 0))
+        specs.append(
+            RequestSpec(i, r.input_len, r.output_len, arrival, group, plen if group else 0)
+        )
     return specs
 
 

@@ -1,0 +1,494 @@
+"""Command line: ``python -m benchmarks_runner run|sweep|search|import ...``.
+
+Exit codes: 0 the run completed (even if some requests failed); 130 cancelled by SIGINT (run
+files written, status ``cancelled``); 2 bad configuration; 3 endpoint unusable (unreachable,
+model not served, probe failed, auth); 4 the run was aborted (error rate above
+``--max-error-rate``). Every non-zero exit prints one line ``error: <reason>`` on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks_runner.config import LengthDist, RunConfig, make_run_config
+from benchmarks_runner.errors import BenchmarkError, ConfigError
+from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark
+from benchmarks_runner.workload import (
+    TRACE_FORMATS,
+    RequestSpec,
+    arrival_times,
+    build_synthetic_specs,
+    load_trace,
+    with_arrivals,
+)
+
+DEFAULT_RUNS_DIR = Path(".servewise/runs")
+EXIT_CANCELLED = 130
+EXIT_ABORTED = 4
+
+
+class _ArgError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, no usage dump
+        raise _ArgError(message)
+
+
+def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("endpoint")
+    g.add_argument("--base-url", required=True, help="server root, e.g. http://127.0.0.1:8000")
+    g.add_argument("--model", required=True)
+    g.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    g.add_argument(
+        "--api-key-env", default=None, help="name of the environment variable holding the API key"
+    )
+    g.add_argument("--header", action="append", default=[], metavar="KEY=VALUE")
+    g.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    g.add_argument("--ca-file", default=None)
+    g.add_argument("--client-cert", default=None)
+    g.add_argument("--client-key", default=None)
+    g.add_argument("--connect-timeout-s", type=float, default=10.0)
+    g.add_argument("--read-timeout-s", type=float, default=300.0)
+    g.add_argument("--request-timeout-s", type=float, default=3600.0)
+
+
+def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--input-len", type=int, default=None)
+    g.add_argument(
+        "--input-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
+    )
+    g.add_argument("--input-spread", type=float, default=0.0)
+    g.add_argument("--output-len", type=int, default=None)
+    g.add_argument(
+        "--output-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
+    )
+    g.add_argument("--output-spread", type=float, default=0.0)
+    g.add_argument(
+        "--prefix-share",
+        type=float,
+        default=0.0,
+        help="fraction of each prompt shared with its prefix group",
+    )
+    g.add_argument("--prefix-groups", type=int, default=1)
+    g.add_argument("--num-requests", type=int, default=None)
+    g.add_argument("--trace", type=Path, default=None)
+    g.add_argument("--trace-format", choices=list(TRACE_FORMATS), default=None)
+    g.add_argument(
+        "--time-scale", type=float, default=1.0, help="trace replay speed-up (2 = twice as fast)"
+    )
+    lg = p.add_argument_group("load")
+    if load:
+        x = lg.add_mutually_exclusive_group()
+        x.add_argument("--concurrency", type=int, default=None, help="closed loop")
+        x.add_argument("--request-rate", type=float, default=None, help="Poisson/gamma rate")
+    lg.add_argument("--burstiness", type=float, default=1.0)
+    lg.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=None,
+        help="concurrency cap for --request-rate and --trace",
+    )
+    lg.add_argument("--warmup", type=int, default=0)
+    lg.add_argument("--duration-s", type=float, default=None)
+    lg.add_argument("--max-error-rate", type=float, default=None)
+    lg.add_argument("--seed", type=int, default=0)
+    o = p.add_argument_group("request and output")
+    o.add_argument("--no-ignore-eos", action="store_true")
+    o.add_argument("--no-min-tokens", action="store_true")
+    o.add_argument("--temperature", type=float, default=None)
+    o.add_argument("--extra-body", default=None, help="JSON merged into every request body")
+    o.add_argument(
+        "--goodput",
+        nargs="+",
+        default=[],
+        metavar="KEY:MS",
+        help="SLOs for goodput, e.g. ttft:500 tpot:50 e2el:10000",
+    )
+    o.add_argument("--percentiles", default="50,90,95,99")
+    o.add_argument("--no-server-metrics", action="store_true")
+    o.add_argument("--metrics-path", default="/metrics")
+    o.add_argument("--label", default=None)
+    o.add_argument("--plan", type=Path, default=None, help="JSON file of the plan verified")
+    o.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    o.add_argument("--no-progress", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m benchmarks_runner",
+        description="Drive an OpenAI-compatible endpoint and store what it measures.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="one benchmark run")
+    _add_endpoint_args(run)
+    _add_workload_args(run, load=True)
+    run.add_argument(
+        "--result-json",
+        type=Path,
+        default=None,
+        help="also copy the vllm-bench-style result.json here",
+    )
+    sw = sub.add_parser("sweep", help="one run per concurrency or rate value")
+    _add_endpoint_args(sw)
+    _add_workload_args(sw, load=False)
+    x = sw.add_mutually_exclusive_group(required=True)
+    x.add_argument("--sweep-concurrency", default=None, help="e.g. 1,4,16,64")
+    x.add_argument("--sweep-rate", default=None, help="e.g. 1,2,4,8")
+    se = sub.add_parser("search", help="highest request rate that meets the --goodput SLOs")
+    _add_endpoint_args(se)
+    _add_workload_args(se, load=False)
+    se.add_argument("--attainment", type=float, default=0.9)
+    se.add_argument("--start-rate", type=float, default=1.0)
+    se.add_argument("--max-rate", type=float, default=1000.0)
+    se.add_argument("--max-runs", type=int, default=8)
+    im = sub.add_parser("import", help="import another tool's result into run files")
+    im.add_argument("--format", required=True, choices=["vllm", "guidellm", "aiperf"])
+    im.add_argument("file", type=Path)
+    im.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    return p
+
+
+def _parse_kv(items: list[str], what: str, sep: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if sep not in item:
+            raise ConfigError(f"{what} {item!r}: expected KEY{sep}VALUE")
+        k, v = item.split(sep, 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
+    trace = getattr(args, "trace", None)
+    conc = getattr(args, "concurrency", None)
+    rate = getattr(args, "request_rate", None)
+    load = "trace" if trace else ("rate" if rate is not None else "concurrency")
+    slos = {k: float(v) for k, v in _parse_kv(args.goodput, "--goodput", ":").items()}
+    try:
+        percentiles = [float(x) for x in args.percentiles.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--percentiles {args.percentiles!r}: expected numbers like 50,99"
+        ) from None
+    extra = {}
+    if args.extra_body:
+        try:
+            extra = json.loads(args.extra_body)
+        except ValueError as exc:
+            raise ConfigError(f"--extra-body: not JSON ({exc})") from None
+    workload: dict[str, Any] = {
+        "input_len": {"kind": args.input_dist, "mean": args.input_len, "spread": args.input_spread},
+        "output_len": {
+            "kind": args.output_dist,
+            "mean": args.output_len,
+            "spread": args.output_spread,
+        },
+        "prefix_share": args.prefix_share,
+        "prefix_groups": args.prefix_groups,
+    }
+    if trace:
+        workload = {
+            "trace": str(trace),
+            "trace_format": args.trace_format,
+            "time_scale": args.time_scale,
+        }
+    fields: dict[str, Any] = dict(
+        base_url=args.base_url,
+        model=args.model,
+        api=args.endpoint,
+        api_key_env=args.api_key_env,
+        headers=_parse_kv(args.header, "--header", "="),
+        tls_verify=not args.insecure,
+        tls_ca_file=args.ca_file,
+        tls_client_cert=args.client_cert,
+        tls_client_key=args.client_key,
+        connect_timeout_s=args.connect_timeout_s,
+        read_timeout_s=args.read_timeout_s,
+        request_timeout_s=args.request_timeout_s,
+        load=load,
+        concurrency=conc if conc is not None else args.max_concurrency,
+        request_rate=rate,
+        burstiness=args.burstiness,
+        time_scale=args.time_scale,
+        warmup=args.warmup,
+        duration_s=args.duration_s,
+        max_error_rate=args.max_error_rate,
+        seed=args.seed,
+        ignore_eos=not args.no_ignore_eos,
+        use_min_tokens=not args.no_min_tokens,
+        temperature=args.temperature,
+        extra_body=extra,
+        goodput_slos_ms=slos,
+        percentiles=percentiles,
+        scrape_metrics=not args.no_server_metrics,
+        metrics_url=args.metrics_path,
+        label=args.label,
+        workload=workload,
+    )
+    fields.update(override)
+    return make_run_config(**fields)
+
+
+def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[RequestSpec]:
+    if args.trace is not None:
+        if args.trace_format is None:
+            raise ConfigError(f"--trace-format is required with --trace; one of {TRACE_FORMATS}")
+        specs = load_trace(
+            args.trace,
+            args.trace_format,
+            time_scale=args.time_scale,
+            max_requests=args.num_requests,
+        )
+        if not specs:
+            raise ConfigError(f"--trace {args.trace}: no usable request in the trace")
+        return specs
+    missing = [n for n in ("input_len", "output_len", "num_requests") if getattr(args, n) is None]
+    if missing:
+        raise ConfigError(
+            "missing "
+            + ", ".join("--" + m.replace("_", "-") for m in missing)
+            + " (or give --trace)"
+        )
+    if args.num_requests < 1:
+        raise ConfigError(f"--num-requests={args.num_requests}: must be >= 1")
+    try:
+        in_d = LengthDist(kind=args.input_dist, mean=args.input_len, spread=args.input_spread)
+        out_d = LengthDist(kind=args.output_dist, mean=args.output_len, spread=args.output_spread)
+        specs = build_synthetic_specs(
+            args.num_requests,
+            in_d,
+            out_d,
+            prefix_share=args.prefix_share,
+            num_prefix_groups=args.prefix_groups,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"workload: {str(exc).splitlines()[0]}") from None
+    if config.load == "rate" and config.request_rate is not None:
+        specs = with_arrivals(
+            specs, arrival_times(len(specs), config.request_rate, config.burstiness, config.seed)
+        )
+    return specs
+
+
+class ProgressBar:
+    """Plain-text progress on stderr: redrawn in place on a terminal, a line every 2 s else."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+
+    def __call__(self, s: ProgressSnapshot) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        final = s.phase == "done"
+        if not self.tty and not final and now - self._last < 2.0:
+            return
+        self._last = now
+        total = max(1, s.requests_total)
+        width = 30
+        filled = int(width * min(1.0, s.requests_done / total))
+        ttft = (
+            f" ttft p50 {s.ttft_ms_p50:.0f} p99 {s.ttft_ms_p99:.0f} ms"
+            if s.ttft_ms_p50 is not None and s.ttft_ms_p99 is not None
+            else ""
+        )
+        kv = f" kv {s.kv_cache_usage:.2f}" if s.kv_cache_usage is not None else ""
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {s.requests_done}/{s.requests_total}"
+            f" failed {s.requests_failed} {s.elapsed_s:6.1f}s"
+            f" {s.output_tok_per_s:8.1f} tok/s{ttft}{kv} ({s.phase})"
+        )
+        if self.tty:
+            sys.stderr.write("\r" + line + ("\n" if final else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def print_summary(result: RunResult) -> None:
+    s = result.summary or {}
+    print("=" * 18 + " Serving Benchmark Result " + "=" * 18)
+    rows = [
+        ("Run", result.run_id),
+        ("Status", result.status),
+        ("Successful requests", s.get("completed")),
+        ("Failed requests", s.get("failed")),
+        ("Benchmark duration (s)", s.get("duration")),
+        ("Total input tokens", s.get("total_input_tokens")),
+        ("Total generated tokens", s.get("total_output_tokens")),
+        ("Request throughput (req/s)", s.get("request_throughput")),
+        ("Request goodput (req/s)", s.get("request_goodput")),
+        ("Output token throughput (tok/s)", s.get("output_throughput")),
+        ("Total token throughput (tok/s)", s.get("total_token_throughput")),
+        ("Mean TTFT (ms)", s.get("mean_ttft_ms")),
+        ("P99 TTFT (ms)", s.get("p99_ttft_ms")),
+        ("Mean TPOT (ms)", s.get("mean_tpot_ms")),
+        ("P99 TPOT (ms)", s.get("p99_tpot_ms")),
+        ("Median ITL (ms)", s.get("median_itl_ms")),
+        ("P99 ITL (ms)", s.get("p99_itl_ms")),
+        ("Mean E2EL (ms)", s.get("mean_e2el_ms")),
+    ]
+    for k, v in rows:
+        if v is None:
+            continue
+        print(f"{k + ':':<40} {v:.2f}" if isinstance(v, float) else f"{k + ':':<40} {v}")
+    for c in result.self_checks:
+        print(f"check {c['name']:<28} {'ok ' if c['ok'] else 'BAD'} {c['message']}")
+    print(f"run files: {result.run_dir}")
+
+
+async def _with_sigint(coro_factory: Any) -> Any:
+    loop = asyncio.get_running_loop()
+    cancel = asyncio.Event()
+    installed = False
+    try:
+        loop.add_signal_handler(signal.SIGINT, cancel.set)
+        installed = True
+    except (NotImplementedError, RuntimeError):
+        pass
+    try:
+        return await coro_factory(cancel)
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def _load_plan(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--plan {path}: cannot read a JSON object ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"--plan {path}: must hold a JSON object")
+    return obj
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    specs = specs_from_args(args, config)
+    plan = _load_plan(args.plan)
+    bar = ProgressBar(not args.no_progress)
+    result: RunResult = asyncio.run(
+        _with_sigint(
+            lambda cancel: run_benchmark(
+                config, specs, args.runs_dir, plan=plan, progress=bar, cancel=cancel
+            )
+        )
+    )
+    if args.result_json is not None:
+        args.result_json.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(result.result_json_path, args.result_json)
+    print_summary(result)
+    if result.status == "cancelled":
+        print("error: cancelled by SIGINT; rows collected so far are kept", file=sys.stderr)
+        return EXIT_CANCELLED
+    if result.status == "failed":
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_ABORTED
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from benchmarks_runner.sweep import run_sweep
+
+    kind = "concurrency" if args.sweep_concurrency else "rate"
+    raw = args.sweep_concurrency or args.sweep_rate
+    try:
+        values = [float(v) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--sweep-{kind} {raw!r}: expected numbers like 1,4,16") from None
+    base = config_from_args(
+        args,
+        load=kind,
+        concurrency=int(values[0]) if kind == "concurrency" else args.max_concurrency,
+        request_rate=values[0] if kind == "rate" else None,
+    )
+    plan = _load_plan(args.plan)
+    results = asyncio.run(
+        run_sweep(base, kind, values, lambda c: specs_from_args(args, c), args.runs_dir, plan=plan)
+    )
+    print(f"{kind:>12} {'req/s':>10} {'out tok/s':>10} {'p99 ttft ms':>12} {'failed':>7} run")
+    for v, r in zip(values, results, strict=True):
+        s = r.summary or {}
+        print(
+            f"{v:>12g} {s.get('request_throughput') or 0:>10.2f} "
+            f"{s.get('output_throughput') or 0:>10.1f} {s.get('p99_ttft_ms') or 0:>12.1f} "
+            f"{s.get('failed') or 0:>7} {r.run_id}"
+        )
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from benchmarks_runner.sweep import search_max_rate
+
+    slos = {k: float(v) for k, v in _parse_kv(args.goodput, "--goodput", ":").items()}
+    if not slos:
+        raise ConfigError("--goodput is required for search, e.g. --goodput ttft:500 tpot:50")
+    base = config_from_args(
+        args, load="rate", request_rate=args.start_rate, concurrency=args.max_concurrency
+    )
+    out = asyncio.run(
+        search_max_rate(
+            base,
+            lambda c: specs_from_args(args, c),
+            args.runs_dir,
+            slos_ms=slos,
+            attainment=args.attainment,
+            start_rate=args.start_rate,
+            max_rate=args.max_rate,
+            max_runs=args.max_runs,
+            plan=_load_plan(args.plan),
+        )
+    )
+    for rate, att, run_id in out.points:
+        print(f"rate {rate:g} req/s: SLO attainment {att:.3f} ({run_id})")
+    print(f"highest rate meeting the SLOs: {out.best_rate}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from benchmarks_runner.importers import import_file
+
+    for run_dir in import_file(args.format, args.file, args.runs_dir):
+        print(run_dir)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        handler = {
+            "run": _cmd_run,
+            "sweep": _cmd_sweep,
+            "search": _cmd_search,
+            "import": _cmd_import,
+        }[args.command]
+        return handler(args)
+    except _ArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BenchmarkError as exc:
+        print(
+            f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+            file=sys.stderr,
+        )
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_CANCELLED

@@ -1,0 +1,292 @@
+"""The command line as a user runs it: real subprocesses, real HTTP on 127.0.0.1, signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks_runner import read_run
+from benchmarks_runner.metrics import VLLM_RESULT_KEYS
+
+from .conftest import FIXTURES, ROOT, env_with_root
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks_runner", *args],
+        cwd=ROOT,
+        env=env_with_root(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks_runner", *args],
+        cwd=ROOT,
+        env=env_with_root(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _wait_rows(runs_dir: Path, n: int, timeout_s: float = 30) -> Path:
+    deadline = time.monotonic() + timeout_s
+    for _ in range(3000):  # bounded by count and time
+        for run_dir in runs_dir.glob("*"):
+            req = run_dir / "requests.jsonl"
+            if req.exists() and req.read_text().count("\n") >= n:
+                return run_dir
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {n} rows after {timeout_s} s")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_run_writes_result_json_with_vllm_keys(fast_server: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "result.json"
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"gpu": "L40S", "tp": 4}))
+    proc = _run_cli(
+        "run",
+        "--base-url",
+        fast_server.base_url,
+        "--model",
+        "sim-model",
+        "--input-len",
+        "32",
+        "--output-len",
+        "8",
+        "--request-rate",
+        "50",
+        "--num-requests",
+        "20",
+        "--result-json",
+        str(out),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--warmup",
+        "2",
+        "--goodput",
+        "ttft:500",
+        "--plan",
+        str(plan),
+        "--header",
+        "X-Team=abc",
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert set(VLLM_RESULT_KEYS) <= set(result)
+    assert result["completed"] == 20 and result["request_rate"] == 50.0
+    assert result["request_goodput"] is not None
+    assert "Serving Benchmark Result" in proc.stdout
+    assert "20/20" in proc.stderr  # progress bar on stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = read_run(run_dir)["run"]
+    assert meta["plan"] == {"gpu": "L40S", "tp": 4}
+    assert meta["config"]["load"] == "rate" and meta["config"]["request_rate"] == 50.0
+    assert meta["config"]["input_len"] == 32 and meta["config"]["output_len"] == 8
+    assert meta["config"]["headers"] == {"X-Team": "<redacted>"}
+
+
+def test_sigint_cancels_cleanly_and_keeps_rows(sim_server: Any, tmp_path: Path) -> None:
+    server = sim_server("--ttft-ms", "5", "--token-delay-ms", "20")
+    runs = tmp_path / "runs"
+    proc = _cli(
+        "run",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "sim-model",
+        "--input-len",
+        "16",
+        "--output-len",
+        "10",
+        "--concurrency",
+        "4",
+        "--num-requests",
+        "500",
+        "--runs-dir",
+        str(runs),
+        "--result-json",
+        str(tmp_path / "r.json"),
+    )
+    try:
+        run_dir = _wait_rows(runs, 8)
+        before = (run_dir / "requests.jsonl").read_text().splitlines()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: cancelled")
+    data = read_run(run_dir)
+    assert data["run"]["status"] == "cancelled" and data["run"]["summary"] is not None
+    assert data["result"] is not None and (tmp_path / "r.json").exists()
+    rows = data["requests"]
+    assert [json.loads(x) for x in before] == rows[: len(before)]  # nothing lost or rewritten
+    assert len(rows) < 500
+    cancelled = [r for r in rows if r["status"] == "error"]
+    assert all(r["error"] == "cancelled before completion" for r in cancelled)
+    assert len(cancelled) <= 4
+
+
+def test_server_killed_mid_run_keeps_rows(sim_server: Any, tmp_path: Path) -> None:
+    server = sim_server("--ttft-ms", "5", "--token-delay-ms", "10")
+    runs = tmp_path / "runs"
+    proc = _cli(
+        "run",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "sim-model",
+        "--input-len",
+        "16",
+        "--output-len",
+        "10",
+        "--concurrency",
+        "4",
+        "--num-requests",
+        "60",
+        "--runs-dir",
+        str(runs),
+        "--no-progress",
+    )
+    try:
+        run_dir = _wait_rows(runs, 6)
+        server.kill()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err  # the run completed; requests failed
+    data = read_run(run_dir)
+    rows = data["requests"]
+    assert data["run"]["status"] == "completed" and len(rows) == 60
+    ok = [r for r in rows if r["status"] == "ok"]
+    failed = [r for r in rows if r["status"] == "error"]
+    assert len(ok) >= 6 and failed and all(r["error"] for r in failed)
+    assert all(r["output_tokens"] == 10 and len(r["chunk_times_s"]) == 10 for r in ok)
+
+
+def test_one_line_error_when_endpoint_unreachable(tmp_path: Path) -> None:
+    proc = _run_cli(
+        "run",
+        "--base-url",
+        f"http://127.0.0.1:{_free_port()}",
+        "--model",
+        "m",
+        "--input-len",
+        "8",
+        "--output-len",
+        "8",
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "1",
+        "--runs-dir",
+        str(tmp_path),
+        "--connect-timeout-s",
+        "3",
+    )
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach http://127.0.0.1:")
+    assert "Traceback" not in proc.stderr
+
+
+def test_one_line_error_when_model_unknown(fast_server: Any, tmp_path: Path) -> None:
+    proc = _run_cli(
+        "run",
+        "--base-url",
+        fast_server.base_url,
+        "--model",
+        "llama-99b",
+        "--input-len",
+        "8",
+        "--output-len",
+        "8",
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "1",
+        "--runs-dir",
+        str(tmp_path),
+    )
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [
+        f"error: model 'llama-99b' is not served by {fast_server.base_url}; "
+        "/v1/models lists ['sim-model']"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--concurrency", "0"], "concurrency=0"),
+        (["--request-rate", "-3"], "request_rate=-3.0"),
+        (["--concurrency", "2", "--max-error-rate", "1.5"], "max_error_rate=1.5"),
+    ],
+)
+def test_one_line_error_on_bad_config(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = _run_cli(
+        "run",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--input-len",
+        "8",
+        "--output-len",
+        "8",
+        "--num-requests",
+        "1",
+        "--runs-dir",
+        str(tmp_path),
+        *args,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_cli_import_each_format(tmp_path: Path) -> None:
+    for fmt, path in (
+        ("vllm", FIXTURES / "vllm_result.json"),
+        ("guidellm", FIXTURES / "guidellm_benchmarks.json"),
+        ("aiperf", FIXTURES / "aiperf"),
+    ):
+        proc = _run_cli("import", "--format", fmt, str(path), "--runs-dir", str(tmp_path / fmt))
+        assert proc.returncode == 0, proc.stderr
+        (line,) = proc.stdout.strip().splitlines()
+        assert read_run(Path(line))["run"]["status"] == "completed"
+    bad = _run_cli(
+        "import",
+        "--format",
+        "guidellm",
+        str(FIXTURES / "vllm_result.json"),
+        "--runs-dir",
+        str(tmp_path / "bad"),
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
