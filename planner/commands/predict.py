@@ -1,0 +1,132 @@
+"""``python -m planner predict --scenarios IN.csv --out OUT.csv``: predict every scenario row.
+
+IN has the scenario columns of ``data/measured_results.csv`` (engine, engine_version, model,
+precision, gpu, num_gpus, tp, pp, input_len, output_len, load, concurrency, request_rate,
+num_requests, instance, nodes; blank optional cells take the engine's defaults) and any other
+columns, which pass through. OUT is IN plus the prediction columns; a row that cannot be
+predicted gets a message in ``pred_error`` and the others are still predicted. The model is
+fitted on every stored measured result (the public set and the user's runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+from typing import Any
+
+from planner.catalog import Catalog, MeasuredResult, load_catalog
+from planner.errors import InvalidInputError, PlannerError
+from planner.perf.model import PerformanceModel, get_performance_model
+from planner.perf.scenario import Prediction, Scenario
+from planner.settings import get_settings
+
+PREDICTION_COLUMNS = (
+    "pred_output_tok_per_s",
+    "pred_total_tok_per_s",
+    "pred_ttft_ms_p50",
+    "pred_ttft_ms_mean",
+    "pred_tpot_ms_p50",
+    "pred_itl_ms_mean",
+    "pred_output_tok_per_s_low",
+    "pred_output_tok_per_s_high",
+    "pred_far_from_data",
+    "pred_error",
+)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "predict", help="predict throughput and latency of the scenarios in a CSV file"
+    )
+    parser.add_argument("--scenarios", required=True, type=Path, help="input CSV of scenarios")
+    parser.add_argument("--out", required=True, type=Path, help="output CSV (input + predictions)")
+    parser.add_argument(
+        "--public-only",
+        action="store_true",
+        help="fit on the public measured results only (not the user's runs)",
+    )
+    parser.set_defaults(func=run)
+
+
+def user_measured_results(catalog: Catalog) -> list[MeasuredResult]:
+    """The user's own measured runs from the store (none when the store cannot be opened)."""
+    try:
+        from planner.store import open_store
+
+        store = open_store(catalog=catalog)
+        return [r for r in store.measured_results() if r.origin == "user"]
+    except (PlannerError, ImportError, OSError) as exc:
+        print(f"note: the store could not be read ({exc}); public results only", file=sys.stderr)
+        return []
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def prediction_cells(result: Prediction | PlannerError) -> dict[str, str]:
+    if isinstance(result, PlannerError):
+        cells = dict.fromkeys(PREDICTION_COLUMNS, "")
+        cells["pred_error"] = str(result)
+        return cells
+    return {
+        "pred_output_tok_per_s": _fmt(result.output_tok_per_s),
+        "pred_total_tok_per_s": _fmt(result.total_tok_per_s),
+        "pred_ttft_ms_p50": _fmt(result.ttft_ms_p50),
+        "pred_ttft_ms_mean": _fmt(result.ttft_ms_mean),
+        "pred_tpot_ms_p50": _fmt(result.tpot_ms_p50),
+        "pred_itl_ms_mean": _fmt(result.itl_ms_mean),
+        "pred_output_tok_per_s_low": _fmt(result.output_tok_per_s_low),
+        "pred_output_tok_per_s_high": _fmt(result.output_tok_per_s_high),
+        "pred_far_from_data": "true" if result.far_from_data else "false",
+        "pred_error": "",
+    }
+
+
+def predict_rows(
+    model: PerformanceModel, rows: list[dict[str, str]]
+) -> list[Prediction | PlannerError]:
+    """One prediction (or the error that stopped it) per CSV row."""
+    out: list[Prediction | PlannerError] = []
+    for line_no, row in enumerate(rows, start=2):
+        try:
+            scenario = Scenario.from_row(row)
+        except PlannerError as exc:
+            out.append(exc)
+            continue
+        except ValueError as exc:
+            out.append(InvalidInputError("row", line_no, str(exc)))
+            continue
+        out.extend(model.predict_many([scenario]))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    source: Path = args.scenarios
+    if not source.is_file():
+        raise InvalidInputError("--scenarios", str(source), "an existing CSV file")
+    with source.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = list(reader.fieldnames or [])
+        rows = [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
+    if not header:
+        raise InvalidInputError("--scenarios", str(source), "a CSV file with a header row")
+    catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+    user = [] if args.public_only else user_measured_results(catalog)
+    model = get_performance_model(catalog, user)
+    results = predict_rows(model, rows)
+    columns = header + [c for c in PREDICTION_COLUMNS if c not in header]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for row, result in zip(rows, results, strict=True):
+            writer.writerow({**row, **prediction_cells(result)})
+    failed = sum(1 for r in results if isinstance(r, PlannerError))
+    print(
+        f"predicted {len(rows) - failed} of {len(rows)} scenarios -> {args.out}"
+        + (f" ({failed} with pred_error)" if failed else "")
+    )
+    return 0

@@ -1,0 +1,660 @@
+"""Fit the step-time coefficients to measured end-to-end results.
+
+Every measured row is simulated once (:mod:`planner.perf.simulator`), which turns each of its
+metrics into a function of the coefficients: throughput's duration is ``c . X_end``, a mean TTFT
+``c . mean(X_first - X_arrival)``, a median TTFT the median over requests of such dot products,
+and likewise for TPOT/ITL. The fit minimises a robust soft-L1 loss (scale 0.15 in log units) of
+log(predicted / measured) over every metric of every row (weights: throughput 1, ITL/TPOT 0.5,
+TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
+
+    log c[family, release, gpu] = theta0 + d_family + d_release + d_gpu + d_family/gpu
+    theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1),
+    d_release, d_gpu, d_family/gpu ~ N(0, 0.5^2)
+
+A level key gets a parameter only for the terms its rows exercise (no NVLink term for a PCIe-only
+GPU). So a GPU with few measurements stays near the shared coefficients, a GPU with none gets
+them outright (spec-sheet terms x the fitted efficiencies), and a GPU measured under one engine
+lends its GPU effect to the other. Coefficients are exp() of the parameters, hence non-negative.
+The optimiser is an iteratively reweighted Levenberg-Marquardt on the small normal equations.
+Rows whose arrivals follow the clock (Poisson rate) are re-simulated with the fitted coefficients
+and the fit repeated (fixed point, two rounds).
+
+Uncertainty: a Laplace approximation (the inverse Gauss-Newton Hessian at the optimum, with the
+robust weights and residual scale) gives each prediction's parameter spread; a level key absent
+from the fit (an unmeasured GPU or release) adds the spread its level's fitted keys showed
+(empirical Bayes), terms a key never exercised add their prior variance. Residual quantiles per
+(engine family, metric) give the noise part (:mod:`planner.perf.uncertainty`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.catalog import Catalog, MeasuredResult
+from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.scenario import Scenario
+from planner.perf.simulator import SimTrace, simulate
+from planner.perf.step_time import FEATURES, FITTED, FITTED_IDX, FIXED_COEFFICIENTS, IDX
+
+N_FITTED = len(FITTED)
+#: spec-sheet prior of each fitted coefficient (dimensionless: x times the term's nominal time)
+PRIOR_COEFFICIENTS: dict[str, float] = {
+    "roofline": 1.0,
+    "weight_read": 0.2,
+    "expert_read": 0.5,
+    "kv_read": 0.3,
+    "gemm": 0.3,
+    "attention": 0.5,
+    "allreduce_nvlink": 1.0,
+    "allreduce_pcie_p2p": 1.0,
+    "allreduce_pcie_host": 1.0,
+    "ar_calls_nvlink": 1.0,
+    "ar_calls_pcie_p2p": 3.0,
+    "ar_calls_pcie_host": 10.0,
+    "pp_hops": 1.0,
+    "net_hops": 1.0,
+    "net_transfer": 1.0,
+    "layers": 1.0,
+    "forward_passes": 1.0,
+    "sequences": 0.5,
+}
+SIGMA_GLOBAL = 1.5
+SIGMA_FAMILY = 1.0
+SIGMA_VERSION = 0.5
+SIGMA_GPU = 0.5
+SIGMA_GROUP = 0.5
+ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
+METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}
+METRICS = ("output_tok_per_s", "ttft", "itl")
+
+
+def prior_theta() -> np.ndarray:
+    return np.log(np.array([PRIOR_COEFFICIENTS[f] for f in FITTED]))
+
+
+def full_from_theta(theta: np.ndarray) -> np.ndarray:
+    full = np.zeros(len(FEATURES))
+    full[FITTED_IDX] = np.exp(theta)
+    for name, value in FIXED_COEFFICIENTS.items():
+        full[IDX[name]] = value
+    return full
+
+
+# ----- measured rows as simulated samples ---------------------------------------------------
+def version_key(scenario: Scenario) -> str | None:
+    """The engine-release level of the hierarchy: ``family:major.minor`` (``trtllm:0.17``), the
+    engine name for a packaged variant (``trtllm:nim-tensorrt-llm``), None when unknown."""
+    family = scenario.engine_family
+    engine = scenario.engine.strip().lower()
+    if engine not in (family, "tensorrt-llm", "vllm", "sglang"):
+        return f"{family}:{engine}"
+    parts = (scenario.engine_version or "").strip().lstrip("v").split(".")
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        return f"{family}:{int(parts[0])}.{int(parts[1])}"
+    return None
+
+
+def measurement_problem(result: MeasuredResult) -> str | None:
+    """Why a measured row cannot be used as stated (None when it can).
+
+    Output and total throughput together fix the output share of the tokens; when that share
+    contradicts the stated lengths by more than 25% the requests did not produce the stated
+    lengths (truncated answers, failed requests) and the row describes another workload.
+    """
+    out, total = result.output_tok_per_s, result.total_tok_per_s
+    if out and total:
+        implied = total / out
+        stated = (result.input_len + result.output_len) / result.output_len
+        if abs(math.log(implied / stated)) > math.log(1.25):
+            effective = result.input_len * out / max(total - out, 1e-9)
+            return (
+                f"total/output throughput {implied:.1f} contradicts the stated "
+                f"{result.input_len}/{result.output_len} lengths ({stated:.1f}): about "
+                f"{effective:.0f} output tokens per request were produced"
+            )
+    return None
+
+
+def scenario_from_measured(result: MeasuredResult) -> Scenario:
+    """The scenario a measured row describes (engine defaults for everything it omits)."""
+    return Scenario(
+        engine=result.engine,
+        engine_version=result.engine_version,
+        model=result.model,
+        precision=result.precision,
+        gpu=result.gpu,
+        num_gpus=result.num_gpus,
+        tp=result.tp,
+        pp=result.pp,
+        input_len=result.input_len,
+        output_len=result.output_len,
+        load=result.load,
+        concurrency=result.concurrency,
+        request_rate=result.request_rate,
+        num_requests=int(result.num_requests) if result.num_requests else None,
+        instance=result.instance,
+        nodes=result.nodes,
+    )
+
+
+@dataclass
+class Target:
+    """One measured metric as a function of the coefficients.
+
+    quantity(c) = stat over rows of (V @ c - offset), weights ``w`` (``stat`` 'mean' has one row);
+    ``log_measured`` is the log of the measured quantity in seconds.
+    """
+
+    metric: str
+    stat: str
+    V: np.ndarray
+    offset: np.ndarray
+    w: np.ndarray
+    log_measured: float
+    weight: float
+
+
+@dataclass
+class FitSample:
+    result: MeasuredResult
+    scenario: Scenario
+    dep: Deployment
+    trace: SimTrace
+    targets: list[Target]
+
+    @property
+    def family(self) -> str:
+        return self.dep.family
+
+    @property
+    def gpu(self) -> str:
+        return self.dep.gpu.gpu_id
+
+    @property
+    def version(self) -> str | None:
+        return version_key(self.scenario)
+
+    @property
+    def time_driven(self) -> bool:
+        return self.trace.time_driven
+
+
+def targets_for(result: MeasuredResult, trace: SimTrace, replicas: int) -> list[Target]:
+    targets: list[Target] = []
+    out_tps = result.output_tok_per_s
+    if out_tps is None and result.total_tok_per_s:
+        share = result.output_len / (result.input_len + result.output_len)
+        out_tps = result.total_tok_per_s * share
+    if out_tps:
+        duration = replicas * trace.output_tokens / out_tps
+        targets.append(
+            Target(
+                "output_tok_per_s",
+                "mean",
+                trace.end[None, :],
+                np.array([trace.start_time]),
+                np.ones(1),
+                math.log(duration),
+                METRIC_WEIGHTS["output_tok_per_s"],
+            )
+        )
+    count = trace.count
+    if result.ttft_ms and result.ttft_ms > 0:
+        rel = trace.first - trace.arrival
+        if (result.ttft_stat or "mean") == "mean":
+            V = (count[:, None] * rel).sum(0, keepdims=True) / count.sum()
+            off = np.array([(count * trace.arrival_time).sum() / count.sum()])
+            targets.append(
+                Target(
+                    "ttft",
+                    "mean",
+                    V,
+                    off,
+                    np.ones(1),
+                    math.log(result.ttft_ms / 1e3),
+                    METRIC_WEIGHTS["ttft"],
+                )
+            )
+        else:
+            targets.append(
+                Target(
+                    "ttft",
+                    "p50",
+                    rel,
+                    trace.arrival_time.copy(),
+                    count.copy(),
+                    math.log(result.ttft_ms / 1e3),
+                    METRIC_WEIGHTS["ttft"],
+                )
+            )
+    if result.itl_ms and result.itl_ms > 0:
+        gaps = np.maximum(trace.output_len - 1, 0)
+        ok = gaps > 0
+        if ok.any():
+            span = trace.finish - trace.first
+            stat = result.itl_stat or "mean_itl"
+            if stat.startswith("mean"):
+                total_gaps = (count[ok] * gaps[ok]).sum()
+                V = (count[ok, None] * span[ok]).sum(0, keepdims=True) / total_gaps
+                targets.append(
+                    Target(
+                        "itl",
+                        "mean",
+                        V,
+                        np.zeros(1),
+                        np.ones(1),
+                        math.log(result.itl_ms / 1e3),
+                        METRIC_WEIGHTS["itl"],
+                    )
+                )
+            else:
+                V = span[ok] / gaps[ok, None]
+                targets.append(
+                    Target(
+                        "itl",
+                        "p50",
+                        V,
+                        np.zeros(int(ok.sum())),
+                        count[ok].copy(),
+                        math.log(result.itl_ms / 1e3),
+                        METRIC_WEIGHTS["itl"],
+                    )
+                )
+    return targets
+
+
+def build_sample(
+    result: MeasuredResult,
+    catalog: Catalog,
+    coefficients: Callable[[str, str, str | None], np.ndarray] | None = None,
+) -> FitSample:
+    scenario = scenario_from_measured(result)
+    dep = resolve_deployment(scenario, catalog)
+    c = (
+        coefficients(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        if coefficients is not None
+        else None
+    )
+    if scenario.load in ("rate", "trace") and c is None:
+        c = full_from_theta(prior_theta())
+    trace = simulate(dep, c if scenario.load in ("rate", "trace") else None)
+    return FitSample(result, scenario, dep, trace, targets_for(result, trace, dep.replicas))
+
+
+# ----- the fit -------------------------------------------------------------------------------
+#: levels of the hierarchy, their prior standard deviation (log units) and the key of a sample
+LEVELS: tuple[tuple[str, float], ...] = (
+    ("family", SIGMA_FAMILY),
+    ("version", SIGMA_VERSION),
+    ("gpu", SIGMA_GPU),
+    ("group", SIGMA_GROUP),
+)
+
+
+def level_keys(family: str, gpu: str, version: str | None) -> dict[str, str | None]:
+    return {"family": family, "version": version, "gpu": gpu, "group": f"{family}/{gpu}"}
+
+
+@dataclass
+class FittedCoefficients:
+    """Log-coefficients by level; ``theta_for`` composes them for any (family, GPU, version)."""
+
+    theta0: np.ndarray
+    levels: dict[str, dict[str, np.ndarray]]
+    covariance: np.ndarray  # over the packed parameter vector
+    columns: dict[str, np.ndarray]  # "level:key" -> parameter column per term (-1: not fitted)
+    residual_scale: float
+    residuals: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (family, metric)
+    n_rows: int = 0
+
+    def theta_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
+        theta = self.theta0.copy()
+        for level, key in level_keys(family, gpu, version).items():
+            if key is not None and key in self.levels.get(level, {}):
+                theta += self.levels[level][key]
+        return theta
+
+    def full_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
+        return full_from_theta(self.theta_for(family, gpu, version))
+
+    def known(self, level: str, key: str | None) -> bool:
+        return key is not None and key in self.levels.get(level, {})
+
+    def log_variance(self, family: str, gpu: str, version: str | None, shares: np.ndarray) -> float:
+        """Variance of log(prediction) from the coefficients, for term shares of the prediction.
+
+        ``shares[k] = c_k x_k / sum c x`` over the fitted terms. Levels absent from the fit
+        contribute their prior variance.
+        """
+        cols = [np.arange(N_FITTED)]
+        extra = 0.0
+        sigma = dict(LEVELS)
+        for level, key in level_keys(family, gpu, version).items():
+            if key is None:
+                continue
+            found = self.columns.get(f"{level}:{key}")
+            if found is None:
+                # a key the data never saw (a GPU, a release): its deviation is as unknown as
+                # the deviations of the keys it did see were spread (empirical Bayes)
+                extra += self._level_spread(level, shares)
+                continue
+            # terms this key never saw in the data carry their prior variance
+            extra += sigma[level] ** 2 * float((shares[found < 0] ** 2).sum())
+            cols.append(found)
+        g = np.zeros(self.covariance.shape[0])
+        for col in cols:
+            ok = col >= 0
+            np.add.at(g, col[ok], shares[ok])
+        return float(g @ self.covariance @ g) + extra
+
+    def _level_spread(self, level: str, shares: np.ndarray) -> float:
+        """Mean square effect on log(prediction) of the fitted deviations of a level's keys."""
+        effects = [float(shares @ delta) for delta in self.levels.get(level, {}).values()]
+        prior = dict(LEVELS)[level] ** 2 * float((shares**2).sum())
+        if len(effects) < 3:
+            return prior
+        return float(np.mean(np.square(effects)))
+
+
+@dataclass
+class _Packed:
+    n_data: int
+    lin_V: np.ndarray
+    lin_off: np.ndarray
+    lin_logy: np.ndarray
+    lin_sw: np.ndarray
+    lin_rows: np.ndarray  # row (parameter combination) of each linear target
+    med: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int]]
+    row_index: np.ndarray  # (n_rows, n_levels): key index per level, -1 when absent
+    level_keys: list[list[str]]
+    keys: list[tuple[int, str]]  # (sample index, metric) per data residual, lin first then med
+
+
+def _pack(samples: Sequence[FitSample]) -> _Packed:
+    level_keys_: list[list[str]] = [[] for _ in LEVELS]
+    combos: dict[tuple[int, ...], int] = {}
+    combo_rows: list[tuple[int, ...]] = []
+    lin_V, lin_off, lin_logy, lin_sw, lin_rows = [], [], [], [], []
+    med = []
+    keys_lin: list[tuple[int, str]] = []
+    keys_med: list[tuple[int, str]] = []
+    for si, s in enumerate(samples):
+        keys = level_keys(s.family, s.gpu, s.version)
+        idx = []
+        for li, (level, _) in enumerate(LEVELS):
+            key = keys[level]
+            if key is None:
+                idx.append(-1)
+                continue
+            if key not in level_keys_[li]:
+                level_keys_[li].append(key)
+            idx.append(level_keys_[li].index(key))
+        combo = tuple(idx)
+        if combo not in combos:
+            combos[combo] = len(combo_rows)
+            combo_rows.append(combo)
+        row = combos[combo]
+        for t in s.targets:
+            if t.stat == "mean":
+                lin_V.append(t.V[0])
+                lin_off.append(float(t.offset[0]))
+                lin_logy.append(t.log_measured)
+                lin_sw.append(math.sqrt(t.weight))
+                lin_rows.append(row)
+                keys_lin.append((si, t.metric))
+            else:
+                med.append((t.V, t.offset, t.w, t.log_measured, math.sqrt(t.weight), row))
+                keys_med.append((si, t.metric))
+    return _Packed(
+        n_data=len(lin_V) + len(med),
+        lin_V=np.array(lin_V).reshape(len(lin_V), len(FEATURES)),
+        lin_off=np.array(lin_off),
+        lin_logy=np.array(lin_logy),
+        lin_sw=np.array(lin_sw),
+        lin_rows=np.array(lin_rows, dtype=int),
+        med=med,
+        row_index=np.array(combo_rows, dtype=int).reshape(len(combo_rows), len(LEVELS)),
+        level_keys=level_keys_,
+        keys=keys_lin + keys_med,
+    )
+
+
+def _median_pick(V: np.ndarray, off: np.ndarray, w: np.ndarray, c: np.ndarray) -> tuple[float, int]:
+    values = V @ c - off
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(w[order])
+    half = 0.5 * (cum[-1] - 1)
+    lo = int(order[np.searchsorted(cum, math.floor(half) + 1)])
+    hi = int(order[np.searchsorted(cum, min(math.floor(half) + 1, cum[-1] - 1) + 1)])
+    frac = half - math.floor(half)
+    if frac > 0 and hi != lo:
+        return float(values[lo] * (1 - frac) + values[hi] * frac), lo
+    return float(values[lo]), lo
+
+
+def _robust_cost(r: np.ndarray, n_data: int) -> float:
+    """Soft-L1 on the data residuals (scale ROBUST_SCALE), squares on the prior residuals."""
+    f2 = ROBUST_SCALE**2
+    data = 2.0 * f2 * (np.sqrt(1.0 + r[:n_data] ** 2 / f2) - 1.0)
+    return float(data.sum() + (r[n_data:] ** 2).sum())
+
+
+def _levenberg_marquardt(
+    residuals: Callable[[np.ndarray], np.ndarray],
+    jacobian: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    n_data: int,
+    *,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+) -> np.ndarray:
+    """Iteratively reweighted Levenberg-Marquardt for the soft-L1 loss.
+
+    Each step solves (J'WJ + lambda diag(J'WJ)) dx = -J'Wr with the soft-L1 weights
+    w = 1/sqrt(1 + (r/f)^2) on the data rows (the normal equations are small: one row and one
+    column a parameter), accepting it only if the robust cost falls.
+    """
+    x = x0.copy()
+    r = residuals(x)
+    cost = _robust_cost(r, n_data)
+    lam = 1e-3
+    f2 = ROBUST_SCALE**2
+    for _ in range(max_iter):
+        J = jacobian(x)
+        w = np.ones(r.size)
+        w[:n_data] = 1.0 / np.sqrt(1.0 + r[:n_data] ** 2 / f2)
+        Jw = J * w[:, None]
+        A = Jw.T @ J
+        g = Jw.T @ r
+        diag = np.maximum(np.diag(A), 1e-12)
+        improved = False
+        for _ in range(12):
+            try:
+                step = np.linalg.solve(A + lam * np.diag(diag), -g)
+            except np.linalg.LinAlgError:
+                lam *= 10
+                continue
+            x_new = x + step
+            r_new = residuals(x_new)
+            cost_new = _robust_cost(r_new, n_data)
+            if cost_new < cost:
+                improved = True
+                lam = max(lam / 3.0, 1e-9)
+                break
+            lam *= 4.0
+        if not improved:
+            break
+        rel = (cost - cost_new) / max(cost, 1e-12)
+        x, r, cost = x_new, r_new, cost_new
+        if rel < tol or float(np.abs(step).max()) < 1e-7:
+            break
+    return x
+
+
+def fit_coefficients(
+    samples: Sequence[FitSample],
+    *,
+    initial: FittedCoefficients | None = None,
+    max_iter: int = 100,
+) -> FittedCoefficients:
+    """Robust hierarchical fit of the log-coefficients to the samples' targets."""
+    pk = _pack(samples)
+    P = N_FITTED
+    n_rows = len(pk.row_index)
+    n_levels = len(LEVELS)
+    # which terms each row's data can see: a level key gets a parameter only for those
+    seen = np.zeros((n_rows, P), dtype=bool)
+    if len(pk.lin_rows):
+        np.logical_or.at(seen, pk.lin_rows, pk.lin_V[:, FITTED_IDX] > 0)
+    for V, _, _, _, _, r in pk.med:
+        seen[r] |= (V[:, FITTED_IDX] > 0).any(0)
+    colmap = np.full((n_rows, n_levels, P), -1, dtype=int)
+    prior_sd_list = [np.full(P, SIGMA_GLOBAL)]
+    column_names: dict[str, np.ndarray] = {}
+    next_col = P
+    for li, (level, sigma) in enumerate(LEVELS):
+        for ki, key in enumerate(pk.level_keys[li]):
+            members = pk.row_index[:, li] == ki
+            active = seen[members].any(0)
+            cols = np.full(P, -1, dtype=int)
+            cols[active] = next_col + np.arange(int(active.sum()))
+            next_col += int(active.sum())
+            prior_sd_list.append(np.full(int(active.sum()), sigma))
+            colmap[members, li, :] = cols
+            column_names[f"{level}:{key}"] = cols
+    n_params = next_col
+    prior_sd = np.concatenate(prior_sd_list)
+    fixed = np.zeros(len(FEATURES))
+    for name, value in FIXED_COEFFICIENTS.items():
+        fixed[IDX[name]] = value
+    prior_mean = np.zeros(n_params)
+    prior_mean[:P] = prior_theta()
+    gather = np.where(colmap >= 0, colmap, n_params)  # n_params -> an appended zero
+
+    def row_theta(x: np.ndarray) -> np.ndarray:
+        xx = np.append(x, 0.0)
+        return x[:P][None, :] + xx[gather].sum(axis=1)
+
+    def data_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        C = np.tile(fixed, (n_rows, 1))
+        C[:, FITTED_IDX] = np.exp(row_theta(x))
+        n_lin = len(pk.lin_logy)
+        res = np.empty(pk.n_data)
+        S = np.empty((pk.n_data, P))  # d(log q)/d(theta_k) of the target's row
+        rows = np.empty(pk.n_data, dtype=int)
+        if n_lin:
+            Cr = C[pk.lin_rows]
+            raw = (pk.lin_V * Cr).sum(1) - pk.lin_off
+            q = np.maximum(raw, 1e-6)
+            res[:n_lin] = pk.lin_sw * (np.log(q) - pk.lin_logy)
+            S[:n_lin] = (
+                (pk.lin_sw * (raw > 1e-6))[:, None]
+                * pk.lin_V[:, FITTED_IDX]
+                * Cr[:, FITTED_IDX]
+                / q[:, None]
+            )
+            rows[:n_lin] = pk.lin_rows
+        for j, (V, off, w, logy, sw, r) in enumerate(pk.med):
+            c = C[r]
+            raw_m, pick = _median_pick(V, off, w, c)
+            q_m = max(raw_m, 1e-6)
+            res[n_lin + j] = sw * (math.log(q_m) - logy)
+            S[n_lin + j] = (sw if raw_m > 1e-6 else 0.0) * V[pick, FITTED_IDX] * c[FITTED_IDX] / q_m
+            rows[n_lin + j] = r
+        return res, S, rows
+
+    n_data = pk.n_data
+    prior_diag = np.diag(1.0 / prior_sd)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        res, _, _ = data_parts(x)
+        return np.concatenate([res, (x - prior_mean) / prior_sd])
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        _, S, rows = data_parts(x)
+        J = np.zeros((n_data + n_params, n_params))
+        J[:n_data, :P] = S
+        for li in range(n_levels):
+            cols = colmap[rows, li, :]
+            mask = cols >= 0
+            r_idx, k_idx = np.nonzero(mask)
+            J[r_idx, cols[mask]] = S[r_idx, k_idx]
+        J[n_data:, :] = prior_diag
+        return J
+
+    x0 = prior_mean.copy()
+    if initial is not None:
+        x0[:P] = initial.theta0
+        for name, cols in column_names.items():
+            level, key = name.split(":", 1)
+            if key in initial.levels.get(level, {}):
+                ok = cols >= 0
+                x0[cols[ok]] = initial.levels[level][key][ok]
+    x = _levenberg_marquardt(residuals, jacobian, x0, n_data, max_iter=max_iter)
+    res, _, _ = data_parts(x)
+    J = jacobian(x)
+    # robust scale of the data residuals and the Gauss-Newton covariance of the parameters
+    scale = max(float(np.median(np.abs(res))) * 1.4826 if n_data else 1.0, 0.05)
+    weights = np.ones(n_data + n_params)
+    weights[:n_data] = 1.0 / np.sqrt(1.0 + (res / ROBUST_SCALE) ** 2) / scale**2
+    hess = (J * weights[:, None]).T @ J
+    try:
+        cov = np.linalg.inv(hess)
+    except np.linalg.LinAlgError:
+        cov = np.linalg.pinv(hess)
+    levels: dict[str, dict[str, np.ndarray]] = {level: {} for level, _ in LEVELS}
+    for name, cols in column_names.items():
+        level, key = name.split(":", 1)
+        values = np.zeros(P)
+        ok = cols >= 0
+        values[ok] = x[cols[ok]]
+        levels[level][key] = values
+    # unweighted log residuals by (family, metric), for the noise part of intervals
+    by_key: dict[tuple[str, str], list[float]] = {}
+    sw_all = np.concatenate([pk.lin_sw, np.array([m[4] for m in pk.med])])
+    for (si, metric), r, sw in zip(pk.keys, res, sw_all, strict=True):
+        by_key.setdefault((samples[si].family, metric), []).append(r / sw)
+    return FittedCoefficients(
+        theta0=x[:P].copy(),
+        levels=levels,
+        covariance=cov,
+        columns=column_names,
+        residual_scale=scale,
+        residuals={k: np.array(v) for k, v in by_key.items()},
+        n_rows=len(samples),
+    )
+
+
+def calibrate(
+    samples: Sequence[FitSample],
+    catalog: Catalog,
+    *,
+    rounds: int = 2,
+) -> tuple[FittedCoefficients, list[FitSample]]:
+    """Fit; re-simulate the clock-driven rows with the fit; fit again (``rounds`` fits)."""
+    fitted = fit_coefficients(samples)
+    current = list(samples)
+    for _ in range(rounds - 1):
+        if not any(s.time_driven for s in current):
+            break
+        current = [
+            resimulate(s, fitted.full_for(s.family, s.gpu, s.version)) if s.time_driven else s
+            for s in current
+        ]
+        fitted = fit_coefficients(current, initial=fitted)
+    return fitted, current
+
+
+def resimulate(sample: FitSample, c: np.ndarray) -> FitSample:
+    trace = simulate(sample.dep, c)
+    return FitSample(
+        sample.result,
+        sample.scenario,
+        sample.dep,
+        trace,
+        targets_for(sample.result, trace, sample.dep.replicas),
+    )

@@ -1,0 +1,390 @@
+"""The performance model: fit on measured results, predict any scenario, say how sure it is.
+
+    model = get_performance_model(catalog)           # fitted on catalog.measured, cached
+    prediction = model.predict(Scenario(...))        # throughput, latencies, 80% intervals
+    model.coefficients["vllm/L40S"]["allreduce_pcie_host"]
+
+A prediction resolves the scenario (:mod:`planner.perf.deployment`), simulates it with the
+coefficients of its engine family, GPU and release (:mod:`planner.perf.simulator`), reads the
+benchmark metrics off the run (:mod:`planner.perf.metrics`) and attaches the interval and the
+distance to the nearest measured row (:mod:`planner.perf.uncertainty`). A GPU or engine family
+without measurements gets the shared coefficients (spec-sheet terms x fitted efficiencies) and a
+wider interval; it is flagged ``far_from_data``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.catalog import Catalog, MeasuredResult
+from planner.errors import InvalidInputError, PlannerError
+from planner.perf.calibration import (
+    FitSample,
+    FittedCoefficients,
+    build_sample,
+    calibrate,
+    full_from_theta,
+    measurement_problem,
+    prior_theta,
+    version_key,
+)
+from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
+from planner.perf.scenario import Prediction, Scenario
+from planner.perf.search import RateSearchResult, max_rate_meeting_slo
+from planner.perf.simulator import SimTrace, simulate
+from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
+from planner.perf.uncertainty import (
+    MeasuredPoint,
+    confidence_of,
+    interval_factors,
+    nearest,
+    point_of,
+    term_shares,
+)
+
+#: measured rows already simulated, by (catalog fingerprint, row): refits reuse them
+_SAMPLE_CACHE: OrderedDict[tuple[str, str], FitSample] = OrderedDict()
+_SAMPLE_CACHE_SIZE = 5000
+_LOCK = threading.Lock()
+
+
+def catalog_fingerprint(catalog: Catalog) -> str:
+    """Hash of what a simulation reads from the catalog (GPUs, instances, model configs)."""
+    digest = hashlib.sha256()
+    for gpu in sorted(catalog.gpus.values(), key=lambda g: g.gpu_id):
+        digest.update(gpu.model_dump_json().encode())
+    for inst in sorted(catalog.instances.values(), key=lambda i: i.instance):
+        digest.update(inst.model_dump_json().encode())
+    for key in sorted(catalog.models):
+        digest.update(key.encode())
+        digest.update(json.dumps(catalog.models[key].config, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _result_key(result: MeasuredResult) -> str:
+    return result.model_dump_json()
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A measured row left out of the fit, and why; ``sample`` when it could still be simulated
+    as stated (validation scores it as a held-out row all the same)."""
+
+    result: MeasuredResult
+    reason: str
+    sample: FitSample | None = None
+
+
+def _model_params(dep: Deployment) -> tuple[float, bool]:
+    arch = dep.card.architecture
+    return arch.active_params / 1e9, arch.is_moe
+
+
+class PerformanceModel:
+    """Step-time coefficients fitted on measured results, and predictions with error bars."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.fitted: FittedCoefficients | None = None
+        self.samples: list[FitSample] = []
+        self.excluded: list[Excluded] = []
+        self._points: list[MeasuredPoint] = []
+        self._groups: set[tuple[str, str]] = set()
+        self._dep_cache: OrderedDict[str, Deployment] = OrderedDict()
+        self._dep_lock = threading.Lock()
+
+    # ----- fitting ---------------------------------------------------------------------------
+    def fit(
+        self, results: Sequence[MeasuredResult], catalog: Catalog | None = None
+    ) -> PerformanceModel:
+        """Fit on ``results`` (public rows and a user's runs); rows that cannot be used are
+        kept in :attr:`excluded` with the reason. Returns self."""
+        if catalog is not None:
+            self.catalog = catalog
+        samples, excluded = simulate_measured(results, self.catalog)
+        self.excluded = excluded
+        if not samples:
+            self.fitted, self.samples = None, []
+        else:
+            self.fitted, self.samples = calibrate(samples, self.catalog)
+        self._points = [
+            point_of(s.scenario, *_model_params(s.dep), s.dep.link_class) for s in self.samples
+        ]
+        self._groups = {(s.family, s.gpu.lower()) for s in self.samples}
+        return self
+
+    @property
+    def coefficients(self) -> dict[str, dict[str, float]]:
+        """Fitted coefficients (full term vector) by ``"family/gpu"``, ``"family:release/gpu"``
+        for every measured combination, ``"family/*"`` (a GPU without data) and ``"*"``."""
+        out: dict[str, dict[str, float]] = {}
+
+        def named(c: np.ndarray) -> dict[str, float]:
+            return {name: float(v) for name, v in zip(FEATURES, c, strict=True)}
+
+        out["*"] = named(full_from_theta(self.fitted.theta0 if self.fitted else prior_theta()))
+        combos = sorted({(s.family, s.gpu, s.version) for s in self.samples}, key=str)
+        for family in sorted({s.family for s in self.samples}):
+            out[f"{family}/*"] = named(self.coefficients_for(family, "*"))
+        for family, gpu, version in combos:
+            out[f"{family}/{gpu}"] = named(self.coefficients_for(family, gpu))
+            if version is not None:
+                out[f"{version}/{gpu}"] = named(self.coefficients_for(family, gpu, version))
+        return out
+
+    def coefficients_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
+        """Full coefficient vector over :data:`planner.perf.step_time.FEATURES`."""
+        if self.fitted is None:
+            return full_from_theta(prior_theta())
+        return self.fitted.full_for(family, gpu, version)
+
+    # ----- prediction ------------------------------------------------------------------------
+    def deployment(self, scenario: Scenario) -> Deployment:
+        """Resolved constants of a scenario (cached on everything but the load)."""
+        key = scenario.model_dump_json(
+            exclude={"load", "concurrency", "request_rate", "num_requests", "seed", "burstiness_cv"}
+        )
+        with self._dep_lock:
+            dep = self._dep_cache.get(key)
+        if dep is None:
+            dep = resolve_deployment(scenario, self.catalog)
+            with self._dep_lock:
+                self._dep_cache[key] = dep
+                if len(self._dep_cache) > 256:
+                    self._dep_cache.popitem(last=False)
+        elif dep.scenario != scenario:
+            dep = _with_scenario(dep, scenario)
+        return dep
+
+    def simulate(self, scenario: Scenario) -> tuple[Deployment, SimTrace, np.ndarray]:
+        dep = self.deployment(scenario)
+        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        return dep, simulate(dep, c), c
+
+    def predict(self, scenario: Scenario) -> Prediction:
+        """Simulate the scenario with the fitted coefficients; see :class:`Prediction`."""
+        dep, trace, c = self.simulate(scenario)
+        return self._prediction(scenario, dep, trace, c)
+
+    def predict_many(self, scenarios: Iterable[Scenario]) -> list[Prediction | PlannerError]:
+        """One result per scenario, in order; a scenario that cannot be predicted gets its
+        typed error instead of stopping the others."""
+        out: list[Prediction | PlannerError] = []
+        for scenario in scenarios:
+            try:
+                out.append(self.predict(scenario))
+            except PlannerError as exc:
+                out.append(exc)
+            except RuntimeError as exc:
+                out.append(InvalidInputError("scenario", scenario.describe(), str(exc)))
+        return out
+
+    def max_rate_meeting_slo(
+        self,
+        scenario: Scenario,
+        slo_ttft_p99_ms: float | None = None,
+        slo_tpot_p99_ms: float | None = None,
+        slo_e2e_p99_ms: float | None = None,
+        **kwargs: Any,
+    ) -> RateSearchResult:
+        """Highest Poisson rate meeting the p99 SLOs (see :mod:`planner.perf.search`)."""
+        return max_rate_meeting_slo(
+            self, scenario, slo_ttft_p99_ms, slo_tpot_p99_ms, slo_e2e_p99_ms, **kwargs
+        )
+
+    def timeline(self, scenario: Scenario) -> Timeline:
+        """KV occupancy, running and waiting requests over the simulated run."""
+        _, trace, c = self.simulate(scenario)
+        return timeline(trace, c)
+
+    def step_time_s(self, scenario: Scenario, batch: StepBatch) -> float:
+        """Seconds one engine step of ``batch`` takes on the scenario's deployment."""
+        dep = self.deployment(scenario)
+        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        return step_time_s(batch, dep, c)
+
+    def request_timing(
+        self, scenario: Scenario, running: int, input_len: int, output_len: int
+    ) -> tuple[float, float]:
+        """(TTFT s, seconds per output token) of one request admitted next to ``running``
+        decoding ones: its prompt in budget-sized chunks beside them, then decode steps with
+        all of them at the request's mid-answer context. For a simulated server's timing."""
+        dep = self.deployment(scenario)
+        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        context = input_len + output_len // 2
+        ttft = 0.0
+        done = 0
+        while done < input_len:
+            chunk = min(input_len - done, max(dep.max_num_batched_tokens - running, 1))
+            batch = StepBatch.of([context] * running, [(chunk, done)], dep.sliding_window)
+            ttft += step_time_s(batch, dep, c)
+            done += chunk
+        decode = StepBatch.of([context] * (running + 1), (), dep.sliding_window)
+        return ttft, step_time_s(decode, dep, c)
+
+    def roofline(self, scenario: Scenario) -> RunMetrics:
+        """The plain roofline baseline of the same scenario (no overheads, spec rates)."""
+        dep = self.deployment(scenario)
+        c = roofline_coefficients()
+        return run_metrics(simulate(dep, c), c, dep.replicas)
+
+    def _prediction(
+        self, scenario: Scenario, dep: Deployment, trace: SimTrace, c: np.ndarray
+    ) -> Prediction:
+        m = run_metrics(trace, c, dep.replicas)
+        family, gpu, version = dep.family, dep.gpu.gpu_id, version_key(scenario)
+        fitted = self.fitted
+
+        def factors(metric: str, vector: np.ndarray) -> tuple[float, float]:
+            return interval_factors(fitted, family, gpu, version, metric, term_shares(vector, c))
+
+        count = trace.count[:, None]
+        mean_ttft_vec = (count * (trace.first - trace.arrival)).sum(0) / max(trace.count.sum(), 1)
+        mean_decode_vec = (count * (trace.finish - trace.first)).sum(0) / max(
+            float((trace.count * np.maximum(trace.output_len - 1, 0)).sum()), 1.0
+        )
+        thr_lo, thr_hi = factors("output_tok_per_s", trace.end)
+        ttft_lo, ttft_hi = factors("ttft", mean_ttft_vec)
+        tpot_lo, tpot_hi = factors("itl", mean_decode_vec)
+        params_b, moe = _model_params(dep)
+        point = point_of(scenario, params_b, moe, dep.link_class)
+        near, distance = nearest(point, self._points)
+        has_gpu = (family, gpu.lower()) in self._groups
+        confidence = confidence_of(distance, has_gpu)
+        near_text = "no measured results in the fit" if near is None else near.label
+        notes = list(dep.notes)
+        if not has_gpu:
+            notes.append(f"no {family} measurements on {gpu}: shared coefficients from specs")
+        ttft = {s: m.ttft_ms(s) for s in ("mean", "p50", "p90", "p99")}
+        tpot = {s: m.tpot_ms(s) for s in ("mean", "p50", "p90", "p99")}
+        return Prediction(
+            output_tok_per_s=m.output_tok_per_s,
+            output_tok_per_s_low=m.output_tok_per_s * thr_lo,
+            output_tok_per_s_high=m.output_tok_per_s * thr_hi,
+            total_tok_per_s=m.total_tok_per_s,
+            total_tok_per_s_low=m.total_tok_per_s * thr_lo,
+            total_tok_per_s_high=m.total_tok_per_s * thr_hi,
+            request_per_s=m.request_per_s,
+            ttft_ms_mean=ttft["mean"],
+            ttft_ms_mean_low=ttft["mean"] * ttft_lo,
+            ttft_ms_mean_high=ttft["mean"] * ttft_hi,
+            ttft_ms_p50=ttft["p50"],
+            ttft_ms_p50_low=ttft["p50"] * ttft_lo,
+            ttft_ms_p50_high=ttft["p50"] * ttft_hi,
+            ttft_ms_p90=ttft["p90"],
+            ttft_ms_p99=ttft["p99"],
+            ttft_ms_p99_low=ttft["p99"] * ttft_lo,
+            ttft_ms_p99_high=ttft["p99"] * ttft_hi,
+            tpot_ms_mean=tpot["mean"],
+            tpot_ms_mean_low=tpot["mean"] * tpot_lo,
+            tpot_ms_mean_high=tpot["mean"] * tpot_hi,
+            tpot_ms_p50=tpot["p50"],
+            tpot_ms_p50_low=tpot["p50"] * tpot_lo,
+            tpot_ms_p50_high=tpot["p50"] * tpot_hi,
+            tpot_ms_p90=tpot["p90"],
+            tpot_ms_p99=tpot["p99"],
+            tpot_ms_p99_low=tpot["p99"] * tpot_lo,
+            tpot_ms_p99_high=tpot["p99"] * tpot_hi,
+            itl_ms_mean=m.itl_ms("mean"),
+            itl_ms_p50=m.itl_ms("p50"),
+            itl_ms_p99=m.itl_ms("p99"),
+            e2e_ms_mean=m.e2e_ms("mean"),
+            e2e_ms_p50=m.e2e_ms("p50"),
+            e2e_ms_p99=m.e2e_ms("p99"),
+            duration_s=m.duration_s,
+            mean_running_batch=m.mean_running_batch,
+            kv_occupancy_mean=m.kv_occupancy_mean,
+            kv_occupancy_max=m.kv_occupancy_max,
+            kv_capacity_tokens=dep.kv_capacity_tokens,
+            preemptions=m.preemptions,
+            far_from_data=confidence == "extrapolated",
+            confidence=confidence,
+            nearest_measured=near_text,
+            distance=round(distance, 3) if math.isfinite(distance) else 99.0,
+            notes=tuple(notes),
+        )
+
+
+def _with_scenario(dep: Deployment, scenario: Scenario) -> Deployment:
+    from dataclasses import replace
+
+    return replace(dep, scenario=scenario)
+
+
+def simulate_measured(
+    results: Sequence[MeasuredResult], catalog: Catalog
+) -> tuple[list[FitSample], list[Excluded]]:
+    """Simulate every usable measured row (cached across fits); the rest with their reason."""
+    fingerprint = catalog_fingerprint(catalog)
+    samples: list[FitSample] = []
+    excluded: list[Excluded] = []
+    for result in results:
+        key = (fingerprint, _result_key(result))
+        with _LOCK:
+            sample = _SAMPLE_CACHE.get(key)
+        if sample is None:
+            try:
+                sample = build_sample(result, catalog)
+            except PlannerError as exc:
+                excluded.append(Excluded(result, str(exc)))
+                continue
+            except RuntimeError as exc:
+                excluded.append(Excluded(result, str(exc)))
+                continue
+            with _LOCK:
+                _SAMPLE_CACHE[key] = sample
+                while len(_SAMPLE_CACHE) > _SAMPLE_CACHE_SIZE:
+                    _SAMPLE_CACHE.popitem(last=False)
+        problem = measurement_problem(result)
+        if problem is not None:
+            excluded.append(Excluded(result, problem, sample))
+            continue
+        if not sample.targets:
+            excluded.append(Excluded(result, "no throughput or latency figure to fit"))
+            continue
+        samples.append(sample)
+    return samples, excluded
+
+
+_MODEL_CACHE: OrderedDict[str, PerformanceModel] = OrderedDict()
+_MODEL_CACHE_SIZE = 4
+
+
+def results_fingerprint(catalog: Catalog, results: Sequence[MeasuredResult]) -> str:
+    digest = hashlib.sha256(catalog_fingerprint(catalog).encode())
+    for result in results:
+        digest.update(_result_key(result).encode())
+    return digest.hexdigest()
+
+
+def get_performance_model(
+    catalog: Catalog, user_results: Iterable[MeasuredResult] = ()
+) -> PerformanceModel:
+    """The model fitted on ``catalog.measured`` plus ``user_results``.
+
+    Cached by the content of the results and of the catalog: the same data returns the same
+    fitted model; an added run refits (reusing every row simulated before).
+    """
+    results = [*catalog.measured, *user_results]
+    key = results_fingerprint(catalog, results)
+    with _LOCK:
+        cached = _MODEL_CACHE.get(key)
+        if cached is not None:
+            _MODEL_CACHE.move_to_end(key)
+            return cached
+    model = PerformanceModel(catalog).fit(results)
+    with _LOCK:
+        _MODEL_CACHE[key] = model
+        while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
+            _MODEL_CACHE.popitem(last=False)
+    return model

@@ -1,0 +1,278 @@
+"""What a prediction is asked about (:class:`Scenario`) and what it answers (:class:`Prediction`).
+
+A scenario has the columns of ``data/measured_results.csv`` (engine, model, precision, GPU,
+layout, lengths, load) plus the engine knobs that move throughput. Checks that need no catalog
+(positive lengths, a load with its parameter) run on construction; checks against the model and
+the hardware (TP divides the attention heads, the instance holds the TP group) run when the
+scenario is resolved (:func:`planner.perf.deployment.resolve_deployment`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner.errors import InvalidInputError
+from planner.workload import LengthDistribution
+
+LoadKind = Literal["concurrency", "rate", "offline_batch", "max_throughput", "trace"]
+LOADS: tuple[str, ...] = ("concurrency", "rate", "offline_batch", "max_throughput", "trace")
+Confidence = Literal["measured nearby", "interpolated", "extrapolated"]
+
+#: engine name (lower-case) -> family whose scheduler and coefficients it uses.
+ENGINE_FAMILIES: dict[str, str] = {
+    "vllm": "vllm",
+    "tensorrt-llm": "trtllm",
+    "trtllm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "nim-tensorrt-llm": "trtllm",
+    "nim": "trtllm",
+    "sglang": "sglang",
+}
+
+
+class TraceRequest(BaseModel):
+    """One request of a replayed trace: when it arrives and how long it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    arrival_s: float = Field(ge=0)
+    input_len: int = Field(gt=0)
+    output_len: int = Field(gt=0)
+
+
+class Scenario(BaseModel):
+    """A serving configuration and a load to predict.
+
+    Lengths are fixed (``input_len``/``output_len``) or drawn from ``input_dist``/``output_dist``
+    (:class:`planner.workload.LengthDistribution`). ``num_gpus`` defaults to ``tp x pp`` (one
+    replica); a multiple of it means data-parallel replicas that share the load evenly.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str = "vllm"
+    engine_version: str | None = None
+    model: str
+    precision: str = "bf16"
+    gpu: str
+    num_gpus: int | None = Field(default=None, gt=0)
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    input_len: int | None = Field(default=None, gt=0)
+    output_len: int | None = Field(default=None, gt=0)
+    load: LoadKind = "concurrency"
+    concurrency: float | None = Field(default=None, gt=0)
+    request_rate: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, gt=0)
+    instance: str | None = None
+    nodes: int | None = Field(default=None, gt=0)
+    # engine knobs (vLLM names; the TensorRT-LLM family reads max_num_seqs as max_batch_size
+    # and max_num_batched_tokens as max_num_tokens)
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+    prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
+    enforce_eager: bool = False
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0)
+    # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
+    # (1.0 = Poisson); for load='trace', the requests themselves
+    burstiness_cv: float = Field(default=1.0, gt=0.0)
+    trace: tuple[TraceRequest, ...] | None = None
+    input_dist: LengthDistribution | None = None
+    output_dist: LengthDistribution | None = None
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.input_len is None and self.input_dist is None and self.load != "trace":
+            raise ValueError("input_len is required (or input_dist)")
+        if self.output_len is None and self.output_dist is None and self.load != "trace":
+            raise ValueError("output_len is required (or output_dist)")
+        if self.load == "concurrency" and self.concurrency is None:
+            raise ValueError("concurrency is required for load='concurrency'")
+        if self.load == "rate" and self.request_rate is None:
+            raise ValueError("request_rate is required for load='rate'")
+        if self.load == "trace" and not self.trace:
+            raise ValueError("trace is required for load='trace'")
+        if self.num_gpus is not None and self.num_gpus % (self.tp * self.pp):
+            raise ValueError(
+                f"num_gpus={self.num_gpus} must be a multiple of tp x pp = {self.tp * self.pp}"
+            )
+        return self
+
+    # ----- derived --------------------------------------------------------------------------
+    @property
+    def engine_family(self) -> str:
+        return ENGINE_FAMILIES.get(self.engine.strip().lower(), self.engine.strip().lower())
+
+    @property
+    def gpus(self) -> int:
+        return self.num_gpus or self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        return max(1, self.gpus // (self.tp * self.pp))
+
+    @property
+    def mean_input_len(self) -> float:
+        if self.input_len is not None:
+            return float(self.input_len)
+        if self.trace:
+            return sum(r.input_len for r in self.trace) / len(self.trace)
+        assert self.input_dist is not None
+        return float(self.input_dist.mean())
+
+    @property
+    def mean_output_len(self) -> float:
+        if self.output_len is not None:
+            return float(self.output_len)
+        if self.trace:
+            return sum(r.output_len for r in self.trace) / len(self.trace)
+        assert self.output_dist is not None
+        return float(self.output_dist.mean())
+
+    def effective_num_requests(self) -> int:
+        """Requests the run issues: given, or what the source's benchmark used by default."""
+        if self.load == "trace" and self.trace:
+            return len(self.trace)
+        if self.num_requests is not None:
+            return int(self.num_requests)
+        if self.load == "concurrency" and self.concurrency is not None:
+            return max(math.ceil(self.concurrency) * 4, 100)
+        if self.load == "offline_batch" and self.concurrency is not None:
+            return math.ceil(self.concurrency)
+        if self.load == "max_throughput" and self.engine_family == "trtllm":
+            return trtllm_bench_num_requests(self.input_len or 0, self.output_len or 0)
+        return 1000
+
+    def describe(self) -> str:
+        lengths = f"{self.input_len or '~'}/{self.output_len or '~'}"
+        load = {
+            "concurrency": f"concurrency {self.concurrency:g}" if self.concurrency else "",
+            "rate": f"{self.request_rate:g} req/s" if self.request_rate else "",
+        }.get(self.load, self.load)
+        return (
+            f"{self.engine} {self.model} {self.precision} on {self.gpus}x{self.gpu} "
+            f"TP{self.tp}xPP{self.pp}, {lengths} tokens, {load}"
+        )
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Scenario:
+        """Build from a CSV row (blank cells are absent); bad values raise InvalidInputError."""
+        fields = cls.model_fields
+        values: dict[str, Any] = {}
+        for key, raw in row.items():
+            if key not in fields or raw is None:
+                continue
+            text = str(raw).strip()
+            if text == "":
+                continue
+            values[key] = text
+        for key in ("num_gpus", "tp", "pp", "input_len", "output_len", "num_requests", "nodes"):
+            if key in values:
+                values[key] = _integer(key, values[key])
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise _as_input_error(exc, values) from None
+
+
+def _integer(field: str, text: Any) -> Any:
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        return text  # pydantic names the field
+    if not number.is_integer():
+        raise InvalidInputError(field, text, "a whole number")
+    return int(number)
+
+
+def _as_input_error(exc: ValidationError, values: dict[str, Any]) -> InvalidInputError:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "scenario"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return InvalidInputError(loc, values.get(loc), message)
+
+
+#: trtllm-bench perf-overview: requests per (input, output) length pair, from
+#: NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md ("$num_requests" table).
+TRTLLM_BENCH_REQUESTS: dict[tuple[int, int], int] = {
+    (128, 128): 30000,
+    (128, 2048): 3000,
+    (128, 4096): 1500,
+    (1000, 2000): 1500,
+    (2048, 128): 3000,
+    (2048, 2048): 1500,
+    (5000, 500): 1500,
+    (1000, 1000): 3000,
+    (500, 2000): 3000,
+    (20000, 2000): 1000,
+}
+
+
+def trtllm_bench_num_requests(input_len: int, output_len: int) -> int:
+    """Requests per perf-overview table; other lengths get the table's rule of thumb."""
+    known = TRTLLM_BENCH_REQUESTS.get((input_len, output_len))
+    if known is not None:
+        return known
+    return 3000 if input_len + output_len <= 2200 else 1500
+
+
+class Prediction(BaseModel):
+    """What a serving run of the scenario would report (vLLM ``bench serve`` definitions).
+
+    Throughputs are for the whole deployment (all replicas); latencies in milliseconds.
+    ``*_low``/``*_high`` bound the 80% prediction interval.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    output_tok_per_s: float
+    output_tok_per_s_low: float
+    output_tok_per_s_high: float
+    total_tok_per_s: float
+    total_tok_per_s_low: float
+    total_tok_per_s_high: float
+    request_per_s: float
+    ttft_ms_mean: float
+    ttft_ms_mean_low: float
+    ttft_ms_mean_high: float
+    ttft_ms_p50: float
+    ttft_ms_p50_low: float
+    ttft_ms_p50_high: float
+    ttft_ms_p90: float
+    ttft_ms_p99: float
+    ttft_ms_p99_low: float
+    ttft_ms_p99_high: float
+    tpot_ms_mean: float
+    tpot_ms_mean_low: float
+    tpot_ms_mean_high: float
+    tpot_ms_p50: float
+    tpot_ms_p50_low: float
+    tpot_ms_p50_high: float
+    tpot_ms_p90: float
+    tpot_ms_p99: float
+    tpot_ms_p99_low: float
+    tpot_ms_p99_high: float
+    itl_ms_mean: float
+    itl_ms_p50: float
+    itl_ms_p99: float
+    e2e_ms_mean: float
+    e2e_ms_p50: float
+    e2e_ms_p99: float
+    duration_s: float
+    mean_running_batch: float
+    kv_occupancy_mean: float
+    kv_occupancy_max: float
+    kv_capacity_tokens: int
+    preemptions: int
+    far_from_data: bool
+    confidence: Confidence
+    nearest_measured: str
+    distance: float
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,812 @@
+"""Discrete-event simulation of continuous batching, driven by the step-time terms.
+
+Schedulers
+- ``vllm`` (vLLM V1): every step first serves the running requests in order (a decode takes one
+  token, an unfinished prefill a chunk of what is left of the ``max_num_batched_tokens`` budget),
+  allocating 16-token KV blocks as tokens are computed; when blocks run out the most recently
+  admitted request is preempted (its blocks freed, recomputed from scratch later). Only when
+  nothing was preempted does it admit waiting requests first-come-first-served, while
+  ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
+  caching the shared prefix's full blocks are computed once and reused.
+- ``trtllm`` (TensorRT-LLM in-flight batching, GUARANTEED_NO_EVICT): a request is admitted only if
+  the blocks for its whole prompt and output can be reserved, so nothing is ever preempted;
+  context chunks share the ``max_num_tokens`` budget with generation.
+
+Loads: closed-loop ``concurrency`` over ``num_requests`` (ramp-up and drain included), offline
+batch and max-throughput (all requests queued at t=0), Poisson or gamma ``rate``, trace replay.
+
+What makes it fast and fittable: the simulation accumulates the *terms* of each step
+(:mod:`planner.perf.step_time`), not seconds. When arrivals do not depend on the clock (closed
+loop, offline, max-throughput) the sequence of batches does not depend on the coefficients
+either, so every reported time is a dot product ``c . X`` of the coefficients with an
+accumulated term vector: one simulation serves every coefficient vector (fitting,
+cross-validation, prediction intervals). Identical requests admitted together move as one cohort,
+and runs of pure-decode steps between events are advanced in one go (contexts grow linearly, so
+the run's linear terms are exact: those of its middle step times its length; the roofline's max
+and the MoE expert count are taken at the middle step).
+
+Simplifications, kept on purpose: decodes take their token before prefill chunks in a step
+(vLLM V1 serves the running list in admission order, which is the same unless an older request
+is still prefilling when a younger one decodes); a prefix-cache hit needs the shared prefix to
+have been computed once (no eviction); with data parallelism each replica gets an equal share of
+the requests and of the concurrency.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.perf.deployment import Deployment
+from planner.perf.scenario import Scenario
+from planner.perf.step_time import IDX, N_FEATURES, StepBatch, fill_step_features
+from planner.workload import LengthDistribution
+
+_IDLE = IDX["idle"]
+TIMELINE_POINTS = 2000
+
+
+class _Cohort:
+    """Requests that are identical and move together (``count`` of them).
+
+    A cohort in the decode pool is advanced lazily: its state is ``base_*`` at step
+    ``base_step`` plus one token per step since (see :meth:`_Engine.materialize`).
+    """
+
+    __slots__ = (
+        "arrival_time",
+        "arrival_vec",
+        "base_step",
+        "blocks",
+        "computed",
+        "count",
+        "first_vec",
+        "generated",
+        "in_pool",
+        "order",
+        "output",
+        "phase",
+        "prompt",
+        "reserved",
+        "shared",
+    )
+
+    def __init__(
+        self,
+        count: int,
+        prompt: int,
+        output: int,
+        order: int,
+        arrival_vec: np.ndarray | None,
+        arrival_time: float,
+    ) -> None:
+        self.count = count
+        self.prompt = prompt
+        self.output = output
+        self.order = order
+        self.computed = 0
+        self.generated = 0
+        self.blocks = 0
+        self.reserved = 0
+        self.shared = 0  # prefix-cache blocks it reads but does not own
+        self.arrival_vec = arrival_vec
+        self.arrival_time = arrival_time
+        self.first_vec: np.ndarray | None = None
+        self.in_pool = False
+        self.base_step = 0
+        self.phase = 0
+
+    def split(self, n: int) -> _Cohort:
+        """Detach ``n`` members into a new cohort (same state); not for pooled cohorts."""
+        other = _Cohort(
+            n, self.prompt, self.output, self.order, self.arrival_vec, self.arrival_time
+        )
+        other.computed = self.computed
+        other.generated = self.generated
+        other.blocks = self.blocks
+        other.reserved = self.reserved
+        other.shared = self.shared
+        other.first_vec = self.first_vec
+        self.count -= n
+        return other
+
+    @property
+    def need(self) -> int:
+        return self.prompt + self.generated - self.computed
+
+
+@dataclass
+class SimTrace:
+    """Accumulated step terms of one simulated run of one replica.
+
+    Times are ``c . vector`` (seconds) for a full coefficient vector ``c``; per-request rows:
+    TTFT = c . (first - arrival) - arrival_time, E2E = c . (finish - arrival) - arrival_time.
+    """
+
+    end: np.ndarray
+    count: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    arrival: np.ndarray
+    arrival_time: np.ndarray
+    first: np.ndarray
+    finish: np.ndarray
+    gap_terms: np.ndarray  # per recorded step (or run of steps): one step's terms
+    gap_weight: np.ndarray  # decode gaps it produced
+    running_integral: np.ndarray
+    kv_integral: np.ndarray
+    kv_max: float
+    preemptions: int
+    kv_capacity_tokens: int
+    steps: int
+    time_driven: bool
+    start_time: float = 0.0
+    timeline_terms: np.ndarray = field(default_factory=lambda: np.zeros((0, N_FEATURES)))
+    timeline_kv: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    timeline_running: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    timeline_waiting: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        return int(self.count.sum())
+
+    @property
+    def output_tokens(self) -> float:
+        return float((self.count * self.output_len).sum())
+
+    @property
+    def input_tokens(self) -> float:
+        return float((self.count * self.input_len).sum())
+
+
+@dataclass
+class _Arrivals:
+    times: np.ndarray
+    inputs: np.ndarray
+    outputs: np.ndarray
+
+
+def sample_lengths(dist: LengthDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
+    values = np.asarray(dist.sample(n, rng), dtype=float)
+    return np.maximum(1, np.rint(values)).astype(int)
+
+
+def _request_lengths(scenario: Scenario, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(scenario.seed)
+    if scenario.input_dist is not None:
+        ins = sample_lengths(scenario.input_dist, n, rng)
+    else:
+        ins = np.full(n, int(scenario.input_len or 1))
+    if scenario.output_dist is not None:
+        outs = sample_lengths(scenario.output_dist, n, rng)
+    else:
+        outs = np.full(n, int(scenario.output_len or 1))
+    return ins, outs
+
+
+def _arrival_times(scenario: Scenario, n: int, rate: float) -> np.ndarray:
+    rng = np.random.default_rng(scenario.seed + 7919)
+    cv = scenario.burstiness_cv
+    shape = 1.0 / (cv * cv)
+    gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
+    gaps[0] = 0.0
+    return np.cumsum(gaps)
+
+
+class _Engine:
+    """Scheduler state of one replica.
+
+    Decoding cohorts live in a pool advanced lazily (aggregate context, KV blocks due by
+    block-boundary phase, finish steps in a heap), so a step costs O(prefilling cohorts), not
+    O(running cohorts). Anything unusual (preemption, a token budget smaller than the decodes)
+    materialises the pool and takes the general path.
+    """
+
+    def __init__(self, dep: Deployment, coefficients: np.ndarray | None) -> None:
+        self.dep = dep
+        self.c = coefficients
+        self.bs = dep.block_size
+        self.total_blocks = dep.kv_capacity_blocks
+        self.free = self.total_blocks
+        self.budget = dep.max_num_batched_tokens
+        self.max_seqs = dep.max_num_seqs
+        self.reserve = dep.family == "trtllm"
+        self.chunked = dep.scenario.enable_chunked_prefill
+        self.window = dep.sliding_window
+        self.running: list[_Cohort] = []  # admission order (preemption takes the last)
+        self.prefilling: list[_Cohort] = []  # running cohorts not in the pool, in order
+        self.waiting: deque[_Cohort] = deque()
+        self.running_seqs = 0
+        self.step_no = 0
+        # decode pool
+        self.pool_n = 0
+        self.pool_ctx = 0.0  # sum over pooled sequences of their computed tokens
+        self.bucket = [0] * self.bs  # pooled sequences by block-boundary phase
+        self.finishing: dict[int, list[_Cohort]] = {}
+        self.finish_heap: list[int] = []
+        # accounting
+        self.cum = np.zeros(N_FEATURES)
+        self.buf = np.zeros(N_FEATURES)
+        self.preemptions = 0
+        self.kv_max = 0.0
+        self.running_integral = np.zeros(N_FEATURES)
+        self.kv_integral = np.zeros(N_FEATURES)
+        self.gap_terms: list[np.ndarray] = []
+        self.gap_weight: list[float] = []
+        # (terms so far, KV occupancy, running, waiting) after each step or run of steps
+        self.timeline: list[tuple[np.ndarray, float, int, int]] = []
+        self.done: list[tuple[int, int, int, np.ndarray | None, float, np.ndarray, np.ndarray]] = []
+        sc = dep.scenario
+        self.prefix_tokens = 0
+        if sc.enable_prefix_caching and sc.prefix_share > 0:
+            self.prefix_tokens = int(sc.prefix_share * sc.mean_input_len) // self.bs * self.bs
+        self.prefix_ready = False
+
+    # ----- clock -----------------------------------------------------------------------------
+    def now(self) -> float:
+        assert self.c is not None
+        return float(np.dot(self.c, self.cum))
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.bs)
+
+    # ----- the decode pool -------------------------------------------------------------------
+    def pool_add(self, co: _Cohort) -> None:
+        co.in_pool = True
+        co.base_step = self.step_no
+        co.phase = (co.computed - self.step_no) % self.bs
+        self.bucket[co.phase] += co.count
+        self.pool_n += co.count
+        self.pool_ctx += co.count * co.computed
+        at = self.step_no + co.output - co.generated
+        if at not in self.finishing:
+            self.finishing[at] = []
+            heapq.heappush(self.finish_heap, at)
+        self.finishing[at].append(co)
+
+    def materialize(self, co: _Cohort) -> None:
+        """Bring a pooled cohort's state up to date and take it out of the pool."""
+        steps = self.step_no - co.base_step
+        co.computed += steps
+        co.generated += steps
+        if not self.reserve:
+            co.blocks = self._blocks_for(co.computed) - co.shared
+        co.in_pool = False
+        self.bucket[co.phase] -= co.count
+        self.pool_n -= co.count
+        self.pool_ctx -= co.count * co.computed
+        at = co.base_step + co.output - (co.generated - steps)
+        members = self.finishing.get(at)
+        if members is not None:
+            members.remove(co)
+
+    def unpool_all(self) -> None:
+        for co in self.running:
+            if co.in_pool:
+                self.materialize(co)
+        self.finishing.clear()
+        self.finish_heap.clear()
+        self.pool_ctx = 0.0
+
+    def repool(self) -> None:
+        self.prefilling = []
+        for co in self.running:
+            if co.need == 1 and co.generated > 0:
+                self.pool_add(co)
+            else:
+                self.prefilling.append(co)
+
+    def pool_block_demand(self, steps: int) -> int:
+        """Blocks the pool allocates over the next ``steps`` steps."""
+        if self.reserve or not self.pool_n:
+            return 0
+        bs = self.bs
+        s0 = self.step_no
+        full, rest = divmod(steps, bs)
+        total = sum(self.bucket) * full if full else 0
+        for i in range(rest):
+            total += self.bucket[(-(s0 + i)) % bs]
+        return total
+
+    def pool_steps_within(self, free: int, k_max: int) -> int:
+        """Most steps (up to ``k_max``) whose pool block demand fits in ``free``."""
+        if self.reserve or not self.pool_n:
+            return k_max
+        bs = self.bs
+        s0 = self.step_no
+        per_period = sum(self.bucket)
+        if per_period == 0:
+            return k_max
+        best = 0
+        partial = 0
+        for r in range(bs):
+            if partial > free:
+                break
+            periods = (free - partial) // per_period
+            best = max(best, min(k_max, periods * bs + r))
+            partial += self.bucket[(-(s0 + r)) % bs]
+        return best
+
+    # ----- preemption (general path) ---------------------------------------------------------
+    def _preempt(self, cohort: _Cohort, n: int, listed: bool = True) -> None:
+        if listed:
+            self.running.remove(cohort)
+        self.free += cohort.blocks * n
+        self.running_seqs -= n
+        cohort.computed = 0
+        cohort.blocks = 0
+        cohort.shared = 0
+        self.preemptions += n
+        self.waiting.appendleft(cohort)
+
+    def _make_room(self, co: _Cohort, new_blocks: int) -> bool:
+        """Preempt from the end of the running list until ``co`` gets its blocks.
+
+        vLLM V1 preempts the most recently admitted request, one at a time; when that is the
+        request being scheduled, it is preempted itself. Returns False when nothing of ``co``
+        is left to schedule.
+        """
+        needed = new_blocks * co.count
+        while self.free < needed and self.running[-1] is not co:
+            victim = self.running[-1]
+            per_seq = max(victim.blocks, 1)
+            n = min(victim.count, -(-(needed - self.free) // per_seq))
+            if n < victim.count:
+                self._preempt(victim.split(n), n, listed=False)
+            else:
+                self._preempt(victim, n)
+        if self.free >= needed:
+            return True
+        n_ok = self.free // new_blocks
+        if n_ok <= 0:
+            self._preempt(co, co.count)
+            return False
+        self._preempt(co.split(co.count - n_ok), co.count - n_ok, listed=False)
+        return True
+
+    # ----- one step --------------------------------------------------------------------------
+    def step(self) -> list[_Cohort] | None:
+        """Schedule and execute one step; None when nothing could be scheduled."""
+        fast = self._step_fast()
+        if fast is not None:
+            return fast
+        return self._step_general()
+
+    def _step_fast(self) -> list[_Cohort] | None:
+        dec = self.pool_n
+        if dec > self.budget:
+            return None
+        demand = 0 if self.reserve else self.bucket[(-self.step_no) % self.bs]
+        free = self.free - demand
+        if free < 0:
+            return None
+        budget = self.budget - dec
+        plist = self.prefilling
+        # plan the prefill chunks first; fall back to the general path if blocks run short
+        plan: list[tuple[_Cohort, int, int]] = []
+        i = 0
+        while i < len(plist) and budget > 0:
+            co = plist[i]
+            need = co.need
+            t = min(need, budget)
+            if t < need and not self.chunked:
+                i += 1
+                continue
+            if t * co.count > budget:
+                rest = co.split(co.count - budget // t)
+                plist.insert(i + 1, rest)
+                self.running.insert(self.running.index(co) + 1, rest)
+            new_blocks = max(self._blocks_for(co.computed + t) - co.blocks - co.shared, 0)
+            if not self.reserve:
+                free -= new_blocks * co.count
+                if free < 0:
+                    return None
+            plan.append((co, t, new_blocks))
+            budget -= t * co.count
+            i += 1
+        sched: list[tuple[_Cohort, int]] = []
+        for co, t, new_blocks in plan:
+            co.blocks += new_blocks
+            sched.append((co, t))
+        self.free = free
+        if dec == 0 and not sched and not self.waiting:
+            return None
+        self._admit(sched, budget, into=plist)
+        if dec == 0 and not sched:
+            return None
+        return self._execute_fast(sched, dec, demand)
+
+    def _execute_fast(
+        self, sched: list[tuple[_Cohort, int]], dec: int, demand: int
+    ) -> list[_Cohort]:
+        batch = StepBatch()
+        w = self.window
+        if dec:
+            ctx = self.pool_ctx + dec  # each decode attends to its cache and itself
+            batch.decode_seqs = dec
+            batch.decode_context = ctx
+            batch.decode_context_window = min(ctx, dec * w) if w else ctx
+        for co, t in sched:
+            if t == 1 and co.generated > 0:
+                batch.add_decode(co.count, co.computed + 1, w)
+            else:
+                batch.add_prefill(co.count, t, co.computed, w)
+        buf = self.buf
+        buf[:] = 0.0
+        fill_step_features(buf, batch, self.dep)
+        self._account(buf, 1, float(dec + sum(c.count for c, t in sched if c.generated > 0)))
+        self.step_no += 1
+        self.pool_ctx += dec
+        finished = self._pool_finished()
+        for co, t in sched:
+            co.computed += t
+            if co.computed >= co.prompt + co.generated:
+                self._sampled(co)
+                if co.generated >= co.output:
+                    finished.append(co)
+                    self.prefilling.remove(co)
+                else:
+                    self.prefilling.remove(co)
+                    self.pool_add(co)
+        return finished
+
+    def _pool_finished(self) -> list[_Cohort]:
+        finished: list[_Cohort] = []
+        while self.finish_heap and self.finish_heap[0] <= self.step_no:
+            at = heapq.heappop(self.finish_heap)
+            for co in self.finishing.pop(at, []):
+                self.materialize(co)
+                finished.append(co)
+        return finished
+
+    def _sampled(self, co: _Cohort) -> None:
+        co.generated += 1
+        if co.generated == 1:
+            co.first_vec = self.cum.copy()
+        if self.prefix_tokens and co.computed >= self.prefix_tokens:
+            self.prefix_ready = True
+
+    def _step_general(self) -> list[_Cohort] | None:
+        self.unpool_all()
+        budget = self.budget
+        sched: list[tuple[_Cohort, int]] = []
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            co = self.running[i]
+            need = co.need
+            t = min(need, budget)
+            if t < need and not self.chunked:
+                i += 1
+                continue
+            if t * co.count > budget:
+                rest = co.split(co.count - budget // t)
+                self.running.insert(i + 1, rest)
+            new_blocks = self._blocks_for(co.computed + t) - co.blocks - co.shared
+            if new_blocks > 0 and not self.reserve:
+                if new_blocks * co.count > self.free:
+                    preempted = True
+                    if not self._make_room(co, new_blocks):
+                        break
+                self.free -= new_blocks * co.count
+            if new_blocks > 0:
+                co.blocks += new_blocks
+            sched.append((co, t))
+            budget -= t * co.count
+            i += 1
+        if not preempted:
+            self._admit(sched, budget, into=None)
+        if not sched:
+            self.repool()
+            return None
+        batch = StepBatch()
+        w = self.window
+        gaps = 0.0
+        for co, t in sched:
+            if t == 1 and co.generated > 0:
+                batch.add_decode(co.count, co.computed + 1, w)
+            else:
+                batch.add_prefill(co.count, t, co.computed, w)
+            if co.generated > 0:
+                gaps += co.count
+        buf = self.buf
+        buf[:] = 0.0
+        fill_step_features(buf, batch, self.dep)
+        self._account(buf, 1, gaps)
+        self.step_no += 1
+        finished: list[_Cohort] = []
+        for co, t in sched:
+            co.computed += t
+            if co.computed >= co.prompt + co.generated:
+                self._sampled(co)
+                if co.generated >= co.output:
+                    finished.append(co)
+        done = set(map(id, finished))
+        keep = [co for co in self.running if id(co) not in done]
+        self.running = keep
+        self.repool()
+        self.running = keep + finished  # finish() removes them
+        return finished
+
+    def _admit(
+        self, sched: list[tuple[_Cohort, int]], budget: int, into: list[_Cohort] | None
+    ) -> int:
+        while self.waiting and budget > 0 and self.running_seqs < self.max_seqs:
+            co = self.waiting[0]
+            cached = 0
+            if self.prefix_tokens and self.prefix_ready:
+                cached = min(self.prefix_tokens, (co.prompt - 1) // self.bs * self.bs)
+            need = co.prompt + co.generated - cached
+            t = min(need, budget)
+            if t < need and not self.chunked:
+                break
+            n = min(co.count, self.max_seqs - self.running_seqs, budget // t)
+            if self.reserve:
+                per_seq = self._blocks_for(co.prompt + co.output)
+            else:
+                per_seq = self._blocks_for(cached + t) - cached // self.bs
+            if per_seq > 0:
+                n = min(n, self.free // per_seq)
+            if n <= 0:
+                break
+            part = co.split(n) if n < co.count else self.waiting.popleft()
+            part.computed = cached
+            part.shared = cached // self.bs
+            part.blocks = self._blocks_for(cached + t) - part.shared
+            if self.reserve:
+                part.reserved = per_seq
+            self.free -= per_seq * n
+            self.running.append(part)
+            if into is not None:
+                into.append(part)
+            self.running_seqs += n
+            sched.append((part, t))
+            budget -= t * n
+        return budget
+
+    def _account(self, terms: np.ndarray, steps: int, decode_gaps: float) -> None:
+        self.cum += terms * steps
+        used = self.total_blocks - self.free
+        occupancy = used / self.total_blocks if self.total_blocks else 0.0
+        self.kv_max = max(self.kv_max, occupancy)
+        self.running_integral += terms * (steps * self.running_seqs)
+        self.kv_integral += terms * (steps * occupancy)
+        if decode_gaps > 0:
+            self.gap_terms.append(terms.copy())
+            self.gap_weight.append(decode_gaps * steps)
+        self.timeline.append(
+            (self.cum.copy(), occupancy, self.running_seqs, sum(w.count for w in self.waiting))
+        )
+        if len(self.timeline) >= 2 * TIMELINE_POINTS:
+            self.timeline = self.timeline[1::2]  # keep it bounded: every other sample
+
+    def finish(self, cohorts: list[_Cohort]) -> int:
+        n_done = 0
+        for co in cohorts:
+            self.running.remove(co)
+            self.running_seqs -= co.count
+            self.free += co.reserved * co.count if self.reserve else co.blocks * co.count
+            assert co.first_vec is not None
+            self.done.append(
+                (
+                    co.count,
+                    co.prompt,
+                    co.output,
+                    co.arrival_vec,
+                    co.arrival_time,
+                    co.first_vec,
+                    self.cum.copy(),
+                )
+            )
+            n_done += co.count
+        return n_done
+
+    # ----- runs of pure decode ---------------------------------------------------------------
+    def decode_run_length(self, horizon: int) -> int:
+        """Steps that can be advanced at once: everything running decodes, nothing can join."""
+        if self.prefilling or not self.pool_n or self.pool_n > self.budget:
+            return 0
+        if self.waiting and self.running_seqs < self.max_seqs and self._head_admissible():
+            return 0
+        k = min(horizon, self.finish_heap[0] - self.step_no if self.finish_heap else horizon)
+        if k <= 1:
+            return 0
+        return self.pool_steps_within(self.free, k)
+
+    def _head_admissible(self) -> bool:
+        co = self.waiting[0]
+        room = self.budget - self.pool_n
+        if room <= 0:
+            return False
+        if self.reserve:
+            return self.free >= self._blocks_for(co.prompt + co.output)
+        t = min(co.prompt + co.generated, room)
+        return self.free >= self._blocks_for(t)
+
+    def advance_decode_run(self, k: int) -> list[_Cohort]:
+        dec = self.pool_n
+        mid = (k - 1) / 2.0
+        ctx = self.pool_ctx + dec * (1.0 + mid)
+        batch = StepBatch()
+        w = self.window
+        batch.decode_seqs = dec
+        batch.decode_context = ctx
+        batch.decode_context_window = min(ctx, dec * w) if w else ctx
+        buf = self.buf
+        buf[:] = 0.0
+        fill_step_features(buf, batch, self.dep)
+        demand = self.pool_block_demand(k)
+        self.free -= demand // 2  # occupancy recorded at the run's middle
+        self._account(buf, k, float(dec))
+        self.free -= demand - demand // 2
+        self.step_no += k
+        self.pool_ctx += dec * k
+        return self._pool_finished()
+
+
+def simulate(
+    dep: Deployment,
+    coefficients: np.ndarray | None = None,
+    *,
+    max_steps: int = 200_000_000,
+) -> SimTrace:
+    """Simulate one replica of ``dep.scenario`` (its share of the load when there are several).
+
+    ``coefficients`` (full vector over the step terms) is needed only when arrivals follow the
+    clock (``rate``, ``trace``); closed-loop and offline runs are simulated in terms alone.
+    """
+    sc = dep.scenario
+    replicas = dep.replicas
+    n_total = sc.effective_num_requests()
+    n = max(1, math.ceil(n_total / replicas))
+    time_driven = sc.load in ("rate", "trace")
+    if time_driven and coefficients is None:
+        raise ValueError("a rate or trace load needs coefficients to run its clock")
+    eng = _Engine(dep, coefficients)
+    order = 0
+    if sc.load == "trace" and sc.trace:
+        reqs = sorted(sc.trace, key=lambda r: r.arrival_s)[replicas - 1 :: replicas] or list(
+            sc.trace
+        )
+        arrivals = _Arrivals(
+            np.array([r.arrival_s for r in reqs]),
+            np.array([r.input_len for r in reqs]),
+            np.array([r.output_len for r in reqs]),
+        )
+        n = len(reqs)
+    else:
+        ins, outs = _request_lengths(sc, n)
+        rate = (sc.request_rate or 1.0) / replicas
+        times = _arrival_times(sc, n, rate) if sc.load == "rate" else np.zeros(n)
+        arrivals = _Arrivals(times, ins, outs)
+    fixed_lengths = bool(np.all(arrivals.inputs == arrivals.inputs[0])) and bool(
+        np.all(arrivals.outputs == arrivals.outputs[0])
+    )
+    issued = 0
+
+    def issue(count: int, at_vec: np.ndarray | None, at_time: float) -> None:
+        nonlocal issued, order
+        if count <= 0:
+            return
+        if fixed_lengths:
+            co = _Cohort(
+                count,
+                int(arrivals.inputs[issued]),
+                int(arrivals.outputs[issued]),
+                order,
+                at_vec,
+                at_time,
+            )
+            eng.waiting.append(co)
+            order += 1
+        else:
+            for j in range(issued, issued + count):
+                eng.waiting.append(
+                    _Cohort(
+                        1, int(arrivals.inputs[j]), int(arrivals.outputs[j]), order, at_vec, at_time
+                    )
+                )
+                order += 1
+        issued += count
+
+    if sc.load == "concurrency":
+        conc = max(1, round((sc.concurrency or 1) / replicas))
+        issue(min(conc, n), eng.cum.copy(), 0.0)
+    elif not time_driven:
+        issue(n, eng.cum.copy(), 0.0)
+
+    completed = 0
+    next_arrival = 0
+    while completed < n:
+        if eng.step_no > max_steps:
+            eng_note = f"stopped after {max_steps} steps"
+            raise RuntimeError(eng_note)
+        if time_driven:
+            now = eng.now()
+            while next_arrival < n and arrivals.times[next_arrival] <= now + 1e-12:
+                t_arr = float(arrivals.times[next_arrival])
+                start = next_arrival
+                while next_arrival < n and arrivals.times[next_arrival] == t_arr:
+                    next_arrival += 1
+                issued = start
+                # arrival = this step boundary minus how long it has waited for it (a fixed
+                # offset), so TTFT = c . (first - boundary) + wait stays positive for any c
+                boundary = eng.cum.copy()
+                for _ in range(start, next_arrival):
+                    issue(1, boundary, -(now - t_arr))
+            if not eng.running and not eng.waiting:
+                if next_arrival >= n:
+                    break
+                eng.cum[_IDLE] += float(arrivals.times[next_arrival]) - now
+                continue
+        # a run of pure decode steps?
+        horizon = 1 << 30
+        if time_driven and next_arrival < n:
+            assert coefficients is not None
+            batch = StepBatch()
+            batch.add_decode(eng.pool_n, eng.pool_ctx / max(eng.pool_n, 1) + 1, eng.window)
+            probe = np.zeros(N_FEATURES)
+            fill_step_features(probe, batch, dep)
+            dt = float(np.dot(coefficients, probe))
+            gap = float(arrivals.times[next_arrival]) - eng.now()
+            horizon = max(1, math.ceil(gap / dt)) if dt > 0 else 1
+        k = eng.decode_run_length(horizon)
+        if k > 1:
+            finished = eng.advance_decode_run(k)
+        else:
+            stepped = eng.step()
+            if stepped is None:
+                if time_driven and next_arrival < n:
+                    now = eng.now()
+                    eng.cum[_IDLE] += max(0.0, float(arrivals.times[next_arrival]) - now)
+                    continue
+                raise RuntimeError(
+                    "the scheduler cannot make progress: a request does not fit the KV cache"
+                )
+            finished = stepped
+        if finished:
+            done = eng.finish(finished)
+            completed += done
+            if sc.load == "concurrency" and issued < n:
+                issue(min(done, n - issued), eng.cum.copy(), 0.0)
+    return _trace(eng, dep, time_driven, arrivals)
+
+
+def _trace(eng: _Engine, dep: Deployment, time_driven: bool, arrivals: _Arrivals) -> SimTrace:
+    rows = eng.done
+    m = len(rows)
+    count = np.array([r[0] for r in rows], dtype=float)
+    zero = np.zeros(N_FEATURES)
+    arrival = np.array([r[3] if r[3] is not None else zero for r in rows]).reshape(m, N_FEATURES)
+    start_time = float(arrivals.times.min()) if time_driven and len(arrivals.times) else 0.0
+    return SimTrace(
+        end=eng.cum.copy(),
+        count=count,
+        input_len=np.array([r[1] for r in rows], dtype=float),
+        output_len=np.array([r[2] for r in rows], dtype=float),
+        arrival=arrival,
+        arrival_time=np.array([r[4] for r in rows], dtype=float),
+        first=np.array([r[5] for r in rows]).reshape(m, N_FEATURES),
+        finish=np.array([r[6] for r in rows]).reshape(m, N_FEATURES),
+        gap_terms=np.array(eng.gap_terms).reshape(len(eng.gap_terms), N_FEATURES),
+        gap_weight=np.array(eng.gap_weight, dtype=float),
+        running_integral=eng.running_integral.copy(),
+        kv_integral=eng.kv_integral.copy(),
+        kv_max=eng.kv_max,
+        preemptions=eng.preemptions,
+        kv_capacity_tokens=dep.kv_capacity_tokens,
+        steps=eng.step_no,
+        time_driven=time_driven,
+        start_time=start_time,
+        timeline_terms=np.array([t[0] for t in eng.timeline]).reshape(
+            len(eng.timeline), N_FEATURES
+        ),
+        timeline_kv=np.array([t[1] for t in eng.timeline], dtype=float),
+        timeline_running=np.array([t[2] for t in eng.timeline], dtype=float),
+        timeline_waiting=np.array([t[3] for t in eng.timeline], dtype=float),
+    )

@@ -1,0 +1,76 @@
+"""``python -m planner predict`` and ``validate`` on real files."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from planner.cli import main
+from planner.perf.model import PerformanceModel
+
+HEADER = (
+    "scenario_id,engine,engine_version,model,precision,gpu,num_gpus,tp,pp,input_len,output_len,"
+    "load,concurrency,request_rate,num_requests,instance,nodes,note\n"
+)
+ROWS = [
+    "brief,vllm,0.10.0,deepseek-ai/deepseek-r1-distill-llama-70b,bf16,L40S,4,4,1,2048,512,"
+    "offline_batch,30,,30,g6e.12xlarge,1,the brief's case",
+    "unknown,vllm,,acme/NotAModel,bf16,L40S,4,4,1,2048,512,concurrency,30,,30,,,bad model",
+    "tp3,vllm,,meta-llama/Llama-3.1-70B-Instruct,bf16,H100-SXM,3,3,1,2048,512,concurrency,8,"
+    ",,,,TP=3 for 64 heads",
+    "negative,vllm,,meta-llama/Llama-3.1-8B-Instruct,bf16,H100-SXM,1,1,1,-20,512,concurrency,8,"
+    ",,,,negative length",
+    "rate,tensorrt-llm,0.14.0,meta-llama/Llama-3.1-8B-Instruct,bf16,h100-sxm,1,1,1,467,256,rate,"
+    ',8,500,,,"passes, through"',
+    "badgpu,vllm,,meta-llama/Llama-3.1-8B-Instruct,bf16,Z9000,1,1,1,467,256,concurrency,8,,,,,",
+]
+
+
+def test_predict_writes_errors_for_bad_rows_and_predicts_the_rest(
+    tmp_path: Path, model: PerformanceModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(HEADER + "\n".join(ROWS) + "\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--scenarios", str(source), "--out", str(out), "--public-only"]) == 0
+    rows = {r["scenario_id"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert list(rows) == ["brief", "unknown", "tp3", "negative", "rate", "badgpu"]
+    brief = rows["brief"]
+    assert brief["pred_error"] == ""
+    assert float(brief["pred_total_tok_per_s"]) == pytest.approx(531.86, rel=0.2)
+    assert float(brief["pred_output_tok_per_s_low"]) < float(brief["pred_output_tok_per_s"])
+    assert float(brief["pred_output_tok_per_s"]) < float(brief["pred_output_tok_per_s_high"])
+    assert brief["pred_far_from_data"] == "false"
+    assert brief["note"] == "the brief's case"  # other columns pass through
+    assert rows["rate"]["note"] == "passes, through"
+    assert float(rows["rate"]["pred_ttft_ms_mean"]) > 0 and rows["rate"]["pred_error"] == ""
+    assert "acme/NotAModel" in rows["unknown"]["pred_error"]
+    assert "tp=3" in rows["tp3"]["pred_error"] and "attention heads" in rows["tp3"]["pred_error"]
+    assert "input_len" in rows["negative"]["pred_error"]
+    assert "Z9000" in rows["badgpu"]["pred_error"]
+    for key in ("unknown", "tp3", "negative", "badgpu"):
+        assert rows[key]["pred_output_tok_per_s"] == ""
+    assert "predicted 2 of 6 scenarios" in capsys.readouterr().out
+
+
+def test_predict_reports_a_missing_file_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["predict", "--scenarios", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o.csv")]
+    )
+    assert code == 2
+    assert "--scenarios" in capsys.readouterr().err
+
+
+def test_validate_prints_errors_next_to_the_roofline(
+    model: PerformanceModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["validate", "--scheme", "random", "--public-only"])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "== random 5-fold ==" in text
+    assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
+    assert "Excluded from the fit" in text and "with the 9 excluded rows" in text

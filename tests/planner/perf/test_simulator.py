@@ -1,0 +1,176 @@
+"""The continuous-batching simulation: exact step accounting, schedulers, loads, metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.catalog import Catalog
+from planner.perf.deployment import resolve_deployment
+from planner.perf.metrics import run_metrics, weighted_percentile
+from planner.perf.scenario import Scenario, TraceRequest
+from planner.perf.simulator import simulate
+from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_time_s
+from planner.workload import LengthDistribution
+
+C = full_coefficients(
+    np.array([1.0, 0.25, 0.4, 0.3, 1.0, 0.6, 1.4, 1.5, 1.3, 1.5, 3, 11, 1, 1.2, 1, 1.2, 1.6, 0.15])
+)
+
+
+def _scenario(**kw: object) -> Scenario:
+    base: dict[str, object] = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "input_len": 100,
+        "output_len": 50,
+        "load": "concurrency",
+        "concurrency": 1,
+        "num_requests": 3,
+    }
+    base.update(kw)
+    return Scenario(**base)
+
+
+def test_closed_loop_of_one_counts_every_step_exactly(catalog: Catalog) -> None:
+    dep = resolve_deployment(_scenario(), catalog)
+    trace = simulate(dep)
+    # each request: one prefill step (which samples its first token) + 49 decode steps
+    assert trace.steps == 3 * 50
+    assert trace.end[IDX["forward_passes"]] == pytest.approx(150 * 1e-3)
+    # decode runs are advanced in bulk; linear terms must still be exact:
+    # per request KV tokens read = 100 (prefill) + sum_{j=1..49} (100 + j)
+    kv_tokens = 3 * (100 + sum(100 + j for j in range(1, 50)))
+    assert trace.end[IDX["kv_read"]] == pytest.approx(kv_tokens * 131072 / 3.35e12, rel=1e-12)
+    m = run_metrics(trace, C, 1)
+    prefill = step_time_s(StepBatch.of(prefill_chunks=[(100, 0)]), dep, C)
+    assert m.ttft_ms("p50") == pytest.approx(prefill * 1e3, rel=1e-9)
+    assert trace.output_tokens == 150 and trace.requests == 3
+    assert m.output_tok_per_s == pytest.approx(150 / m.duration_s)
+
+
+def test_vllm_preempts_when_blocks_run_out_and_trtllm_never_does(catalog: Catalog) -> None:
+    kw = {
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "gpu": "L40S",
+        "tp": 4,
+        "input_len": 2048,
+        "output_len": 2048,
+        "concurrency": 64,
+        "num_requests": 64,
+    }
+    vllm = simulate(resolve_deployment(_scenario(instance="g6e.12xlarge", **kw), catalog))
+    assert vllm.preemptions > 0
+    assert vllm.kv_max > 0.95
+    assert vllm.output_tokens == 64 * 2048  # every request still completes
+    trt = simulate(
+        resolve_deployment(_scenario(engine="tensorrt-llm", precision="fp8", **kw), catalog)
+    )
+    assert trt.preemptions == 0
+    assert trt.output_tokens == 64 * 2048
+
+
+def test_max_num_seqs_caps_the_running_batch(catalog: Catalog) -> None:
+    dep = resolve_deployment(
+        _scenario(concurrency=64, num_requests=256, max_num_seqs=16, output_len=200), catalog
+    )
+    m = run_metrics(simulate(dep), C, 1)
+    assert 12 < m.mean_running_batch <= 16.0001
+    # the other 48 queue: their TTFT includes waiting for a slot
+    assert m.ttft_ms("p50") > 10 * m.tpot_ms("p50")
+
+
+def test_chunked_prefill_splits_long_prompts_over_the_token_budget(catalog: Catalog) -> None:
+    dep = resolve_deployment(
+        _scenario(input_len=20000, output_len=2, max_num_batched_tokens=2048), catalog
+    )
+    trace = simulate(dep)
+    # ceil(20000 / 2048) = 10 prefill steps, then one decode step, per request
+    assert trace.steps == 3 * 11
+
+
+def test_poisson_rate_idles_between_sparse_requests(catalog: Catalog) -> None:
+    dep = resolve_deployment(_scenario(load="rate", request_rate=0.05, num_requests=20), catalog)
+    trace = simulate(dep, C)
+    assert trace.time_driven and trace.end[IDX["idle"]] > 100  # mostly waiting for work
+    m = run_metrics(trace, C, 1)
+    prefill = step_time_s(StepBatch.of(prefill_chunks=[(100, 0)]), dep, C)
+    assert m.ttft_ms("p50") == pytest.approx(prefill * 1e3, rel=0.05)
+
+
+def test_bursty_arrivals_raise_tail_ttft(catalog: Catalog) -> None:
+    kw = {
+        "load": "rate",
+        "request_rate": 8.0,
+        "num_requests": 400,
+        "input_len": 2000,
+        "output_len": 200,
+    }
+    poisson = run_metrics(simulate(resolve_deployment(_scenario(**kw), catalog), C), C, 1)
+    bursty = run_metrics(
+        simulate(resolve_deployment(_scenario(burstiness_cv=4.0, **kw), catalog), C), C, 1
+    )
+    assert bursty.ttft_ms("p99") > 1.5 * poisson.ttft_ms("p99")
+
+
+def test_prefix_caching_only_speeds_up_prefill(catalog: Catalog) -> None:
+    kw = {"input_len": 4000, "output_len": 100, "concurrency": 4, "num_requests": 40}
+    plain = run_metrics(simulate(resolve_deployment(_scenario(**kw), catalog)), C, 1)
+    cached = run_metrics(
+        simulate(
+            resolve_deployment(
+                _scenario(enable_prefix_caching=True, prefix_share=0.9, **kw), catalog
+            )
+        ),
+        C,
+        1,
+    )
+    assert cached.ttft_ms("mean") < 0.5 * plain.ttft_ms("mean")
+    assert cached.tpot_ms("mean") <= plain.tpot_ms("mean") * 1.01
+
+
+def test_trace_replay_and_length_distributions(catalog: Catalog) -> None:
+    trace_reqs = tuple(
+        TraceRequest(arrival_s=0.5 * i, input_len=100 + 10 * i, output_len=20 + i)
+        for i in range(30)
+    )
+    dep = resolve_deployment(
+        _scenario(load="trace", trace=trace_reqs, input_len=None, output_len=None), catalog
+    )
+    trace = simulate(dep, C)
+    assert trace.requests == 30
+    assert trace.output_tokens == sum(r.output_len for r in trace_reqs)
+    dist = LengthDistribution.uniform(50, 150)
+    dep = resolve_deployment(
+        _scenario(output_len=None, output_dist=dist, concurrency=8, num_requests=400), catalog
+    )
+    sim = simulate(dep)
+    assert sim.output_tokens / sim.requests == pytest.approx(dist.mean(), rel=0.05)
+
+
+def test_data_parallel_replicas_share_the_load(catalog: Catalog) -> None:
+    kw = {
+        "load": "offline_batch",
+        "concurrency": 64,
+        "num_requests": 64,
+        "input_len": 512,
+        "output_len": 256,
+    }
+    one = run_metrics(simulate(resolve_deployment(_scenario(**kw), catalog)), C, 1)
+    dep2 = resolve_deployment(
+        _scenario(num_gpus=2, **{**kw, "num_requests": 128, "concurrency": 128}), catalog
+    )
+    two = run_metrics(simulate(dep2), C, dep2.replicas)
+    assert dep2.replicas == 2
+    assert two.output_tok_per_s == pytest.approx(2 * one.output_tok_per_s, rel=1e-9)
+
+
+def test_weighted_percentile_matches_numpy_linear() -> None:
+    rng = np.random.default_rng(1)
+    values = rng.random(17)
+    counts = rng.integers(1, 5, size=17)
+    expanded = np.repeat(values, counts)
+    for q in (0, 10, 50, 90, 99, 100):
+        assert weighted_percentile(values, counts.astype(float), q) == pytest.approx(
+            np.percentile(expanded, q)
+        )
