@@ -22,6 +22,7 @@ without a single new prediction.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -134,8 +135,10 @@ class PredictionLike(Protocol):
     e2e_ms_p99: float
 
 
-#: (layout, settings, precision, kv dtype, load kind, load value) -> prediction
-Predictor = Callable[[Any, EngineSettings, Literal["rate", "concurrency"], float], Any]
+#: (layout, engine settings, load kind, load) -> prediction of one replica. Kinds: "rate"
+#: (req/s), "concurrency" (requests in flight), "saturation" (a full batch in flight, only
+#: to bound throughput: may be simulated more coarsely).
+Predictor = Callable[[Any, EngineSettings, str, float], Any]
 
 
 # ----- outputs -----------------------------------------------------------------------------------
@@ -234,7 +237,7 @@ def search_capacity(
     kind: Literal["rate", "concurrency"],
     lowest: float,
     highest: float,
-    steps: int = 10,
+    steps: int = 7,
 ) -> CapacityResult:
     """Bisection for the highest load meeting the SLO (latency grows with load).
 
@@ -365,54 +368,83 @@ def recommend(
     kind: Literal["rate", "concurrency"] = (
         "concurrency" if request.demand.concurrency is not None else "rate"
     )
-    ranked: list[Recommendation] = []
     rejected: list[Rejected] = []
     misses_before = cache.misses
+    grid = engine_grid(search, request.prefix_share)
+
+    # Phase 1: one saturated prediction per layout (at the grid's largest batch) bounds what
+    # the layout can cost at best; layouts are then searched cheapest bound first.
+    widest = EngineSettings(
+        max_num_seqs=max(s.max_num_seqs for s in grid),
+        max_num_batched_tokens=max(s.max_num_batched_tokens for s in grid),
+        enable_chunked_prefill=grid[0].enable_chunked_prefill,
+        enable_prefix_caching=grid[0].enable_prefix_caching,
+    )
+    bounded: list[tuple[float, Any, dict[str, Any], CapacityResult]] = []
     for layout in _replica_layouts(layouts):
-        base = {
-            "instance": layout.instance,
-            "nodes": layout.nodes,
-            "tp": layout.tp,
-            "pp": layout.pp,
-            "dp": layout.dp,
-            "precision": layout.precision,
-            "kv_cache_dtype": getattr(layout, "kv_cache_dtype", "auto"),
-        }
+        base = _rejected_base(layout)
         if not layout.feasible:
             rejected.append(Rejected(**base, reason=layout.reason or "does not fit"))
             continue
-        for settings in engine_grid(search, request.prefix_share):
-            key = (
-                request.model.lower(),
-                request.engine,
-                layout.instance,
-                layout.tp,
-                layout.pp,
-                layout.precision,
-                base["kv_cache_dtype"],
-                settings,
-                request.input_len,
-                request.output_len,
-                request.prefix_share,
-                request.slo,
-                kind,
+        cheapest = min(p.usd_per_hour for p in _prices(catalog, layout.instance, search))
+        saturated = cache.get_or_compute(
+            ("saturated", *_prediction_key(request, layout, widest)),
+            functools.partial(_saturated, predictor, layout, widest),
+        )
+        bound = _usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
+        bounded.append((bound, layout, base, saturated))
+    bounded.sort(key=lambda item: item[0])
+
+    # Phase 2: the exact SLO search over the engine grid, for as long as a layout can still
+    # make the shortlist.
+    ranked: list[Recommendation] = []
+    best_per_configuration: dict[tuple[Any, ...], float] = {}
+    for bound, layout, base, saturated in bounded:
+        config = _configuration_key(layout)
+        shortlist = sorted(best_per_configuration.values())
+        if len(shortlist) >= SHORTLIST and bound > shortlist[SHORTLIST - 1]:
+            rejected.append(
+                Rejected(
+                    **base,
+                    reason=(
+                        f"cannot make the top {SHORTLIST}: even saturated it needs at least "
+                        f"${bound:,.2f}/h, the {SHORTLIST}th cheapest found costs "
+                        f"${shortlist[SHORTLIST - 1]:,.2f}/h"
+                    ),
+                )
             )
-
-            def compute(
-                layout: Any = layout, settings: EngineSettings = settings
-            ) -> CapacityResult:
-                return _capacity(predictor, layout, settings, request, kind)
-
-            capacity = cache.get_or_compute(key, compute)
+            continue
+        if config in best_per_configuration and bound > best_per_configuration[config]:
+            held = best_per_configuration[config]
+            rejected.append(
+                Rejected(
+                    **base,
+                    reason=(
+                        f"even saturated it needs ${bound:,.2f}/h; another layout of the same "
+                        f"instance meets the SLO for ${held:,.2f}/h"
+                    ),
+                )
+            )
+            continue
+        for settings in grid:
+            capacity = cache.get_or_compute(
+                ("slo", *_prediction_key(request, layout, settings), request.slo, kind),
+                functools.partial(_capacity, predictor, layout, settings, request, kind, saturated),
+            )
             if capacity.reason is not None or capacity.prediction is None:
                 rejected.append(
                     Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
                 )
                 continue
             for price in _prices(catalog, layout.instance, search):
-                ranked.append(_costed(catalog, request, layout, settings, capacity, price, kind))
-    ranked.sort(key=lambda r: (r.usd_per_million_output_tokens, r.usd_per_hour))
-    ranked = _best_per_configuration(ranked)
+                rec = _costed(catalog, request, layout, settings, capacity, price, kind)
+                ranked.append(rec)
+                best_per_configuration[config] = min(
+                    rec.usd_per_hour, best_per_configuration.get(config, math.inf)
+                )
+    ranked.sort(key=_rank_key)
+    ranked, beaten = _best_per_configuration(ranked)
+    rejected.extend(beaten)
     for i, rec in enumerate(ranked, start=1):
         rec.rank = i
     return RecommendationResult(
@@ -423,12 +455,85 @@ def recommend(
     )
 
 
+#: Hardware configurations (instance, precision, KV dtype) searched exactly; the rest are
+#: ruled out by a cost bound from their saturated throughput.
+SHORTLIST = 12
+
+
+def _rejected_base(layout: Any) -> dict[str, Any]:
+    return {
+        "instance": layout.instance,
+        "nodes": layout.nodes,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "dp": layout.dp,
+        "precision": layout.precision,
+        "kv_cache_dtype": getattr(layout, "kv_cache_dtype", "auto"),
+    }
+
+
+def _configuration_key(layout: Any) -> tuple[Any, ...]:
+    return (layout.instance, layout.precision, getattr(layout, "kv_cache_dtype", "auto"))
+
+
+def _prediction_key(
+    request: RecommendRequest, layout: Any, settings: EngineSettings
+) -> tuple[Any, ...]:
+    """Everything a prediction depends on (prices, demand and utilisation are not)."""
+    return (
+        request.model.lower(),
+        request.engine,
+        layout.instance,
+        layout.tp,
+        layout.pp,
+        layout.precision,
+        getattr(layout, "kv_cache_dtype", "auto"),
+        settings,
+        request.input_len,
+        request.output_len,
+        request.prefix_share,
+    )
+
+
+def _rank_key(rec: Recommendation) -> tuple[float, ...]:
+    # Equal bills (same instances bought) are told apart by headroom, then latency.
+    headroom = rec.replicas * rec.max_rps_per_replica
+    return (rec.usd_per_million_output_tokens, rec.usd_per_hour, -headroom, rec.pred_ttft_ms_p99)
+
+
+def _saturated(predictor: Predictor, layout: Any, settings: EngineSettings) -> CapacityResult:
+    prediction = predictor(layout, settings, "saturation", float(settings.max_num_seqs))
+    return CapacityResult(float(settings.max_num_seqs), prediction, None)
+
+
+def _usd_per_hour_bound(
+    request: RecommendRequest,
+    layout: Any,
+    settings: EngineSettings,
+    saturated: CapacityResult,
+    usd_per_instance_hour: float,
+    kind: Literal["rate", "concurrency"],
+) -> float:
+    """The least this candidate can cost: replicas at their saturated throughput."""
+    demand = request.demand
+    assert saturated.prediction is not None
+    if kind == "rate":
+        ceiling_rps = float(saturated.prediction.output_tok_per_s) / request.output_len
+        needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
+    else:
+        needed = math.ceil((demand.concurrency or 1) / settings.max_num_seqs - 1e-9)
+    replicas = max(needed, 1) + demand.spare_replicas
+    groups = math.ceil(replicas / max(layout.dp, 1))
+    return groups * layout.nodes * usd_per_instance_hour
+
+
 def _capacity(
     predictor: Predictor,
     layout: Any,
     settings: EngineSettings,
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
+    saturated: CapacityResult,
 ) -> CapacityResult:
     if kind == "concurrency":
         return search_capacity(
@@ -440,8 +545,8 @@ def _capacity(
         )
     # The rate bracket comes from the replica's saturated throughput, so a tiny model on a
     # big GPU and a 405B model on L4s are searched over rates that matter for them.
-    saturated = predictor(layout, settings, "concurrency", float(settings.max_num_seqs))
-    ceiling = max(float(saturated.output_tok_per_s) / request.output_len * 1.2, 1e-3)
+    assert saturated.prediction is not None
+    ceiling = max(float(saturated.prediction.output_tok_per_s) / request.output_len * 1.2, 1e-3)
     return search_capacity(
         lambda load: predictor(layout, settings, "rate", load),
         request.slo,
@@ -473,17 +578,44 @@ def _replica_layouts(layouts: Sequence[Any]) -> list[Any]:
     return list(best.values())
 
 
-def _best_per_configuration(ranked: list[Recommendation]) -> list[Recommendation]:
-    """Keep the cheapest engine settings and region of each hardware configuration."""
-    seen: set[tuple[Any, ...]] = set()
-    kept = []
+def _best_per_configuration(
+    ranked: list[Recommendation],
+) -> tuple[list[Recommendation], list[Rejected]]:
+    """Keep the cheapest layout, engine settings and region of each instance type and
+    precision; the other layouts of it are rejected, saying what beat them."""
+    best: dict[tuple[Any, ...], Recommendation] = {}
+    kept, beaten = [], []
+    seen_layouts: set[tuple[Any, ...]] = set()
     for rec in ranked:
-        key = (rec.instance, rec.tp, rec.pp, rec.precision, rec.kv_cache_dtype)
-        if key in seen:
+        key = (rec.instance, rec.precision, rec.kv_cache_dtype)
+        layout_key = (*key, rec.tp, rec.pp)
+        if key not in best:
+            best[key] = rec
+            kept.append(rec)
+            seen_layouts.add(layout_key)
             continue
-        seen.add(key)
-        kept.append(rec)
-    return kept
+        if layout_key in seen_layouts:
+            continue  # the same layout in a dearer region or with other engine settings
+        seen_layouts.add(layout_key)
+        winner = best[key]
+        beaten.append(
+            Rejected(
+                instance=rec.instance,
+                nodes=rec.nodes,
+                tp=rec.tp,
+                pp=rec.pp,
+                dp=rec.dp,
+                precision=rec.precision,
+                kv_cache_dtype=rec.kv_cache_dtype,
+                engine_settings=rec.engine_settings.label,
+                reason=(
+                    f"meets the SLO at ${rec.usd_per_million_output_tokens:,.2f}/M output "
+                    f"tokens; TP{winner.tp} PP{winner.pp} on the same instance does it for "
+                    f"${winner.usd_per_million_output_tokens:,.2f}/M"
+                ),
+            )
+        )
+    return kept, beaten
 
 
 def _costed(
@@ -622,6 +754,7 @@ class SensitivityRow(BaseModel):
     best_changed: bool
 
 
+SENSITIVITY_CONTENDERS = 3
 SENSITIVITY_FACTORS = ("price", "input_len", "output_len", "prefix_share", "utilisation")
 
 
@@ -655,6 +788,20 @@ def sensitivity(
         raise InvalidInputError("change_pct", change_pct, "between 0 and 100 (exclusive)")
     base = base or recommend(catalog, request, predictor, layouts=layouts)
     base_best = base.best
+    if base_best is not None:
+        # Re-search only the leading instance types with the winning engine settings: the
+        # question is how the choice among the contenders moves, and it stays interactive.
+        contenders = tuple(dict.fromkeys(r.instance for r in base.ranked[:SENSITIVITY_CONTENDERS]))
+        settings = base_best.engine_settings
+        narrowed = request.search.model_copy(
+            update={
+                "instances": contenders,
+                "max_num_seqs": (settings.max_num_seqs,),
+                "max_num_batched_tokens": (settings.max_num_batched_tokens,),
+                "chunked_prefill": (settings.enable_chunked_prefill,),
+            }
+        )
+        request = request.model_copy(update={"search": narrowed})
     rows = []
     for factor in SENSITIVITY_FACTORS:
         for sign in (-1.0, 1.0):
@@ -736,3 +883,60 @@ def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
 
 def rejected_rows(result: RecommendationResult) -> list[dict[str, Any]]:
     return [r.model_dump() for r in result.rejected]
+
+
+# ----- the performance model as a predictor ------------------------------------------------
+def perf_predictor(
+    catalog: Catalog, request: RecommendRequest, model: Any | None = None
+) -> Predictor:
+    """Predict one replica of a layout with :mod:`planner.perf` (fitted on the store's data).
+
+    Rate searches simulate ``RATE_SEARCH_REQUESTS`` Poisson arrivals: enough for a p99 that
+    moves smoothly with the rate, few enough to search hundreds of candidates in seconds.
+    """
+    from planner.perf.model import get_performance_model
+    from planner.perf.scenario import Scenario
+
+    perf = model if model is not None else get_performance_model(catalog)
+    card = catalog.model(request.model)
+
+    def predict(layout: Any, settings: EngineSettings, kind: str, load: float) -> Any:
+        inst = catalog.instance(layout.instance)
+        gpus = layout.tp * layout.pp
+        scenario = Scenario(
+            engine=request.engine,
+            model=card.hf_id,
+            precision=layout.precision,
+            gpu=inst.gpu_id,
+            num_gpus=gpus,
+            tp=layout.tp,
+            pp=layout.pp,
+            input_len=request.input_len,
+            output_len=request.output_len,
+            load="rate" if kind == "rate" else "concurrency",  # saturation: a full closed loop
+            request_rate=load if kind == "rate" else None,
+            concurrency=None if kind == "rate" else load,
+            num_requests=_requests_to_simulate(kind, load),
+            instance=layout.instance,
+            nodes=math.ceil(gpus / inst.gpus),
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            enable_chunked_prefill=settings.enable_chunked_prefill,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            prefix_share=request.prefix_share,
+            kv_cache_dtype=getattr(layout, "kv_cache_dtype", "auto"),
+        )
+        return perf.predict(scenario)
+
+    return predict
+
+
+RATE_SEARCH_REQUESTS = 160
+
+
+def _requests_to_simulate(kind: str, load: float) -> int:
+    if kind == "rate":
+        return RATE_SEARCH_REQUESTS
+    if kind == "saturation":  # two waves of a full batch: past ramp-up, cheap to simulate
+        return max(int(load) * 2, 64)
+    return max(int(load) * 4, 64)

@@ -1,0 +1,144 @@
+"""``python -m planner recommend``: the cheapest configurations that meet the SLOs.
+
+    python -m planner recommend --model meta-llama/Llama-3.1-70B-Instruct \\
+        --input-len 2048 --output-len 512 --rate 2 --peak-rate 4 \\
+        --slo-ttft-p99-ms 3000 --slo-tpot-p99-ms 100 --provider aws --json
+
+prints the ranked configurations (cheapest $/M output tokens first) and every rejected
+candidate with its reason. ``--csv`` and ``--html`` export the same result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from planner.catalog import PRICING_MODES, load_catalog
+from planner.errors import InvalidInputError
+from planner.recommend import (
+    Demand,
+    RecommendRequest,
+    SearchSpace,
+    Slo,
+    perf_predictor,
+    ranking_rows,
+    recommend,
+    rejected_rows,
+)
+from planner.settings import get_settings
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "recommend", help="rank the cheapest configurations meeting the SLOs"
+    )
+    parser.add_argument("--model", required=True, help="Hugging Face id")
+    parser.add_argument("--input-len", type=int, required=True, help="prompt tokens")
+    parser.add_argument("--output-len", type=int, required=True, help="answer tokens")
+    load = parser.add_mutually_exclusive_group(required=True)
+    load.add_argument("--rate", type=float, help="average requests per second")
+    load.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
+    parser.add_argument("--peak-rate", type=float, help="peak requests per second")
+    parser.add_argument("--slo-ttft-p99-ms", type=float, help="p99 time to first token, ms")
+    parser.add_argument("--slo-tpot-p99-ms", type=float, help="p99 time per output token, ms")
+    parser.add_argument("--slo-e2e-p99-ms", type=float, help="p99 end-to-end latency, ms")
+    parser.add_argument("--provider", action="append", help="aws, gcp, azure, ... (repeatable)")
+    parser.add_argument("--region", action="append", help="e.g. us-east-1 (repeatable)")
+    parser.add_argument("--gpu", action="append", help="GPU id, e.g. L40S (repeatable)")
+    parser.add_argument("--pricing", default="on_demand", choices=PRICING_MODES)
+    parser.add_argument("--max-nodes", type=int, default=2, help="instances per replica")
+    parser.add_argument("--precision", action="append", help="bf16, fp8, ... (repeatable)")
+    parser.add_argument("--spare-replicas", type=int, default=1, help="N+spare (default 1)")
+    parser.add_argument("--utilisation", type=float, help="observed average utilisation (0-1]")
+    parser.add_argument("--prefix-share", type=float, default=0.0, help="shared prompt share")
+    parser.add_argument("--top", type=int, default=20, help="ranked rows to print")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--csv", type=Path, help="write the ranking to this CSV file")
+    parser.add_argument("--html", type=Path, help="write a self-contained HTML report")
+    parser.set_defaults(func=run)
+
+
+def build_request(args: argparse.Namespace) -> RecommendRequest:
+    try:
+        return RecommendRequest(
+            model=args.model,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            prefix_share=args.prefix_share,
+            demand=Demand(
+                avg_rate_rps=args.rate,
+                peak_rate_rps=args.peak_rate,
+                concurrency=args.concurrency,
+                spare_replicas=args.spare_replicas,
+                utilisation=args.utilisation,
+            ),
+            slo=Slo(
+                ttft_p99_ms=args.slo_ttft_p99_ms,
+                tpot_p99_ms=args.slo_tpot_p99_ms,
+                e2e_p99_ms=args.slo_e2e_p99_ms,
+            ),
+            search=SearchSpace(
+                providers=tuple(args.provider) if args.provider else None,
+                regions=tuple(args.region) if args.region else None,
+                gpus=tuple(args.gpu) if args.gpu else None,
+                pricing=args.pricing,
+                max_nodes=args.max_nodes,
+                **({"precisions": tuple(args.precision)} if args.precision else {}),
+            ),
+        )
+    except ValidationError as exc:
+        raise invalid_input(exc) from None
+
+
+def invalid_input(exc: ValidationError) -> InvalidInputError:
+    first = exc.errors()[0]
+    field = "--" + str(first["loc"][-1]).replace("_", "-") if first["loc"] else "input"
+    return InvalidInputError(field, first.get("input"), first["msg"].removeprefix("Value error, "))
+
+
+def run(args: argparse.Namespace) -> int:
+    request = build_request(args)
+    catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+    catalog.model(request.model)  # unknown model: one clear line, before any work
+    print("searching configurations...", file=sys.stderr)
+    result = recommend(catalog, request, perf_predictor(catalog, request))
+    ranked = ranking_rows(result)
+    rejected = rejected_rows(result)
+    if args.csv:
+        from planner.recommend_export import write_csv
+
+        write_csv(result, args.csv)
+    if args.html:
+        from planner.recommend_export import write_html
+
+        write_html(result, catalog, args.html)
+    if args.json:
+        print(
+            json.dumps({"ranked": ranked[: args.top], "rejected": rejected}, indent=2, default=str)
+        )
+        return 0
+    if not ranked:
+        print("No configuration meets the SLOs. Why each candidate was ruled out:")
+    for row in ranked[: args.top]:
+        print(
+            f"{row['rank']:>3}. {row['instance']} x{row['instances_total']} "
+            f"TP{row['tp']} PP{row['pp']} {row['precision']:<5} {row['region']:<14} "
+            f"${row['usd_per_hour']:,.2f}/h  ${row['usd_per_million_output_tokens']:,.2f}/M out  "
+            f"p99 TTFT {row['pred_ttft_ms_p99']:,.0f} ms  p99 TPOT {row['pred_tpot_ms_p99']:,.1f} ms"
+            f"  [{row['confidence']}]"
+        )
+    if ranked:
+        print(
+            f"\n{len(rejected)} candidates rejected; the best command:\n  {ranked[0]['vllm_command']}"
+        )
+    else:
+        for row in rejected[:40]:
+            print(
+                f"  {row['instance']} TP{row['tp']} PP{row['pp']} {row['precision']}: {row['reason']}"
+            )
+    return 0

@@ -1,0 +1,194 @@
+"""Recommendation over the real catalog and the real fitted performance model."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from planner.catalog import Catalog
+from planner.perf.model import PerformanceModel, get_performance_model
+from planner.recommend import (
+    Demand,
+    RecommendRequest,
+    SearchSpace,
+    Slo,
+    _CapacityCache,
+    pareto_cost_vs_latency,
+    pareto_throughput_vs_interactivity,
+    perf_predictor,
+    ranking_rows,
+    recommend,
+    sensitivity,
+)
+from planner.recommend_export import write_csv, write_html
+
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def perf(catalog: Catalog) -> PerformanceModel:
+    return get_performance_model(catalog)
+
+
+def _request(**search: object) -> RecommendRequest:
+    return RecommendRequest(
+        model=LLAMA_70B,
+        input_len=2048,
+        output_len=512,
+        demand=Demand(avg_rate_rps=1.0, peak_rate_rps=2.0, spare_replicas=1),
+        slo=Slo(ttft_p99_ms=5000, tpot_p99_ms=150),
+        search=SearchSpace(**{"providers": ("aws",), "regions": ("us-east-1",), **search}),
+    )
+
+
+def test_top_choice_beats_the_naive_biggest_gpu_tp_everything(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    request = _request()
+    result = recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=_CapacityCache()
+    )
+    assert result.best is not None
+    # The naive choice: the biggest GPU AWS sells (B200, p6-b200.48xlarge), TP over all 8.
+    naive_request = _request(instances=("p6-b200.48xlarge",), precisions=("bf16",))
+    naive = recommend(catalog, naive_request, perf_predictor(catalog, naive_request, perf))
+    tp8 = [r for r in naive.ranked if r.tp == 8] or [
+        r for r in naive.rejected if r.tp == 8 and r.pp == 1
+    ]
+    assert tp8, "the naive layout must be evaluated"
+    naive_cost = next(
+        (r.usd_per_million_output_tokens for r in naive.ranked if r.tp == 8),
+        None,
+    )
+    if naive_cost is not None:
+        assert result.best.usd_per_million_output_tokens < naive_cost
+    assert result.best.usd_per_hour < 113.9328 * 2  # what TP8 + one spare replica costs
+
+
+def test_small_catalog_pins_why_tp_over_the_whole_instance_loses(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """On one p5.48xlarge (8 x H100, NVLink): a TP=8 replica serves the load, but the spare
+    replica then costs a second instance. Four TP=2 replicas (DP=4) fit in one instance, spare
+    included, so the bill halves: the naive layout loses on replica granularity."""
+    request = _request(instances=("p5.48xlarge",), precisions=("bf16",))
+    result = recommend(catalog, request, perf_predictor(catalog, request, perf))
+    best = result.best
+    assert best is not None and best.instance == "p5.48xlarge"
+    assert best.tp < 8 and best.dp >= 2 and best.instances_total == 1
+    assert best.usd_per_hour == pytest.approx(55.04)
+    tp8 = [r for r in result.rejected if r.tp == 8 and r.pp == 1]
+    assert tp8, "TP=8 keeps its reason"
+    assert all(re.search(r"\$|same instance|SLO", r.reason) for r in tp8)
+
+
+def test_a_change_of_price_or_utilisation_reranks_without_new_predictions(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    cache = _CapacityCache()
+    request = _request(instances=("g6e.12xlarge", "g6e.48xlarge", "p5.48xlarge"))
+    predictor = perf_predictor(catalog, request, perf)
+    first = recommend(catalog, request, predictor, cache=cache)
+    assert first.evaluations > 0
+    busier = request.model_copy(
+        update={"demand": request.demand.model_copy(update={"utilisation": 0.9})}
+    )
+    second = recommend(catalog, busier, predictor, cache=cache)
+    assert second.evaluations == 0
+    assert second.best is not None and first.best is not None
+    assert second.best.usd_per_million_output_tokens != first.best.usd_per_million_output_tokens
+    spot = request.model_copy(
+        update={"search": request.search.model_copy(update={"pricing": "spot"})}
+    )
+    assert recommend(catalog, spot, predictor, cache=cache).evaluations == 0
+
+
+def test_impossible_scenarios_return_reasons_not_errors(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    too_big = RecommendRequest(
+        model="meta-llama/Llama-3.1-405B-Instruct",
+        input_len=2048,
+        output_len=512,
+        demand=Demand(avg_rate_rps=1.0),
+        search=SearchSpace(instances=("g6.xlarge", "g5.2xlarge"), max_nodes=1),
+    )
+    result = recommend(catalog, too_big, perf_predictor(catalog, too_big, perf))
+    assert result.ranked == []
+    assert result.rejected and all("weights" in r.reason for r in result.rejected)
+
+    too_fast = _request(instances=("g6e.12xlarge",)).model_copy(
+        update={"slo": Slo(ttft_p99_ms=1.0, tpot_p99_ms=0.5)}
+    )
+    result = recommend(catalog, too_fast, perf_predictor(catalog, too_fast, perf))
+    assert result.ranked == []
+    assert any("> SLO" in r.reason for r in result.rejected)
+
+
+def test_ranked_rows_carry_costs_latencies_and_the_command(
+    catalog: Catalog, perf: PerformanceModel, tmp_path: Path
+) -> None:
+    request = _request(instances=("g6e.12xlarge", "g6e.48xlarge", "p5.48xlarge"))
+    predictor = perf_predictor(catalog, request, perf)
+    result = recommend(catalog, request, predictor)
+    rows = ranking_rows(result)
+    assert rows and [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    costs = [r["usd_per_million_output_tokens"] for r in rows]
+    assert costs == sorted(costs)
+    top = rows[0]
+    assert top["vllm_command"].startswith(f"vllm serve {LLAMA_70B} --tensor-parallel-size")
+    assert top["confidence"] in {"measured nearby", "interpolated", "extrapolated"}
+    assert top["pred_ttft_ms_p99"] <= 5000 and top["pred_tpot_ms_p99"] <= 150
+    assert top["price_source"] and top["price_as_of"]
+    assert pareto_cost_vs_latency(result) and pareto_throughput_vs_interactivity(result)
+
+    csv = pd.read_csv(write_csv(result, tmp_path / "plan.csv"))
+    assert list(csv["instance"]) == [r["instance"] for r in rows]
+    page = write_html(result, catalog, tmp_path / "plan.html").read_text()
+    assert "Sources and dates" in page and "Why the others were ruled out" in page
+    assert not re.search(r"<script[^>]+src=", page)
+
+    rows = sensitivity(catalog, request, predictor, change_pct=20, base=result)
+    factors = {(r.factor, r.change_pct) for r in rows}
+    assert ("price", 20.0) in factors and ("output_len", -20.0) in factors
+    price_up = next(r for r in rows if r.factor == "price" and r.change_pct == 20.0)
+    assert price_up.delta_pct == pytest.approx(20.0, abs=0.5)
+
+
+def test_cli_prints_json_with_the_documented_keys() -> None:
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "planner", "recommend", "--model", LLAMA_70B,
+            "--input-len", "2048", "--output-len", "512", "--rate", "1", "--peak-rate", "2",
+            "--slo-ttft-p99-ms", "5000", "--slo-tpot-p99-ms", "150", "--provider", "aws",
+            "--region", "us-east-1", "--gpu", "L40S", "--json",
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    keys = {
+        "instance", "nodes", "tp", "pp", "replicas", "usd_per_hour",
+        "usd_per_million_output_tokens", "pred_ttft_ms_p99", "pred_tpot_ms_p99", "vllm_command",
+    }  # fmt: skip
+    assert payload["ranked"] and keys <= set(payload["ranked"][0])
+    assert all("reason" in r for r in payload["rejected"])
+
+
+def test_cli_bad_input_is_one_line_naming_the_field() -> None:
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "planner", "recommend", "--model", LLAMA_70B,
+            "--input-len", "-5", "--output-len", "512", "--rate", "1",
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("error: --input-len=-5")
+    assert "Traceback" not in out.stderr
