@@ -128,17 +128,16 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{row['rank']:>3}. {row['instance']} x{row['instances_total']} "
             f"TP{row['tp']} PP{row['pp']} {row['precision']:<5} {row['region']:<14} "
-            f"${row['usd_per_hour']:,.2f}/h  ${row['usd_per_million_output_tokens']:,.2f}/M out  "
-            f"p99 TTFT {row['pred_ttft_ms_p99']:,.0f} ms  p99 TPOT {row['pred_tpot_ms_p99']:,.1f} ms"
-            f"  [{row['confidence']}]"
+            f"${row['usd_per_hour']:,.2f}/h  "
+            f"${row['usd_per_million_output_tokens']:,.2f}/M out  "
+            f"p99 TTFT {row['pred_ttft_ms_p99']:,.0f} ms  "
+            f"p99 TPOT {row['pred_tpot_ms_p99']:,.1f} ms  [{row['confidence']}]"
         )
     if ranked:
-        print(
-            f"\n{len(rejected)} candidates rejected; the best command:\n  {ranked[0]['vllm_command']}"
-        )
+        print(f"\n{len(rejected)} candidates rejected; the best command:")
+        print(f"  {ranked[0]['vllm_command']}")
     else:
         for row in rejected[:40]:
-            print(
-                f"  {row['instance']} TP{row['tp']} PP{row['pp']} {row['precision']}: {row['reason']}"
-            )
+            layout = f"{row['instance']} TP{row['tp']} PP{row['pp']} {row['precision']}"
+            print(f"  {layout}: {row['reason']}")
     return 0
