@@ -181,6 +181,19 @@ def evaluate_layout(
                 f"{instance.gpus} GPU{'s' if instance.gpus > 1 else ''}"
             ),
         )
+    if shape > instance.gpus and instance.network_gbps is None:
+        # A replica spanning instances sends activations between pipeline stages over the
+        # network; without its bandwidth no prediction for it can be trusted.
+        return LayoutCandidate(
+            **common,
+            dp=dp,
+            feasible=False,
+            reason=(
+                f"PP={pp} spans {-(-shape // instance.gpus)} x {instance.instance}, whose network "
+                "bandwidth between instances is not in the catalog (add network_gbps to "
+                "instances.csv)"
+            ),
+        )
     try:
         check_parallelism(model, tp, pp)
     except InvalidInputError as exc:

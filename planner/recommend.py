@@ -374,12 +374,7 @@ def recommend(
 
     # Phase 1: one saturated prediction per layout (at the grid's largest batch) bounds what
     # the layout can cost at best; layouts are then searched cheapest bound first.
-    widest = EngineSettings(
-        max_num_seqs=max(s.max_num_seqs for s in grid),
-        max_num_batched_tokens=max(s.max_num_batched_tokens for s in grid),
-        enable_chunked_prefill=grid[0].enable_chunked_prefill,
-        enable_prefix_caching=grid[0].enable_prefix_caching,
-    )
+    widest = max(grid, key=lambda s: (s.max_num_seqs, s.max_num_batched_tokens))
     bounded: list[tuple[float, Any, dict[str, Any], CapacityResult]] = []
     for layout in _replica_layouts(layouts):
         base = _rejected_base(layout)
@@ -399,6 +394,28 @@ def recommend(
     # make the shortlist.
     ranked: list[Recommendation] = []
     best_per_configuration: dict[tuple[Any, ...], float] = {}
+    searched_layouts: dict[int, tuple[Any, dict[str, Any], CapacityResult]] = {}
+
+    def evaluate(
+        layout: Any, base: dict[str, Any], saturated: CapacityResult, settings: EngineSettings
+    ) -> None:
+        capacity = cache.get_or_compute(
+            ("slo", *_prediction_key(request, layout, settings), request.slo, kind),
+            functools.partial(_capacity, predictor, layout, settings, request, kind, saturated),
+        )
+        if capacity.reason is not None or capacity.prediction is None:
+            rejected.append(
+                Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
+            )
+            return
+        config = _configuration_key(layout)
+        for price in _prices(catalog, layout.instance, search):
+            rec = _costed(catalog, request, layout, settings, capacity, price, kind)
+            ranked.append(rec)
+            best_per_configuration[config] = min(
+                rec.usd_per_hour, best_per_configuration.get(config, math.inf)
+            )
+
     for bound, layout, base, saturated in bounded:
         config = _configuration_key(layout)
         shortlist = sorted(best_per_configuration.values())
@@ -426,22 +443,19 @@ def recommend(
                 )
             )
             continue
+        # The widest settings first; the rest of the grid only for the shortlist (below).
+        searched_layouts[id(layout)] = (layout, base, saturated)
+        evaluate(layout, base, saturated, widest)
+
+    # Phase 3: the other engine settings, for the layouts of the shortlisted configurations.
+    shortlisted = sorted(best_per_configuration, key=best_per_configuration.__getitem__)
+    shortlisted_set = set(shortlisted[:SHORTLIST])
+    for layout, base, saturated in searched_layouts.values():
+        if _configuration_key(layout) not in shortlisted_set:
+            continue
         for settings in grid:
-            capacity = cache.get_or_compute(
-                ("slo", *_prediction_key(request, layout, settings), request.slo, kind),
-                functools.partial(_capacity, predictor, layout, settings, request, kind, saturated),
-            )
-            if capacity.reason is not None or capacity.prediction is None:
-                rejected.append(
-                    Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
-                )
-                continue
-            for price in _prices(catalog, layout.instance, search):
-                rec = _costed(catalog, request, layout, settings, capacity, price, kind)
-                ranked.append(rec)
-                best_per_configuration[config] = min(
-                    rec.usd_per_hour, best_per_configuration.get(config, math.inf)
-                )
+            if settings != widest:
+                evaluate(layout, base, saturated, settings)
     ranked.sort(key=_rank_key)
     ranked, beaten = _best_per_configuration(ranked)
     rejected.extend(beaten)

@@ -103,9 +103,11 @@ def build_catalog(directory: Path, models: dict[str, dict[str, Any]] | None = No
             writer.writerow(["" if v is None else v for v in row] + list(SOURCE.values()))
     with (directory / "instances.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["provider", "instance", "gpu_id", "gpus", "gpu_link", "source", "as_of"])
+        header = ["provider", "instance", "gpu_id", "gpus", "gpu_link", "network_gbps"]
+        writer.writerow([*header, "source", "as_of"])
         for provider, name, gid, gpus, link, _ in INSTANCE_ROWS:
-            writer.writerow([provider, name, gid, gpus, link, *SOURCE.values()])
+            network = 100 if name == "g6e.12xlarge" else ""  # EC2 guide: 100 Gbit/s
+            writer.writerow([provider, name, gid, gpus, link, network, *SOURCE.values()])
     with (directory / "prices.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(
@@ -162,6 +164,11 @@ def test_llama_70b_bf16_on_one_g6e_12xlarge(small: Catalog) -> None:
     tp8_two = by_shape(two)[(8, 1)]
     assert tp8_two.reason == "TP=8 must stay inside one instance; g6e.12xlarge has 4 GPUs"
     assert by_shape(two)[(4, 2)].feasible  # PP may cross instances
+    # ... but only where the network between the instances is known
+    p5 = small.instance("p5.48xlarge")
+    blind = evaluate_layout(model, p5, small.gpu("H100-SXM"), nodes=2, tp=8, pp=2)
+    assert not blind.feasible
+    assert blind.reason is not None and "network bandwidth" in blind.reason
 
 
 def test_vllm_default_max_model_len_rules_out_tp4_on_l40s(small: Catalog) -> None:
