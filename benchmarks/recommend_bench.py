@@ -76,9 +76,8 @@ def main() -> None:
         lambda: sensitivity(catalog, request, predictor, change_pct=20, base=result),
     )
     for row in rows:
-        print(
-            f"  {row.factor:<13} {row.change_pct:+5.0f}%  best {row.best}  {row.delta_pct or 0:+6.1f}%"
-        )
+        delta = row.delta_pct or 0.0
+        print(f"  {row.factor:<13} {row.change_pct:+5.0f}%  best {row.best}  {delta:+6.1f}%")
 
 
 if __name__ == "__main__":
