@@ -1,0 +1,124 @@
+"""Benchmarks: measured results with filters, predicted against measured, runs side by side."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages.charts.benchmarks import predicted_vs_measured_figure, runs_figure
+from pages.common.export import ExportSection, export_menu
+from pages.common.navigation import ensure_app_navigation
+from pages.common.planning import predicted_vs_measured
+from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
+from pages.common.runs import run_labels, run_request_latencies, runs_side_by_side
+from pages.common.scenario import current_scenario
+from pages.common.ui import planner_errors
+from planner.store import MEASURED_COLUMNS
+
+ensure_app_navigation()
+scenario = current_scenario()
+ref = get_catalog()
+store = get_store(ref)
+
+st.title("Benchmarks")
+st.caption(
+    "Every measured serving result the planner learns from: the public tables that ship with "
+    "it and your own benchmark runs (dashboard or `python -m benchmarks_runner`). Throughputs "
+    "are for the whole deployment; latency statistics are as each source reports them."
+)
+export_slot = st.container()
+
+results = measured_results(ref, store)
+frame = pd.DataFrame([r.model_dump() for r in results], columns=MEASURED_COLUMNS)
+FIRST = ["model", "gpu", "num_gpus", "tp", "pp", "precision", "engine", "engine_version",
+         "input_len", "output_len", "load", "concurrency", "request_rate", "output_tok_per_s",
+         "total_tok_per_s", "ttft_ms", "ttft_stat", "itl_ms", "itl_stat"]  # fmt: skip
+frame = frame[FIRST + [c for c in frame.columns if c not in FIRST]]
+
+FILTERS = (
+    ("origin", "Origin"),
+    ("engine", "Engine"),
+    ("model", "Model"),
+    ("gpu", "GPU"),
+    ("precision", "Precision"),
+)
+columns = st.columns(len(FILTERS))
+filtered = frame
+for column, (field, label) in zip(columns, FILTERS, strict=True):
+    options = sorted(frame[field].dropna().unique().tolist(), key=str.lower)
+    chosen = column.multiselect(
+        label, options, key=f"bm_{field}", bind="query-params", placeholder="All"
+    )
+    if chosen:
+        filtered = filtered[filtered[field].isin(chosen)]
+
+st.caption(f"{len(filtered):,} of {len(frame):,} measured results.")
+st.dataframe(
+    filtered,
+    hide_index=True,
+    key="table_measured",
+    column_config={
+        "output_tok_per_s": st.column_config.NumberColumn("output tok/s", format="%.1f"),
+        "total_tok_per_s": st.column_config.NumberColumn("total tok/s", format="%.1f"),
+        "source": st.column_config.TextColumn("source", width="medium"),
+    },
+)
+
+st.header("Predicted against measured")
+st.caption(
+    "Each measured result of the filter above next to the performance model's prediction of "
+    "the same scenario. The model was fitted on these results (in-sample); `python -m planner "
+    "validate` reports held-out errors."
+)
+points = pd.DataFrame()
+with (
+    planner_errors("No predictions"),
+    st.spinner("Predicting every measured result…", show_time=True),
+):
+    points = predicted_vs_measured(ref, store, scenario, results)
+shown_points = points[points["row"].isin(filtered.index)] if not points.empty else points
+fig_predicted = predicted_vs_measured_figure(shown_points)
+st.plotly_chart(fig_predicted, key="chart_predicted")
+
+st.header("Runs side by side")
+runs_generation(store)  # ingest run directories written since the last look
+runs = store.runs()
+labels = run_labels(runs)
+if not labels:
+    st.info(
+        "No benchmark run is stored yet. Runs written by `python -m benchmarks_runner run` "
+        "(or the dashboard) into the runs directory appear here."
+    )
+chosen_runs = st.multiselect(
+    "Runs",
+    list(labels),
+    default=list(labels)[:2],
+    key="bm_runs",
+    bind="query-params",
+    max_selections=6,
+)
+side_by_side = runs_side_by_side(runs, chosen_runs)
+if not side_by_side.empty:
+    st.dataframe(side_by_side, key="table_runs", height=35 * (len(side_by_side) + 1) + 3)
+latencies = run_request_latencies(store, runs, chosen_runs)
+fig_runs = runs_figure(latencies)
+st.plotly_chart(fig_runs, key="chart_runs")
+
+with export_slot:
+    export_menu(
+        "Benchmarks",
+        [
+            ExportSection("Measured results", table=filtered),
+            ExportSection(
+                "Predicted against measured", table=shown_points, figures=[fig_predicted]
+            ),
+            ExportSection(
+                "Runs side by side", table=side_by_side.reset_index(), figures=[fig_runs]
+            ),
+        ],
+        {
+            "Measured results": filtered,
+            "Predicted against measured": shown_points,
+            "Runs": side_by_side.reset_index(),
+        },
+    )

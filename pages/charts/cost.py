@@ -1,0 +1,161 @@
+"""Cost: $/token against utilisation, a month of a demand curve, GPU-hours against tokens."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pages.charts.style import PREDICTED, empty_figure, finish
+from planner.palette import gpu_color
+
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def utilisation_figure(curves: pd.DataFrame, current: pd.DataFrame) -> go.Figure:
+    """$/M output tokens against utilisation, one line a deployment; the marker is where the
+    scenario puts it.
+
+    ``curves`` columns: deployment, gpu, utilisation_pct, usd_per_m_output.
+    ``current`` columns: deployment, gpu, utilisation_pct, usd_per_m_output.
+    """
+    title = f"$ per million output tokens against utilisation ({PREDICTED} capacity x price)"
+    if curves.empty:
+        return empty_figure(title, "Choose deployments above.")
+    fig = go.Figure()
+    for i, (deployment, rows) in enumerate(curves.groupby("deployment", sort=False)):
+        color = gpu_color(str(rows["gpu"].iloc[0]))
+        fig.add_trace(
+            go.Scatter(
+                x=rows["utilisation_pct"],
+                y=rows["usd_per_m_output"],
+                mode="lines",
+                name=str(deployment),
+                line={"color": color, "dash": DASHES[i % len(DASHES)], "width": 2},
+                hovertemplate=str(deployment)
+                + "<br>%{x:.0f}% busy: $%{y:.2f}/M output tokens<extra></extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=current["utilisation_pct"],
+            y=current["usd_per_m_output"],
+            mode="markers",
+            name="this scenario",
+            marker={
+                "color": [gpu_color(g) for g in current["gpu"]],
+                "size": 12,
+                "symbol": "diamond-open",
+                "line": {"width": 3},
+            },
+            hovertemplate="%{x:.0f}% busy: $%{y:.2f}/M output tokens<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text="utilisation (% of the capacity bought)", range=[0, 102])
+    fig.update_yaxes(title_text="cost ($/M output tokens, log scale)", type="log")
+    return finish(fig, title, height=440, legend_below=True)
+
+
+def demand_figure(demand: pd.DataFrame, capacity: pd.DataFrame, monthly: pd.DataFrame) -> go.Figure:
+    """Left: the demand curve over a day against each deployment's capacity.
+    Right: a month of it, always on for the peak against an ideal autoscaler.
+
+    ``demand`` columns: hour, requests_per_s. ``capacity`` columns: deployment, gpu,
+    capacity_rps. ``monthly`` columns: deployment, gpu, usd_per_month,
+    usd_per_month_autoscaled.
+    """
+    title = "A month of the demand curve"
+    if demand.empty:
+        return empty_figure(title, "Enter a demand curve.")
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.55, 0.45],
+        horizontal_spacing=0.14,
+        subplot_titles=("Demand over a day against capacity", "Cost of a month"),
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=demand["hour"],
+            y=demand["requests_per_s"],
+            mode="lines+markers",
+            name="demand",
+            line={"color": "#1b1f24", "shape": "hv", "width": 3},
+            hovertemplate="%{x}:00 %{y:.2f} requests/s<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    for i, row in enumerate(capacity.itertuples()):
+        fig.add_trace(
+            go.Scatter(
+                x=[0, 23],
+                y=[row.capacity_rps, row.capacity_rps],
+                mode="lines",
+                name=f"{row.deployment} ({PREDICTED} capacity)",
+                line={"color": gpu_color(str(row.gpu)), "dash": DASHES[i % len(DASHES)]},
+                hovertemplate=f"{row.deployment}: %{{y:.2f}} requests/s<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    colors = [gpu_color(g) for g in monthly["gpu"]]
+    fig.add_trace(
+        go.Bar(
+            x=monthly["deployment"],
+            y=monthly["usd_per_month"],
+            name="always on for the peak",
+            marker={"color": colors},
+            hovertemplate="%{x}<br>always on: $%{y:,.0f}/month<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=monthly["deployment"],
+            y=monthly["usd_per_month_autoscaled"],
+            name="ideal autoscaler",
+            marker={"color": colors, "pattern": {"shape": "/"}, "opacity": 0.6},
+            hovertemplate="%{x}<br>ideal autoscaler: $%{y:,.0f}/month<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title_text="hour of the day (h)", range=[0, 23], row=1, col=1)
+    fig.update_yaxes(title_text="demand (requests/s)", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="deployment", showticklabels=False, row=1, col=2)
+    fig.update_yaxes(title_text="cost ($/month)", row=1, col=2)
+    fig.update_layout(barmode="group")
+    return finish(fig, title, height=460, legend_below=True)
+
+
+def gpu_hours_figure(points: pd.DataFrame) -> go.Figure:
+    """GPU-hours a month against tokens a month as the demand grows, one step line a
+    deployment (replicas come in whole units).
+
+    ``points`` columns: deployment, gpu, tokens_per_month_b, gpu_hours_per_month.
+    """
+    title = "GPU-hours against tokens served (a month, demand scaled from 1/4 to 4x)"
+    if points.empty:
+        return empty_figure(title, "Choose deployments above.")
+    fig = go.Figure()
+    for i, (deployment, rows) in enumerate(points.groupby("deployment", sort=False)):
+        fig.add_trace(
+            go.Scatter(
+                x=rows["tokens_per_month_b"],
+                y=rows["gpu_hours_per_month"],
+                mode="lines",
+                name=str(deployment),
+                line={
+                    "color": gpu_color(str(rows["gpu"].iloc[0])),
+                    "shape": "hv",
+                    "dash": DASHES[i % len(DASHES)],
+                },
+                hovertemplate=str(deployment)
+                + "<br>%{x:,.1f} B tokens: %{y:,.0f} GPU-hours<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title_text="tokens served a month (billions, input + output)")
+    fig.update_yaxes(title_text="GPU-hours a month (h)", rangemode="tozero")
+    return finish(fig, title, height=420, legend_below=True)

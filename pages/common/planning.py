@@ -1,0 +1,434 @@
+"""Cached calls into the planner, keyed on exactly what each depends on.
+
+A widget change reruns the page; only the functions whose keys changed recompute. Keys are
+strings and tuples (the catalog's file signature, the model id, the scenario's workload key),
+never the large objects themselves, which are passed as ``_``-prefixed (unhashed) arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from pages.common.resources import CatalogRef, measured_results, user_results_key
+from pages.common.scenario import Scenario
+from planner.catalog import Catalog, MeasuredResult, ModelCard
+from planner.layouts import LayoutCandidate, enumerate_layouts
+from planner.memory import KvOccupancy, kv_occupancy, max_concurrent_sequences
+from planner.perf import PerformanceModel, Prediction, get_performance_model
+from planner.perf import Scenario as PerfScenario
+from planner.perf.calibration import scenario_from_measured
+from planner.perf.validation import measured_metrics
+from planner.recommend import (
+    Demand,
+    EngineSettings,
+    Predictor,
+    RecommendationResult,
+    RecommendRequest,
+    SearchSpace,
+    Slo,
+    _CapacityCache,
+    _filtered_instances,
+    _requests_to_simulate,
+    perf_predictor,
+    recommend,
+)
+from planner.store import Store
+from planner.workload import Workload
+
+#: Context lengths (tokens) the capacity curve is drawn at: powers of two from 256.
+CONTEXT_POINTS = tuple(2**k for k in range(8, 21))
+
+
+def search_space(scenario: Scenario) -> SearchSpace:
+    """The scenario's filters as the recommender's search space."""
+    return SearchSpace(
+        providers=scenario.providers or None,
+        regions=scenario.regions or None,
+        pricing=scenario.pricing,  # type: ignore[arg-type]
+        precisions=scenario.precisions or ("bf16",),
+    )
+
+
+def scenario_instances(catalog: Catalog, scenario: Scenario) -> list[str]:
+    """Instances of the scenario's providers with a price in its regions and pricing mode."""
+    return sorted(_filtered_instances(catalog, search_space(scenario)))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _layouts(
+    catalog_key: str,
+    model_id: str,
+    instances: tuple[str, ...],
+    precisions: tuple[str, ...],
+    kv_dtype: str,
+    gpu_util: float,
+    max_model_len: int,
+    _catalog: Catalog,
+    _card: ModelCard,
+) -> list[LayoutCandidate]:
+    return enumerate_layouts(
+        _catalog,
+        _card,
+        instances=list(instances),
+        max_nodes=2,
+        precisions=precisions,
+        kv_cache_dtypes=(kv_dtype,),
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_util,
+    )
+
+
+def all_layouts(
+    ref: CatalogRef, scenario: Scenario, kv_dtype: str, gpu_util: float, max_model_len: int
+) -> list[LayoutCandidate]:
+    """Every layout (feasible or not) of the scenario's model on the scenario's instances."""
+    card = scenario.model_card(ref.catalog)
+    return _layouts(
+        ref.key,
+        scenario.model_id,
+        tuple(scenario_instances(ref.catalog, scenario)),
+        scenario.precisions or ("bf16",),
+        kv_dtype,
+        gpu_util,
+        max_model_len,
+        ref.catalog,
+        card,
+    )
+
+
+def feasible_layouts(
+    ref: CatalogRef, scenario: Scenario, kv_dtype: str, gpu_util: float, max_model_len: int
+) -> list[LayoutCandidate]:
+    return [
+        layout
+        for layout in all_layouts(ref, scenario, kv_dtype, gpu_util, max_model_len)
+        if layout.feasible
+    ]
+
+
+def sequences_by_context(layout: LayoutCandidate, card: ModelCard) -> list[dict[str, int]]:
+    """Maximum concurrent sequences of ``layout`` at each context length it can hold."""
+    assert layout.memory is not None
+    points = []
+    for tokens in CONTEXT_POINTS:
+        if tokens > layout.memory.max_model_len * 2 and points:
+            break
+        count = max_concurrent_sequences(
+            layout.memory, tokens, model=card, cap_at_max_num_seqs=False
+        )
+        if count < 1:
+            break
+        points.append({"context_tokens": tokens, "max_sequences": count})
+    return points
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _occupancy(
+    layout_key: tuple[object, ...],
+    model_id: str,
+    workload_key: tuple[object, ...],
+    concurrency: int,
+    _layout: LayoutCandidate,
+    _card: ModelCard,
+    _scenario: Scenario,
+) -> KvOccupancy:
+    assert _layout.memory is not None
+    # Fewer Monte Carlo draws at high concurrency: each draw already averages many requests.
+    draws = max(300, min(2000, int(40_000 / math.sqrt(concurrency))))
+    return kv_occupancy(
+        _layout.memory, _scenario.workload(), concurrency, model=_card, scenarios=draws
+    )
+
+
+def occupancy(
+    layout: LayoutCandidate, card: ModelCard, scenario: Scenario, concurrency: int
+) -> KvOccupancy:
+    """``planner.memory.kv_occupancy`` of one replica of ``layout`` at ``concurrency``."""
+    key = (
+        layout.instance,
+        layout.nodes,
+        layout.tp,
+        layout.pp,
+        layout.precision,
+        layout.kv_cache_dtype,
+        layout.memory.model_dump_json() if layout.memory else "",
+    )
+    return _occupancy(
+        key, scenario.model_id, scenario.workload_key(), concurrency, layout, card, scenario
+    )
+
+
+# ----- the performance model and the recommender ------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _performance_model(
+    catalog_key: str, results_key: str, _catalog: Catalog, _user_results: list[MeasuredResult]
+) -> PerformanceModel:
+    return get_performance_model(_catalog, _user_results)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _with_uploaded_model(
+    base_key: str, model_id: str, config_json: str, _base: PerformanceModel, _catalog: Catalog
+) -> PerformanceModel:
+    extended = copy.copy(_base)
+    extended.catalog = _catalog
+    return extended
+
+
+def performance_model(
+    ref: CatalogRef, store: Store, scenario: Scenario
+) -> tuple[PerformanceModel, str]:
+    """The model fitted on the public results and the user's runs (refitted when runs
+    change), and a key that names it.
+
+    For a model uploaded in this session the fitted model is reused with a catalog that also
+    holds the uploaded card (the fit does not depend on it).
+    """
+    user = [r for r in measured_results(ref, store) if r.origin == "user"]
+    key = f"{ref.key}:{user_results_key(user)}"
+    model = _performance_model(ref.key, key, ref.catalog, user)
+    if scenario.model_id.lower() in ref.catalog.models:
+        return model, key
+    card = scenario.model_card(ref.catalog)
+    config_json = json.dumps(card.config, sort_keys=True)
+    extended = _with_uploaded_model(
+        key, scenario.model_id, config_json, model, scenario.catalog_with_model(ref.catalog)
+    )
+    return extended, f"{key}:{hash(config_json)}"
+
+
+class HardwareMemo:
+    """A ``recommend`` predictor that predicts the same hardware once.
+
+    Several providers sell the same box (GPU, GPU count, GPU link, network) under different
+    names; their predictions are equal, so they are memoised on the hardware, not the name.
+    The memo also survives SLO changes: a new bisection reuses the loads it shares.
+    """
+
+    def __init__(self, predictor: Predictor, catalog: Catalog) -> None:
+        self.predictor = predictor
+        self._hardware = {
+            name: (i.gpu_id, i.gpus, i.gpu_link, i.gpu_link_bw_gbps, i.network_gbps)
+            for name, i in catalog.instances.items()
+        }
+        self._memo: dict[tuple[object, ...], Any] = {}
+
+    def __call__(
+        self, layout: LayoutCandidate, settings: EngineSettings, kind: str, load: float
+    ) -> Any:
+        key = (
+            self._hardware[layout.instance],
+            layout.tp,
+            layout.pp,
+            layout.precision,
+            layout.kv_cache_dtype,
+            settings,
+            kind,
+            load,
+        )
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self.predictor(layout, settings, kind, load)
+        return found
+
+
+def workload_predictor(
+    catalog: Catalog, request: RecommendRequest, model: PerformanceModel, workload: Workload
+) -> Predictor:
+    """``planner.recommend.perf_predictor``, with the workload's length distributions when the
+    lengths are not fixed (the request carries only their means)."""
+    if workload.input_len.kind == "fixed" and workload.output_len.kind == "fixed":
+        return perf_predictor(catalog, request, model)
+
+    def predict(layout: LayoutCandidate, settings: EngineSettings, kind: str, load: float) -> Any:
+        inst = catalog.instance(layout.instance)
+        gpus = layout.tp * layout.pp
+        return model.predict(
+            PerfScenario(
+                engine=request.engine,
+                model=catalog.model(request.model).hf_id,
+                precision=layout.precision,
+                gpu=inst.gpu_id,
+                num_gpus=gpus,
+                tp=layout.tp,
+                pp=layout.pp,
+                input_dist=workload.input_len,
+                output_dist=workload.output_len,
+                load="rate" if kind == "rate" else "concurrency",
+                request_rate=load if kind == "rate" else None,
+                concurrency=None if kind == "rate" else load,
+                num_requests=_requests_to_simulate(kind, load),
+                instance=layout.instance,
+                nodes=math.ceil(gpus / inst.gpus),
+                max_num_seqs=settings.max_num_seqs,
+                max_num_batched_tokens=settings.max_num_batched_tokens,
+                enable_chunked_prefill=settings.enable_chunked_prefill,
+                enable_prefix_caching=settings.enable_prefix_caching,
+                prefix_share=request.prefix_share,
+                kv_cache_dtype="fp8" if layout.kv_cache_dtype.startswith("fp8") else "auto",
+            )
+        )
+
+    return predict
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _search_state(
+    model_key: str,
+    prediction_key: str,
+    workload_key: tuple[object, ...],
+    _catalog: Catalog,
+    _model: PerformanceModel,
+    _request: RecommendRequest,
+    _workload: Workload,
+) -> tuple[HardwareMemo, _CapacityCache]:
+    """Per model and workload, the memoised predictor and the recommender's capacity cache
+    (whose keys hold the mean lengths only, so each workload gets its own)."""
+    del model_key, prediction_key, workload_key  # the cache key
+    inner = workload_predictor(_catalog, _request, _model, _workload)
+    return HardwareMemo(inner, _catalog), _CapacityCache()
+
+
+def recommend_request(scenario: Scenario) -> RecommendRequest:
+    """The scenario as the recommender's request (one engine setting a layout: vLLM's
+    256 sequences and 8,192 batched tokens, one instance a replica)."""
+    workload = scenario.workload()
+    if scenario.load_mode == "concurrency":
+        demand = Demand(
+            concurrency=max(1, round(scenario.load_peak)), utilisation=scenario.utilisation
+        )
+    else:
+        demand = Demand(
+            avg_rate_rps=scenario.load_avg,
+            peak_rate_rps=scenario.load_peak,
+            utilisation=scenario.utilisation,
+        )
+    search = search_space(scenario).model_copy(
+        update={"max_nodes": 1, "max_num_seqs": (256,), "max_num_batched_tokens": (8192,)}
+    )
+    return RecommendRequest(
+        model=scenario.model_id,
+        input_len=max(1, round(workload.input_len.mean())),
+        output_len=max(1, round(workload.output_len.mean())),
+        prefix_share=workload.prefix_share,
+        demand=demand,
+        slo=Slo(ttft_p99_ms=scenario.slo_ttft_ms, tpot_p99_ms=scenario.slo_tpot_ms),
+        search=search,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _recommendations(
+    model_key: str,
+    request_json: str,
+    workload_key: tuple[object, ...],
+    _catalog: Catalog,
+    _model: PerformanceModel,
+    _request: RecommendRequest,
+    _workload: Workload,
+) -> RecommendationResult:
+    # What a prediction depends on: not the demand, SLO, prices, filters or utilisation.
+    prediction_key = _request.model_copy(
+        update={"demand": Demand(concurrency=1), "slo": Slo(), "search": SearchSpace()}
+    ).model_dump_json()
+    predictor, cache = _search_state(
+        model_key, prediction_key, workload_key, _catalog, _model, _request, _workload
+    )
+    return recommend(_catalog, _request, predictor, cache=cache)
+
+
+def recommendations(ref: CatalogRef, store: Store, scenario: Scenario) -> RecommendationResult:
+    """``planner.recommend.recommend`` for the scenario, cached on what it depends on: a change
+    of price, region, pricing or utilisation re-ranks without a new prediction."""
+    model, model_key = performance_model(ref, store, scenario)
+    request = recommend_request(scenario)
+    return _recommendations(
+        model_key,
+        request.model_dump_json(),
+        scenario.workload_key(),
+        scenario.catalog_with_model(ref.catalog),
+        model,
+        request,
+        scenario.workload(),
+    )
+
+
+# ----- predicted against measured ---------------------------------------------------------------
+def _prediction_points(
+    index: int, result: MeasuredResult, p: Prediction
+) -> list[dict[str, object]]:
+    """The prediction with the statistic the measured row reports (as ``planner.perf.validation``
+    compares them): output tok/s; mean or p50 TTFT; p50 TPOT or mean ITL."""
+    measured = measured_metrics(result)
+    ttft = "p50" if result.ttft_stat == "p50" else "mean"
+    tpot_p50 = result.itl_stat == "p50_tpot"
+    predicted = {
+        "output_tok_per_s": (p.output_tok_per_s, p.output_tok_per_s_low, p.output_tok_per_s_high),
+        "ttft": (
+            getattr(p, f"ttft_ms_{ttft}"),
+            getattr(p, f"ttft_ms_{ttft}_low"),
+            getattr(p, f"ttft_ms_{ttft}_high"),
+        ),
+        "tpot": (p.tpot_ms_p50, p.tpot_ms_p50_low, p.tpot_ms_p50_high)
+        if tpot_p50
+        else (p.itl_ms_mean, math.nan, math.nan),
+    }
+    metric_names = {"output_tok_per_s": "output_tok_per_s", "ttft": "ttft_ms", "tpot": "itl_ms"}
+    label = (
+        f"{result.engine} {result.model} {result.precision} {result.num_gpus}x{result.gpu} "
+        f"TP{result.tp} PP{result.pp}, {result.input_len}/{result.output_len}, {result.load}"
+    )
+    return [
+        {
+            "row": index,
+            "metric": metric_names[name],
+            "gpu": result.gpu,
+            "label": label,
+            "measured": value,
+            "predicted": predicted[name][0],
+            "low": predicted[name][1],
+            "high": predicted[name][2],
+            "confidence": p.confidence,
+        }
+        for name, value in measured.items()
+    ]
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _predicted_vs_measured(
+    model_key: str, _model: PerformanceModel, _results: list[MeasuredResult]
+) -> pd.DataFrame:
+    rows: list[dict[str, object]] = []
+    scenarios = [scenario_from_measured(r) for r in _results]
+    for index, (result, prediction) in enumerate(
+        zip(_results, _model.predict_many(scenarios), strict=True)
+    ):
+        if isinstance(prediction, Prediction):
+            rows.extend(_prediction_points(index, result, prediction))
+    columns = [
+        "row",
+        "metric",
+        "gpu",
+        "label",
+        "measured",
+        "predicted",
+        "low",
+        "high",
+        "confidence",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def predicted_vs_measured(
+    ref: CatalogRef, store: Store, scenario: Scenario, results: list[MeasuredResult]
+) -> pd.DataFrame:
+    """Every measured result next to the model's prediction of it (the model was fitted on
+    them: in-sample). ``row`` is the result's index in ``results``."""
+    model, model_key = performance_model(ref, store, scenario)
+    return _predicted_vs_measured(f"{model_key}:{len(results)}", model, results)

@@ -1,0 +1,143 @@
+"""Cached resources shared by every page and session.
+
+- the catalog (``st.cache_resource``): reloaded only when a catalog file changes, embedded or
+  the user's own (``<user_data_dir>/catalog``), so the Data page's additions show at once;
+- the DuckDB store (``st.cache_resource``, one per database file; the dashboard process holds
+  the file, see ``planner.store``), synced with the catalog whenever the catalog changes;
+- the user's measured results and benchmark runs, re-read when run directories change.
+
+Downstream caches key on :attr:`CatalogRef.key` (a signature of the files), never on the
+catalog object itself, so a change of one input recomputes only what depends on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from planner.catalog import EMBEDDED_DATA_DIR, Catalog, MeasuredResult, load_catalog
+from planner.errors import PlannerError
+from planner.settings import Settings, get_settings
+from planner.store import Store, open_store
+
+
+@dataclass(frozen=True)
+class CatalogRef:
+    """The catalog and a key that changes whenever any of its files changes."""
+
+    catalog: Catalog
+    key: str
+    user_dir: Path
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def user_catalog_dir() -> Path:
+    return settings().user_data_dir / "catalog"
+
+
+def _files_signature(*directories: Path) -> str:
+    digest = hashlib.sha256()
+    for directory in directories:
+        digest.update(str(directory).encode())
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                stat = path.stat()
+                digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _load_catalog(user_dir: str | None, signature: str) -> Catalog:
+    del signature  # part of the cache key only
+    return load_catalog(user_dir=Path(user_dir) if user_dir else None)
+
+
+def get_catalog() -> CatalogRef:
+    """The catalog with the user's files layered on top.
+
+    A broken user file must not take the dashboard down: the error is shown (it names the
+    file, row and field) and the embedded catalog is used until the file is fixed.
+    """
+    user_dir = user_catalog_dir()
+    signature = _files_signature(EMBEDDED_DATA_DIR, user_dir)
+    try:
+        catalog = _load_catalog(str(user_dir), signature)
+    except PlannerError as exc:
+        st.error(
+            f"Your catalog files in {user_dir} could not be read: {exc}. Showing the embedded "
+            "catalog only; fix or delete that file (the Data page lists your files)."
+        )
+        signature = _files_signature(EMBEDDED_DATA_DIR)
+        catalog = _load_catalog(None, signature)
+    return CatalogRef(catalog=catalog, key=signature, user_dir=user_dir)
+
+
+@st.cache_resource(show_spinner=False)
+def _open_store(db_path: str, runs_dir: str) -> Store:
+    return open_store(Path(db_path), runs_dir=Path(runs_dir))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _synced(db_path: str, catalog_key: str, _store: Store, _catalog: Catalog) -> bool:
+    return _store.sync_catalog(_catalog)
+
+
+def get_store(ref: CatalogRef) -> Store:
+    """The store for the configured database file, in sync with ``ref``'s catalog."""
+    cfg = settings()
+    store = _open_store(str(cfg.database_file), str(cfg.runs_directory))
+    _synced(str(cfg.database_file), ref.key, store, ref.catalog)
+    return store
+
+
+@st.cache_resource(show_spinner=False)
+def _run_generations() -> dict[str, int]:
+    """Per database file, a counter bumped whenever new or changed runs are ingested."""
+    return {}
+
+
+@st.cache_data(show_spinner=False, ttl=5)
+def _ingest(db_path: str, runs_dir: str, _store: Store) -> float:
+    """Ingest new run directories at most every few seconds; returns when it looked."""
+    if _store.ingest_runs(Path(runs_dir)):
+        generations = _run_generations()
+        generations[db_path] = generations.get(db_path, 0) + 1
+    return time.time()
+
+
+def runs_generation(store: Store) -> int:
+    """Ingest new benchmark runs and return a key that changes when the runs changed."""
+    cfg = settings()
+    _ingest(str(cfg.database_file), str(cfg.runs_directory), store)
+    return _run_generations().get(str(cfg.database_file), 0)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _measured(
+    db_path: str, catalog_key: str, generation: int, _store: Store
+) -> list[MeasuredResult]:
+    return _store.measured_results()
+
+
+def measured_results(ref: CatalogRef, store: Store) -> list[MeasuredResult]:
+    """Every measured result: public rows, the user's runs, the team's Parquet files."""
+    generation = runs_generation(store)
+    return _measured(str(settings().database_file), ref.key, generation, store)
+
+
+def user_results_key(results: list[MeasuredResult]) -> str:
+    """A short key of the user's own results (what a performance-model fit depends on)."""
+    digest = hashlib.sha256()
+    for result in results:
+        if result.origin == "user":
+            digest.update(result.model_dump_json().encode())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,460 @@
+"""The scenario every page looks at, edited in the sidebar and kept in the URL.
+
+The scenario's widgets are drawn by ``app.py`` (the main script) before the page runs, with
+``bind="query-params"``: their values live in the URL, survive page switches, and a shared
+link reproduces the view. Values equal to their defaults are left out of the URL, so the
+default scenario's link is clean. A URL value that is no longer valid (a model since removed)
+is dropped by Streamlit and the default is shown.
+
+Uploaded files (a model's config.json, a request trace) cannot travel in a URL: they stay in
+the session, and the sidebar says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard, model_card_from_config
+from planner.errors import PlannerError
+from planner.workload import LengthDistribution, Workload, load_trace
+
+SHAPES = ("fixed", "uniform", "normal", "lognormal")
+TRACE_FORMATS = ("auto", "mooncake", "burstgpt", "azure", "csv")
+LOAD_MODES = ("concurrency", "rate")
+PREFERRED_MODEL = "meta-llama/Llama-3.1-70B-Instruct"  # a 70B Llama, as in the brief
+
+#: Session keys of uploaded files and the errors they raised.
+UPLOADED_MODEL = "_uploaded_model_card"
+UPLOADED_MODEL_ERROR = "_uploaded_model_error"
+UPLOADED_TRACE = "_uploaded_trace"
+UPLOADED_TRACE_ERROR = "_uploaded_trace_error"
+
+
+@dataclass(frozen=True)
+class LengthSpec:
+    """A length distribution as the sidebar edits it: a shape, a mean and a spread."""
+
+    shape: str
+    mean: int
+    spread: int
+
+    def distribution(self) -> LengthDistribution:
+        """``spread`` is the half-width of a uniform and the standard deviation otherwise."""
+        if self.shape == "fixed" or self.spread == 0:
+            return LengthDistribution.fixed(self.mean)
+        if self.shape == "uniform":
+            return LengthDistribution.uniform(
+                max(1, self.mean - self.spread), self.mean + self.spread
+            )
+        if self.shape == "normal":
+            return LengthDistribution.normal(self.mean, self.spread)
+        return LengthDistribution.lognormal(self.mean, self.spread)
+
+
+@dataclass(frozen=True)
+class TraceRef:
+    """An uploaded trace: where its bytes were saved and their digest (the cache key)."""
+
+    name: str
+    path: str
+    digest: str
+    format: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything the Plan page asks: hashable, so cached computations can key on it."""
+
+    model_id: str
+    precisions: tuple[str, ...]
+    input_len: LengthSpec
+    output_len: LengthSpec
+    trace: TraceRef | None
+    load_mode: str  # "concurrency" (requests in flight) or "rate" (requests/s)
+    load_avg: float
+    load_peak: float
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    providers: tuple[str, ...]  # empty: every provider
+    regions: tuple[str, ...]  # empty: every region
+    pricing: str
+    utilisation: float | None  # None: average demand / capacity bought
+    uploaded_model: ModelCard | None = None  # a config.json uploaded in this session
+
+    def model_card(self, catalog: Catalog) -> ModelCard:
+        """The card of the scenario's model: the uploaded config.json's or the catalog's."""
+        if self.uploaded_model is not None and self.uploaded_model.hf_id == self.model_id:
+            return self.uploaded_model
+        return catalog.model(self.model_id)
+
+    def catalog_with_model(self, catalog: Catalog) -> Catalog:
+        """``catalog`` itself, or a shallow copy that also holds the uploaded model."""
+        if self.model_id.lower() in catalog.models:
+            return catalog
+        card = self.model_card(catalog)
+        return Catalog(
+            gpus=catalog.gpus,
+            instances=catalog.instances,
+            prices=catalog.prices,
+            models={**catalog.models, card.hf_id.lower(): card},
+            measured=catalog.measured,
+        )
+
+    def describe(self) -> str:
+        """The scenario in one sentence, for people who do not read sidebars."""
+        if self.trace is not None:
+            lengths = f"the requests of the trace {self.trace.name}"
+        else:
+            lengths = f"{self.input_len.mean:,} tokens in and {self.output_len.mean:,} out" + (
+                " on average"
+                if "lognormal" in (self.input_len.shape, self.output_len.shape)
+                or self.input_len.shape != "fixed"
+                or self.output_len.shape != "fixed"
+                else ""
+            )
+        if self.load_mode == "concurrency":
+            load = f"{self.load_avg:g} requests in flight on average, {self.load_peak:g} at peak"
+        else:
+            load = f"{self.load_avg:g} requests/s on average, {self.load_peak:g} at peak"
+        slos = [
+            f"p99 TTFT ≤ {self.slo_ttft_ms:,.0f} ms" if self.slo_ttft_ms else "",
+            f"p99 TPOT ≤ {self.slo_tpot_ms:,.0f} ms" if self.slo_tpot_ms else "",
+        ]
+        slo = " and ".join(s for s in slos if s) or "no latency target"
+        where = ", ".join(self.providers) if self.providers else "any provider"
+        if self.regions:
+            where += f" in {', '.join(self.regions)}"
+        return (
+            f"Serve {self.model_id} ({'/'.join(self.precisions) or 'bf16'}), {lengths}, "
+            f"{load}, {slo}; {self.pricing.replace('_', ' ')} prices from {where}."
+        )
+
+    def workload_key(self) -> tuple[object, ...]:
+        """What :meth:`workload` depends on (a cache key)."""
+        trace = (self.trace.digest, self.trace.format) if self.trace else None
+        return (self.input_len, self.output_len, trace)
+
+    def workload(self) -> Workload:
+        """The workload the planner sees (the uploaded trace's, when one is used)."""
+        if self.trace is not None:
+            return cached_trace(self.trace.path, self.trace.format, self.trace.digest)
+        return Workload(
+            input_len=self.input_len.distribution(),
+            output_len=self.output_len.distribution(),
+        )
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def cached_trace(path: str, fmt: str, digest: str) -> Workload:
+    del digest  # part of the cache key: same path, new bytes
+    return load_trace(Path(path), fmt)  # type: ignore[arg-type]
+
+
+# ----- uploads --------------------------------------------------------------------------------
+def _uploads_dir() -> Path:
+    from pages.common.resources import settings
+
+    directory = settings().user_data_dir / "uploads"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _on_model_upload() -> None:
+    upload = st.session_state.get("model_upload")
+    st.session_state.pop(UPLOADED_MODEL_ERROR, None)
+    if upload is None:
+        if st.session_state.get(UPLOADED_MODEL) is not None:
+            st.session_state.pop(UPLOADED_MODEL, None)
+        return
+    card, error = parse_config_upload(upload.getvalue(), upload.name)
+    if error:
+        st.session_state[UPLOADED_MODEL_ERROR] = error
+        st.session_state.pop(UPLOADED_MODEL, None)
+        return
+    st.session_state[UPLOADED_MODEL] = card
+    st.session_state["model"] = card.hf_id if card else st.session_state.get("model")
+
+
+def parse_config_upload(data: bytes, name: str) -> tuple[ModelCard | None, str | None]:
+    """A model card from an uploaded config.json, or the message saying why it is not one."""
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, f"{name}: not a text file; upload the model's config.json"
+    except json.JSONDecodeError as exc:
+        return None, f"{name}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+    try:
+        return model_card_from_config(config, origin="user", file=name), None
+    except PlannerError as exc:
+        return None, str(exc)
+
+
+def _on_trace_upload() -> None:
+    upload = st.session_state.get("trace_upload")
+    st.session_state.pop(UPLOADED_TRACE_ERROR, None)
+    st.session_state.pop(UPLOADED_TRACE, None)
+    if upload is None:
+        return
+    data = upload.getvalue()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    suffix = Path(upload.name).suffix or ".csv"
+    path = _uploads_dir() / f"trace-{digest}{suffix}"
+    path.write_bytes(data)
+    st.session_state[UPLOADED_TRACE] = (upload.name, str(path), digest)
+
+
+# ----- the sidebar ----------------------------------------------------------------------------
+def _model_options(catalog: Catalog) -> list[str]:
+    ids = sorted((card.hf_id for card in catalog.models.values()), key=str.lower)
+    uploaded: ModelCard | None = st.session_state.get(UPLOADED_MODEL)
+    if uploaded is not None and uploaded.hf_id.lower() not in catalog.models:
+        ids.insert(0, uploaded.hf_id)
+    return ids
+
+
+def _length_inputs(prefix: str, title: str, mean: int, spread: int) -> LengthSpec:
+    st.markdown(f"**{title}**")
+    shape = st.selectbox(
+        "Shape",
+        SHAPES,
+        key=f"{prefix}_shape",
+        bind="query-params",
+        help="fixed: every request the same; uniform: mean ± spread; normal and lognormal: "
+        "mean and standard deviation (lognormal has a long right tail, like real prompts).",
+    )
+    left, right = st.columns(2)
+    mean_tokens = left.number_input(
+        "Mean (tokens)",
+        min_value=1,
+        max_value=1_000_000,
+        value=mean,
+        step=64,
+        key=f"{prefix}_mean",
+        bind="query-params",
+    )
+    spread_tokens = right.number_input(
+        "Spread (tokens)",
+        min_value=0,
+        max_value=1_000_000,
+        value=spread,
+        step=64,
+        key=f"{prefix}_spread",
+        bind="query-params",
+        disabled=shape == "fixed",
+        help="Half-width for uniform, standard deviation for normal and lognormal.",
+    )
+    return LengthSpec(str(shape), int(mean_tokens), int(spread_tokens))
+
+
+def scenario_sidebar(catalog: Catalog) -> Scenario:
+    """Draw the scenario's widgets in the sidebar and return what they say."""
+    sb = st.sidebar
+    with sb:
+        st.header("Scenario")
+        st.caption("Every page uses this scenario; the URL keeps it, so a link shares it.")
+
+        # --- model
+        options = _model_options(catalog)
+        if not options:
+            st.error("The catalog holds no model: import a config.json on the Data page.")
+            model_id = ""
+        else:
+            default = options.index(PREFERRED_MODEL) if PREFERRED_MODEL in options else 0
+            model_id = st.selectbox(
+                "Model", options, index=default, key="model", bind="query-params"
+            )
+        st.file_uploader(
+            "…or upload a config.json",
+            type=["json"],
+            key="model_upload",
+            on_change=_on_model_upload,
+            help="The model's Hugging Face config.json. Kept for this session only; to keep it, "
+            "import it on the Data page.",
+        )
+        if st.session_state.get(UPLOADED_MODEL_ERROR):
+            st.error(st.session_state[UPLOADED_MODEL_ERROR])
+        precisions = st.multiselect(
+            "Weight precisions to consider",
+            PRECISIONS,
+            default=["bf16", "fp8"],
+            key="precision",
+            bind="query-params",
+            help="bf16/fp16: the published weights; fp8: quantised on load; int4/fp4 need a "
+            "quantised checkpoint.",
+        )
+
+        # --- workload
+        st.subheader("Workload")
+        source = st.segmented_control(
+            "Request lengths from",
+            ["distributions", "trace"],
+            default="distributions",
+            required=True,
+            key="source",
+            bind="query-params",
+        )
+        trace: TraceRef | None = None
+        if source == "trace":
+            trace_format = st.selectbox(
+                "Trace format", TRACE_FORMATS, key="trace_format", bind="query-params"
+            )
+            st.file_uploader(
+                "Trace file (Mooncake JSONL, BurstGPT, Azure or timestamp,input_tokens,"
+                "output_tokens CSV)",
+                type=["csv", "jsonl", "json"],
+                key="trace_upload",
+                on_change=_on_trace_upload,
+            )
+            saved = st.session_state.get(UPLOADED_TRACE)
+            if saved is None:
+                st.info("No trace uploaded yet: the distributions below are used.")
+            else:
+                name, path, digest = saved
+                trace = TraceRef(name=name, path=path, digest=digest, format=str(trace_format))
+                try:
+                    cached_trace(trace.path, trace.format, trace.digest)
+                except PlannerError as exc:
+                    st.error(f"The trace cannot be used: {exc}")
+                    trace = None
+        input_len = _length_inputs("in", "Input (prompt) length", 2048, 0)
+        output_len = _length_inputs("out", "Output (answer) length", 512, 0)
+
+        # --- load and SLOs
+        st.subheader("Load and SLOs")
+        load_mode = st.segmented_control(
+            "Load given as",
+            LOAD_MODES,
+            default="concurrency",
+            required=True,
+            key="load",
+            bind="query-params",
+            help="concurrency: requests in flight at once (a closed loop of users); rate: "
+            "requests arriving per second.",
+        )
+        unit = "requests in flight" if load_mode == "concurrency" else "requests/s"
+        left, right = st.columns(2)
+        load_avg = left.number_input(
+            f"Average ({unit})",
+            min_value=0.1,
+            max_value=100_000.0,
+            value=16.0 if load_mode == "concurrency" else 2.0,
+            step=1.0,
+            key=f"avg_{load_mode}",
+            bind="query-params",
+        )
+        load_peak = right.number_input(
+            f"Peak ({unit})",
+            min_value=0.1,
+            max_value=100_000.0,
+            value=32.0 if load_mode == "concurrency" else 5.0,
+            step=1.0,
+            key=f"peak_{load_mode}",
+            bind="query-params",
+            help="Capacity is bought for the peak; the average decides utilisation.",
+        )
+        if load_peak < load_avg:
+            st.error(
+                f"Peak ({load_peak:g}) is below the average ({load_avg:g}): the peak must be at "
+                "least the average. Using the average as the peak."
+            )
+            load_peak = load_avg
+        left, right = st.columns(2)
+        ttft = left.number_input(
+            "p99 TTFT ≤ (ms)",
+            min_value=0,
+            max_value=600_000,
+            value=3000,
+            step=100,
+            key="ttft_ms",
+            bind="query-params",
+            help="Time to first token, 99th percentile. 0: no limit.",
+        )
+        tpot = right.number_input(
+            "p99 TPOT ≤ (ms)",
+            min_value=0,
+            max_value=10_000,
+            value=100,
+            step=5,
+            key="tpot_ms",
+            bind="query-params",
+            help="Time per output token after the first, 99th percentile. 0: no limit.",
+        )
+
+        # --- where and what price
+        st.subheader("Where and at what price")
+        providers = sorted({inst.provider for inst in catalog.instances.values()})
+        chosen_providers = st.multiselect(
+            "Providers",
+            providers,
+            key="providers",
+            bind="query-params",
+            placeholder="All providers",
+        )
+        regions = sorted(
+            {
+                p.region
+                for p in catalog.prices
+                if not chosen_providers or p.provider in chosen_providers
+            }
+        )
+        chosen_regions = st.multiselect(
+            "Regions", regions, key="regions", bind="query-params", placeholder="All regions"
+        )
+        pricing = st.selectbox(
+            "Pricing",
+            PRICING_MODES,
+            key="pricing",
+            bind="query-params",
+        )
+        manual = st.toggle(
+            "Set the observed utilisation",
+            key="util_manual",
+            bind="query-params",
+            help="Off: utilisation is the average demand over the capacity bought for the peak.",
+        )
+        utilisation = st.slider(
+            "Observed utilisation (%)",
+            min_value=5,
+            max_value=100,
+            value=60,
+            step=5,
+            key="util",
+            bind="query-params",
+            disabled=not manual,
+            help="Share of the bought capacity doing useful work on average. A GPU at 20% "
+            "costs 5x per token what it costs at 100%.",
+        )
+
+    return Scenario(
+        model_id=str(model_id),
+        precisions=tuple(precisions),
+        input_len=input_len,
+        output_len=output_len,
+        trace=trace,
+        load_mode=str(load_mode),
+        load_avg=float(load_avg),
+        load_peak=float(load_peak),
+        slo_ttft_ms=float(ttft) or None,
+        slo_tpot_ms=float(tpot) or None,
+        providers=tuple(chosen_providers),
+        regions=tuple(chosen_regions),
+        pricing=str(pricing),
+        utilisation=utilisation / 100 if manual else None,
+        uploaded_model=st.session_state.get(UPLOADED_MODEL),
+    )
+
+
+SCENARIO_KEY = "_scenario"
+
+
+def current_scenario() -> Scenario:
+    """The scenario ``app.py`` read from the sidebar for this run."""
+    scenario = st.session_state.get(SCENARIO_KEY)
+    if scenario is None:  # a page run on its own (never in the app)
+        raise RuntimeError("run the dashboard with `streamlit run app.py`")
+    return scenario

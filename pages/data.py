@@ -1,0 +1,163 @@
+"""Data: the catalog with its sources and dates; the user's own prices, GPUs and models."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages.common.export import ExportSection, export_menu
+from pages.common.navigation import ensure_app_navigation
+from pages.common.resources import get_catalog
+from pages.common.ui import planner_errors
+from pages.common.user_catalog import (
+    TABLES,
+    parse_model_config,
+    save_model_config,
+    save_staged,
+    stage_table_upload,
+    template_csv,
+    user_files,
+)
+from planner.commands.catalog import catalog_rows
+from planner.errors import PlannerError
+
+TABLE_TITLES = {
+    "gpus": "GPUs",
+    "instances": "Instances",
+    "prices": "Prices",
+    "models": "Models",
+    "measured": "Measured results",
+}
+FIRST_COLUMNS = {
+    "models": ["hf_id", "name", "origin", "total_params", "active_params"],
+    "measured": ["model", "gpu", "num_gpus", "tp", "pp", "engine", "engine_version"],
+}
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def table_frame(table: str, catalog_key: str) -> pd.DataFrame:
+    del catalog_key  # cache key: reread when a catalog file changes
+    frame = pd.DataFrame(catalog_rows(table))
+    if frame.empty:
+        return frame
+    first = [c for c in FIRST_COLUMNS.get(table, []) if c in frame]
+    last = [c for c in ("source", "source_ref", "as_of", "notes") if c in frame]
+    middle = [c for c in frame.columns if c not in first and c not in last]
+    return frame[first + middle + last]
+
+
+ensure_app_navigation()
+ref = get_catalog()
+st.title("Data")
+st.caption(
+    "Everything the planner knows, with where each figure comes from and when. Your own rows "
+    f"(in `{ref.user_dir}`) are layered on top: a row with the same key replaces the embedded one."
+)
+
+frames = {TABLE_TITLES[t]: table_frame(t, ref.key) for t in TABLE_TITLES}
+export_menu(
+    "Data",
+    [ExportSection(name, table=frame) for name, frame in frames.items()],
+    frames,
+)
+tabs = st.tabs([f"{name} ({len(frame)})" for name, frame in frames.items()])
+for tab, (name, frame) in zip(tabs, frames.items(), strict=True):
+    with tab:
+        if frame.empty:
+            st.warning(f"The catalog has no {name.lower()}.")
+            continue
+        st.dataframe(
+            frame,
+            hide_index=True,
+            column_config={
+                "source": st.column_config.TextColumn("source", width="large"),
+                "as_of": st.column_config.TextColumn("as of"),
+                "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.4f"),
+                "kv_bytes_per_token_bf16": st.column_config.NumberColumn(
+                    "KV bytes/token (bf16)", format="%d"
+                ),
+            },
+            key=f"table_{name}",
+        )
+
+st.header("Add or override prices, instances and GPUs")
+left, right = st.columns([1, 2])
+with left:
+    table = st.selectbox(
+        "Table",
+        list(TABLES),
+        key="data_table",
+        bind="query-params",
+    )
+    st.download_button(
+        f"Empty {TABLES[table].file} with its columns",
+        data=template_csv(table),
+        file_name=TABLES[table].file,
+        mime="text/csv",
+        on_click="ignore",
+    )
+    st.caption("Columns and units: `data/README.md`. Blank cells mean unknown, never zero.")
+with right:
+    upload = st.file_uploader(
+        f"A CSV of {TABLE_TITLES[table].lower()}", type=["csv"], key="csv_upload"
+    )
+    if upload is not None:
+        staged = None
+        with planner_errors(f"{upload.name} was not added"):
+            staged = stage_table_upload(
+                ref.user_dir, table, upload.getvalue(), upload.name, ref.catalog
+            )
+        if staged is not None:
+            st.success(
+                f"{upload.name} is valid: {staged.added} new {TABLES[table].noun} rows, "
+                f"{staged.replaced} replaced (same key as a row of the catalog)."
+            )
+            st.dataframe(
+                pd.DataFrame([r.model_dump(mode="json") for r in staged.rows]), hide_index=True
+            )
+            if st.button(f"Save to {TABLES[table].file}", type="primary", key="save_csv"):
+                path = save_staged(ref.user_dir, staged)
+                st.toast(f"Saved {path}")
+                st.rerun()
+
+st.header("Import a model's config.json")
+left, right = st.columns([2, 1])
+config_upload = left.file_uploader("config.json", type=["json"], key="config_upload")
+hf_id = right.text_input(
+    "Hugging Face id",
+    key="config_hf_id",
+    placeholder="org/model (when the file does not name it)",
+)
+if config_upload is not None:
+    parsed = None
+    with planner_errors(f"{config_upload.name} was not imported"):
+        parsed = parse_model_config(config_upload.getvalue(), config_upload.name, hf_id)
+    if parsed is not None:
+        config, card = parsed
+        arch = card.architecture
+        st.success(
+            f"{card.hf_id}: {arch.num_layers} layers, {arch.total_params / 1e9:,.1f} B parameters "
+            f"({arch.active_params / 1e9:,.1f} B active), "
+            f"{arch.kv_bytes_per_token(2.0) / 1024:,.0f} KiB of KV cache per token in bf16."
+        )
+        if card.hf_id.lower() in ref.catalog.models:
+            st.caption("A model with this id is in the catalog: saving replaces it.")
+        if st.button("Save the model", type="primary", key="save_model"):
+            try:
+                path = save_model_config(ref.user_dir, config, card)
+            except (OSError, PlannerError) as exc:
+                st.error(f"Could not save: {exc}")
+            else:
+                st.toast(f"Saved {path}")
+                st.rerun()
+
+with st.expander("Your files"):
+    files = user_files(ref.user_dir)
+    if not files:
+        st.caption("None yet: everything above is the embedded catalog.")
+    for path in files:
+        name_col, button_col = st.columns([4, 1])
+        name_col.code(str(path.relative_to(ref.user_dir)), language=None)
+        if button_col.button("Delete", key=f"delete_{path}"):
+            path.unlink(missing_ok=True)
+            st.rerun()

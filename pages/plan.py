@@ -1,0 +1,195 @@
+"""Plan: the cheapest configurations that meet the SLOs, why the others lose, how to launch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from pages.charts.plan import latency_figure, ranking_figure
+from pages.charts.workload import length_histogram
+from pages.common.export import ExportSection, export_menu
+from pages.common.navigation import ensure_app_navigation
+from pages.common.planning import recommendations, scenario_instances
+from pages.common.resources import get_catalog, get_store
+from pages.common.scenario import current_scenario
+from pages.common.tables import why_not
+from pages.common.ui import planner_errors
+from planner.recommend import ranking_rows, rejected_rows
+
+ensure_app_navigation()
+scenario = current_scenario()
+ref = get_catalog()
+
+st.title("Plan")
+st.caption(scenario.describe())
+export_slot = st.container()
+
+result = None
+with (
+    planner_errors("No plan for this scenario"),
+    st.spinner(
+        "Predicting every layout that fits (the first time for a workload takes a while; "
+        "price, region and utilisation changes are instant)…",
+        show_time=True,
+    ),
+):
+    result = recommendations(ref, get_store(ref), scenario)
+
+ranked = pd.DataFrame(ranking_rows(result)) if result else pd.DataFrame()
+rejected = pd.DataFrame(rejected_rows(result)) if result else pd.DataFrame()
+if not ranked.empty:
+    ranked.insert(1, "label", [r.label for r in result.ranked])  # type: ignore[union-attr]
+
+best = result.best if result else None
+with st.container(border=True, key="top_recommendation"):
+    if best is None:
+        st.error(
+            "No configuration meets the SLOs with the chosen filters. Relax the SLOs, add "
+            "providers or regions, or see below why each candidate was rejected."
+        )
+    else:
+        st.subheader(
+            f"{best.instances_total} × {best.instance} ({best.provider}, {best.region}, "
+            f"{best.pricing.replace('_', ' ')}): {best.gpu} TP{best.tp} × PP{best.pp}, "
+            f"{best.replicas} replica{'s' if best.replicas > 1 else ''}, {best.precision}"
+        )
+        cols = st.columns(5)
+        cols[0].metric(
+            "$ per M output tokens",
+            f"${best.usd_per_million_output_tokens:,.2f}",
+            help=f"At {best.utilisation:.0%} utilisation of the capacity bought.",
+        )
+        cols[1].metric("$ per M tokens (in + out)", f"${best.usd_per_million_total_tokens:,.3f}")
+        cols[2].metric("$ per hour", f"${best.usd_per_hour:,.2f}")
+        cols[3].metric("$ per month", f"${best.monthly_usd:,.0f}")
+        cols[4].metric("Utilisation", f"{best.utilisation:.0%}")
+        cols = st.columns(5)
+        cols[0].metric(
+            "p99 TTFT (predicted)",
+            f"{best.pred_ttft_ms_p99:,.0f} ms",
+            help=f"80% interval {best.pred_ttft_ms_p99_low or 0:,.0f} to "
+            f"{best.pred_ttft_ms_p99_high or 0:,.0f} ms",
+        )
+        cols[1].metric(
+            "p99 TPOT (predicted)",
+            f"{best.pred_tpot_ms_p99:,.1f} ms",
+            help=f"80% interval {best.pred_tpot_ms_p99_low or 0:,.1f} to "
+            f"{best.pred_tpot_ms_p99_high or 0:,.1f} ms",
+        )
+        cols[2].metric("Requests/s a replica (predicted)", f"{best.max_rps_per_replica:,.2f}")
+        cols[3].metric(
+            "Output tokens/s a replica (predicted)",
+            f"{best.pred_output_tok_per_s_per_replica:,.0f}",
+        )
+        cols[4].metric("Instances", f"{best.instances_total}")
+        st.caption(
+            f"Confidence of the prediction: **{best.confidence}**. Engine settings: "
+            f"{best.engine_settings.label}. Price: {best.price_source} (as of "
+            f"{best.price_as_of})."
+        )
+        if best.far_from_data:
+            st.warning(
+                "This prediction is far from any measurement (other GPU, model size or "
+                "lengths): treat it as an estimate and verify it with a benchmark run."
+            )
+        st.code(best.vllm_command, language="bash", wrap_lines=True)
+
+utilisation_note = (
+    f"at {scenario.utilisation:.0%} utilisation"
+    if scenario.utilisation
+    else "at each one's utilisation"
+)
+fig_cost = ranking_figure(ranked.head(15) if not ranked.empty else ranked, utilisation_note)
+fig_latency = latency_figure(
+    ranked.head(8) if not ranked.empty else ranked, scenario.slo_ttft_ms, scenario.slo_tpot_ms
+)
+left, right = st.columns(2)
+left.plotly_chart(fig_cost, key="chart_ranking")
+right.plotly_chart(fig_latency, key="chart_latency")
+
+st.subheader("Ranking")
+shown_columns = [
+    "rank",
+    "label",
+    "provider",
+    "region",
+    "gpu",
+    "replicas",
+    "instances_total",
+    "usd_per_million_output_tokens",
+    "usd_per_million_total_tokens",
+    "usd_per_hour",
+    "monthly_usd",
+    "pred_ttft_ms_p99",
+    "pred_tpot_ms_p99",
+    "confidence",
+    "far_from_data",
+]
+st.dataframe(
+    ranked[shown_columns] if not ranked.empty else ranked,
+    hide_index=True,
+    key="table_ranking",
+    column_config={
+        "label": st.column_config.TextColumn("configuration", width="medium"),
+        "usd_per_million_output_tokens": st.column_config.NumberColumn(
+            "$/M output", format="$%.2f"
+        ),
+        "usd_per_million_total_tokens": st.column_config.NumberColumn("$/M total", format="$%.3f"),
+        "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.2f"),
+        "monthly_usd": st.column_config.NumberColumn("$/month", format="$%.0f"),
+        "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
+        "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
+    },
+)
+
+st.subheader("Why not…?")
+instances = sorted(ref.catalog.instances)
+asked = st.selectbox(
+    "Why not this instance?",
+    instances,
+    index=None,
+    placeholder="Pick an instance",
+    key="why",
+    bind="query-params",
+)
+if asked:
+    for line in why_not(
+        asked,
+        ranked,
+        rejected,
+        ref.catalog,
+        scenario_instances(ref.catalog, scenario),
+        scenario.providers,
+        scenario.regions,
+        scenario.pricing,
+    ):
+        st.markdown(f"- {line}")
+with st.expander(f"Every rejected candidate ({len(rejected)})"):
+    st.dataframe(rejected, hide_index=True, key="table_rejected")
+
+workload = scenario.workload()
+shaped = workload.input_len.kind != "fixed" or workload.output_len.kind != "fixed"
+with st.expander("Workload: request lengths", expanded=shaped):
+    rng = np.random.default_rng(0)
+    fig_lengths = length_histogram(
+        workload.input_len.sample(5000, rng),
+        workload.output_len.sample(5000, rng),
+        workload.source or "the distributions in the sidebar",
+    )
+    st.plotly_chart(fig_lengths, key="chart_lengths")
+
+with export_slot:
+    export_menu(
+        "Plan",
+        [
+            ExportSection(
+                "Best configuration",
+                text=best.vllm_command if best else "No configuration meets the SLOs.",
+            ),
+            ExportSection("Ranking", table=ranked, figures=[fig_cost, fig_latency]),
+            ExportSection("Rejected candidates", table=rejected),
+        ],
+        {"Ranking": ranked, "Rejected": rejected},
+        subtitle=scenario.describe(),
+    )

@@ -1,0 +1,39 @@
+"""Benchmarks page: measured results with filters, runs side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from streamlit.testing.v1 import AppTest
+
+from tests.pages.conftest import frame_with, no_exception
+
+PAGE = "pages/benchmarks.py"
+
+
+def test_default_lists_public_and_user_results(app: Callable[..., AppTest]) -> None:
+    at = app(PAGE)
+    results = frame_with(at, "model", "gpu", "output_tok_per_s", "source")
+    assert len(results) >= 526
+    assert {"public"} <= set(results["origin"])
+
+
+def test_a_filter_narrows_the_results(app: Callable[..., AppTest]) -> None:
+    at = app(PAGE)
+    at.multiselect(key="bm_gpu").set_value(["L40S"]).run()
+    no_exception(at)
+    results = frame_with(at, "model", "gpu", "output_tok_per_s", "source")
+    assert set(results["gpu"]) == {"L40S"}
+    assert any("of" in c.value and "measured results" in c.value for c in at.caption)
+
+
+def test_two_runs_side_by_side(app: Callable[..., AppTest]) -> None:
+    at = app(PAGE)
+    runs = at.multiselect(key="bm_runs")
+    assert len(runs.value) == 2
+    side = frame_with(at, "20261129T100000Z-aaaaaa", "20261129T110000Z-bbbbbb")
+    ttft = side.loc["median TTFT (ms)"]
+    assert float(ttft["20261129T100000Z-aaaaaa"]) < float(ttft["20261129T110000Z-bbbbbb"])
+    at.multiselect(key="bm_runs").set_value(["20261129T110000Z-bbbbbb"]).run()
+    side = frame_with(at, "20261129T110000Z-bbbbbb")
+    assert list(side.columns) == ["20261129T110000Z-bbbbbb"]

@@ -1,0 +1,105 @@
+"""Data page: catalog tables with sources and dates; user CSVs and config.json imports."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from tests.pages.conftest import frame_with, no_exception
+
+PAGE = "pages/data.py"
+
+GOOD_PRICE_CSV = (
+    b"provider,instance,region,pricing,usd_per_hour,source,as_of\n"
+    b"aws,g6e.12xlarge,us-east-1,on_demand,7.5,negotiated rate (test),2026-11-01\n"
+)
+
+
+def _tab_labels(at: AppTest) -> list[str]:
+    return [tab.label for tab in at.tabs]
+
+
+def test_default_shows_every_catalog_table_with_sources(app: Callable[..., AppTest]) -> None:
+    at = app(PAGE)
+    labels = _tab_labels(at)
+    assert any(label.startswith("GPUs (") for label in labels)
+    assert any(label.startswith("Prices (") for label in labels)
+    gpus = frame_with(at, "gpu_id", "memory_gb")
+    assert {"gpu_id", "source", "as_of"} <= set(gpus.columns)
+    assert "L40S" in set(gpus["gpu_id"])
+    assert gpus["source"].str.len().min() > 0
+
+
+def test_a_csv_with_wrong_columns_says_so_and_the_page_keeps_working(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    at = app(PAGE)
+    at.selectbox(key="data_table").set_value("prices").run()
+    at.file_uploader(key="csv_upload").upload("mine.csv", b"gpu,price\nL4,1\n", "text/csv")
+    at.run()
+    no_exception(at)
+    errors = " ".join(e.value for e in at.error)
+    assert "mine.csv" in errors and "missing" in errors
+    assert frame_with(at, "gpu_id", "memory_gb").shape[0] > 10  # the rest of the page is there
+
+
+def test_a_valid_price_csv_overrides_the_embedded_price(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    at = app(PAGE)
+    at.selectbox(key="data_table").set_value("prices").run()
+    at.file_uploader(key="csv_upload").upload("rates.csv", GOOD_PRICE_CSV, "text/csv")
+    at.run()
+    assert any("1 replaced" in s.value for s in at.success)
+    at.button(key="save_csv").click().run()
+    no_exception(at)
+    saved = (own_user_dir / "catalog" / "prices.csv").read_text()
+    assert "negotiated rate (test)" in saved
+    prices = frame_with(at, "instance", "region", "usd_per_hour")
+    row = prices[
+        (prices["instance"] == "g6e.12xlarge")
+        & (prices["region"] == "us-east-1")
+        & (prices["pricing"] == "on_demand")
+    ]
+    assert row["usd_per_hour"].tolist() == [7.5]
+
+
+def test_an_unparseable_config_json_is_refused_with_a_message(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    at = app(PAGE)
+    at.file_uploader(key="config_upload").upload("config.json", b"{not json", "application/json")
+    at.run()
+    no_exception(at)
+    assert any("config.json" in e.value and "JSON" in e.value for e in at.error)
+    assert not (own_user_dir / "catalog" / "models").exists()
+
+
+def test_a_config_json_is_imported_into_the_catalog(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    config = {
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 8192,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+    }
+    at = app(PAGE)
+    at.text_input(key="config_hf_id").input("acme/tiny-llama")
+    at.file_uploader(key="config_upload").upload(
+        "config.json", json.dumps(config).encode(), "application/json"
+    )
+    at.run()
+    assert any("acme/tiny-llama" in s.value and "16 layers" in s.value for s in at.success)
+    at.button(key="save_model").click().run()
+    no_exception(at)
+    assert (own_user_dir / "catalog" / "models" / "acme__tiny-llama.json").exists()
+    models = frame_with(at, "hf_id", "kv_bytes_per_token_bf16")
+    assert "acme/tiny-llama" in set(models["hf_id"])

@@ -1,0 +1,82 @@
+"""Plan page: ranked recommendations from the performance model and the catalog's prices."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.pages.conftest import frame_with, no_exception
+
+PAGE = "pages/plan.py"
+
+
+def top_metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_default_recommends_a_deployment_with_its_vllm_command(
+    app: Callable[..., AppTest],
+) -> None:
+    at = app()
+    metrics = top_metrics(at)
+    assert metrics["$ per M output tokens"].startswith("$")
+    assert metrics["p99 TTFT (predicted)"].endswith(" ms")
+    commands = [c.value for c in at.code]
+    assert any(c.startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct") for c in commands)
+    ranking = frame_with(at, "rank", "label", "usd_per_million_output_tokens")
+    assert ranking["rank"].tolist()[:3] == [1, 2, 3]
+    assert ranking["usd_per_million_output_tokens"].is_monotonic_increasing
+    # Every p99 TTFT meets the default SLO of 3,000 ms.
+    assert (ranking["pred_ttft_ms_p99"] <= 3000).all()
+
+
+def test_a_lower_utilisation_raises_the_cost_per_token(app: Callable[..., AppTest]) -> None:
+    at = app()
+    at.toggle(key="util_manual").set_value(True).run()
+    at.slider(key="util").set_value(60).run()
+    busy = frame_with(at, "rank", "label", "usd_per_million_output_tokens").set_index("label")
+    at.slider(key="util").set_value(20).run()
+    no_exception(at)
+    idle = frame_with(at, "rank", "label", "usd_per_million_output_tokens").set_index("label")
+    common = busy.index.intersection(idle.index)
+    ratio = (
+        idle.loc[common, "usd_per_million_output_tokens"]
+        / busy.loc[common, "usd_per_million_output_tokens"]
+    )
+    assert ratio.to_numpy() == pytest.approx(3.0, rel=1e-6)  # 60% -> 20% busy: 3x per token
+    assert top_metrics(at)["Utilisation"] == "20%"
+
+
+def test_the_url_sets_the_scenario(app: Callable[..., AppTest]) -> None:
+    at = app(pricing="spot", tpot_ms="50")
+    assert at.selectbox(key="pricing").value == "spot"
+    assert "spot prices" in at.caption[0].value
+    ranking = frame_with(at, "rank", "label", "usd_per_million_output_tokens")
+    assert (ranking["pred_tpot_ms_p99"] <= 50).all()
+
+
+def test_why_not_explains_a_filtered_out_instance(app: Callable[..., AppTest]) -> None:
+    at = app(providers="gcp")
+    at.selectbox(key="why").set_value("g6e.12xlarge").run()
+    no_exception(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "g6e.12xlarge was not searched" in text and "aws" in text
+
+
+def test_why_not_gives_the_memory_reason(app: Callable[..., AppTest]) -> None:
+    at = app()
+    at.selectbox(key="why").set_value("g6.xlarge").run()  # one 24 GB L4 for a 70B model
+    text = " ".join(m.value for m in at.markdown)
+    assert "Rejected" in text and "GB" in text
+
+
+def test_an_unparseable_config_json_leaves_the_page_working(app: Callable[..., AppTest]) -> None:
+    at = app()
+    at.file_uploader(key="model_upload").upload("config.json", b"{oops", "application/json")
+    at.run()
+    no_exception(at)
+    assert any("not valid JSON" in e.value for e in at.error)
+    assert at.selectbox(key="model").value == "meta-llama/Llama-3.1-70B-Instruct"
+    assert top_metrics(at)["$ per M output tokens"].startswith("$")
