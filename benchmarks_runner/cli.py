@@ -30,7 +30,6 @@ from benchmarks_runner.workload import (
     with_arrivals,
 )
 
-DEFAULT_RUNS_DIR = Path(".servewise/runs")
 EXIT_CANCELLED = 130
 EXIT_ABORTED = 4
 
@@ -120,7 +119,12 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     o.add_argument("--metrics-path", default="/metrics")
     o.add_argument("--label", default=None)
     o.add_argument("--plan", type=Path, default=None, help="JSON file of the plan verified")
-    o.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    o.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="where run files go (default: the dashboard's, <SERVEWISE_USER_DATA_DIR>/runs)",
+    )
     o.add_argument("--no-progress", action="store_true")
 
 
@@ -155,7 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     im = sub.add_parser("import", help="import another tool's result into run files")
     im.add_argument("--format", required=True, choices=["vllm", "guidellm", "aiperf"])
     im.add_argument("file", type=Path)
-    im.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    im.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="where run files go (default: the dashboard's, <SERVEWISE_USER_DATA_DIR>/runs)",
+    )
     return p
 
 
@@ -473,6 +482,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "runs_dir", "unset") is None:
+            # The same place the dashboard's store ingests runs from.
+            from planner.settings import get_settings
+
+            args.runs_dir = get_settings().runs_directory
         handler = {
             "run": _cmd_run,
             "sweep": _cmd_sweep,

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.catalog import Catalog, Price, PricingMode
 from planner.errors import InvalidInputError
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
+from planner.workload import LengthDistribution
 
 HOURS_PER_MONTH = 730.0
 
@@ -114,11 +115,16 @@ class SearchSpace(BaseModel):
 
 
 class RecommendRequest(BaseModel):
+    """What to plan for. ``input_len``/``output_len`` are the mean lengths (costs per request
+    use them); ``input_dist``/``output_dist``, when given, are what the predictions sample."""
+
     model_config = ConfigDict(frozen=True)
 
     model: str
     input_len: int = Field(gt=0)
     output_len: int = Field(gt=0)
+    input_dist: LengthDistribution | None = None
+    output_dist: LengthDistribution | None = None
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
     demand: Demand
     slo: Slo = Slo()
@@ -267,12 +273,15 @@ def search_capacity(
     return CapacityResult(good, good_prediction, None)
 
 
-class _CapacityCache:
-    """Memo of rate searches keyed by everything a prediction depends on."""
+class CapacityCache:
+    """Memo of capacity searches keyed by everything a prediction depends on: the predictor
+    (a refitted model is another predictor), the hardware (not the instance name: providers
+    selling the same box share it), layout, engine settings, workload and SLO."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_entries: int = 50_000) -> None:
         self._lock = threading.Lock()
         self._data: dict[tuple[Any, ...], CapacityResult] = {}
+        self.max_entries = max_entries
         self.misses = 0
 
     def get_or_compute(
@@ -283,6 +292,8 @@ class _CapacityCache:
                 return self._data[key]
         result = compute()
         with self._lock:
+            if len(self._data) >= self.max_entries:  # oldest first: dicts keep insertion order
+                del self._data[next(iter(self._data))]
             self._data[key] = result
             self.misses += 1
         return result
@@ -292,11 +303,11 @@ class _CapacityCache:
             self._data.clear()
 
 
-CAPACITY_CACHE = _CapacityCache()
+CAPACITY_CACHE = CapacityCache()
 
 
 # ----- the search --------------------------------------------------------------------------------
-def _filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
+def filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
     names = []
     for name, inst in catalog.instances.items():
         if search.providers and inst.provider not in search.providers:
@@ -342,7 +353,7 @@ def recommend(
     predictor: Predictor,
     *,
     layouts: Sequence[Any] | None = None,
-    cache: _CapacityCache = CAPACITY_CACHE,
+    cache: CapacityCache = CAPACITY_CACHE,
 ) -> RecommendationResult:
     """Rank every candidate by $/M output tokens; keep every rejected one with its reason.
 
@@ -356,7 +367,7 @@ def recommend(
     card = catalog.model(request.model)
     search = request.search
     if layouts is None:
-        instances = _filtered_instances(catalog, search)
+        instances = filtered_instances(catalog, search)
         layouts = enumerate_layouts(
             catalog,
             card,
@@ -383,7 +394,7 @@ def recommend(
             continue
         cheapest = min(p.usd_per_hour for p in _prices(catalog, layout.instance, search))
         saturated = cache.get_or_compute(
-            ("saturated", *_prediction_key(request, layout, widest)),
+            ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
             functools.partial(_saturated, predictor, layout, widest),
         )
         bound = _usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
@@ -400,7 +411,12 @@ def recommend(
         layout: Any, base: dict[str, Any], saturated: CapacityResult, settings: EngineSettings
     ) -> None:
         capacity = cache.get_or_compute(
-            ("slo", *_prediction_key(request, layout, settings), request.slo, kind),
+            (
+                "slo",
+                *_prediction_key(catalog, predictor, request, layout, settings),
+                request.slo,
+                kind,
+            ),
             functools.partial(_capacity, predictor, layout, settings, request, kind, saturated),
         )
         if capacity.reason is not None or capacity.prediction is None:
@@ -491,13 +507,20 @@ def _configuration_key(layout: Any) -> tuple[Any, ...]:
 
 
 def _prediction_key(
-    request: RecommendRequest, layout: Any, settings: EngineSettings
+    catalog: Catalog,
+    predictor: Predictor,
+    request: RecommendRequest,
+    layout: Any,
+    settings: EngineSettings,
 ) -> tuple[Any, ...]:
     """Everything a prediction depends on (prices, demand and utilisation are not)."""
+    inst = catalog.instance(layout.instance)
+    hardware = (inst.gpu_id, inst.gpus, inst.gpu_link, inst.gpu_link_bw_gbps, inst.network_gbps)
     return (
+        getattr(predictor, "cache_key", id(predictor)),
         request.model.lower(),
         request.engine,
-        layout.instance,
+        hardware,
         layout.tp,
         layout.pp,
         layout.precision,
@@ -505,6 +528,8 @@ def _prediction_key(
         settings,
         request.input_len,
         request.output_len,
+        request.input_dist,
+        request.output_dist,
         request.prefix_share,
     )
 
@@ -826,11 +851,17 @@ def sensitivity(
                 varied_catalog = _scaled_prices(catalog, scale)
             elif factor == "input_len":
                 varied = request.model_copy(
-                    update={"input_len": max(1, round(request.input_len * scale))}
+                    update={
+                        "input_len": max(1, round(request.input_len * scale)),
+                        "input_dist": None,
+                    }
                 )
             elif factor == "output_len":
                 varied = request.model_copy(
-                    update={"output_len": max(1, round(request.output_len * scale))}
+                    update={
+                        "output_len": max(1, round(request.output_len * scale)),
+                        "output_dist": None,
+                    }
                 )
             elif factor == "prefix_share":
                 share = min(
@@ -925,8 +956,10 @@ def perf_predictor(
             num_gpus=gpus,
             tp=layout.tp,
             pp=layout.pp,
-            input_len=request.input_len,
-            output_len=request.output_len,
+            input_len=None if request.input_dist else request.input_len,
+            output_len=None if request.output_dist else request.output_len,
+            input_dist=request.input_dist,
+            output_dist=request.output_dist,
             load="rate" if kind == "rate" else "concurrency",  # saturation: a full closed loop
             request_rate=load if kind == "rate" else None,
             concurrency=None if kind == "rate" else load,
@@ -942,6 +975,7 @@ def perf_predictor(
         )
         return perf.predict(scenario)
 
+    predict.cache_key = ("perf", id(perf))  # type: ignore[attr-defined]
     return predict
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -21,25 +20,19 @@ from planner.catalog import Catalog, MeasuredResult, ModelCard
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.memory import KvOccupancy, kv_occupancy, max_concurrent_sequences
 from planner.perf import PerformanceModel, Prediction, get_performance_model
-from planner.perf import Scenario as PerfScenario
 from planner.perf.calibration import scenario_from_measured
 from planner.perf.validation import measured_metrics
 from planner.recommend import (
     Demand,
-    EngineSettings,
-    Predictor,
     RecommendationResult,
     RecommendRequest,
     SearchSpace,
     Slo,
-    _CapacityCache,
-    _filtered_instances,
-    _requests_to_simulate,
+    filtered_instances,
     perf_predictor,
     recommend,
 )
 from planner.store import Store
-from planner.workload import Workload
 
 #: Context lengths (tokens) the capacity curve is drawn at: powers of two from 256.
 CONTEXT_POINTS = tuple(2**k for k in range(8, 21))
@@ -57,7 +50,7 @@ def search_space(scenario: Scenario) -> SearchSpace:
 
 def scenario_instances(catalog: Catalog, scenario: Scenario) -> list[str]:
     """Instances of the scenario's providers with a price in its regions and pricing mode."""
-    return sorted(_filtered_instances(catalog, search_space(scenario)))
+    return sorted(filtered_instances(catalog, search_space(scenario)))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -203,98 +196,6 @@ def performance_model(
     return extended, f"{key}:{hash(config_json)}"
 
 
-class HardwareMemo:
-    """A ``recommend`` predictor that predicts the same hardware once.
-
-    Several providers sell the same box (GPU, GPU count, GPU link, network) under different
-    names; their predictions are equal, so they are memoised on the hardware, not the name.
-    The memo also survives SLO changes: a new bisection reuses the loads it shares.
-    """
-
-    def __init__(self, predictor: Predictor, catalog: Catalog) -> None:
-        self.predictor = predictor
-        self._hardware = {
-            name: (i.gpu_id, i.gpus, i.gpu_link, i.gpu_link_bw_gbps, i.network_gbps)
-            for name, i in catalog.instances.items()
-        }
-        self._memo: dict[tuple[object, ...], Any] = {}
-
-    def __call__(
-        self, layout: LayoutCandidate, settings: EngineSettings, kind: str, load: float
-    ) -> Any:
-        key = (
-            self._hardware[layout.instance],
-            layout.tp,
-            layout.pp,
-            layout.precision,
-            layout.kv_cache_dtype,
-            settings,
-            kind,
-            load,
-        )
-        found = self._memo.get(key)
-        if found is None:
-            found = self._memo[key] = self.predictor(layout, settings, kind, load)
-        return found
-
-
-def workload_predictor(
-    catalog: Catalog, request: RecommendRequest, model: PerformanceModel, workload: Workload
-) -> Predictor:
-    """``planner.recommend.perf_predictor``, with the workload's length distributions when the
-    lengths are not fixed (the request carries only their means)."""
-    if workload.input_len.kind == "fixed" and workload.output_len.kind == "fixed":
-        return perf_predictor(catalog, request, model)
-
-    def predict(layout: LayoutCandidate, settings: EngineSettings, kind: str, load: float) -> Any:
-        inst = catalog.instance(layout.instance)
-        gpus = layout.tp * layout.pp
-        return model.predict(
-            PerfScenario(
-                engine=request.engine,
-                model=catalog.model(request.model).hf_id,
-                precision=layout.precision,
-                gpu=inst.gpu_id,
-                num_gpus=gpus,
-                tp=layout.tp,
-                pp=layout.pp,
-                input_dist=workload.input_len,
-                output_dist=workload.output_len,
-                load="rate" if kind == "rate" else "concurrency",
-                request_rate=load if kind == "rate" else None,
-                concurrency=None if kind == "rate" else load,
-                num_requests=_requests_to_simulate(kind, load),
-                instance=layout.instance,
-                nodes=math.ceil(gpus / inst.gpus),
-                max_num_seqs=settings.max_num_seqs,
-                max_num_batched_tokens=settings.max_num_batched_tokens,
-                enable_chunked_prefill=settings.enable_chunked_prefill,
-                enable_prefix_caching=settings.enable_prefix_caching,
-                prefix_share=request.prefix_share,
-                kv_cache_dtype="fp8" if layout.kv_cache_dtype.startswith("fp8") else "auto",
-            )
-        )
-
-    return predict
-
-
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _search_state(
-    model_key: str,
-    prediction_key: str,
-    workload_key: tuple[object, ...],
-    _catalog: Catalog,
-    _model: PerformanceModel,
-    _request: RecommendRequest,
-    _workload: Workload,
-) -> tuple[HardwareMemo, _CapacityCache]:
-    """Per model and workload, the memoised predictor and the recommender's capacity cache
-    (whose keys hold the mean lengths only, so each workload gets its own)."""
-    del model_key, prediction_key, workload_key  # the cache key
-    inner = workload_predictor(_catalog, _request, _model, _workload)
-    return HardwareMemo(inner, _catalog), _CapacityCache()
-
-
 def recommend_request(scenario: Scenario) -> RecommendRequest:
     """The scenario as the recommender's request (one engine setting a layout: vLLM's
     256 sequences and 8,192 batched tokens, one instance a replica)."""
@@ -312,10 +213,13 @@ def recommend_request(scenario: Scenario) -> RecommendRequest:
     search = search_space(scenario).model_copy(
         update={"max_nodes": 1, "max_num_seqs": (256,), "max_num_batched_tokens": (8192,)}
     )
+    fixed = workload.input_len.kind == "fixed" and workload.output_len.kind == "fixed"
     return RecommendRequest(
         model=scenario.model_id,
         input_len=max(1, round(workload.input_len.mean())),
         output_len=max(1, round(workload.output_len.mean())),
+        input_dist=None if fixed else workload.input_len,
+        output_dist=None if fixed else workload.output_len,
         prefix_share=workload.prefix_share,
         demand=demand,
         slo=Slo(ttft_p99_ms=scenario.slo_ttft_ms, tpot_p99_ms=scenario.slo_tpot_ms),
@@ -327,35 +231,26 @@ def recommend_request(scenario: Scenario) -> RecommendRequest:
 def _recommendations(
     model_key: str,
     request_json: str,
-    workload_key: tuple[object, ...],
     _catalog: Catalog,
     _model: PerformanceModel,
     _request: RecommendRequest,
-    _workload: Workload,
 ) -> RecommendationResult:
-    # What a prediction depends on: not the demand, SLO, prices, filters or utilisation.
-    prediction_key = _request.model_copy(
-        update={"demand": Demand(concurrency=1), "slo": Slo(), "search": SearchSpace()}
-    ).model_dump_json()
-    predictor, cache = _search_state(
-        model_key, prediction_key, workload_key, _catalog, _model, _request, _workload
-    )
-    return recommend(_catalog, _request, predictor, cache=cache)
+    # The recommender's own capacity cache is keyed on what predictions depend on (model fit,
+    # hardware, layout, workload, SLO): a change of price, region, pricing or utilisation
+    # re-ranks without a new prediction.
+    return recommend(_catalog, _request, perf_predictor(_catalog, _request, _model))
 
 
 def recommendations(ref: CatalogRef, store: Store, scenario: Scenario) -> RecommendationResult:
-    """``planner.recommend.recommend`` for the scenario, cached on what it depends on: a change
-    of price, region, pricing or utilisation re-ranks without a new prediction."""
+    """``planner.recommend.recommend`` for the scenario."""
     model, model_key = performance_model(ref, store, scenario)
     request = recommend_request(scenario)
     return _recommendations(
         model_key,
         request.model_dump_json(),
-        scenario.workload_key(),
         scenario.catalog_with_model(ref.catalog),
         model,
         request,
-        scenario.workload(),
     )
 
 

@@ -290,3 +290,18 @@ def test_cli_import_each_format(tmp_path: Path) -> None:
         str(tmp_path / "bad"),
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+def test_runs_land_where_the_dashboard_reads_them_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --runs-dir the command line writes to the store's runs directory, so a run
+    started from a terminal shows up on the dashboard's Benchmarks page."""
+    user_dir = tmp_path / "user"
+    monkeypatch.setenv("SERVEWISE_USER_DATA_DIR", str(user_dir))
+    proc = _run_cli("import", "--format", "vllm", str(FIXTURES / "vllm_result.json"))
+    assert proc.returncode == 0, proc.stderr
+    from planner.store import Store
+
+    store = Store(None)
+    assert len(store.ingest_runs(user_dir / "runs")) == 1

@@ -18,7 +18,7 @@ from planner.recommend import (
     RecommendRequest,
     SearchSpace,
     Slo,
-    _CapacityCache,
+    CapacityCache,
     pareto_cost_vs_latency,
     pareto_throughput_vs_interactivity,
     perf_predictor,
@@ -52,7 +52,7 @@ def test_top_choice_beats_the_naive_biggest_gpu_tp_everything(
 ) -> None:
     request = _request()
     result = recommend(
-        catalog, request, perf_predictor(catalog, request, perf), cache=_CapacityCache()
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
     )
     assert result.best is not None
     # The naive choice: the biggest GPU AWS sells (B200, p6-b200.48xlarge), TP over all 8.
@@ -91,7 +91,7 @@ def test_small_catalog_pins_why_tp_over_the_whole_instance_loses(
 def test_a_change_of_price_or_utilisation_reranks_without_new_predictions(
     catalog: Catalog, perf: PerformanceModel
 ) -> None:
-    cache = _CapacityCache()
+    cache = CapacityCache()
     request = _request(instances=("g6e.12xlarge", "g6e.48xlarge", "p5.48xlarge"))
     predictor = perf_predictor(catalog, request, perf)
     first = recommend(catalog, request, predictor, cache=cache)
