@@ -14,11 +14,11 @@ import pytest
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.recommend import (
+    CapacityCache,
     Demand,
     RecommendRequest,
     SearchSpace,
     Slo,
-    CapacityCache,
     pareto_cost_vs_latency,
     pareto_throughput_vs_interactivity,
     perf_predictor,
