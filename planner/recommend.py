@@ -393,10 +393,13 @@ def recommend(
             rejected.append(Rejected(**base, reason=layout.reason or "does not fit"))
             continue
         cheapest = min(p.usd_per_hour for p in _prices(catalog, layout.instance, search))
-        saturated = cache.get_or_compute(
-            ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
-            functools.partial(_saturated, predictor, layout, widest),
-        )
+        if kind == "rate":
+            saturated = cache.get_or_compute(
+                ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
+                functools.partial(_saturated, predictor, layout, widest),
+            )
+        else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
+            saturated = CapacityResult(float(widest.max_num_seqs), None, None)
         bound = _usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
         bounded.append((bound, layout, base, saturated))
     bounded.sort(key=lambda item: item[0])
@@ -416,6 +419,7 @@ def recommend(
                 *_prediction_key(catalog, predictor, request, layout, settings),
                 request.slo,
                 kind,
+                _concurrency_ceiling(request, settings) if kind == "concurrency" else None,
             ),
             functools.partial(_capacity, predictor, layout, settings, request, kind, saturated),
         )
@@ -555,8 +559,8 @@ def _usd_per_hour_bound(
 ) -> float:
     """The least this candidate can cost: replicas at their saturated throughput."""
     demand = request.demand
-    assert saturated.prediction is not None
     if kind == "rate":
+        assert saturated.prediction is not None
         ceiling_rps = float(saturated.prediction.output_tok_per_s) / request.output_len
         needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
     else:
@@ -575,12 +579,13 @@ def _capacity(
     saturated: CapacityResult,
 ) -> CapacityResult:
     if kind == "concurrency":
+        # No replica ever holds more than the whole demand: search only up to it.
         return search_capacity(
             lambda load: predictor(layout, settings, "concurrency", load),
             request.slo,
             kind="concurrency",
             lowest=1,
-            highest=float(settings.max_num_seqs),
+            highest=float(_concurrency_ceiling(request, settings)),
         )
     # The rate bracket comes from the replica's saturated throughput, so a tiny model on a
     # big GPU and a 405B model on L4s are searched over rates that matter for them.
@@ -593,6 +598,10 @@ def _capacity(
         lowest=ceiling / 200,
         highest=ceiling,
     )
+
+
+def _concurrency_ceiling(request: RecommendRequest, settings: EngineSettings) -> int:
+    return min(settings.max_num_seqs, request.demand.concurrency or settings.max_num_seqs)
 
 
 def _replica_layouts(layouts: Sequence[Any]) -> list[Any]:
