@@ -9,7 +9,7 @@ from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.resources import get_catalog
 from pages.common.ui import planner_errors
-from pages.common.user_catalog import (
+from planner.catalog.user_files import (
     TABLES,
     parse_model_config,
     save_model_config,

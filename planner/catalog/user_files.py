@@ -73,14 +73,21 @@ class StagedTable:
     catalog: Catalog  # the catalog as it will load after saving
 
 
+def _columns(record: type[BaseModel]) -> list[str]:
+    """The record's columns as the data files order them: the facts, then where they came
+    from (source, as_of, notes)."""
+    provenance = ["source", "as_of", "notes"]
+    fields = list(record.model_fields)
+    return [f for f in fields if f not in provenance] + [f for f in provenance if f in fields]
+
+
 def template_csv(table: str) -> str:
     """The header of ``table``'s file: what an upload must look like."""
-    fields = list(TABLES[table].record.model_fields)
-    return ",".join(fields) + "\n"
+    return ",".join(_columns(TABLES[table].record)) + "\n"
 
 
 def _write_rows(path: Path, record: type[BaseModel], rows: list[BaseModel]) -> None:
-    fields = list(record.model_fields)
+    fields = _columns(record)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
