@@ -208,3 +208,25 @@ def test_broken_model_json_names_the_file(tmp_path: Path) -> None:
         CatalogError, match=r"acme__broken\.json: config\.json field 'num_hidden_layers'"
     ):
         load_catalog(data)
+
+
+PUBLISHED_PARAMS_B = {
+    # hf_id: (total, active or None for dense models), as the model cards state them
+    "meta-llama/Llama-3.1-70B-Instruct": (70.6, None),
+    "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9),
+    "Qwen/Qwen3-235B-A22B": (235.0, 22.0),
+    "openai/gpt-oss-120b": (117.0, 5.1),
+    "deepseek-ai/DeepSeek-V3": (671.0, 37.0),
+}
+
+
+@pytest.mark.parametrize("hf_id", sorted(PUBLISHED_PARAMS_B))
+def test_computed_parameter_counts_match_published_within_two_percent(
+    catalog: Catalog, hf_id: str
+) -> None:
+    card = catalog.model(hf_id)
+    total, active = PUBLISHED_PARAMS_B[hf_id]
+    assert card.published_total_params_b == pytest.approx(total, rel=0.01)
+    assert card.architecture.total_params / 1e9 == pytest.approx(total, rel=0.02)
+    if active is not None:
+        assert card.architecture.active_params / 1e9 == pytest.approx(active, rel=0.02)
