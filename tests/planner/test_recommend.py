@@ -192,3 +192,27 @@ def test_cli_bad_input_is_one_line_naming_the_field() -> None:
     assert out.returncode == 2
     assert out.stderr.strip().startswith("error: --input-len=-5")
     assert "Traceback" not in out.stderr
+
+
+def test_concurrency_demand_buys_replicas_that_hold_it_inside_the_slo(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    request = RecommendRequest(
+        model=LLAMA_70B,
+        input_len=2048,
+        output_len=512,
+        demand=Demand(concurrency=48, spare_replicas=0),
+        slo=Slo(ttft_p99_ms=3000, tpot_p99_ms=100),
+        search=SearchSpace(instances=("p5.48xlarge", "g6e.12xlarge"), precisions=("bf16",)),
+    )
+    result = recommend(catalog, request, perf_predictor(catalog, request, perf))
+    assert result.ranked
+    for rec in result.ranked:
+        assert rec.pred_ttft_ms_p99 <= 3000 and rec.pred_tpot_ms_p99 <= 100
+        assert rec.replicas >= 1
+    fewer = request.model_copy(
+        update={"demand": request.demand.model_copy(update={"concurrency": 8})}
+    )
+    smaller = recommend(catalog, fewer, perf_predictor(catalog, fewer, perf))
+    assert smaller.best is not None and result.best is not None
+    assert smaller.best.usd_per_hour <= result.best.usd_per_hour
