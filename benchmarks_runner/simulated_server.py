@@ -12,10 +12,13 @@ Endpoints: ``/v1/completions`` and ``/v1/chat/completions`` (streaming and not;
 
 Timing comes from a :class:`TimingModel`: given the number of running requests and the
 request's input and output lengths it returns the TTFT and the per-token delay. The default
-:class:`FixedTiming` ignores load; a model of continuous batching can be plugged in through
-:func:`create_app`. Token *i* (0-based) is ready at ``TTFT + i * token_delay`` after
-admission, on absolute deadlines so delays do not accumulate; a chunk of several tokens is
-sent when its last token is ready.
+:class:`FixedTiming` ignores load; ``--gpu ID --tp N [--pp N]`` (with ``--model HF_ID``)
+selects :class:`benchmarks_runner.perf_timing.PerfTiming`, the performance model's step time
+for that plan (continuous batching: latency grows with load; ``max_num_seqs`` and the KV
+capacity come from the plan), and ``--slowdown F`` makes either F times slower. Token *i*
+(0-based) is ready at ``TTFT + i * token_delay`` after admission, on absolute deadlines so
+delays do not accumulate; a chunk of several tokens is sent when its last token is ready. A
+load-aware model paces each later chunk at the batch running at that moment instead.
 
 Prompt tokens are counted as ``round(words * tokens_per_word)`` (+ a chat-template overhead
 for chat), so the runner's calibration can be tested against a tokenizer that is not 1:1.
@@ -51,7 +54,12 @@ class TokenTiming:
 
 
 class TimingModel(Protocol):
-    """Timing of one request given the load when it is admitted."""
+    """Timing of one request given the load when it is admitted.
+
+    A model may also define ``live_token_delay_s(running, input_len, output_len) -> float``:
+    then every chunk after the first is paced at the delay for the batch running at that
+    moment (continuous batching), not at the one seen on admission.
+    """
 
     def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming: ...
 
@@ -74,6 +82,7 @@ class FixedTiming:
 class ServerOptions:
     models: list[str] = field(default_factory=lambda: ["sim-model"])
     error_rate: float = 0.0
+    error_status: int = 500
     drop_rate: float = 0.0
     malformed_rate: float = 0.0
     stall_rate: float = 0.0
@@ -267,7 +276,9 @@ class SimulatedServer:
         stall = rng.random() < self.opt.stall_rate
         fault_pos = rng.random()
         if fail:
-            return self._error(500, "simulated internal server error", "InternalServerError")
+            return self._error(
+                self.opt.error_status, "simulated internal server error", "InternalServerError"
+            )
         prompt_tokens = self._prompt_tokens(text, chat)
         self._seq += 1
         rid = f"{'chatcmpl' if chat else 'cmpl'}-sim-{self._seq}"
@@ -413,12 +424,20 @@ class SimulatedServer:
         sent = 0
         cap = self.opt.kv_capacity_tokens
         preempted = False
+        # a load-aware model re-prices each chunk at the batch running now
+        live = getattr(self.timing, "live_token_delay_s", None)
+        due = t_start
         for j in range(n_chunks):
             n_tok = min(k, n_out - sent)
             last_tok = sent + n_tok - 1
             if stall and j == fault_chunk:
                 stall_extra += self.opt.stall_s
-            due = t_start + tm.ttft_s + last_tok * tm.token_delay_s + stall_extra
+            if live is None or j == 0:
+                due = t_start + tm.ttft_s + last_tok * tm.token_delay_s + stall_extra
+            else:
+                due += n_tok * live(s.running, prompt_tokens, n_out) + (
+                    self.opt.stall_s if stall and j == fault_chunk else 0.0
+                )
             delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -561,7 +580,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--token-delay-ms", type=float, default=10.0)
     p.add_argument("--tokens-per-chunk", type=int, default=1)
-    p.add_argument("--error-rate", type=float, default=0.0, help="fraction answered with 500")
+    p.add_argument(
+        "--error-rate", type=float, default=0.0, help="fraction answered with --error-status"
+    )
+    p.add_argument("--error-status", type=int, default=500, help="HTTP status of those (5xx)")
     p.add_argument(
         "--drop-rate",
         type=float,
@@ -600,7 +622,101 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--api-key", default=None, help="require this bearer key")
     p.add_argument("--seed", type=int, default=0)
+    perf = p.add_argument_group(
+        "performance-model timing",
+        "--gpu selects it: the first --model is the Hugging Face id of the plan's model",
+    )
+    perf.add_argument(
+        "--timing",
+        choices=("auto", "fixed", "perf"),
+        default="auto",
+        help="auto: perf when --gpu is given, else fixed (--ttft-ms, --token-delay-ms)",
+    )
+    perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
+    perf.add_argument("--tp", type=int, default=1)
+    perf.add_argument("--pp", type=int, default=1)
+    perf.add_argument("--precision", default="bf16")
+    perf.add_argument("--instance", default=None, help="catalog instance (its GPU links)")
+    perf.add_argument("--engine-version", default=None)
+    perf.add_argument("--max-num-seqs", type=int, default=None)
+    perf.add_argument("--max-num-batched-tokens", type=int, default=None)
+    perf.add_argument("--kv-cache-dtype", default="auto")
+    perf.add_argument(
+        "--coefficients",
+        default=None,
+        help="step-time coefficients (JSON list or object, or a file): skips the model fit",
+    )
+    p.add_argument(
+        "--slowdown", type=float, default=1.0, help="every delay times this factor (> 0)"
+    )
     return p
+
+
+@dataclass(frozen=True, slots=True)
+class SlowedTiming:
+    """Another timing model, ``factor`` times slower."""
+
+    inner: TimingModel
+    factor: float
+
+    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming:
+        tm = self.inner.timing(running, input_len, output_len)
+        return TokenTiming(
+            tm.ttft_s * self.factor, tm.token_delay_s * self.factor, tm.tokens_per_chunk
+        )
+
+
+def _timing_from_args(
+    args: argparse.Namespace, options: ServerOptions
+) -> tuple[TimingModel, ServerOptions]:
+    """The timing model the flags ask for; perf timing also sets the plan's max_num_seqs and
+    KV capacity on the options unless given. Raises SystemExit with a one-line reason."""
+    mode = args.timing
+    if mode == "auto":
+        mode = "perf" if args.gpu else "fixed"
+    if not args.slowdown > 0:
+        raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
+    if mode == "fixed":
+        fixed = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
+        return (fixed if args.slowdown == 1.0 else SlowedTiming(fixed, args.slowdown)), options
+    if not args.gpu:
+        raise SystemExit("--timing perf needs --gpu ID (and --model HF_ID, --tp N)")
+    from benchmarks_runner.perf_timing import (
+        PlanSpec,
+        default_cache_dir,
+        parse_coefficients,
+        perf_timing_for_plan,
+    )
+    from planner.errors import PlannerError
+
+    spec = PlanSpec(
+        model=options.models[0],
+        gpu=args.gpu,
+        tp=args.tp,
+        pp=args.pp,
+        precision=args.precision,
+        engine_version=args.engine_version,
+        instance=args.instance,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        kv_cache_dtype=args.kv_cache_dtype,
+    )
+    try:
+        coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
+        timing = perf_timing_for_plan(
+            spec,
+            coefficients=coefficients,
+            slowdown=args.slowdown,
+            tokens_per_chunk=args.tokens_per_chunk,
+            cache_dir=default_cache_dir(),
+        )
+    except (PlannerError, ValueError) as exc:
+        raise SystemExit(f"cannot time the plan: {exc}") from None
+    if options.max_concurrency is None:
+        options.max_concurrency = timing.max_num_seqs
+    if options.kv_capacity_tokens is None:
+        options.kv_capacity_tokens = timing.kv_capacity_tokens
+    return timing, options
 
 
 async def serve(options: ServerOptions, timing: TimingModel, host: str, port: int) -> None:
@@ -626,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     options = ServerOptions(
         models=args.models or ["sim-model"],
         error_rate=args.error_rate,
+        error_status=args.error_status,
         drop_rate=args.drop_rate,
         malformed_rate=args.malformed_rate,
         stall_rate=args.stall_rate,
@@ -639,7 +756,7 @@ def main(argv: list[str] | None = None) -> int:
         api_key=args.api_key,
         seed=args.seed,
     )
-    timing = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
+    timing, options = _timing_from_args(args, options)
     with (
         contextlib.suppress(KeyboardInterrupt),
         asyncio.Runner(

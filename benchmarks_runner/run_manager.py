@@ -1,0 +1,709 @@
+"""Benchmark runs that outlive a page: a process-wide manager of background runs.
+
+The dashboard starts a verification run and the user walks away: to another page, or reloads
+the browser. :class:`RunManager` (one a process; the dashboard holds it with
+``st.cache_resource``, nothing here imports streamlit) runs each run in its own thread with
+:func:`~benchmarks_runner.runner.run_benchmark_sync`, keeps its latest
+:class:`~benchmarks_runner.runner.ProgressSnapshot` and a cancel event, and lists the active and
+finished runs, so any script run of any session finds them again. The run files are written as
+for any run (``benchmarks_runner.run_files``): after the process ends they are what remains.
+
+A run may bring its own endpoint (:class:`Endpoint`): a simulated server child process
+(:class:`SimulatedEndpoint`) or a ``vllm serve`` child (:class:`LaunchedVllm`). The manager
+starts it before the run (its start-up counts as the run's ``starting`` state and can be
+cancelled) and stops it when the run ends, however it ends.
+
+Two runs at once, against different endpoints, each have their own thread, event loop and run
+directory. The runner quiets the garbage collector for the length of a run (process-wide
+thresholds and ``gc.freeze``); with overlapping runs those calls interleave, so the manager
+restores the thresholds it found once the last of its runs has ended.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import json
+import logging
+import os
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from benchmarks_runner.config import RunConfig
+from benchmarks_runner.errors import BenchmarkError, EndpointError
+from benchmarks_runner.run_files import RUN_JSON, list_runs
+from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
+from benchmarks_runner.workload import RequestSpec
+
+log = logging.getLogger(__name__)
+
+RunState = Literal["starting", "running", "completed", "cancelled", "failed"]
+ACTIVE_STATES = ("starting", "running")
+
+
+class EndpointStartError(EndpointError):
+    """The endpoint a run brings (simulated server, vLLM) did not come up."""
+
+
+# ----- endpoints a run brings along ---------------------------------------------------------------
+class Endpoint(Protocol):
+    """Something to start before a run and stop after it."""
+
+    @property
+    def description(self) -> str: ...
+
+    def start(self, cancel: threading.Event) -> str:
+        """Start and return the base URL (``http://127.0.0.1:PORT``); raise
+        :class:`EndpointStartError` with a reason, or return early when ``cancel`` is set."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Fault injection of the simulated server (fractions of requests, 0..1)."""
+
+    error_rate: float = 0.0  # answered HTTP error_status
+    drop_rate: float = 0.0  # connection closed mid-stream
+    malformed_rate: float = 0.0  # a garbage SSE chunk
+    stall_rate: float = 0.0  # a pause of stall_s mid-stream
+    stall_s: float = 1.0
+    error_status: int = 500
+
+    def args(self) -> list[str]:
+        out: list[str] = []
+        for flag, value in (
+            ("--error-rate", self.error_rate),
+            ("--drop-rate", self.drop_rate),
+            ("--malformed-rate", self.malformed_rate),
+            ("--stall-rate", self.stall_rate),
+        ):
+            if value:
+                out += [flag, f"{value:g}"]
+        if self.stall_rate:
+            out += ["--stall-s", f"{self.stall_s:g}"]
+        if self.error_rate and self.error_status != 500:
+            out += ["--error-status", str(self.error_status)]
+        return out
+
+    def recorded(self) -> dict[str, float]:
+        """The rates in use (and the stall length and error status when they matter)."""
+        out = {k: v for k, v in self.__dict__.items() if k.endswith("_rate") and v}
+        if self.stall_rate:
+            out["stall_s"] = self.stall_s
+        if self.error_rate and self.error_status != 500:
+            out["error_status"] = self.error_status
+        return out
+
+    @property
+    def any(self) -> bool:
+        return any((self.error_rate, self.drop_rate, self.malformed_rate, self.stall_rate))
+
+
+def _stop_process(process: subprocess.Popen[Any], grace_s: float, sig: int) -> None:
+    """Signal a child's process group, wait ``grace_s``, then kill it."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+class SimulatedEndpoint:
+    """``python -m benchmarks_runner.simulated_server`` on 127.0.0.1, a free port.
+
+    ``args`` are the server's flags (``--model``, ``--gpu``, ``--tp``, ``--slowdown``, fault
+    rates, ...; see :meth:`for_plan`). Its stderr goes to ``log_path`` when given.
+    """
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        log_path: Path | None = None,
+        start_timeout_s: float = 90.0,
+    ) -> None:
+        self.args = list(args)
+        self.log_path = log_path
+        self.start_timeout_s = start_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base_url: str | None = None
+        self._own_log = False
+
+    @classmethod
+    def for_plan(
+        cls,
+        plan: dict[str, Any],
+        *,
+        coefficients: Sequence[float] | None = None,
+        slowdown: float = 1.0,
+        faults: Faults | None = None,
+        log_path: Path | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> SimulatedEndpoint:
+        """A simulated server timed by the performance model for ``plan`` (the keys a run's
+        ``plan`` has: model, gpu, tp, pp, precision, instance, max_num_seqs, ...)."""
+        args = ["--model", str(plan["model"]), "--gpu", str(plan["gpu"])]
+        args += ["--tp", str(int(plan.get("tp") or 1)), "--pp", str(int(plan.get("pp") or 1))]
+        for key, flag in (
+            ("precision", "--precision"),
+            ("instance", "--instance"),
+            ("engine_version", "--engine-version"),
+            ("max_num_seqs", "--max-num-seqs"),
+            ("max_num_batched_tokens", "--max-num-batched-tokens"),
+            ("kv_cache_dtype", "--kv-cache-dtype"),
+        ):
+            if plan.get(key) not in (None, ""):
+                args += [flag, str(plan[key])]
+        if coefficients is not None:
+            args += ["--coefficients", json.dumps([float(c) for c in coefficients])]
+        if slowdown != 1.0:
+            args += ["--slowdown", f"{slowdown:g}"]
+        fault_args = faults.args() if faults is not None else []
+        return cls([*args, *fault_args, *extra_args], log_path=log_path)
+
+    @property
+    def description(self) -> str:
+        return "simulated endpoint"
+
+    @property
+    def argv(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "benchmarks_runner.simulated_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            *self.args,
+        ]
+
+    def start(self, cancel: threading.Event) -> str:
+        if self.log_path is None:  # a file, not a pipe nobody drains
+            handle, name = tempfile.mkstemp(prefix="servewise-simulated-", suffix=".log")
+            os.close(handle)
+            self.log_path, self._own_log = Path(name), True
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as stderr:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        port = self._read_port(cancel)
+        self.base_url = f"http://127.0.0.1:{port}" if port else None
+        return self.base_url or ""
+
+    def _read_port(self, cancel: threading.Event) -> int | None:
+        process = self.process
+        assert process is not None and process.stdout is not None
+        deadline = time.monotonic() + self.start_timeout_s
+        buffer = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if cancel.is_set():
+                    return None
+                if selector.select(timeout=0.1):
+                    chunk = os.read(process.stdout.fileno(), 4096)
+                    if not chunk:  # EOF: the server is exiting
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            process.wait(timeout=10)
+                        break
+                    buffer += chunk
+                    for line in buffer.decode(errors="replace").splitlines():
+                        if line.startswith("LISTENING "):
+                            return int(line.split()[1])
+                elif process.poll() is not None:
+                    break
+        reason = self._exit_reason()
+        self.stop()
+        raise EndpointStartError(f"the simulated endpoint did not start: {reason}")
+
+    def _exit_reason(self) -> str:
+        process = self.process
+        if process is None:
+            return "not started"
+        if process.poll() is None:
+            return f"no LISTENING line within {self.start_timeout_s:.0f} s"
+        text = ""
+        if self.log_path is not None and self.log_path.exists():
+            text = self.log_path.read_text(errors="replace")
+        last = [line for line in text.strip().splitlines() if line.strip()][-1:] or [""]
+        return f"exited with code {process.returncode}" + (f": {last[0]}" if last[0] else "")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop_process(self.process, 5.0, signal.SIGTERM)
+            if self.process.stdout is not None:
+                with contextlib.suppress(OSError):
+                    self.process.stdout.close()
+        if self._own_log and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+
+
+class LaunchedVllm:
+    """``vllm serve`` for a plan (:class:`~benchmarks_runner.vllm_launcher.VllmServer`),
+    healthy before the run and stopped after it."""
+
+    def __init__(
+        self,
+        config: Any,  # planner.vllm_command.VllmServeConfig
+        *,
+        log_path: Path,
+        port: int | None = None,
+        health_timeout_s: float = 1800.0,
+    ) -> None:
+        from benchmarks_runner.vllm_launcher import VllmServer
+
+        self.server = VllmServer(config, log_path=log_path, port=port or _free_port())
+        self.health_timeout_s = health_timeout_s
+
+    @property
+    def description(self) -> str:
+        return f"vllm serve on port {self.server.port}"
+
+    def start(self, cancel: threading.Event) -> str:
+        try:
+            self.server.start()
+        except RuntimeError as exc:  # vLLM or a GPU missing: launch_readiness's sentence
+            raise EndpointStartError(str(exc)) from None
+        deadline = time.monotonic() + self.health_timeout_s
+        process = self.server.process
+        while time.monotonic() < deadline and not cancel.is_set():
+            if process is not None and process.poll() is not None:
+                raise EndpointStartError(
+                    f"vllm serve exited with code {process.returncode}; see {self.server.log_path}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.server.base_url}/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        return self.server.base_url
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            cancel.wait(2.0)
+        if cancel.is_set():
+            return self.server.base_url
+        raise EndpointStartError(
+            f"vllm serve not healthy after {self.health_timeout_s:.0f} s; see "
+            f"{self.server.log_path}"
+        )
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ----- a verification run of a plan -----------------------------------------------------------
+EndpointKind = Literal["simulated", "url", "vllm"]
+
+
+@dataclass(frozen=True)
+class VerificationRequest:
+    """Everything the Verify page decides about one verification run of ``plan``.
+
+    ``endpoint``: ``simulated`` (a simulated server for the plan, timed by the performance
+    model with ``coefficients``, ``slowdown`` and ``faults``), ``url`` (``base_url``, with
+    ``api_key`` and ``served_model``) or ``vllm`` (``vllm serve`` of ``vllm_config``, its log
+    under ``log_dir``). Load: a closed loop of ``concurrency`` or Poisson ``request_rate``.
+    Fixed lengths: what the prediction it is compared with assumes.
+    """
+
+    plan: dict[str, Any]
+    input_len: int
+    output_len: int
+    num_requests: int
+    concurrency: int | None = None
+    request_rate: float | None = None
+    endpoint: EndpointKind = "simulated"
+    base_url: str | None = None
+    api_key: str | None = None
+    served_model: str | None = None
+    api: Literal["completions", "chat"] = "completions"
+    slowdown: float = 1.0
+    faults: Faults | None = None
+    coefficients: Sequence[float] | None = None
+    vllm_config: Any = None  # planner.vllm_command.VllmServeConfig
+    log_dir: Path | None = None
+    seed: int = 0
+
+    def run_config(self) -> RunConfig:
+        """The run's configuration; raises ConfigError naming a bad field."""
+        from benchmarks_runner.config import make_run_config
+
+        rate = self.request_rate
+        return make_run_config(
+            base_url=self.base_url or "http://127.0.0.1",
+            model=self.served_model or str(self.plan["model"]),
+            api=self.api,
+            api_key=self.api_key,
+            load="rate" if rate else "concurrency",
+            concurrency=None if rate else self.concurrency,
+            request_rate=rate,
+            seed=self.seed,
+        )
+
+    def specs(self) -> list[RequestSpec]:
+        from benchmarks_runner.config import LengthDist
+        from benchmarks_runner.workload import build_synthetic_specs
+
+        return build_synthetic_specs(
+            self.num_requests,
+            LengthDist(mean=self.input_len),
+            LengthDist(mean=self.output_len),
+            seed=self.seed,
+        )
+
+    def make_endpoint(self) -> Endpoint | None:
+        if self.endpoint == "simulated":
+            return SimulatedEndpoint.for_plan(
+                self.plan,
+                coefficients=self.coefficients,
+                slowdown=self.slowdown,
+                faults=self.faults,
+            )
+        if self.endpoint == "vllm":
+            if self.vllm_config is None:
+                raise EndpointStartError("launching vLLM needs the plan's vllm_config")
+            log_dir = self.log_dir or Path(tempfile.gettempdir())
+            return LaunchedVllm(self.vllm_config, log_path=log_dir / "vllm-serve.log")
+        if not self.base_url:
+            raise EndpointStartError("an endpoint URL is needed (http://host:port, no /v1)")
+        return None
+
+    def stored_plan(self) -> dict[str, Any]:
+        """The plan as run.json keeps it, with how it was verified."""
+        faults = self.faults or Faults()
+        how = {
+            "endpoint": self.endpoint,
+            "slowdown": self.slowdown,
+            "faults": faults.recorded(),
+        }
+        return {**self.plan, "verification": how}
+
+
+# ----- runs ----------------------------------------------------------------------------------
+@dataclass(eq=False)
+class ManagedRun:
+    """One run the manager started; read it from any thread, the worker writes it."""
+
+    id: str
+    label: str
+    model: str
+    plan: dict[str, Any] | None
+    endpoint: str
+    started_at: float = field(default_factory=time.time)
+    state: RunState = "starting"
+    message: str = "starting"
+    base_url: str | None = None
+    progress: ProgressSnapshot | None = None
+    result: RunResult | None = None
+    run_dir: Path | None = None
+    error: str | None = None
+    finished_at: float | None = None
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def run_id(self) -> str | None:
+        return self.run_dir.name if self.run_dir is not None else None
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the run ended (True) or ``timeout_s`` passed (False)."""
+        return self._done.wait(timeout_s)
+
+
+class _GcGuard:
+    """Thresholds as found before the first of overlapping runs, restored after the last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: tuple[int, int, int] | None = None
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._saved = gc.get_threshold()
+            self._active += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._saved is not None:
+                gc.set_threshold(*self._saved)
+                gc.unfreeze()
+
+
+_GC_GUARD = _GcGuard()
+
+
+class RunManager:
+    """Starts runs in background threads and keeps them findable (see the module docstring)."""
+
+    def __init__(self, runs_dir: Path, *, keep_finished: int = 50) -> None:
+        self.runs_dir = Path(runs_dir)
+        self.keep_finished = keep_finished
+        self._lock = threading.Lock()
+        self._runs: dict[str, ManagedRun] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        atexit.register(_shutdown_at_exit, weakref.ref(self))
+
+    # ----- starting ----------------------------------------------------------------------------
+    def start(
+        self,
+        config: RunConfig,
+        specs: list[RequestSpec],
+        *,
+        plan: dict[str, Any] | None = None,
+        endpoint: Endpoint | None = None,
+        label: str | None = None,
+        on_finish: Callable[[ManagedRun], None] | None = None,
+    ) -> ManagedRun:
+        """Start a run in a new thread and return its handle at once.
+
+        With ``endpoint``, ``config.base_url`` is replaced by the endpoint's once it is up.
+        ``on_finish`` is called in the run's thread after it ended (any state); its errors are
+        logged, never raised.
+        """
+        run_key = f"{time.strftime('%H%M%S')}-{secrets.token_hex(3)}"
+        text = label or config.label or f"{config.model} at {config.base_url}"
+        tagged = config.model_copy(update={"label": f"{text} [{run_key}]"})
+        run = ManagedRun(
+            id=run_key,
+            label=text,
+            model=config.model,
+            plan=plan,
+            endpoint=endpoint.description if endpoint is not None else config.root_url,
+            base_url=None if endpoint is not None else config.root_url,
+        )
+        thread = threading.Thread(
+            target=self._work,
+            args=(run, tagged, specs, endpoint, on_finish),
+            name=f"servewise-run-{run_key}",
+            daemon=True,
+        )
+        with self._lock:
+            self._runs[run_key] = run
+            self._threads[run_key] = thread
+            if endpoint is not None:
+                self._endpoints[run_key] = endpoint
+            self._prune()
+        _GC_GUARD.enter()
+        thread.start()
+        return run
+
+    def start_verification(
+        self,
+        request: VerificationRequest,
+        *,
+        on_finish: Callable[[ManagedRun], None] | None = None,
+    ) -> ManagedRun:
+        """Start a verification run (raises ConfigError or EndpointStartError at once when the
+        request cannot make a run)."""
+        config = request.run_config()
+        endpoint = request.make_endpoint()
+        label = str(request.plan.get("label") or request.plan.get("gpu"))
+        return self.start(
+            config,
+            request.specs(),
+            plan=request.stored_plan(),
+            endpoint=endpoint,
+            label=f"verify {label}",
+            on_finish=on_finish,
+        )
+
+    def _work(
+        self,
+        run: ManagedRun,
+        config: RunConfig,
+        specs: list[RequestSpec],
+        endpoint: Endpoint | None,
+        on_finish: Callable[[ManagedRun], None] | None,
+    ) -> None:
+        started = time.time()
+        try:
+            if endpoint is not None:
+                run.message = f"starting the {endpoint.description}"
+                base_url = endpoint.start(run.cancel_event)
+                run.base_url = base_url or None
+                if run.cancel_event.is_set():
+                    run.state, run.message = "cancelled", "cancelled before the run started"
+                    return
+                config = config.model_copy(update={"base_url": base_url})
+            run.state, run.message = "running", "running"
+
+            def progress(snapshot: ProgressSnapshot) -> None:
+                run.progress = snapshot
+                if run.run_dir is None:
+                    run.run_dir = self._find_run_dir(config.label, started)
+
+            result = run_benchmark_sync(
+                config,
+                specs,
+                self.runs_dir,
+                plan=_plain_copy(run.plan),
+                progress=progress,
+                cancel=run.cancel_event,
+            )
+            run.result = result
+            run.run_dir = result.run_dir
+            run.error = result.error
+            run.state = _state(result.status)
+            run.message = result.status if result.error is None else result.error
+        except BenchmarkError as exc:
+            run.state, run.error, run.message = "failed", str(exc), str(exc)
+        except Exception as exc:  # a bug must end the run visibly, not kill the thread silently
+            log.exception("run %s failed", run.id)
+            run.state = "failed"
+            run.error = run.message = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            if endpoint is not None:
+                try:
+                    endpoint.stop()
+                except Exception:
+                    log.exception("stopping the endpoint of run %s failed", run.id)
+                with self._lock:
+                    self._endpoints.pop(run.id, None)
+            if run.run_dir is None:
+                run.run_dir = self._find_run_dir(config.label, started)
+            _GC_GUARD.exit()
+            run.finished_at = time.time()
+            if on_finish is not None:
+                try:
+                    on_finish(run)
+                except Exception:
+                    log.exception("on_finish of run %s failed", run.id)
+            run._done.set()
+
+    def _find_run_dir(self, label: str | None, since: float) -> Path | None:
+        """The run directory whose run.json carries this run's tagged label."""
+        for run_dir in reversed(list_runs(self.runs_dir)):
+            path = run_dir / RUN_JSON
+            try:
+                if path.stat().st_mtime < since - 1:
+                    continue
+                meta = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if (meta.get("config") or {}).get("label") == label:
+                return run_dir
+        return None
+
+    # ----- looking -----------------------------------------------------------------------------
+    def get(self, run_key: str) -> ManagedRun | None:
+        with self._lock:
+            return self._runs.get(run_key)
+
+    def runs(self) -> list[ManagedRun]:
+        """Every run still remembered, newest first."""
+        with self._lock:
+            return sorted(self._runs.values(), key=lambda r: r.started_at, reverse=True)
+
+    def active(self) -> list[ManagedRun]:
+        return [r for r in self.runs() if r.active]
+
+    def finished(self) -> list[ManagedRun]:
+        return [r for r in self.runs() if not r.active]
+
+    def find(self, run_id: str) -> ManagedRun | None:
+        """The managed run that wrote run directory ``run_id``."""
+        return next((r for r in self.runs() if r.run_id == run_id), None)
+
+    # ----- stopping ----------------------------------------------------------------------------
+    def cancel(self, run_key: str) -> bool:
+        """Ask a run to stop (in-flight requests are cancelled and stored as errors)."""
+        run = self.get(run_key)
+        if run is None or not run.active:
+            return False
+        run.cancel_event.set()
+        run.message = "cancelling"
+        return True
+
+    def wait(self, run_key: str, timeout_s: float | None = None) -> ManagedRun:
+        run = self.get(run_key)
+        if run is None:
+            raise KeyError(f"run {run_key!r} is not known to this manager")
+        run.wait(timeout_s)
+        return run
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Cancel every active run, wait for them, stop any endpoint left."""
+        for run in self.active():
+            run.cancel_event.set()
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            endpoints = list(self._endpoints.values())
+            self._endpoints.clear()
+        for endpoint in endpoints:
+            with contextlib.suppress(Exception):
+                endpoint.stop()
+
+    def _prune(self) -> None:
+        done = [r for r in self._runs.values() if not r.active and r._done.is_set()]
+        done.sort(key=lambda r: r.started_at)
+        for run in done[: max(0, len(done) - self.keep_finished)]:
+            self._runs.pop(run.id, None)
+            self._threads.pop(run.id, None)
+
+
+def _shutdown_at_exit(ref: weakref.ref[RunManager]) -> None:
+    """No simulated or vLLM server outlives the process that started it."""
+    manager = ref()
+    if manager is not None:
+        manager.shutdown(timeout_s=10.0)
+
+
+def _state(status: str) -> RunState:
+    if status in ("completed", "cancelled", "failed"):
+        return status  # type: ignore[return-value]
+    return "failed"
+
+
+def _plain_copy(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    return json.loads(json.dumps(plan)) if plan is not None else None

@@ -1,0 +1,88 @@
+"""The Verify page end to end in a real browser: a plan against the simulated endpoint, live
+progress (also across a reload), measured against predicted, the refit, the Benchmarks page."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.harness import Dashboard, open_page, screenshot, wait_idle
+
+pytestmark = pytest.mark.browser
+
+#: 8B on one H100 at half the model's speed: 16 requests of 128 tokens, 4 at a time, ~10 s.
+QUERY = (
+    "verify?model=meta-llama%2FLlama-3.1-8B-Instruct&vf_source=Custom&vf_gpu=H100-SXM"
+    "&vf_in=256&vf_out=128&vf_c=4&vf_n=16&vf_slow=3"
+)
+PROGRESS = re.compile(r"^(\d+) of 16 requests$")
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
+
+
+def _done(page: Page) -> int | None:
+    text = page.get_by_text(PROGRESS).first
+    if not text.count():
+        return None
+    match = PROGRESS.match(text.inner_text().strip())
+    return int(match.group(1)) if match else None
+
+
+def _shown_run_id(page: Page) -> str | None:
+    """The id of the run whose results the page shows (``Run `<id>` against ...``)."""
+    texts = (t.strip() for t in page.locator("code").all_inner_texts())
+    return next((t for t in texts if RUN_ID.match(t)), None)
+
+
+def test_verify_a_plan_against_the_simulated_endpoint(
+    page: Page, dashboard: Dashboard, screenshots_dir: Path
+) -> None:
+    open_page(page, dashboard.url, QUERY)
+    expect(page.locator("h1").first).to_have_text("Verify")
+    expect(page.get_by_text("Output tokens/s (predicted)")).to_be_visible()
+    earlier = _shown_run_id(page)  # results of a stored run (the fixture's) or None
+    page.get_by_role("button", name="Run", exact=True).click()
+
+    # live progress from the fragment: the count of finished requests moves
+    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(PROGRESS).first).to_be_visible(timeout=30_000)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < deadline:
+        done = _done(page)
+        if done is not None:
+            seen.add(done)
+        page.wait_for_timeout(250)
+    assert len(seen) >= 2, seen
+
+    # a reload finds the run still going (the manager holds it, not the session)
+    page.reload(wait_until="domcontentloaded")
+    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=60_000)
+
+    # at the end: measured against predicted for this run, then the refit
+    expect(page.get_by_text("Runs in progress")).to_be_hidden(timeout=90_000)
+    deadline = time.monotonic() + 30
+    while _shown_run_id(page) in (earlier, None) and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    run_id = _shown_run_id(page)
+    assert run_id not in (earlier, None)
+    expect(page.get_by_text("The Plan page ranks with the refitted model")).to_be_visible(
+        timeout=60_000
+    )
+    wait_idle(page)
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    expect(charts.filter(has_text="1 is exact")).to_have_count(1)
+    expect(charts.filter(has_text="What the refit moved")).to_have_count(1)
+    expect(page.get_by_text("Simulated endpoint: these numbers test the loop")).to_be_visible()
+    assert page.locator('[data-testid="stException"]').count() == 0, dashboard.log()[-3000:]
+    assert _shown_run_id(page) == run_id
+    screenshot(page, screenshots_dir / "verify.png")
+
+    # the run is listed on the Benchmarks page
+    page.get_by_role("link", name="Benchmarks").first.click()
+    page.wait_for_url("**/benchmarks*")
+    wait_idle(page)
+    expect(page.get_by_text(str(run_id)).first).to_be_attached()

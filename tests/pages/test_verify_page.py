@@ -1,0 +1,109 @@
+"""Verify page: plan, endpoint modes, a run with fault injection, results, recalibration."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from tests.pages.conftest import frame_with, no_exception
+
+PAGE = "pages/verify.py"
+SMALL = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "vf_source": "Custom",
+    "vf_gpu": "H100-SXM",
+    "vf_in": "128",
+    "vf_out": "16",
+    "vf_c": "4",
+    "vf_n": "20",
+}
+
+
+def test_launching_vllm_without_it_says_how_to_install(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    at = app(PAGE, **SMALL, vf_endpoint="vLLM")
+    assert any("pip install" in i.value for i in at.info)
+    assert at.button(key="vf_run").disabled
+    commands = [c.value for c in at.code]
+    assert any(
+        c.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1")
+        for c in commands
+    ), commands
+
+
+def test_an_endpoint_url_is_needed(app: Callable[..., AppTest], own_user_dir: Path) -> None:
+    at = app(PAGE, **SMALL, vf_endpoint="URL")
+    assert at.button(key="vf_run").disabled
+    assert any("base URL" in c.value for c in at.caption)
+    at.text_input(key="vf_url").set_value("http://127.0.0.1:9").run()
+    assert not at.button(key="vf_run").disabled
+    # nothing listens there: the run fails, and the page says so (no traceback)
+    at.button(key="vf_run").click().run()
+    deadline = time.monotonic() + 30
+    while not any("**failed**" in m.value for m in at.markdown) and time.monotonic() < deadline:
+        time.sleep(0.3)
+        at.run()
+    no_exception(at)
+    (line,) = [m.value for m in at.markdown if "**failed**" in m.value]
+    assert "Stopped:" in line and "127.0.0.1:9" in line
+    assert any("no measured result" in i.value for i in at.info)
+
+
+def test_a_run_with_faults_reports_failures_and_keeps_the_successes(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    at = app(PAGE, **SMALL, vf_err="0.25", vf_drop="0.1")
+    predicted = {m.label: m.value for m in at.metric}
+    assert float(predicted["Output tokens/s (predicted)"].replace(",", "")) > 0
+    assert not at.button(key="vf_run").disabled
+    at.button(key="vf_run").click().run()
+    no_exception(at)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        at.run()
+        no_exception(at)
+        if any(c.value.startswith("The Plan page ranks") for c in at.caption):
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError([c.value for c in at.caption] + [s.value for s in at.subheader])
+
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Simulated endpoint") for w in warnings)
+    (failed,) = [w for w in warnings if "requests failed" in w]
+    failures = frame_with(at, "error", "requests")
+    assert any("HTTP 500" in e for e in failures["error"])
+    assert failures["requests"].sum() == int(failed.split(" of ")[0])
+
+    compared = frame_with(at, "metric", "predicted", "measured", "error %").set_index("metric")
+    throughput = compared.loc["Output tokens/s (tok/s)"]
+    assert throughput["measured"] > 0 and throughput["predicted"] > 0
+    assert float(compared.loc["Median TPOT (ms)", "measured"]) > 0  # the successful requests
+
+    moves = frame_with(at, "metric", "before", "after", "toward the measurement")
+    assert set(moves["metric"]) >= {"Output tokens/s (tok/s)", "Median TPOT (ms)"}
+
+    runs_dir = own_user_dir / "runs"
+    (run_dir,) = [p for p in runs_dir.iterdir() if (p / "run.json").is_file()]
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["simulated"] is True and meta["plan"]["gpu"] == "H100-SXM"
+    assert meta["plan"]["verification"]["faults"] == {"error_rate": 0.25, "drop_rate": 0.1}
+
+    at.switch_page("pages/benchmarks.py").run()
+    no_exception(at)
+    assert any(run_dir.name in option for option in at.multiselect(key="bm_runs").options)
+
+
+def test_a_recommended_plan_is_the_default(app: Callable[..., AppTest], own_user_dir: Path) -> None:
+    at = app(PAGE, model=SMALL["model"], providers="lambda", in_mean="512", out_mean="64")
+    options = at.selectbox(key="vf_rank").options
+    assert options and options[0].startswith("#1 ")
+    label = options[0].removeprefix("#1 ").split(" ($")[0]
+    assert any(f"on {label}: one replica" in c.value for c in at.caption)
+    assert not at.button(key="vf_run").disabled
+    assert any(c.value.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct") for c in at.code)

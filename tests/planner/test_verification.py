@@ -1,0 +1,237 @@
+"""Verification: plans, measured against predicted, and what a refit moved (incl. the whole loop
+against a simulated endpoint slower than the model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.catalog import Catalog
+from planner.errors import InvalidInputError
+from planner.perf.scenario import Prediction, Scenario
+from planner.recommend import EngineSettings, Recommendation
+from planner.runs import RunFiles, run_to_measured_result
+from planner.verification import (
+    METRICS,
+    compare,
+    comparison_rows,
+    custom_plan,
+    default_load,
+    default_num_requests,
+    failure_counts,
+    measured_values,
+    median_abs_error_pct,
+    move_rows,
+    moves_for_result,
+    newest_run_id,
+    plan_from_recommendation,
+    prediction_moves,
+    recommendation_scenarios,
+    scenario_of_run,
+    verification_scenario,
+    vllm_config_for_plan,
+    without_run,
+)
+from planner.vllm_command import vllm_serve_args
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def prediction(**values: float) -> Prediction:
+    """A Prediction whose every number is 100 (interval 80..125) unless given."""
+    fields: dict[str, Any] = {}
+    for name, info in Prediction.model_fields.items():
+        if info.annotation in (float, int):
+            fields[name] = 100.0 if info.annotation is float else 100
+    for name in list(fields):
+        if name.endswith("_low"):
+            fields[name] = 80.0
+        elif name.endswith("_high"):
+            fields[name] = 125.0
+    fields |= {"far_from_data": False, "confidence": "interpolated", "nearest_measured": "x"}
+    fields |= {"distance": 0.1}
+    return Prediction(**(fields | values))
+
+
+def test_compare_gives_the_signed_error_and_the_interval() -> None:
+    summary = {"output_throughput": 50.0, "median_ttft_ms": 100.0, "p99_ttft_ms": 200.0}
+    rows = {c.metric: c for c in compare(prediction(), summary)}
+    assert [c.metric for c in compare(prediction(), summary)] == [m.name for m in METRICS]
+    # predicted 100 tok/s, measured 50: the model promised twice what was measured
+    assert rows["output_tok_per_s"].error_pct == pytest.approx(100.0)
+    assert rows["output_tok_per_s"].within_interval is False
+    assert rows["ttft_ms_p50"].error_pct == pytest.approx(0.0)
+    assert rows["ttft_ms_p50"].within_interval is True
+    assert rows["ttft_ms_p99"].error_pct == pytest.approx(-50.0)
+    assert rows["request_per_s"].measured is None and rows["request_per_s"].error_pct is None
+    assert rows["itl_ms_p50"].within_interval is None  # the prediction has no interval for it
+    table = {r["metric"]: r for r in comparison_rows(rows.values())}
+    assert table["Output tokens/s (tok/s)"]["80% interval"] == "80.0 to 125.0"
+    assert table["Output tokens/s (tok/s)"]["in interval"] == "no"
+    assert median_abs_error_pct(rows.values()) == pytest.approx(50.0)
+    assert compare(None, summary)[0].predicted is None
+
+
+def test_a_recommended_plan_is_one_replica() -> None:
+    rec = Recommendation(
+        provider="aws", instance="g6e.12xlarge", region="us-east-1", pricing="on_demand",
+        gpu="L40S", nodes=3, gpus=12, tp=4, pp=1, dp=3, precision="bf16",
+        kv_cache_dtype="fp8", engine_settings=EngineSettings(max_num_seqs=64),
+        replicas=3, instances_total=4, usd_per_hour=1.0, usd_per_million_output_tokens=1.0,
+        usd_per_million_total_tokens=1.0, usd_per_request=0.1, monthly_usd=1.0,
+        utilisation=0.5, max_rps_per_replica=2.0, pred_output_tok_per_s_per_replica=100.0,
+        pred_ttft_ms_p99=1.0, pred_tpot_ms_p99=1.0, vllm_command="vllm serve x",
+        price_source="x", price_as_of="2026-01-01",
+    )  # fmt: skip
+    (scenario,) = recommendation_scenarios([rec], MODEL, input_len=2048, output_len=512)
+    assert (scenario.load, scenario.request_rate, scenario.num_requests) == ("rate", 2.0, 160)
+    assert (scenario.gpus, scenario.instance, scenario.max_num_seqs) == (4, "g6e.12xlarge", 64)
+    plan = plan_from_recommendation(rec, MODEL)
+    assert (plan["num_gpus"], plan["tp"], plan["nodes"], plan["instance"]) == (
+        4,
+        4,
+        1,
+        "g6e.12xlarge",
+    )
+    assert plan["max_num_seqs"] == 64 and plan["kv_cache_dtype"] == "fp8"
+    assert plan["label"] == "g6e.12xlarge TP4 PP1 bf16"
+    args = vllm_serve_args(vllm_config_for_plan(plan, max_model_len=4096))
+    for flag, value in (("--tensor-parallel-size", "4"), ("--max-num-seqs", "64"),
+                        ("--kv-cache-dtype", "fp8"), ("--max-model-len", "4096")):  # fmt: skip
+        assert args[args.index(flag) + 1] == value
+
+
+def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result() -> None:
+    plan = custom_plan(MODEL, "H100-SXM", tp=2, max_num_seqs=128)
+    assert plan["label"] == "H100-SXM TP2 PP1 bf16"
+    scenario = verification_scenario(
+        plan, input_len=256, output_len=32, num_requests=24, concurrency=4
+    )
+    assert (scenario.gpus, scenario.load, scenario.concurrency) == (2, "concurrency", 4)
+    assert scenario.max_num_seqs == 128
+    config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32,
+              "num_requests": 24}  # fmt: skip
+    meta = {"run_id": "r1", "status": "completed", "plan": plan, "config": config,
+            "simulated": True, "summary": {"output_throughput": 10.0, "median_ttft_ms": 5.0,
+                                           "median_tpot_ms": 2.0}}  # fmt: skip
+    assert scenario_of_run(meta) == scenario
+    assert scenario_of_run({"plan": None, "config": config}) is None
+    rate = scenario_of_run(meta | {"config": config | {"load": "rate", "request_rate": 1.5}})
+    assert rate is not None and (rate.load, rate.request_rate) == ("rate", 1.5)
+    requests = [{"status": "ok", "warmup": False, "input_len_target": 256,
+                 "output_len_target": 32}] * 3  # fmt: skip
+    result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
+    assert result is not None and result.simulated and result.num_gpus == 2
+    assert measured_values(result) == {
+        "output_tok_per_s": 10.0,
+        "ttft_ms_p50": 5.0,
+        "tpot_ms_p50": 2.0,
+    }
+    assert without_run([result], "r1") == [] and without_run([result], "r2") == [result]
+    later = result.model_copy(update={"run_id": "20261130T000000Z-bbbbbb"})
+    earlier = result.model_copy(update={"run_id": "20261129T000000Z-aaaaaa"})
+    assert newest_run_id([earlier, later]) == later.run_id and newest_run_id([]) is None
+
+
+def test_failures_defaults_and_loads() -> None:
+    rows: list[dict[str, Any]] = [
+        {"status": "ok"},
+        {"status": "error", "http_status": 500, "error": "HTTP 500: boom"},
+        {"status": "error", "http_status": 500, "error": "HTTP 500: boom"},
+        {"status": "error", "http_status": 200, "error": "connection dropped"},
+        {"status": "error", "http_status": 503, "error": "busy", "warmup": True},
+    ]
+    assert failure_counts(rows) == [("HTTP 500: boom", 2), ("connection dropped", 1)]
+    assert default_load("concurrency", 32, 3) == 11.0
+    assert default_load("concurrency", 500, 1, max_num_seqs=64) == 64.0
+    assert default_load("rate", 5.0, 2) == 2.5
+    assert default_num_requests("concurrency", 16) == 64
+    assert default_num_requests("concurrency", 1) == 16
+    assert default_num_requests("rate", 100) == 400
+
+
+class Fixed:
+    """A model that predicts the same numbers for every scenario (or fails)."""
+
+    def __init__(self, fail: bool = False, **values: float) -> None:
+        self.values, self.fail = values, fail
+
+    def predict(self, scenario: Scenario) -> Prediction:
+        if self.fail:
+            raise InvalidInputError("gpu", scenario.gpu, "a catalog GPU")
+        return prediction(**self.values)
+
+
+SCENARIO = Scenario(model=MODEL, gpu="L4", input_len=256, output_len=32, concurrency=4)
+
+
+def test_prediction_moves_reports_change_and_direction() -> None:
+    old = Fixed(output_tok_per_s=100.0, ttft_ms_p50=50.0, tpot_ms_p50=10.0)
+    new = Fixed(output_tok_per_s=80.0, ttft_ms_p50=50.0, tpot_ms_p50=12.5)
+    moves = prediction_moves(
+        old, new, [SCENARIO], measured=[{"output_tok_per_s": 50.0, "tpot_ms_p50": 8.0}]
+    )
+    assert [m.metric for m in moves] == ["tpot_ms_p50", "output_tok_per_s", "ttft_ms_p50"]
+    tpot, out, ttft = moves
+    assert tpot.change_pct == pytest.approx(25.0) and tpot.toward_measurement is False
+    assert out.change == pytest.approx(-20.0) and out.toward_measurement is True
+    assert out.error_before_pct == pytest.approx(100.0) and out.error_after_pct == pytest.approx(
+        60.0
+    )
+    assert ttft.change_pct == 0.0 and ttft.toward_measurement is None
+    assert [m.metric for m in prediction_moves(old, new, [SCENARIO], min_change_pct=1.0)] == [
+        "tpot_ms_p50",
+        "output_tok_per_s",
+    ]
+    assert prediction_moves(old, Fixed(fail=True), [SCENARIO]) == []
+    assert move_rows(moves)[1]["toward the measurement"] == "yes"
+    with pytest.raises(ValueError, match="align"):
+        prediction_moves(old, new, [SCENARIO], measured=[])
+
+
+# ----- the whole loop --------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """Verify 8B on H100 against a simulated endpoint twice as slow as the model: the run is
+    ingested as a user result, and the refitted prediction of that configuration moves toward
+    the measurement."""
+    from benchmarks_runner.perf_timing import PlanSpec, coefficients_for_plan
+    from benchmarks_runner.run_manager import RunManager, VerificationRequest
+    from planner.perf.model import get_performance_model
+    from planner.store import Store
+
+    model = get_performance_model(catalog)
+    plan = custom_plan(MODEL, "H100-SXM")
+    request = VerificationRequest(
+        plan=plan,
+        input_len=256,
+        output_len=48,
+        num_requests=24,
+        concurrency=4,
+        slowdown=2.0,
+        coefficients=coefficients_for_plan(model, PlanSpec.from_plan(plan)),
+    )
+    manager = RunManager(tmp_path / "runs")
+    run = manager.start_verification(request)
+    assert run.wait(60) and run.state == "completed", run.error
+    store = Store(tmp_path / "db.duckdb")
+    try:
+        store.ingest_runs(manager.runs_dir)
+        user = [r for r in store.measured_results() if r.origin == "user"]
+    finally:
+        store.close()
+    (measured,) = [r for r in user if r.run_id == run.run_id]
+    before = model.predict(verification_scenario(plan, input_len=256, output_len=48,
+                                                  num_requests=24, concurrency=4))  # fmt: skip
+    assert measured.output_tok_per_s is not None
+    # the endpoint at slowdown 2 is about half as fast as predicted
+    assert 0.35 < measured.output_tok_per_s / before.output_tok_per_s < 0.7
+    refit = get_performance_model(catalog, user)
+    moves = {m.metric: m for m in moves_for_result(model, refit, measured)}
+    for metric in ("output_tok_per_s", "tpot_ms_p50"):
+        assert moves[metric].toward_measurement, moves[metric]
+    assert moves["output_tok_per_s"].after < moves["output_tok_per_s"].before
