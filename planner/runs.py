@@ -26,6 +26,9 @@ RUN_META = "run.json"
 RUN_REQUESTS = "requests.jsonl"
 RUN_SERVER_METRICS = "server_metrics.jsonl"
 
+#: A run with more failed requests than this share is not a measurement of the plan.
+MAX_FAILED_SHARE = 0.05
+
 
 @dataclass
 class RunFiles:
@@ -91,7 +94,8 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
 
     The plan (what was being verified) gives engine, model, precision, GPU and layout; the
     run's summary (vLLM ``bench serve`` keys) gives throughput and median TTFT/TPOT. Runs
-    without a plan, or not completed, stay runs only: nothing to calibrate against.
+    without a plan, not completed, or with more than ``MAX_FAILED_SHARE`` of their requests
+    failed stay runs only: nothing to calibrate against.
     """
     meta = run.meta
     plan = meta.get("plan") or {}
@@ -99,8 +103,20 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
     if meta.get("status") != "completed" or not plan or not summary:
         return None
     config = meta.get("config") or {}
-    measured = [r for r in run.requests if r.get("status") == "ok" and not r.get("warmup")]
+    counted = [r for r in run.requests if not r.get("warmup")]
+    measured = [r for r in counted if r.get("status") == "ok"]
     if not measured:
+        return None
+    failed_share = 1 - len(measured) / len(counted)
+    if failed_share > MAX_FAILED_SHARE:
+        # Failed requests free their slots early: the run measured a lighter load than the
+        # plan's, and its throughput counts only the successes. Keep it as a run, not as a
+        # calibration point.
+        log.info(
+            "run %s not used for calibration: %.0f%% of requests failed",
+            run.run_id,
+            100 * failed_share,
+        )
         return None
 
     def _target(key: str, config_key: str) -> int:

@@ -48,7 +48,13 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
 
 
 def write_run(
-    runs_dir: Path, run_id: str, *, status: str = "completed", torn: bool = False
+    runs_dir: Path,
+    run_id: str,
+    *,
+    status: str = "completed",
+    torn: bool = False,
+    requests: int = 40,
+    failed: int = 1,
 ) -> Path:
     """A run directory as benchmarks_runner writes it (format in benchmarks_runner/run_files.py)."""
     run_dir = runs_dir / run_id
@@ -84,7 +90,7 @@ def write_run(
     }
     (run_dir / "run.json").write_text(json.dumps(meta))
     lines = []
-    for i in range(3):
+    for i in range(requests):
         lines.append(
             json.dumps(
                 {
@@ -101,9 +107,9 @@ def write_run(
                     "output_tokens": 512,
                     "input_len_target": 2048,
                     "output_len_target": 512,
-                    "status": "ok" if i < 2 else "error",
-                    "http_status": 200 if i < 2 else 503,
-                    "error": None if i < 2 else "HTTP 503",
+                    "status": "error" if i < failed else "ok",
+                    "http_status": 503 if i < failed else 200,
+                    "error": "HTTP 503" if i < failed else None,
                 }
             )
         )
@@ -126,13 +132,13 @@ def test_runs_are_ingested_once_and_again_when_they_grow(tmp_path: Path, catalog
     assert store.ingest_runs(runs) == ["20261129T100000Z-aaaaaa"]
     assert store.ingest_runs(runs) == []  # unchanged: nothing to do
     requests = store.run_requests("20261129T100000Z-aaaaaa")
-    assert len(requests) == 3  # the torn fourth line is skipped, the rest kept
+    assert len(requests) == 40  # the torn last line is skipped, the rest kept
     failed = requests[requests.status == "error"]
     assert failed.error.tolist() == ["HTTP 503"]
     assert list(requests.chunk_tokens[0]) == [1, 2, 1]
     user = [m for m in store.measured_results() if m.origin == "user"]
     assert len(user) == 1 and user[0].simulated and user[0].gpu == "L40S"
-    assert user[0].num_requests == 2  # only the successful, non-warm-up requests
+    assert user[0].num_requests == 39  # only the successful, non-warm-up requests
     with (runs / "20261129T100000Z-aaaaaa" / "server_metrics.jsonl").open("a") as handle:
         handle.write(
             json.dumps({"t_s": 2.0, "name": "vllm:num_requests_running", "value": 3}) + "\n"
@@ -209,3 +215,15 @@ def test_second_process_falls_back_to_an_in_memory_store(tmp_path: Path, catalog
     store = open_store(db, runs_dir=runs)
     assert store.path == db
     assert len(store.measured_results()) == 527
+
+
+def test_a_run_with_many_failures_is_kept_but_not_calibrated_on(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    runs = tmp_path / "runs"
+    write_run(runs, "20261129T140000Z-eeeeee", requests=40, failed=10)
+    store = Store(None)
+    store.sync_catalog(catalog)
+    assert store.ingest_runs(runs) == ["20261129T140000Z-eeeeee"]
+    assert len(store.run_requests("20261129T140000Z-eeeeee")) == 40
+    assert [m for m in store.measured_results() if m.origin == "user"] == []
