@@ -21,7 +21,9 @@ import aiohttp
 
 from planner.vllm_command import VllmServeConfig, vllm_serve_args
 
-INSTALL_HINT = "pip install '.[vllm]'  (the optional vLLM extra, from the repository root)"
+INSTALL_HINT = (
+    "pip install -r requirements-vllm.txt  (the optional vLLM extra, from the repository root)"
+)
 
 
 @dataclass(frozen=True)

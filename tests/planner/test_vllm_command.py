@@ -61,6 +61,7 @@ KV_CACHE_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}
 def test_pinned_extra_is_the_documented_version() -> None:
     pyproject = tomllib.loads(Path("pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["vllm"] == ["vllm==0.27.1"]
+    assert "vllm==0.27.1" in Path("requirements-vllm.txt").read_text().splitlines()
     requirements = Path("requirements.txt").read_text().splitlines()
     assert not [line for line in requirements if line.strip().lower().startswith("vllm")]
 
