@@ -10,7 +10,7 @@ from pages.charts.plan import latency_figure, ranking_figure
 from pages.charts.workload import length_histogram
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
-from pages.common.planning import recommendations, scenario_instances
+from pages.common.planning import latest_run_moves, recommendations, scenario_instances
 from pages.common.resources import get_catalog, get_store
 from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
@@ -167,6 +167,22 @@ if asked:
         st.markdown(f"- {line}")
 with st.expander(f"Every rejected candidate ({len(rejected)})"):
     st.dataframe(rejected, hide_index=True, key="table_rejected")
+
+with st.expander("What your latest verification run changed"):
+    if result is not None and st.toggle(
+        "Compare these predictions before and after the model refitted on it",
+        key="plan_show_moves",
+        help="Refits the model without the latest run once (a few seconds), then compares.",
+    ):
+        with planner_errors("Could not compare the predictions"), st.spinner("Refitting…"):
+            run_id, moves = latest_run_moves(ref, get_store(ref), scenario, result)
+            if run_id is None:
+                st.info("No verification run yet: run one on the Verify page.")
+            elif moves.empty:
+                st.write(f"Run {run_id} moved none of these predictions by 0.5% or more.")
+            else:
+                st.caption(f"Run {run_id}: predicted before → after the refit.")
+                st.dataframe(moves, hide_index=True, key="table_moves")
 
 workload = scenario.workload()
 shaped = workload.input_len.kind != "fixed" or workload.output_len.kind != "fixed"

@@ -33,6 +33,13 @@ from planner.recommend import (
     recommend,
 )
 from planner.store import Store
+from planner.verification import (
+    move_rows,
+    newest_run_id,
+    prediction_moves,
+    recommendation_scenarios,
+    without_run,
+)
 
 #: Context lengths (tokens) the capacity curve is drawn at: powers of two from 256.
 CONTEXT_POINTS = tuple(2**k for k in range(8, 21))
@@ -327,3 +334,43 @@ def predicted_vs_measured(
     them: in-sample). ``row`` is the result's index in ``results``."""
     model, model_key = performance_model(ref, store, scenario)
     return _predicted_vs_measured(f"{model_key}:{len(results)}", model, results)
+
+
+# ----- what the latest verification run changed ---------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=8)
+def _latest_run_moves(
+    model_key: str,
+    run_id: str,
+    request_json: str,
+    _catalog: Catalog,
+    _user: list[MeasuredResult],
+    _result: RecommendationResult,
+    _request: RecommendRequest,
+) -> pd.DataFrame:
+    before = get_performance_model(_catalog, without_run(_user, run_id))
+    after = get_performance_model(_catalog, _user)
+    scenarios = recommendation_scenarios(
+        _result.ranked[:10],
+        _request.model,
+        input_len=_request.input_len,
+        output_len=_request.output_len,
+    )
+    moves = prediction_moves(before, after, scenarios, min_change_pct=0.5)
+    return pd.DataFrame(move_rows(moves))
+
+
+def latest_run_moves(
+    ref: CatalogRef, store: Store, scenario: Scenario, result: RecommendationResult
+) -> tuple[str | None, pd.DataFrame]:
+    """The newest verification run and how the Plan page's top predictions moved when the
+    model refitted on it (before = fitted without that run)."""
+    user = [r for r in measured_results(ref, store) if r.origin == "user"]
+    run_id = newest_run_id(user)
+    if run_id is None:
+        return None, pd.DataFrame()
+    _, model_key = performance_model(ref, store, scenario)
+    request = recommend_request(scenario)
+    frame = _latest_run_moves(
+        model_key, run_id, request.model_dump_json(), ref.catalog, user, result, request
+    )
+    return run_id, frame

@@ -80,3 +80,18 @@ def test_an_unparseable_config_json_leaves_the_page_working(app: Callable[..., A
     assert any("not valid JSON" in e.value for e in at.error)
     assert at.selectbox(key="model").value == "meta-llama/Llama-3.1-70B-Instruct"
     assert top_metrics(at)["$ per M output tokens"].startswith("$")
+
+
+def test_the_plan_shows_what_the_latest_verification_run_moved(
+    app: Callable[..., AppTest],
+) -> None:
+    """The shared test data holds two benchmark runs; the newest one refits the model and
+    the top predictions move."""
+    at = app()
+    at.toggle(key="plan_show_moves").set_value(True).run()
+    no_exception(at)
+    assert any(
+        c.value.startswith("Run 20261129T110000Z-bbbbbb: predicted before") for c in at.caption
+    )
+    moves = frame_with(at, "metric", "before", "after", "change %")
+    assert not moves.empty and (moves["before"] != moves["after"]).all()
