@@ -6,11 +6,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages.charts.plan import latency_figure, ranking_figure
+from pages.charts.plan import latency_figure, pareto_figure, ranking_figure, tornado_figure
 from pages.charts.workload import length_histogram
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
-from pages.common.planning import latest_run_moves, recommendations, scenario_instances
+from pages.common.planning import (
+    latest_run_moves,
+    plan_sensitivity,
+    recommendations,
+    scenario_instances,
+)
 from pages.common.resources import get_catalog, get_store
 from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
@@ -167,6 +172,22 @@ if asked:
         st.markdown(f"- {line}")
 with st.expander(f"Every rejected candidate ({len(rejected)})"):
     st.dataframe(rejected, hide_index=True, key="table_rejected")
+
+with st.expander("Trade-offs: throughput against speed per user, and what moves the bill"):
+    fig_pareto = pareto_figure(result) if result else None
+    if fig_pareto is not None:
+        st.plotly_chart(fig_pareto, key="chart_pareto")
+    change = st.select_slider(
+        "Move each input by (%)", options=[10, 20, 30, 50], value=20, key="plan_sens_pct"
+    )
+    if result is not None and st.toggle(
+        "Show the sensitivity of the best choice",
+        key="plan_show_sensitivity",
+        help="Re-searches the leading instance types with each input moved (a few seconds).",
+    ):
+        with planner_errors("Could not compute the sensitivity"), st.spinner("Re-searching…"):
+            rows = plan_sensitivity(ref, get_store(ref), scenario, result, float(change))
+            st.plotly_chart(tornado_figure(rows, float(change)), key="chart_tornado")
 
 with st.expander("What your latest verification run changed"):
     if result is not None and st.toggle(

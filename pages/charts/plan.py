@@ -8,6 +8,12 @@ from plotly.subplots import make_subplots
 
 from pages.charts.style import PREDICTED, PREDICTED_PATTERN, empty_figure, finish
 from planner.palette import gpu_color
+from planner.recommend import (
+    Recommendation,
+    RecommendationResult,
+    SensitivityRow,
+    pareto_throughput_vs_interactivity,
+)
 
 
 def ranking_figure(ranked: pd.DataFrame, utilisation_note: str) -> go.Figure:
@@ -98,3 +104,77 @@ def latency_figure(
         fig.update_yaxes(autorange="reversed", showticklabels=col == 1, row=1, col=col)
     fig.update_yaxes(title_text="configuration", row=1, col=1)
     return finish(fig, title, height=max(300, 30 * len(top) + 140), legend=False)
+
+
+def pareto_figure(result: RecommendationResult) -> go.Figure:
+    """Output tokens/s per GPU against tokens/s each user sees (1000 / p99 TPOT), one point
+    per ranked configuration, the Pareto frontier drawn through the undominated ones."""
+    title = f"Throughput per GPU against speed per user ({PREDICTED})"
+    if not result.ranked:
+        return empty_figure(title, "No configuration meets the SLOs.")
+    fig = go.Figure()
+    by_gpu: dict[str, list[Recommendation]] = {}
+    for rec in result.ranked:
+        by_gpu.setdefault(rec.gpu, []).append(rec)
+    for gpu, recs in by_gpu.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[1000 / r.pred_tpot_ms_p99 for r in recs],
+                y=[r.pred_output_tok_per_s_per_replica / (r.tp * r.pp) for r in recs],
+                mode="markers",
+                marker={"color": gpu_color(gpu), "size": 10},
+                name=f"{gpu} ({PREDICTED})",
+                text=[f"#{r.rank} {r.label}" for r in recs],
+                hovertemplate="%{text}<br>%{x:.1f} tok/s per user<br>"
+                "%{y:,.0f} output tok/s per GPU<extra></extra>",
+            )
+        )
+    front = sorted(
+        pareto_throughput_vs_interactivity(result), key=lambda r: 1000 / r.pred_tpot_ms_p99
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[1000 / r.pred_tpot_ms_p99 for r in front],
+            y=[r.pred_output_tok_per_s_per_replica / (r.tp * r.pp) for r in front],
+            mode="lines",
+            line={"color": "#57606a", "dash": "dot"},
+            name="Pareto frontier",
+        )
+    )
+    fig.update_xaxes(title_text=f"tokens/s per user, 1000 / p99 TPOT ({PREDICTED})")
+    fig.update_yaxes(title_text=f"output tokens/s per GPU ({PREDICTED})")
+    return finish(fig, title)
+
+
+def tornado_figure(rows: list[SensitivityRow], change_pct: float) -> go.Figure:
+    """How the best $/M output tokens moves when one input moves by +-change_pct."""
+    title = f"Sensitivity of the best $ per M output tokens to +-{change_pct:g}% ({PREDICTED})"
+    usable = [r for r in rows if r.delta_pct is not None]
+    if not usable:
+        return empty_figure(title, "No configuration meets the SLOs.")
+    factors = list(dict.fromkeys(r.factor for r in usable))
+    spans = {f: max(abs(r.delta_pct or 0) for r in usable if r.factor == f) for f in factors}
+    factors.sort(key=lambda f: spans[f])
+    fig = go.Figure()
+    for sign, colour in ((-1.0, "#1f6feb"), (1.0, "#d62728")):
+        picked = {r.factor: r for r in usable if (r.change_pct > 0) == (sign > 0)}
+        fig.add_trace(
+            go.Bar(
+                y=factors,
+                x=[picked[f].delta_pct if f in picked else 0 for f in factors],
+                orientation="h",
+                marker={"color": colour},
+                name=f"input {'+' if sign > 0 else '-'}{change_pct:g}%",
+                text=[
+                    ("new best: " + (picked[f].best or "none"))
+                    if f in picked and picked[f].best_changed
+                    else ""
+                    for f in factors
+                ],
+                hovertemplate="%{y}: %{x:+.1f}% $/M output<br>%{text}<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text="change of the best $ per M output tokens (%)")
+    fig.update_yaxes(title_text="input changed")
+    return finish(fig, title, height=320)

@@ -27,10 +27,12 @@ from planner.recommend import (
     RecommendationResult,
     RecommendRequest,
     SearchSpace,
+    SensitivityRow,
     Slo,
     filtered_instances,
     perf_predictor,
     recommend,
+    sensitivity,
 )
 from planner.store import Store
 from planner.verification import (
@@ -374,3 +376,38 @@ def latest_run_moves(
         model_key, run_id, request.model_dump_json(), ref.catalog, user, result, request
     )
     return run_id, frame
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _sensitivity(
+    model_key: str,
+    request_json: str,
+    change_pct: float,
+    _catalog: Catalog,
+    _model: PerformanceModel,
+    _request: RecommendRequest,
+    _result: RecommendationResult,
+) -> list[SensitivityRow]:
+    predictor = perf_predictor(_catalog, _request, _model)
+    return sensitivity(_catalog, _request, predictor, change_pct=change_pct, base=_result)
+
+
+def plan_sensitivity(
+    ref: CatalogRef,
+    store: Store,
+    scenario: Scenario,
+    result: RecommendationResult,
+    change_pct: float,
+) -> list[SensitivityRow]:
+    """``planner.recommend.sensitivity`` of the scenario's recommendation (tornado data)."""
+    model, model_key = performance_model(ref, store, scenario)
+    request = recommend_request(scenario)
+    return _sensitivity(
+        model_key,
+        request.model_dump_json(),
+        change_pct,
+        scenario.catalog_with_model(ref.catalog),
+        model,
+        request,
+        result,
+    )

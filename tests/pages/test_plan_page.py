@@ -95,3 +95,12 @@ def test_the_plan_shows_what_the_latest_verification_run_moved(
     )
     moves = frame_with(at, "metric", "before", "after", "change %")
     assert not moves.empty and (moves["before"] != moves["after"]).all()
+
+
+def test_trade_offs_show_the_pareto_frontier_and_a_tornado(app: Callable[..., AppTest]) -> None:
+    at = app()
+    at.toggle(key="plan_show_sensitivity").set_value(True).run()
+    no_exception(at)
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("Pareto frontier" in spec for spec in titles)
+    assert any("Sensitivity of the best" in spec for spec in titles)
