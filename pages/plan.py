@@ -21,6 +21,7 @@ from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
 from pages.common.ui import planner_errors
 from planner.recommend import ranking_rows, rejected_rows
+from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -216,6 +217,7 @@ with st.expander("Workload: request lengths", expanded=shaped):
     )
     st.plotly_chart(fig_lengths, key="chart_lengths")
 
+sources = sources_frame(result, ref.catalog) if result else pd.DataFrame()
 with export_slot:
     export_menu(
         "Plan",
@@ -226,7 +228,9 @@ with export_slot:
             ),
             ExportSection("Ranking", table=ranked, figures=[fig_cost, fig_latency]),
             ExportSection("Rejected candidates", table=rejected),
+            ExportSection("Assumptions", text=PLAN_ASSUMPTIONS),
+            ExportSection("Sources and dates", table=sources),
         ],
-        {"Ranking": ranked, "Rejected": rejected},
+        {"Ranking": ranked, "Rejected": rejected, "Sources": sources},
         subtitle=scenario.describe(),
     )

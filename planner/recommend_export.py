@@ -20,6 +20,15 @@ from planner.recommend import (
 )
 from planner.report import ReportSection, render_report
 
+PLAN_ASSUMPTIONS = (
+    "Throughput and latency are predictions of Servewise's performance model (a step-time "
+    "model calibrated on measured serving results, driving a simulation of vLLM's continuous "
+    "batching), with 80% intervals. 'confidence' says whether measured results exist near each "
+    "configuration. Costs are instance list prices x instances bought for the peak load plus "
+    "spare replicas; $/M tokens divide that by the tokens served at the observed average "
+    "utilisation."
+)
+
 
 def ranking_frame(result: RecommendationResult) -> pd.DataFrame:
     return pd.DataFrame(ranking_rows(result))
@@ -140,16 +149,8 @@ def write_html(result: RecommendationResult, catalog: Catalog, path: Path) -> Pa
         f"{slo.ttft_p99_ms or '-'} ms, p99 TPOT {slo.tpot_p99_ms or '-'} ms; pricing "
         f"{request.search.pricing}."
     )
-    assumptions = (
-        "Throughput and latency are predictions of Servewise's performance model (a step-time "
-        "model calibrated on measured serving results, driving a simulation of vLLM's "
-        "continuous batching), with 80% intervals. 'confidence' says whether measured results "
-        "exist near each configuration. Costs are instance list prices x instances bought for "
-        "the peak load plus spare replicas; $/M tokens divide that by the tokens served at the "
-        "observed average utilisation."
-    )
     sections = [
-        ReportSection("Scenario", scenario + "\n\n" + assumptions),
+        ReportSection("Scenario", scenario + "\n\n" + PLAN_ASSUMPTIONS),
         ReportSection(
             "Ranking",
             "Cheapest per million output tokens first.",
