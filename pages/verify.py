@@ -27,7 +27,7 @@ from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from planner.catalog import PRECISIONS
 from planner.perf.model import get_performance_model
-from planner.runs import read_run_dir, run_signature, run_to_measured_result
+from planner.runs import calibration_problem, read_run_dir, run_signature, run_to_measured_result
 from planner.verification import (
     compare,
     comparison_rows,
@@ -66,7 +66,12 @@ def run_files(run_dir: str, signature: str | None) -> dict[str, Any] | None:
     run = read_run_dir(Path(run_dir))
     if run is None:
         return None
-    return {"meta": run.meta, "requests": run.requests, "measured": run_to_measured_result(run)}
+    return {
+        "meta": run.meta,
+        "requests": run.requests,
+        "measured": run_to_measured_result(run),
+        "problem": calibration_problem(run),
+    }
 
 
 def _bound(widget: Any, *args: Any, key: str, **kwargs: Any) -> Any:
@@ -367,7 +372,9 @@ def _recalibration() -> None:
     assert files is not None
     measured = files["measured"]
     if measured is None:
-        st.info("This run gives no measured result (not completed, or no request succeeded).")
+        st.info(
+            f"This run is kept and listed, but the model does not refit on it: {files['problem']}."
+        )
         return
     if run_id not in {r.run_id for r in measured_results(ref, store) if r.origin == "user"}:
         st.caption("Adding the run to the store…")

@@ -89,6 +89,30 @@ def read_run_dir(run_dir: Path) -> RunFiles | None:
     )
 
 
+def calibration_problem(run: RunFiles) -> str | None:
+    """Why a run cannot be a calibration point, in words; None when it can."""
+    meta = run.meta
+    if meta.get("status") != "completed":
+        return f"the run did not complete (status {meta.get('status')!r})"
+    if not meta.get("plan"):
+        return "the run names no plan (GPU, layout, precision) to calibrate"
+    if not meta.get("summary"):
+        return "the run has no summary of its measurements"
+    counted = [r for r in run.requests if not r.get("warmup")]
+    succeeded = sum(1 for r in counted if r.get("status") == "ok")
+    if not succeeded:
+        return "no request succeeded"
+    failed_share = 1 - succeeded / len(counted)
+    if failed_share > MAX_FAILED_SHARE:
+        # Failed requests free their slots early: the run measured a lighter load than the
+        # plan's, and its throughput counts only the successes.
+        return (
+            f"{failed_share:.0%} of its requests failed (more than {MAX_FAILED_SHARE:.0%}): "
+            "it measured a lighter load than the plan's"
+        )
+    return None
+
+
 def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
     """A completed run whose plan names the deployment becomes a measured result.
 
@@ -97,27 +121,15 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
     without a plan, not completed, or with more than ``MAX_FAILED_SHARE`` of their requests
     failed stay runs only: nothing to calibrate against.
     """
+    problem = calibration_problem(run)
+    if problem is not None:
+        log.info("run %s not used for calibration: %s", run.run_id, problem)
+        return None
     meta = run.meta
     plan = meta.get("plan") or {}
     summary = meta.get("summary") or {}
-    if meta.get("status") != "completed" or not plan or not summary:
-        return None
     config = meta.get("config") or {}
-    counted = [r for r in run.requests if not r.get("warmup")]
-    measured = [r for r in counted if r.get("status") == "ok"]
-    if not measured:
-        return None
-    failed_share = 1 - len(measured) / len(counted)
-    if failed_share > MAX_FAILED_SHARE:
-        # Failed requests free their slots early: the run measured a lighter load than the
-        # plan's, and its throughput counts only the successes. Keep it as a run, not as a
-        # calibration point.
-        log.info(
-            "run %s not used for calibration: %.0f%% of requests failed",
-            run.run_id,
-            100 * failed_share,
-        )
-        return None
+    measured = [r for r in run.requests if r.get("status") == "ok" and not r.get("warmup")]
 
     def _target(key: str, config_key: str) -> int:
         if config.get(config_key):

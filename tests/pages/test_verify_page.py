@@ -51,7 +51,7 @@ def test_an_endpoint_url_is_needed(app: Callable[..., AppTest], own_user_dir: Pa
     no_exception(at)
     (line,) = [m.value for m in at.markdown if "**failed**" in m.value]
     assert "Stopped:" in line and "127.0.0.1:9" in line
-    assert any("no measured result" in i.value for i in at.info)
+    assert any("does not refit on it: the run did not complete" in i.value for i in at.info)
 
 
 def test_a_run_with_faults_reports_failures_and_keeps_the_successes(
@@ -67,7 +67,7 @@ def test_a_run_with_faults_reports_failures_and_keeps_the_successes(
     while time.monotonic() < deadline:
         at.run()
         no_exception(at)
-        if any(c.value.startswith("The Plan page ranks") for c in at.caption):
+        if any("does not refit on it" in i.value for i in at.info):
             break
         time.sleep(0.5)
     else:
@@ -85,8 +85,10 @@ def test_a_run_with_faults_reports_failures_and_keeps_the_successes(
     assert throughput["measured"] > 0 and throughput["predicted"] > 0
     assert float(compared.loc["Median TPOT (ms)", "measured"]) > 0  # the successful requests
 
-    moves = frame_with(at, "metric", "before", "after", "toward the measurement")
-    assert set(moves["metric"]) >= {"Output tokens/s (tok/s)", "Median TPOT (ms)"}
+    # A run where more than 5% of the requests failed measured a lighter load than planned:
+    # it is kept and listed, but the model does not refit on it, and the page says why.
+    (why,) = [i.value for i in at.info if "does not refit on it" in i.value]
+    assert "of its requests failed (more than 5%)" in why
 
     runs_dir = own_user_dir / "runs"
     (run_dir,) = [p for p in runs_dir.iterdir() if (p / "run.json").is_file()]
