@@ -366,159 +366,122 @@ class SimulatedServer:
         fault_pos: float,
         t_admit: float,
     ) -> web.StreamResponse:
-        generated = [0]
-        try:
-            return await self._stream_chunks(
-                request,
-                chat=chat,
-                rid=rid,
-                model=model,
-                n_out=n_out,
-                tm=tm,
-                prompt_tokens=prompt_tokens,
-                include_usage=include_usage,
-                continuous=continuous,
-                drop=drop,
-                malformed=malformed,
-                stall=stall,
-                fault_pos=fault_pos,
-                t_admit=t_admit,
-                generated=generated,
-            )
-        finally:
-            self.stats.kv_used -= generated[0]
-
-    async def _stream_chunks(
-        self,
-        request: web.Request,
-        *,
-        chat: bool,
-        rid: str,
-        model: str,
-        n_out: int,
-        tm: TokenTiming,
-        prompt_tokens: int,
-        include_usage: bool,
-        continuous: bool,
-        drop: bool,
-        malformed: bool,
-        stall: bool,
-        fault_pos: float,
-        t_admit: float,
-        generated: list[int],
-    ) -> web.StreamResponse:
         s = self.stats
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(request)
-        k = tm.tokens_per_chunk
-        n_chunks = math.ceil(n_out / k)
-        fault_chunk = min(n_chunks - 1, int(fault_pos * n_chunks))
-        created = int(time.time())
-        obj_name = "chat.completion.chunk" if chat else "text_completion"
-        reasoning = self.opt.reasoning_tokens if chat else 0
-        loop = asyncio.get_running_loop()
-        t_start = loop.time()
-        stall_extra = 0.0
-        sent = 0
-        cap = self.opt.kv_capacity_tokens
-        preempted = False
-        # a load-aware model re-prices each chunk at the batch running now
-        live = getattr(self.timing, "live_token_delay_s", None)
-        due = t_start
-        for j in range(n_chunks):
-            n_tok = min(k, n_out - sent)
-            last_tok = sent + n_tok - 1
-            if stall and j == fault_chunk:
-                stall_extra += self.opt.stall_s
-            if live is None or j == 0:
-                due = t_start + tm.ttft_s + last_tok * tm.token_delay_s + stall_extra
-            else:
-                due += n_tok * live(s.running, prompt_tokens, n_out) + (
-                    self.opt.stall_s if stall and j == fault_chunk else 0.0
-                )
-            delay = due - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if drop and (j == max(1, fault_chunk) or n_chunks == 1):
-                transport = request.transport
-                if transport is not None:
-                    transport.abort()
-                raise asyncio.CancelledError
-            if malformed and j == fault_chunk:
-                await resp.write(b'data: {"choices": [{"text": "broken\n\n')
-            text_r = text_c = ""
-            for t in range(sent, sent + n_tok):
-                if t < reasoning:
-                    text_r += " think"
+        generated = 0  # KV held by this stream's output, released when it ends
+        try:
+            resp = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
+            await resp.prepare(request)
+            k = tm.tokens_per_chunk
+            n_chunks = math.ceil(n_out / k)
+            fault_chunk = min(n_chunks - 1, int(fault_pos * n_chunks))
+            created = int(time.time())
+            obj_name = "chat.completion.chunk" if chat else "text_completion"
+            reasoning = self.opt.reasoning_tokens if chat else 0
+            loop = asyncio.get_running_loop()
+            t_start = loop.time()
+            stall_extra = 0.0
+            sent = 0
+            cap = self.opt.kv_capacity_tokens
+            preempted = False
+            # a load-aware model re-prices each chunk at the batch running now
+            live = getattr(self.timing, "live_token_delay_s", None)
+            due = t_start
+            for j in range(n_chunks):
+                n_tok = min(k, n_out - sent)
+                last_tok = sent + n_tok - 1
+                if stall and j == fault_chunk:
+                    stall_extra += self.opt.stall_s
+                if live is None or j == 0:
+                    due = t_start + tm.ttft_s + last_tok * tm.token_delay_s + stall_extra
                 else:
-                    text_c += " x"
-            sent += n_tok
-            s.generation_tokens += n_tok
-            s.kv_used += n_tok
-            generated[0] += n_tok
-            if cap is not None and s.kv_used > cap and not preempted:
-                s.preemptions += 1
-                preempted = True
-            if j == 0:
-                s.ttft_count += 1
-                s.ttft_sum += time.monotonic() - t_admit
-            finish = "length" if sent >= n_out else None
-            if chat:
-                delta: dict[str, Any] = {}
+                    due += n_tok * live(s.running, prompt_tokens, n_out) + (
+                        self.opt.stall_s if stall and j == fault_chunk else 0.0
+                    )
+                delay = due - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if drop and (j == max(1, fault_chunk) or n_chunks == 1):
+                    transport = request.transport
+                    if transport is not None:
+                        transport.abort()
+                    raise asyncio.CancelledError
+                if malformed and j == fault_chunk:
+                    await resp.write(b'data: {"choices": [{"text": "broken\n\n')
+                text_r = text_c = ""
+                for t in range(sent, sent + n_tok):
+                    if t < reasoning:
+                        text_r += " think"
+                    else:
+                        text_c += " x"
+                sent += n_tok
+                s.generation_tokens += n_tok
+                s.kv_used += n_tok
+                generated += n_tok
+                if cap is not None and s.kv_used > cap and not preempted:
+                    s.preemptions += 1
+                    preempted = True
                 if j == 0:
-                    delta["role"] = "assistant"
-                if text_r:
-                    delta["reasoning_content"] = text_r
-                if text_c or not text_r:
-                    delta["content"] = text_c
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "delta": delta,
-                    "logprobs": None,
-                    "finish_reason": finish,
+                    s.ttft_count += 1
+                    s.ttft_sum += time.monotonic() - t_admit
+                finish = "length" if sent >= n_out else None
+                if chat:
+                    delta: dict[str, Any] = {}
+                    if j == 0:
+                        delta["role"] = "assistant"
+                    if text_r:
+                        delta["reasoning_content"] = text_r
+                    if text_c or not text_r:
+                        delta["content"] = text_c
+                    choice: dict[str, Any] = {
+                        "index": 0,
+                        "delta": delta,
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                else:
+                    choice = {"index": 0, "text": text_c, "logprobs": None, "finish_reason": finish}
+                chunk: dict[str, Any] = {
+                    "id": rid,
+                    "object": obj_name,
+                    "created": created,
+                    "model": model,
+                    "choices": [choice],
                 }
-            else:
-                choice = {"index": 0, "text": text_c, "logprobs": None, "finish_reason": finish}
-            chunk: dict[str, Any] = {
-                "id": rid,
-                "object": obj_name,
-                "created": created,
-                "model": model,
-                "choices": [choice],
-            }
-            if continuous and include_usage:
-                chunk["usage"] = {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": sent,
-                    "total_tokens": prompt_tokens + sent,
+                if continuous and include_usage:
+                    chunk["usage"] = {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": sent,
+                        "total_tokens": prompt_tokens + sent,
+                    }
+                await resp.write(
+                    b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+                )
+            if include_usage:
+                final = {
+                    "id": rid,
+                    "object": obj_name,
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": n_out,
+                        "total_tokens": prompt_tokens + n_out,
+                    },
                 }
-            await resp.write(
-                b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
-            )
-        if include_usage:
-            final = {
-                "id": rid,
-                "object": obj_name,
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": n_out,
-                    "total_tokens": prompt_tokens + n_out,
-                },
-            }
-            await resp.write(
-                b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n"
-            )
-        await resp.write(b"data: [DONE]\n\n")
-        s.success += 1
-        s.e2e_count += 1
-        s.e2e_sum += time.monotonic() - t_admit
-        await resp.write_eof()
-        return resp
+                await resp.write(
+                    b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n"
+                )
+            await resp.write(b"data: [DONE]\n\n")
+            s.success += 1
+            s.e2e_count += 1
+            s.e2e_sum += time.monotonic() - t_admit
+            await resp.write_eof()
+            return resp
+        finally:
+            s.kv_used -= generated
 
 
 class PreciseEpollSelector(selectors.EpollSelector):
