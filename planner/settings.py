@@ -37,6 +37,15 @@ class Settings(BaseSettings):
     runs_dir: Path | None = Field(
         default=None, description="Benchmark run files; default <user_data_dir>/runs."
     )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Derived data that can be rebuilt (the fitted performance model); "
+        "default <user_data_dir>/cache.",
+    )
+    fit_cache: bool = Field(
+        default=True,
+        description="Reuse a fitted performance model from cache_dir (0 to refit every time).",
+    )
     default_region: str = "us-east-1"
     currency: str = "USD"
 
@@ -54,6 +63,10 @@ class Settings(BaseSettings):
     @property
     def runs_directory(self) -> Path:
         return self.runs_dir or self.user_data_dir / "runs"
+
+    @property
+    def cache_directory(self) -> Path:
+        return self.cache_dir or self.user_data_dir / "cache"
 
 
 @lru_cache(maxsize=1)
