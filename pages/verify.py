@@ -15,8 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
-from benchmarks_runner.perf_timing import PlanSpec, coefficients_for_plan
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
+from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.navigation import ensure_app_navigation

@@ -11,15 +11,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config, read_run
-from benchmarks_runner.errors import ConfigError
-from benchmarks_runner.run_manager import (
-    EndpointStartError,
-    Faults,
-    ManagedRun,
-    RunManager,
-    SimulatedEndpoint,
-    VerificationRequest,
-)
+from benchmarks_runner.endpoints import Faults, SimulatedEndpoint
+from benchmarks_runner.errors import ConfigError, EndpointStartError
+from benchmarks_runner.run_manager import ManagedRun, RunManager, VerificationRequest
 from benchmarks_runner.workload import RequestSpec
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel

@@ -199,8 +199,8 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     """Verify 8B on H100 against a simulated endpoint twice as slow as the model: the run is
     ingested as a user result, and the refitted prediction of that configuration moves toward
     the measurement."""
-    from benchmarks_runner.perf_timing import PlanSpec, coefficients_for_plan
     from benchmarks_runner.run_manager import RunManager, VerificationRequest
+    from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
     from planner.perf.model import get_performance_model
     from planner.store import Store
 
