@@ -3,15 +3,18 @@
     .venv/bin/python benchmarks/ingest_bench.py [--runs 200] [--requests 100] [--output-len 256]
 
 Generates ``--runs`` completed run directories with the project's own run writer
-(``benchmarks_runner.run_files.RunWriter``: ``run.json``, ``requests.jsonl`` with one chunk
+(``planner.run_files.RunWriter``: ``run.json``, ``requests.jsonl`` with one chunk
 timestamp per output token, ``server_metrics.jsonl``), then times a fresh DuckDB store
-ingesting all of them, and a second pass over the unchanged folder (nothing new to do).
-Prints MB/s and request rows/s.
+ingesting all of them (:mod:`planner.ingest`: DuckDB reads the JSON lines in bulk), a second
+pass over the unchanged folder (nothing new to do), and, side by side in the same run, a
+fresh store fed by the one per-line reader (``bulk=False``, what a bad file gets). Prints MB/s,
+request rows/s, the ratio, and whether both stored the same rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import tempfile
@@ -20,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks_runner.run_files import RunWriter
+from planner.ingest import ingest
+from planner.run_files import MetricSample, RequestRecord, RunWriter
 from planner.store import Store
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -39,35 +43,34 @@ def write_runs(runs_dir: Path, runs: int, requests: int, output_len: int, seed: 
             start = 0.1 * i
             chunks = [round(start + ttft + k * gap, 6) for k in range(output_len)]
             rows.append(
-                {
-                    "request_id": f"run{r}-{i}",
-                    "request_index": i,
-                    "warmup": i < 2,
-                    "start_s": start,
-                    "first_chunk_s": chunks[0],
-                    "first_content_s": chunks[0],
-                    "end_s": chunks[-1],
-                    "chunk_times_s": chunks,
-                    "chunk_tokens": [1] * output_len,
-                    "prompt_tokens": 1024,
-                    "output_tokens": output_len,
-                    "input_len_target": 1024,
-                    "output_len_target": output_len,
-                    "status": "ok",
-                    "http_status": 200,
-                    "error": None,
-                    "scheduled_s": start,
-                }
+                RequestRecord(
+                    request_id=f"run{r}-{i}",
+                    request_index=i,
+                    warmup=i < 2,
+                    scheduled_s=start,
+                    start_s=start,
+                    first_chunk_s=chunks[0],
+                    first_content_s=chunks[0],
+                    end_s=chunks[-1],
+                    chunk_times_s=chunks,
+                    chunk_tokens=[1] * output_len,
+                    prompt_tokens=1024,
+                    output_tokens=output_len,
+                    input_len_target=1024,
+                    output_len_target=output_len,
+                    status="ok",
+                    http_status=200,
+                )
             )
         writer.append_requests(rows)
         writer.append_metric_samples(
             [
-                {"t_s": 0.5 * k, "name": name, "labels": {"model_name": MODEL}, "value": float(k)}
+                MetricSample(t_s=0.5 * k, name=name, labels={"model_name": MODEL}, value=float(k))
                 for k in range(60)
                 for name in ("vllm:num_requests_running", "vllm:kv_cache_usage_perc")
             ]
         )
-        duration = rows[-1]["end_s"]
+        duration = rows[-1].end_s or 0.0
         writer.write_meta(
             status="completed",
             model=MODEL,
@@ -96,6 +99,25 @@ def folder_bytes(runs_dir: Path) -> int:
     return sum(p.stat().st_size for p in runs_dir.rglob("*") if p.is_file())
 
 
+def _timed_ingest(store_path: Path, runs_dir: Path, *, bulk: bool) -> tuple[Store, float]:
+    store = Store(store_path)
+    start = time.perf_counter()
+    progress = ingest(store, runs_dir, bulk=bulk)
+    elapsed = time.perf_counter() - start
+    if progress.error:
+        raise SystemExit(f"ingestion failed: {progress.error}")
+    return store, elapsed
+
+
+def _content(store: Store) -> list[tuple[object, ...]]:
+    return list(
+        store.query(
+            "SELECT run_id, request_id, start_s, end_s, len(chunk_times_s), status "
+            "FROM request_results ORDER BY run_id, request_id"
+        ).itertuples(index=False, name=None)
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -107,27 +129,35 @@ def main() -> int:
         start = time.perf_counter()
         write_runs(runs_dir, args.runs, args.requests, args.output_len)
         size = folder_bytes(runs_dir)
-        rows = args.runs * args.requests
         print(
-            f"generated {args.runs} runs, {rows:,} request rows, {size / 1e6:,.1f} MB "
-            f"in {time.perf_counter() - start:.1f} s"
+            f"generated {args.runs} runs, {args.runs * args.requests:,} request rows, "
+            f"{size / 1e6:,.1f} MB in {time.perf_counter() - start:.1f} s"
         )
-        store = Store(Path(tmp) / "store.duckdb")
-        start = time.perf_counter()
-        ingested = store.ingest_runs(runs_dir)
-        elapsed = time.perf_counter() - start
-        stored = int(store.query("SELECT count(*) AS n FROM request_results")["n"][0])
-        print(
-            f"fresh store, ingest all:        {elapsed:7.2f} s  {size / 1e6 / elapsed:7.1f} MB/s  "
-            f"{stored / elapsed:9,.0f} request rows/s  ({len(ingested)} runs, {stored:,} rows)"
-        )
-        start = time.perf_counter()
-        again = store.ingest_runs(runs_dir)
-        print(
-            f"second pass, nothing changed:   {time.perf_counter() - start:7.2f} s  "
-            f"({len(again)} runs re-ingested)"
-        )
-        store.close()
+        timings = {}
+        contents = {}
+        for label, bulk in (
+            ("DuckDB bulk read (the store)", True),
+            ("one reader, per line", False),
+        ):
+            store, elapsed = _timed_ingest(Path(tmp) / f"store-{bulk}.duckdb", runs_dir, bulk=bulk)
+            stored = int(store.query("SELECT count(*) AS n FROM request_results")["n"][0])
+            timings[label] = elapsed
+            contents[label] = _content(store)
+            print(
+                f"fresh store, {label:<30} {elapsed:7.2f} s  {size / 1e6 / elapsed:7.1f} MB/s  "
+                f"{stored / elapsed:9,.0f} request rows/s  ({stored:,} rows)"
+            )
+            if bulk:
+                start = time.perf_counter()
+                again = store.ingest_runs(runs_dir)
+                print(
+                    f"  second pass, nothing changed:      {time.perf_counter() - start:7.2f} s  "
+                    f"({len(again)} runs re-ingested)"
+                )
+            store.close()
+        bulk_s, reader_s = timings.values()
+        same = len({json.dumps(c, default=str) for c in contents.values()}) == 1
+        print(f"bulk read / one reader: {reader_s / bulk_s:.1f}x faster; same rows stored: {same}")
     return 0
 
 

@@ -46,6 +46,12 @@ class Settings(BaseSettings):
         default=True,
         description="Reuse a fitted performance model from cache_dir (0 to refit every time).",
     )
+    ingest_wait_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="How long a dashboard page waits for run files being ingested in the "
+        "background before it draws what is in so far.",
+    )
     default_region: str = "us-east-1"
     currency: str = "USD"
 

@@ -26,6 +26,8 @@ def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def _session_cache(session_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(session_cache_dir))
+    # pages draw once the run files are in (a test of the background notice sets it to 0)
+    monkeypatch.setenv("SERVEWISE_INGEST_WAIT_S", "120")
 
 
 @pytest.fixture(autouse=True)

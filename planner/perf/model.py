@@ -457,6 +457,25 @@ def get_performance_model(
     return model
 
 
+def fit_is_cached(
+    catalog: Catalog,
+    user_results: Iterable[MeasuredResult] = (),
+    *,
+    cache_dir: Path | None = None,
+) -> bool:
+    """Whether :func:`get_performance_model` would return at once (fitted in this process or
+    on disk), rather than fit (~10-15 s)."""
+    results = [*catalog.measured, *user_results]
+    key = results_fingerprint(catalog, results)
+    with _LOCK:
+        if key in _MODEL_CACHE:
+            return True
+    directory = _disk_cache_dir(cache_dir, None)
+    if directory is None:
+        return False
+    return fit_cache.cache_file(directory, fit_cache.cache_key(key)).is_file()
+
+
 def _disk_cache_dir(cache_dir: Path | None, enabled: bool | None) -> Path | None:
     from planner.settings import get_settings
 

@@ -20,7 +20,7 @@ import pytest
 from planner.catalog import Catalog
 from planner.perf import fit_cache
 from planner.perf import model as model_module
-from planner.perf.model import get_performance_model, results_fingerprint
+from planner.perf.model import fit_is_cached, get_performance_model, results_fingerprint
 from planner.perf.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,10 +63,12 @@ def _only_file(directory: Path) -> Path:
 def test_a_second_load_reads_the_fit_and_predicts_exactly_the_same(
     small: Catalog, tmp_path: Path
 ) -> None:
+    assert not fit_is_cached(small, cache_dir=tmp_path)
     fitted = get_performance_model(small, cache_dir=tmp_path)
     assert not fitted.from_cache
     _only_file(tmp_path)
     model_module._MODEL_CACHE.clear()
+    assert fit_is_cached(small, cache_dir=tmp_path)
     loaded = get_performance_model(small, cache_dir=tmp_path)
     assert loaded.from_cache and loaded is not fitted
     assert loaded.coefficients == fitted.coefficients
