@@ -6,7 +6,7 @@ the browser. :class:`RunManager` (one a process; the dashboard holds it with
 :func:`~benchmarks_runner.runner.run_benchmark_sync`, keeps its latest
 :class:`~benchmarks_runner.runner.ProgressSnapshot` and a cancel event, and lists the active and
 finished runs, so any script run of any session finds them again. The run files are written as
-for any run (``benchmarks_runner.run_files``): after the process ends they are what remains.
+for any run (:mod:`planner.run_files`): after the process ends they are what remains.
 
 A run may bring its own endpoint (:mod:`benchmarks_runner.endpoints`): a simulated server child
 process or a ``vllm serve`` child. The manager starts it before the run (its start-up counts as
@@ -39,9 +39,9 @@ from typing import Any, Literal
 from benchmarks_runner.config import RunConfig
 from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
 from benchmarks_runner.errors import BenchmarkError, EndpointStartError
-from benchmarks_runner.run_files import RUN_JSON, list_runs
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
 from benchmarks_runner.workload import RequestSpec
+from planner.run_files import RUN_JSON, list_runs
 
 log = logging.getLogger(__name__)
 

@@ -189,8 +189,8 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
     """Closed loop of 32: every request, also the first one admitted alone, decodes at the
     pace of the full batch; one request alone decodes faster (latency grows with load)."""
     from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config
-    from benchmarks_runner.run_files import read_run
     from benchmarks_runner.run_manager import RunManager
+    from tests.run_view import read_run
 
     manager = RunManager(tmp_path)  # runs in its own thread: no event loop of the test's
 
