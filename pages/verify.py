@@ -15,8 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
-from benchmarks_runner.perf_timing import PlanSpec, coefficients_for_plan
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
+from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.navigation import ensure_app_navigation
@@ -26,8 +26,10 @@ from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from planner.catalog import PRECISIONS
+from planner.errors import RunFilesError
 from planner.perf.model import get_performance_model
-from planner.runs import calibration_problem, read_run_dir, run_signature, run_to_measured_result
+from planner.run_files import read_run_dir, run_signature
+from planner.runs import calibration_problem, run_to_measured_result
 from planner.verification import (
     compare,
     comparison_rows,
@@ -63,8 +65,9 @@ def run_manager(directory: str) -> RunManager:
 @st.cache_data(show_spinner=False, max_entries=32)
 def run_files(run_dir: str, signature: str | None) -> dict[str, Any] | None:
     del signature  # the cache key: changes whenever the run's files do
-    run = read_run_dir(Path(run_dir))
-    if run is None:
+    try:
+        run = read_run_dir(Path(run_dir))
+    except RunFilesError:
         return None
     return {
         "meta": run.meta,

@@ -37,6 +37,7 @@ from planner.catalog import MeasuredResult
 from planner.engine import EngineConfig
 from planner.errors import PlannerError
 from planner.perf.scenario import Prediction, Scenario
+from planner.run_files import RequestRecord
 from planner.vllm_command import VllmServeConfig
 
 #: Keys of a plan that describe the deployment (the store reads these).
@@ -385,15 +386,15 @@ def comparison_rows(comparisons: Iterable[MetricComparison]) -> list[dict[str, A
     return rows
 
 
-def failure_counts(requests: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+def failure_counts(requests: Iterable[RequestRecord]) -> list[tuple[str, int]]:
     """Failed measured requests grouped by error message (HTTP status first), most common
     first: what fault injection or a real endpoint's trouble looked like from the client."""
     counts: dict[str, int] = {}
-    for row in requests:
-        if row.get("warmup") or row.get("status") == "ok":
+    for record in requests:
+        if record.warmup or record.ok:
             continue
-        status = row.get("http_status")
-        error = str(row.get("error") or "failed")
+        status = record.http_status
+        error = str(record.error or "failed")
         prefix = f"HTTP {status}"
         key = f"{prefix}: {error}" if status and status != 200 and prefix not in error else error
         counts[key] = counts.get(key, 0) + 1

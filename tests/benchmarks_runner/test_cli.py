@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks_runner import read_run
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
+from tests.run_view import read_run
 
 from .conftest import FIXTURES, ROOT, env_with_root
 

@@ -10,20 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config, read_run
-from benchmarks_runner.errors import ConfigError
-from benchmarks_runner.run_manager import (
-    EndpointStartError,
-    Faults,
-    ManagedRun,
-    RunManager,
-    SimulatedEndpoint,
-    VerificationRequest,
-)
+from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config
+from benchmarks_runner.endpoints import Faults, SimulatedEndpoint
+from benchmarks_runner.errors import ConfigError, EndpointStartError
+from benchmarks_runner.run_manager import ManagedRun, RunManager, VerificationRequest
 from benchmarks_runner.workload import RequestSpec
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel
+from planner.run_files import read_run_dir
 from planner.store import Store
+from tests.run_view import read_run
 
 FAST = ["--ttft-ms", "5", "--token-delay-ms", "2"]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -250,7 +246,7 @@ def test_fault_injection_fails_some_requests_and_keeps_the_rest(manager: RunMana
     summary = run.result.summary if run.result else None
     assert summary is not None and summary["completed"] + summary["failed"] == 40
     assert 0 < summary["failed"] < 40 and summary["output_throughput"] > 0
-    errors = dict(failure_counts(read_run(run.run_dir)["requests"]))  # type: ignore[arg-type]
+    errors = dict(failure_counts(read_run_dir(run.run_dir).requests))  # type: ignore[arg-type]
     assert any(e.startswith("HTTP 503") for e in errors)
     assert sum(errors.values()) == summary["failed"]
 

@@ -17,13 +17,13 @@ from benchmarks_runner import (
     RequestSpec,
     build_synthetic_specs,
     make_run_config,
-    read_run,
     run_benchmark_sync,
 )
 from benchmarks_runner.errors import EndpointUnreachable, ModelNotServed
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
 from benchmarks_runner.sweep import run_sweep, search_max_rate
 from benchmarks_runner.workload import load_trace
+from tests.run_view import read_run
 
 from .conftest import FIXTURES
 

@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks_runner.perf_timing import (
+from benchmarks_runner.endpoints import SimulatedEndpoint
+from benchmarks_runner.errors import EndpointStartError
+from benchmarks_runner.simulated.perf_timing import (
     PerfTiming,
     PlanSpec,
     parse_coefficients,
     perf_timing_for_plan,
 )
-from benchmarks_runner.run_manager import EndpointStartError, SimulatedEndpoint
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
@@ -167,7 +168,7 @@ def test_cli_serves_a_plan_with_perf_timing(prior: list[float]) -> None:
 
 def test_cli_rejects_a_bad_plan_in_one_line() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks_runner.simulated_server", "--model", MODEL,
+        [sys.executable, "-m", "benchmarks_runner.simulated", "--model", MODEL,
          "--gpu", "H100-SXM", "--tp", "3", "--coefficients", json.dumps([1.0] * len(FEATURES))],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -188,8 +189,8 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
     """Closed loop of 32: every request, also the first one admitted alone, decodes at the
     pace of the full batch; one request alone decodes faster (latency grows with load)."""
     from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config
-    from benchmarks_runner.run_files import read_run
     from benchmarks_runner.run_manager import RunManager
+    from tests.run_view import read_run
 
     manager = RunManager(tmp_path)  # runs in its own thread: no event loop of the test's
 

@@ -41,17 +41,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from benchmarks_runner.simulated_server import TokenTiming
-
-if TYPE_CHECKING:
-    from planner.catalog import Catalog
-    from planner.perf.deployment import Deployment
-    from planner.perf.model import PerformanceModel
-    from planner.perf.scenario import Scenario
+from benchmarks_runner.simulated.timing import TokenTiming
+from planner.catalog import Catalog, load_catalog
+from planner.perf.calibration import version_key
+from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.model import PerformanceModel, get_performance_model, results_fingerprint
+from planner.perf.scenario import Scenario
+from planner.perf.step_time import FEATURES, StepBatch, step_time_s
+from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ CACHE_VERSION = 1
 @dataclass(frozen=True)
 class PlanSpec:
     """What the simulated server imitates: one replica of a plan (``python -m
-    benchmarks_runner.simulated_server --model HF_ID --gpu ID --tp N ...``)."""
+    benchmarks_runner.simulated --model HF_ID --gpu ID --tp N ...``)."""
 
     model: str
     gpu: str
@@ -106,8 +107,6 @@ class PlanSpec:
 
     def scenario(self, input_len: int = 1024, output_len: int = 256) -> Scenario:
         """A one-replica scenario of the plan (the lengths only bound ``max_model_len``)."""
-        from planner.perf.scenario import Scenario
-
         return Scenario(
             engine=self.engine,
             engine_version=self.engine_version,
@@ -166,7 +165,6 @@ class PerfTiming:
     def _step_uncached(
         self, decodes: float, context: float, prefills: float, prefill_tokens: float
     ) -> float:
-        from planner.perf.step_time import StepBatch, step_time_s
 
         dep = self.deployment
         batch = StepBatch()
@@ -236,8 +234,6 @@ def _bucket(tokens: float) -> float:
 # ----- building one from a plan ----------------------------------------------------------------
 def coefficients_for_plan(model: PerformanceModel, spec: PlanSpec) -> list[float]:
     """The fitted coefficient vector the model would use to predict ``spec``."""
-    from planner.perf.calibration import version_key
-
     scenario = spec.scenario()
     dep = model.deployment(scenario)
     vector = model.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
@@ -245,9 +241,6 @@ def coefficients_for_plan(model: PerformanceModel, spec: PlanSpec) -> list[float
 
 
 def _cache_file(cache_dir: Path, catalog: Catalog, spec: PlanSpec) -> Path:
-    from planner.perf.model import results_fingerprint
-    from planner.perf.step_time import FEATURES
-
     digest = hashlib.sha256()
     digest.update(results_fingerprint(catalog, list(catalog.measured)).encode())
     digest.update(json.dumps([CACHE_VERSION, list(FEATURES)]).encode())
@@ -257,8 +250,6 @@ def _cache_file(cache_dir: Path, catalog: Catalog, spec: PlanSpec) -> Path:
 
 def cached_coefficients(catalog: Catalog, spec: PlanSpec, cache_dir: Path | None) -> list[float]:
     """Coefficients of the model fitted on ``catalog.measured``, cached under ``cache_dir``."""
-    from planner.perf.model import get_performance_model
-
     path = _cache_file(cache_dir, catalog, spec) if cache_dir is not None else None
     if path is not None and path.is_file():
         try:
@@ -282,7 +273,6 @@ def cached_coefficients(catalog: Catalog, spec: PlanSpec, cache_dir: Path | None
 def parse_coefficients(text: str) -> list[float]:
     """``--coefficients``: a JSON list over the step terms, a JSON object by term name, or the
     path of a file holding either."""
-    from planner.perf.step_time import FEATURES
 
     source = text.strip()
     if not source.startswith(("[", "{")):
@@ -325,9 +315,6 @@ def perf_timing_for_plan(
     Raises :class:`planner.errors.PlannerError` naming the field when the plan does not resolve
     (unknown model or GPU, TP not dividing the heads, ...).
     """
-    from planner.catalog import load_catalog
-    from planner.perf.deployment import resolve_deployment
-    from planner.settings import get_settings
 
     if catalog is None:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
@@ -341,6 +328,5 @@ def perf_timing_for_plan(
 
 
 def default_cache_dir() -> Path:
-    from planner.settings import get_settings
 
     return get_settings().user_data_dir / "cache"
