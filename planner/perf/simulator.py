@@ -44,7 +44,7 @@ import numpy as np
 from planner.perf.deployment import Deployment
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import IDX, N_FEATURES, StepBatch, fill_step_features
-from planner.workload import LengthDistribution
+from planner.workload import LengthDistribution, draw_lengths
 
 _IDLE = IDX["idle"]
 TIMELINE_POINTS = 2000
@@ -171,22 +171,10 @@ class _Arrivals:
     outputs: np.ndarray
 
 
-def sample_lengths(dist: LengthDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
-    values = np.asarray(dist.sample(n, rng), dtype=float)
-    return np.maximum(1, np.rint(values)).astype(int)
-
-
 def _request_lengths(scenario: Scenario, n: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(scenario.seed)
-    if scenario.input_dist is not None:
-        ins = sample_lengths(scenario.input_dist, n, rng)
-    else:
-        ins = np.full(n, int(scenario.input_len or 1))
-    if scenario.output_dist is not None:
-        outs = sample_lengths(scenario.output_dist, n, rng)
-    else:
-        outs = np.full(n, int(scenario.output_len or 1))
-    return ins, outs
+    ins = scenario.input_dist or LengthDistribution.fixed(int(scenario.input_len or 1))
+    outs = scenario.output_dist or LengthDistribution.fixed(int(scenario.output_len or 1))
+    return draw_lengths(ins, outs, n, scenario.seed)
 
 
 def _arrival_times(scenario: Scenario, n: int, rate: float) -> np.ndarray:
