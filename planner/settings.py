@@ -38,6 +38,9 @@ class Settings(BaseSettings):
         default=None, description="Benchmark run files; default <user_data_dir>/runs."
     )
     default_region: str = "us-east-1"
+    price_stale_days: int = Field(
+        default=90, ge=1, description="A price older than this many days is marked stale."
+    )
     currency: str = "USD"
 
     @field_validator("currency")
