@@ -1,7 +1,7 @@
 """Diagnose a run (or a live endpoint) against the ten ways a cluster wastes money.
 
     from planner.diagnosis import diagnose, evidence_from_run
-    from planner.runs import read_run_dir
+    from planner.run_files import read_run_dir
 
     ev = evidence_from_run(read_run_dir(Path(run_dir)))
     d = diagnose(ev, model=get_performance_model(catalog))
@@ -47,7 +47,7 @@ from planner.diagnosis.findings import (
 from planner.diagnosis.whatif import DiagnosisContext, build_context
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
-from planner.runs import RunFiles
+from planner.run_files import RunFiles
 from planner.verification import plan_label
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def diagnose(
 
 
 def diagnose_run(run: RunFiles, **kwargs: Any) -> Diagnosis:
-    """:func:`diagnose` of a run directory read with :func:`planner.runs.read_run_dir`."""
+    """:func:`diagnose` of a run directory read with :func:`planner.run_files.read_run_dir`."""
     return diagnose(evidence_from_run(run), **kwargs)
 
 

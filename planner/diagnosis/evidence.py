@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.runs import RunFiles
+from planner.run_files import MetricSample, RequestRecord, RunFiles
 
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -122,8 +122,8 @@ class RequestTable:
         )
 
 
-def request_table(rows: Iterable[Mapping[str, Any]]) -> RequestTable:
-    """Arrays of the measured rows of ``requests.jsonl`` (warm-up rows left out)."""
+def request_table(rows: Iterable[RequestRecord]) -> RequestTable:
+    """Arrays of the measured records of ``requests.jsonl`` (warm-up rows left out)."""
     start: list[float] = []
     first: list[float] = []
     end: list[float] = []
@@ -137,38 +137,36 @@ def request_table(rows: Iterable[Mapping[str, Any]]) -> RequestTable:
     g_tokens: list[float] = []
     has_chunks = False
     for row in rows:
-        if row.get("warmup"):
+        if row.warmup:
             continue
-        s = _num(row.get("start_s"))
-        if s is None:
-            continue
-        good = row.get("status") == "ok" and _num(row.get("first_chunk_s")) is not None
-        chunks = [t for t in (_num(c) for c in row.get("chunk_times_s") or []) if t is not None]
-        f = _num(row.get("first_chunk_s")) if good else None
-        e = _num(row.get("end_s")) if good else None
+        good = row.ok and row.first_chunk_s is not None
+        chunks = row.chunk_times_s or []
+        e = row.end_s if good else None
         if good and e is None:
-            e = chunks[-1] if chunks else f
+            e = chunks[-1] if chunks else row.first_chunk_s
         index = len(start)
-        start.append(s)
-        first.append(f if f is not None else math.nan)
+        start.append(row.start_s)
+        first.append(row.first_chunk_s if good and row.first_chunk_s is not None else math.nan)
         end.append(e if e is not None else math.nan)
-        sched.append(_num(row.get("scheduled_s")) or math.nan)
-        p = _num(row.get("prompt_tokens"))
-        prompt.append(p if p is not None else (_num(row.get("input_len_target")) or 0.0))
-        o = _num(row.get("output_tokens"))
-        if o is None:
-            o = float(sum(int(t or 0) for t in row.get("chunk_tokens") or [])) or math.nan
-        output.append(o)
+        sched.append(row.scheduled_s if row.scheduled_s is not None else math.nan)
+        p = row.prompt_tokens if row.prompt_tokens is not None else row.input_len_target
+        prompt.append(float(p or 0))
+        o = row.output_tokens
+        if o is None and row.chunk_tokens:
+            o = sum(row.chunk_tokens)
+        output.append(float(o) if o else math.nan)
         ok.append(good)
         if good and len(chunks) > 1:
             has_chunks = True
             g_start.extend(chunks[:-1])
             g_end.extend(chunks[1:])
             g_owner.extend([index] * (len(chunks) - 1))
-            tokens = [_num(t) or 1.0 for t in row.get("chunk_tokens") or []]
-            if len(tokens) != len(chunks):
-                tokens = [1.0] * len(chunks)
-            g_tokens.extend(tokens[1:])
+            tokens = (
+                row.chunk_tokens
+                if row.chunk_tokens and len(row.chunk_tokens) == len(chunks)
+                else [1] * len(chunks)
+            )
+            g_tokens.extend(float(max(1, t)) for t in tokens[1:])
     return RequestTable(
         start_s=np.asarray(start, dtype=float),
         first_s=np.asarray(first, dtype=float),
@@ -275,8 +273,8 @@ class MetricTable:
         return TimeSeries((s.t_s[1:][keep] + s.t_s[:-1][keep]) / 2, dv[keep] / dt[keep])
 
 
-def metric_table(samples: Iterable[Mapping[str, Any]]) -> MetricTable:
-    """Group ``server_metrics.jsonl`` rows (``{"t_s", "name", "labels", "value"}``)."""
+def metric_table(samples: Iterable[MetricSample]) -> MetricTable:
+    """Group the samples of ``server_metrics.jsonl`` by metric, summed over label sets."""
     sums: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     buckets: dict[str, dict[float, dict[float, float]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(float))
@@ -284,12 +282,10 @@ def metric_table(samples: Iterable[Mapping[str, Any]]) -> MetricTable:
     info: dict[str, str] = {}
     times: set[float] = set()
     for row in samples:
-        name = str(row.get("name") or "")
-        t = _num(row.get("t_s"))
-        value = _num(row.get("value"))
-        if not name or t is None:
+        name, t, labels = row.name, row.t_s, row.labels
+        value = _num(row.value)
+        if not name or not math.isfinite(t):
             continue
-        labels = row.get("labels") or {}
         if name == INFO_METRIC:
             info.update({str(k): str(v) for k, v in labels.items()})
             continue
@@ -431,7 +427,7 @@ def _without_chunk_times(table: RequestTable) -> RequestTable:
 
 
 def evidence_from_scrape(
-    samples: Sequence[Mapping[str, Any]],
+    samples: Sequence[MetricSample],
     *,
     duration_s: float,
     base_url: str | None = None,

@@ -156,7 +156,12 @@ def _cumulative(s: TimeSeries | None) -> TimeSeries | None:
 
 def _fixes(ev: RunEvidence, ctx: DiagnosisContext, capacity: int | None) -> list[Fix]:
     sc = ctx.scenario
-    gmu = sc.gpu_memory_utilization if sc is not None else _float(ev.flag("gpu_memory_utilization"))
+    engine = sc.engine_config() if sc is not None else None
+    gmu = (
+        engine.gpu_memory_utilization
+        if engine is not None
+        else _float(ev.flag("gpu_memory_utilization"))
+    )
     fixes = []
     target = 0.9 if gmu is None or gmu < 0.9 else 0.95
     if gmu is None or gmu < 0.95:
@@ -167,7 +172,7 @@ def _fixes(ev: RunEvidence, ctx: DiagnosisContext, capacity: int | None) -> list
                 scenario_changes={"gpu_memory_utilization": target},
             )
         )
-    dtype = sc.kv_cache_dtype if sc is not None else (ev.flag("cache_dtype") or "auto")
+    dtype = engine.kv_cache_dtype if engine is not None else (ev.flag("cache_dtype") or "auto")
     if not str(dtype).startswith("fp8"):
         fixes.append(
             Fix(
@@ -179,7 +184,11 @@ def _fixes(ev: RunEvidence, ctx: DiagnosisContext, capacity: int | None) -> list
         )
     seqs = _fitting_seqs(ev, ctx, capacity)
     if seqs is not None:
-        current = sc.max_num_seqs if sc is not None else None
+        current = (
+            ctx.model.deployment(sc).max_num_seqs
+            if sc is not None and ctx.model is not None
+            else None
+        )
         fixes.append(
             Fix(
                 summary=f"Lower max_num_seqs to {seqs}: no more requests than the cache holds",

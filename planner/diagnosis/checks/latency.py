@@ -149,12 +149,16 @@ def check_prefill_stalls(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
         )
     assert p99_during is not None
     sc = ctx.scenario
-    plan_chunked = sc.enable_chunked_prefill if sc is not None and ev.plan else None
+    plan_chunked = sc.engine_config().enable_chunked_prefill if sc is not None else None
     stated = (ev.plan or {}).get("enable_chunked_prefill")
     inferred_off = unchunked is not None and unchunked >= UNCHUNKED_SHARE
     chunked_off = (stated is False) or (stated is None and inferred_off)
     observed = {"enable_chunked_prefill": False} if chunked_off and plan_chunked else {}
-    budget = sc.max_num_batched_tokens if sc is not None else None
+    budget = (
+        ctx.model.deployment(sc).max_num_batched_tokens
+        if sc is not None and ctx.model is not None
+        else None
+    )
     changes = []
     if chunked_off:
         changes.append(flag_chunked_prefill(False, True))
