@@ -146,9 +146,20 @@ def _lengths(values: np.ndarray) -> tuple[int | None, LengthDistribution | None]
     return None, LengthDistribution.empirical(uniq.tolist(), counts.tolist())
 
 
+def workload_setting(ev: RunEvidence, name: str) -> Any:
+    workload = ev.config.get("workload")
+    if isinstance(workload, Mapping) and workload.get(name) is not None:
+        return workload[name]
+    return ev.config.get(name)
+
+
 def shared_prefix_share(ev: RunEvidence) -> float | None:
-    """The share of each prompt the workload shares with others (the run's ``prefix_share``)."""
-    share = ev.config.get("prefix_share")
+    """The share of each prompt the workload shares with others (the run's ``prefix_share``,
+    under ``config.workload`` as the runner writes it)."""
+    share = workload_setting(ev, "prefix_share")
+    workload = ev.config.get("workload")
+    if share is None and isinstance(workload, Mapping) and "input_len" in workload:
+        share = 0.0  # synthetic prompts of a Servewise run share nothing unless asked
     try:
         return None if share is None else max(0.0, min(1.0, float(share)))
     except (TypeError, ValueError):

@@ -45,6 +45,7 @@ from planner.diagnosis.whatif import (
     closed_loop_changes,
     shared_prefix_share,
     with_what_if,
+    workload_setting,
 )
 
 GAIN = 1.8
@@ -222,7 +223,7 @@ def check_prefix_reuse(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
     served = m.delta("vllm:prompt_tokens_total") if m is not None else None
     if enabled is None and queries == 0 and served:
         enabled = False  # vLLM counts no queries when prefix caching is off
-    groups = int(ev.config.get("prefix_groups") or 1)
+    groups = int(workload_setting(ev, "prefix_groups") or 1)
     n = ev.requests.count if ev.requests is not None else 0
     reusable = share * max(0.0, 1.0 - groups / n) if share is not None and n else share
     evidence = [
