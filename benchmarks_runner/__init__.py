@@ -16,7 +16,6 @@ from typing import Any
 #: public name -> module defining it. Imported on first use (PEP 562), so a process that needs
 #: one part (the simulated server: no HTTP client, no importers) does not pay for all of them.
 _EXPORTS = {
-    "LengthDist": "config",
     "RunConfig": "config",
     "make_run_config": "config",
     "AuthenticationFailed": "errors",
@@ -60,7 +59,6 @@ __all__ = [
     "EndpointError",
     "EndpointUnreachable",
     "ImportFormatError",
-    "LengthDist",
     "ModelNotServed",
     "ProbeFailed",
     "ProgressSnapshot",

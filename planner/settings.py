@@ -53,6 +53,9 @@ class Settings(BaseSettings):
         "background before it draws what is in so far.",
     )
     default_region: str = "us-east-1"
+    price_stale_days: int = Field(
+        default=90, ge=1, description="A price older than this many days is marked stale."
+    )
     currency: str = "USD"
 
     @field_validator("currency")
