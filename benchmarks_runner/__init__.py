@@ -10,7 +10,7 @@ Public API (no streamlit here; the dashboard calls these from a background threa
 - Importers: :func:`import_file` for vllm bench serve, GuideLLM and AIPerf results.
 """
 
-from benchmarks_runner.config import LengthDist, RunConfig, make_run_config
+from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import (
     AuthenticationFailed,
     BenchmarkError,
@@ -45,7 +45,6 @@ __all__ = [
     "EndpointError",
     "EndpointUnreachable",
     "ImportFormatError",
-    "LengthDist",
     "ModelNotServed",
     "ProbeFailed",
     "ProgressSnapshot",

@@ -40,7 +40,6 @@ from planner.perf.calibration import (
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
 from planner.perf.scenario import Prediction, Scenario
-from planner.perf.search import RateSearchResult, max_rate_meeting_slo
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
 from planner.perf.uncertainty import (
@@ -51,6 +50,16 @@ from planner.perf.uncertainty import (
     point_of,
     term_shares,
 )
+
+#: The load of a scenario (what a deployment does not depend on), at a neutral value.
+_NO_LOAD: dict[str, Any] = {
+    "load": "concurrency",
+    "concurrency": 1.0,
+    "request_rate": None,
+    "num_requests": None,
+    "seed": 0,
+    "burstiness_cv": 1.0,
+}
 
 #: measured rows already simulated, by (catalog fingerprint, row): refits reuse them
 _SAMPLE_CACHE: OrderedDict[tuple[str, str], FitSample] = OrderedDict()
@@ -150,19 +159,23 @@ class PerformanceModel:
 
     # ----- prediction ------------------------------------------------------------------------
     def deployment(self, scenario: Scenario) -> Deployment:
-        """Resolved constants of a scenario (cached on everything but the load)."""
-        key = scenario.model_dump_json(
-            exclude={"load", "concurrency", "request_rate", "num_requests", "seed", "burstiness_cv"}
-        )
+        """Resolved constants of a scenario, cached on the scenario less its load.
+
+        The deployment is resolved from that load-free scenario itself, so what is cached
+        cannot depend on the load it was first asked with: a prediction never depends on
+        what was predicted before it.
+        """
+        unloaded = scenario.model_copy(update=_NO_LOAD)
+        key = unloaded.model_dump_json()
         with self._dep_lock:
             dep = self._dep_cache.get(key)
         if dep is None:
-            dep = resolve_deployment(scenario, self.catalog)
+            dep = resolve_deployment(unloaded, self.catalog)
             with self._dep_lock:
                 self._dep_cache[key] = dep
                 if len(self._dep_cache) > 256:
                     self._dep_cache.popitem(last=False)
-        elif dep.scenario != scenario:
+        if dep.scenario != scenario:
             dep = _with_scenario(dep, scenario)
         return dep
 
@@ -188,19 +201,6 @@ class PerformanceModel:
             except RuntimeError as exc:
                 out.append(InvalidInputError("scenario", scenario.describe(), str(exc)))
         return out
-
-    def max_rate_meeting_slo(
-        self,
-        scenario: Scenario,
-        slo_ttft_p99_ms: float | None = None,
-        slo_tpot_p99_ms: float | None = None,
-        slo_e2e_p99_ms: float | None = None,
-        **kwargs: Any,
-    ) -> RateSearchResult:
-        """Highest Poisson rate meeting the p99 SLOs (see :mod:`planner.perf.search`)."""
-        return max_rate_meeting_slo(
-            self, scenario, slo_ttft_p99_ms, slo_tpot_p99_ms, slo_e2e_p99_ms, **kwargs
-        )
 
     def timeline(self, scenario: Scenario) -> Timeline:
         """KV occupancy, running and waiting requests over the simulated run."""

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks_runner.config import LengthDist, make_run_config
+from benchmarks_runner.config import make_run_config
 from benchmarks_runner.errors import ConfigError, TraceFormatError
 from benchmarks_runner.http_client import MalformedChunk, StreamResult, _SseParser
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS, build_vllm_result, compute_summary
@@ -21,9 +21,9 @@ from benchmarks_runner.workload import (
     arrival_times,
     build_synthetic_specs,
     load_trace,
-    sample_lengths,
 )
 from planner.run_files import RequestRecord
+from planner.workload import LengthDistribution, draw_lengths
 
 from .conftest import FIXTURES
 
@@ -37,14 +37,15 @@ from .conftest import FIXTURES
     spread=st.floats(0, 2000),
     seed=st.integers(0, 10_000),
 )
-def test_sampled_lengths_stay_in_bounds_and_are_seeded(
+def test_synthetic_lengths_are_the_planners_draw_and_seeded(
     kind: str, mean: int, spread: float, seed: int
 ) -> None:
-    spread = min(spread, 2.0) if kind == "lognormal" else spread
-    dist = LengthDist(kind=kind, mean=mean, spread=spread, min=1, max=mean + 100)  # type: ignore[arg-type]
-    a = sample_lengths(dist, 50, np.random.default_rng(seed))
-    b = sample_lengths(dist, 50, np.random.default_rng(seed))
-    assert a == b and all(1 <= x <= mean + 100 for x in a)
+    dist = LengthDistribution.from_mean_spread(kind, mean, spread)
+    a = build_synthetic_specs(50, dist, dist, seed=seed)
+    assert a == build_synthetic_specs(50, dist, dist, seed=seed)
+    ins, outs = draw_lengths(dist, dist, 50, seed)
+    assert [s.input_len for s in a] == ins.tolist() and [s.output_len for s in a] == outs.tolist()
+    assert all(s.input_len >= 1 and s.output_len >= 1 for s in a)
 
 
 def test_arrival_times_offer_exactly_the_rate() -> None:
@@ -56,12 +57,18 @@ def test_arrival_times_offer_exactly_the_rate() -> None:
 
 def test_synthetic_prefix_share() -> None:
     specs = build_synthetic_specs(
-        6, LengthDist(mean=1000), LengthDist(mean=10), prefix_share=0.5, num_prefix_groups=2
+        6,
+        LengthDistribution.fixed(1000),
+        LengthDistribution.fixed(10),
+        prefix_share=0.5,
+        num_prefix_groups=2,
     )
     assert [s.prefix_len for s in specs] == [500] * 6
     assert {s.prefix_group for s in specs} == {"shared-0-0", "shared-0-1"}
     with pytest.raises(ValueError, match="prefix_share"):
-        build_synthetic_specs(1, LengthDist(mean=10), LengthDist(mean=10), prefix_share=1.0)
+        build_synthetic_specs(
+            1, LengthDistribution.fixed(10), LengthDistribution.fixed(10), prefix_share=1.0
+        )
 
 
 def test_mooncake_hash_ids_become_shared_prefixes() -> None:

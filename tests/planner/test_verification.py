@@ -36,6 +36,7 @@ from planner.verification import (
     without_run,
 )
 from planner.vllm_command import vllm_serve_args
+from planner.workload import LengthDistribution
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -217,8 +218,8 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     plan = custom_plan(MODEL, "H100-SXM")
     request = VerificationRequest(
         plan=plan,
-        input_len=256,
-        output_len=48,
+        input_len=LengthDistribution.fixed(256),
+        output_len=LengthDistribution.fixed(48),
         num_requests=24,
         concurrency=4,
         slowdown=2.0,
