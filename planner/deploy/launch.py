@@ -29,9 +29,7 @@ def engine_image(spec: DeploySpec) -> str:
 def engine_args(spec: DeploySpec, *, host: str = "0.0.0.0") -> list[str]:
     """``["vllm", "serve", MODEL, ...]`` of one group: the plan's TP/PP and engine settings,
     its data-parallel replicas (``--data-parallel-size``), listening on ``host:port``."""
-    args = ["vllm", *vllm_serve_args(spec.serve)]
-    if spec.data_parallel_size > 1:
-        args += ["--data-parallel-size", str(spec.data_parallel_size)]
+    args = ["vllm", *vllm_serve_args(spec.serve)]  # --data-parallel-size from its engine
     if spec.nodes_per_group > 1:
         # pipeline stages on other nodes: vLLM's multi-node serving runs on a Ray cluster
         args += ["--distributed-executor-backend", "ray"]

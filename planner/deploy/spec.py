@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import Catalog, PricingMode
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.recommend import Recommendation, RecommendRequest
 from planner.vllm_command import VllmServeConfig
@@ -141,8 +142,7 @@ class DeploySpec(BaseModel):
     model: str
     engine: Literal["vllm"] = "vllm"
     engine_version: str = VLLM_VERSION
-    serve: VllmServeConfig
-    data_parallel_size: int = Field(default=1, ge=1, description="engine replicas a group")
+    serve: VllmServeConfig  # one group's engine: TP x PP, precision, EngineConfig (its DP)
     provider: str
     region: str
     instance: str
@@ -168,7 +168,7 @@ class DeploySpec(BaseModel):
         )
         if per_group != self.gpus_per_node * self.nodes_per_group:
             raise InvalidInputError(
-                "data_parallel_size",
+                "serve.engine.data_parallel_size",
                 self.data_parallel_size,
                 f"TP x PP x DP = the {self.gpus_per_node * self.nodes_per_group} GPUs of a group "
                 f"({self.nodes_per_group} x {self.instance})",
@@ -176,6 +176,11 @@ class DeploySpec(BaseModel):
         if self.min_groups > self.groups:
             raise InvalidInputError("min_groups", self.min_groups, f"<= groups ({self.groups})")
         return self
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Engine replicas of TP x PP GPUs a group runs (``--data-parallel-size``)."""
+        return self.serve.engine.data_parallel_size
 
     @property
     def spot(self) -> bool:
@@ -236,18 +241,20 @@ def spec_from_recommendation(
         tensor_parallel_size=rec.tp,
         pipeline_parallel_size=rec.pp,
         precision=rec.precision,
-        max_num_seqs=settings.max_num_seqs,
-        max_num_batched_tokens=settings.max_num_batched_tokens,
-        max_model_len=request.input_len + request.output_len,
-        kv_cache_dtype=rec.kv_cache_dtype,
-        enable_prefix_caching=settings.enable_prefix_caching,
-        enable_chunked_prefill=settings.enable_chunked_prefill or None,
+        engine=EngineConfig(
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            max_model_len=request.input_len + request.output_len,
+            kv_cache_dtype=rec.kv_cache_dtype,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            enable_chunked_prefill=settings.enable_chunked_prefill,
+            data_parallel_size=rec.dp,
+        ),
     )
     return DeploySpec(
         name=dns_name(card.hf_id.split("/")[-1]),
         model=card.hf_id,
         serve=serve,
-        data_parallel_size=rec.dp,
         provider=rec.provider,
         region=rec.region,
         instance=rec.instance,

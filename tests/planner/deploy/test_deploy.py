@@ -253,7 +253,7 @@ def test_cold_start_is_weights_over_bandwidth() -> None:
 
 def test_a_group_that_does_not_add_up_is_refused(specs: dict[str, DeploySpec]) -> None:
     values: dict[str, Any] = specs["brief-one-instance"].model_dump()
-    values["data_parallel_size"] = 3
+    values["serve"]["engine"]["data_parallel_size"] = 3
     with pytest.raises(ValidationError, match="TP x PP x DP = the 2 GPUs of a group"):
         DeploySpec.model_validate(values)
 
