@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from planner.catalog import MeasuredResult
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf.scenario import Prediction, Scenario
 from planner.run_files import RequestRecord
@@ -213,18 +214,14 @@ def vllm_config_for_plan(
     plan: dict[str, Any], *, max_model_len: int | None = None
 ) -> VllmServeConfig:
     """The ``vllm serve`` configuration of one replica of ``plan``."""
-    kv_dtype = str(plan.get("kv_cache_dtype") or "auto")
+    stated = {key: plan.get(key) for key in KNOB_KEYS if plan.get(key) is not None}
+    engine = EngineConfig.of(max_model_len=max_model_len, **stated)
     return VllmServeConfig(
         model=str(plan["model"]),
         tensor_parallel_size=int(plan.get("tp") or 1),
         pipeline_parallel_size=int(plan.get("pp") or 1),
         precision=str(plan.get("precision") or "bf16"),
-        max_num_seqs=plan.get("max_num_seqs"),
-        max_num_batched_tokens=plan.get("max_num_batched_tokens"),
-        max_model_len=max_model_len,
-        gpu_memory_utilization=float(plan.get("gpu_memory_utilization") or 0.9),
-        kv_cache_dtype="fp8" if kv_dtype.startswith("fp8") else kv_dtype,
-        enable_prefix_caching=plan.get("enable_prefix_caching"),
+        engine=engine,
     )
 
 

@@ -104,7 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     perf.add_argument("--engine-version", default=None)
     perf.add_argument("--max-num-seqs", type=int, default=None)
     perf.add_argument("--max-num-batched-tokens", type=int, default=None)
-    perf.add_argument("--kv-cache-dtype", default="auto")
+    perf.add_argument("--kv-cache-dtype", default=None, help="default: the engine's")
+    perf.add_argument(
+        "--gpu-memory-utilization", type=float, default=None, help="default: the engine's"
+    )
     perf.add_argument(
         "--coefficients",
         default=None,
@@ -132,14 +135,12 @@ def _timing_from_args(
         raise SystemExit("--timing perf needs --scenario, or --gpu ID (with --model HF_ID, --tp N)")
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
-    from benchmarks_runner.simulated.perf_timing import (
-        PlanSpec,
-        default_cache_dir,
-        engine_timing,
-        parse_coefficients,
-    )
+    from benchmarks_runner.simulated.perf_timing import PlanSpec, engine_timing, parse_coefficients
+    from planner.catalog import load_catalog
     from planner.errors import PlannerError
+    from planner.perf.model import fit_is_cached
     from planner.perf.scenario import Scenario
+    from planner.settings import get_settings
 
     try:
         plan: PlanSpec | Scenario
@@ -157,10 +158,19 @@ def _timing_from_args(
                 max_num_seqs=args.max_num_seqs,
                 max_num_batched_tokens=args.max_num_batched_tokens,
                 kv_cache_dtype=args.kv_cache_dtype,
+                gpu_memory_utilization=args.gpu_memory_utilization,
             )
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        if coefficients is None and not fit_is_cached(catalog):
+            why = (
+                "no cached fit yet (once, ~10-15 s; later starts read it from the cache)"
+                if get_settings().fit_cache
+                else "the fit cache is off (SERVEWISE_FIT_CACHE=0)"
+            )
+            print(f"fitting the performance model before listening: {why}", file=sys.stderr)
         timing = engine_timing(
-            plan, coefficients=coefficients, slowdown=args.slowdown, cache_dir=default_cache_dir()
+            plan, catalog=catalog, coefficients=coefficients, slowdown=args.slowdown
         )
     except (PlannerError, ValueError) as exc:
         raise SystemExit(f"cannot time the plan: {exc}") from None

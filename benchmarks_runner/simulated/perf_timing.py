@@ -16,16 +16,16 @@ plan enables prefix caching.
 
 The deployment comes from a :class:`~planner.perf.scenario.Scenario` (``--scenario``: the exact
 scenario the prediction was made for) or from a :class:`PlanSpec` (``--gpu --tp ...``). The fit
-behind the coefficients takes ~10 s; :func:`cached_coefficients` caches the vector on disk by
-the content of the catalog and its measured results, so a second start is ~1 s, and the
-dashboard passes its own (possibly refitted) vector with ``--coefficients``.
+behind the coefficients takes ~10-15 s once: the fitted model is cached on disk
+(:mod:`planner.perf.fit_cache`, shared with the dashboard and the command line), so a start
+with a cached fit answers ``/health`` in about a second; the dashboard passes its own (possibly
+refitted) vector with ``--coefficients``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -39,16 +39,13 @@ import numpy as np
 from planner.catalog import Catalog, load_catalog
 from planner.perf.calibration import version_key
 from planner.perf.deployment import Deployment, resolve_deployment
-from planner.perf.model import PerformanceModel, get_performance_model, results_fingerprint
+from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 from planner.perf.simulator import LiveEngine
 from planner.perf.step_time import FEATURES
 from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
-
-#: A coefficient vector on disk is valid for this layout of the step terms only.
-CACHE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -66,17 +63,25 @@ class PlanSpec:
     instance: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-    kv_cache_dtype: str = "auto"
-    enable_prefix_caching: bool = False
-    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str | None = None  # None here and below: the engine's default
+    enable_prefix_caching: bool | None = None
+    gpu_memory_utilization: float | None = None
 
     @classmethod
     def from_plan(cls, plan: dict[str, Any]) -> PlanSpec:
         """From a run's ``plan`` object (keys as ``planner.verification`` writes them)."""
         knobs = {
             key: plan[key]
-            for key in ("max_num_seqs", "max_num_batched_tokens", "engine_version", "instance")
-            if plan.get(key)
+            for key in (
+                "max_num_seqs",
+                "max_num_batched_tokens",
+                "engine_version",
+                "instance",
+                "kv_cache_dtype",
+                "enable_prefix_caching",
+                "gpu_memory_utilization",
+            )
+            if plan.get(key) is not None
         }
         return cls(
             model=str(plan["model"]),
@@ -85,9 +90,6 @@ class PlanSpec:
             pp=int(plan.get("pp") or 1),
             precision=str(plan.get("precision") or "bf16"),
             engine=str(plan.get("engine") or "vllm"),
-            kv_cache_dtype=str(plan.get("kv_cache_dtype") or "auto"),
-            enable_prefix_caching=bool(plan.get("enable_prefix_caching") or False),
-            gpu_memory_utilization=float(plan.get("gpu_memory_utilization") or 0.9),
             **knobs,
         )
 
@@ -109,7 +111,7 @@ class PlanSpec:
             concurrency=1,
             max_num_seqs=self.max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens,
-            kv_cache_dtype="fp8" if self.kv_cache_dtype.startswith("fp8") else "auto",
+            kv_cache_dtype=self.kv_cache_dtype,
             enable_prefix_caching=self.enable_prefix_caching,
             gpu_memory_utilization=self.gpu_memory_utilization,
         )
@@ -270,39 +272,6 @@ def coefficients_for_plan(model: PerformanceModel, plan: PlanSpec | Scenario) ->
     return [float(v) for v in vector]
 
 
-def _cache_file(cache_dir: Path, catalog: Catalog, scenario: Scenario) -> Path:
-    digest = hashlib.sha256()
-    digest.update(results_fingerprint(catalog, list(catalog.measured)).encode())
-    digest.update(json.dumps([CACHE_VERSION, list(FEATURES)]).encode())
-    key = [scenario.engine, scenario.engine_version, scenario.gpu.lower()]
-    digest.update(json.dumps(key).encode())
-    return cache_dir / f"perf-coefficients-{digest.hexdigest()[:20]}.json"
-
-
-def cached_coefficients(
-    catalog: Catalog, scenario: Scenario, cache_dir: Path | None
-) -> list[float]:
-    """Coefficients of the model fitted on ``catalog.measured``, cached under ``cache_dir``."""
-    path = _cache_file(cache_dir, catalog, scenario) if cache_dir is not None else None
-    if path is not None and path.is_file():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(stored, list) and all(isinstance(v, int | float) for v in stored):
-                return [float(v) for v in stored]
-        except (OSError, ValueError):
-            pass
-    vector = coefficients_for_plan(get_performance_model(catalog), scenario)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(vector), encoding="utf-8")
-            tmp.replace(path)
-        except OSError as exc:  # a read-only cache only costs the next start a fit
-            log.warning("coefficients not cached in %s: %s", path, exc)
-    return vector
-
-
 def parse_coefficients(text: str) -> list[float]:
     """``--coefficients``: a JSON list over the step terms, a JSON object by term name, or the
     path of a file holding either."""
@@ -338,11 +307,11 @@ def engine_timing(
     catalog: Catalog | None = None,
     coefficients: Sequence[float] | None = None,
     slowdown: float = 1.0,
-    cache_dir: Path | None = None,
 ) -> EngineTiming:
     """An :class:`EngineTiming` for one replica of ``plan``: the deployment resolved against
-    the catalog (the user's catalog files included), coefficients given or fitted (cached under
-    ``cache_dir``).
+    the catalog (the user's catalog files included), coefficients given or those of the fitted
+    model (read from the fit cache, :mod:`planner.perf.fit_cache`, when any process fitted it
+    before).
 
     Raises :class:`planner.errors.PlannerError` naming the field when the plan does not resolve
     (unknown model or GPU, TP not dividing the heads, ...).
@@ -354,10 +323,6 @@ def engine_timing(
     vector = (
         list(coefficients)
         if coefficients is not None
-        else cached_coefficients(catalog, scenario, cache_dir)
+        else coefficients_for_plan(get_performance_model(catalog), scenario)
     )
     return EngineTiming(dep, vector, slowdown=slowdown)
-
-
-def default_cache_dir() -> Path:
-    return get_settings().user_data_dir / "cache"

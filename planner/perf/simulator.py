@@ -219,7 +219,7 @@ class _Engine:
         self.budget = dep.max_num_batched_tokens
         self.max_seqs = dep.max_num_seqs
         self.reserve = dep.family == "trtllm"
-        self.chunked = dep.scenario.enable_chunked_prefill
+        self.chunked = dep.engine.enable_chunked_prefill
         self.window = dep.sliding_window
         self.running: list[_Cohort] = []  # admission order (preemption takes the last)
         self.prefilling: list[_Cohort] = []  # running cohorts not in the pool, in order
@@ -246,7 +246,7 @@ class _Engine:
         self.done: list[tuple[int, int, int, np.ndarray | None, float, np.ndarray, np.ndarray]] = []
         sc = dep.scenario
         self.prefix_tokens = 0
-        if sc.enable_prefix_caching and sc.prefix_share > 0:
+        if dep.engine.enable_prefix_caching and sc.prefix_share > 0:
             self.prefix_tokens = int(sc.prefix_share * sc.mean_input_len) // self.bs * self.bs
         self.prefix_ready = False
 
