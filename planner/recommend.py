@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import Catalog, Price, PricingMode
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 from planner.workload import LengthDistribution
 
@@ -44,9 +45,9 @@ HOURS_PER_MONTH = 730.0
 class Slo(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    ttft_p99_ms: float | None = Field(default=None, gt=0)
-    tpot_p99_ms: float | None = Field(default=None, gt=0)
-    e2e_p99_ms: float | None = Field(default=None, gt=0)
+    ttft_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    tpot_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    e2e_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
 
 
 class Demand(BaseModel):
@@ -54,12 +55,12 @@ class Demand(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    avg_rate_rps: float | None = Field(default=None, gt=0)
-    peak_rate_rps: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    spare_replicas: int = Field(default=1, ge=0)
+    avg_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_LOAD)
+    spare_replicas: int = Field(default=1, ge=0, le=1_000)
     #: observed average utilisation of the capacity bought; None: average rate / capacity.
-    utilisation: float | None = Field(default=None, gt=0, le=1)
+    utilisation: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_load(self) -> Demand:
@@ -121,11 +122,11 @@ class RecommendRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str
-    input_len: int = Field(gt=0)
-    output_len: int = Field(gt=0)
+    input_len: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
+    output_len: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
     input_dist: LengthDistribution | None = None
     output_dist: LengthDistribution | None = None
-    prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    prefix_share: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
     demand: Demand
     slo: Slo = Slo()
     search: SearchSpace = SearchSpace()
@@ -366,6 +367,14 @@ def recommend(
 
     card = catalog.model(request.model)
     search = request.search
+    check_search_names(
+        catalog,
+        providers=search.providers,
+        regions=search.regions,
+        gpus=search.gpus,
+        instances=search.instances,
+        precisions=search.precisions,
+    )
     if layouts is None:
         instances = filtered_instances(catalog, search)
         layouts = enumerate_layouts(
