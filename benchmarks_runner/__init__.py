@@ -6,11 +6,11 @@ Public API (no streamlit here; the dashboard calls these from a background threa
   :class:`RequestSpec`, a runs directory, an optional plan, progress callback and cancel event.
 - Workload builders: :func:`build_synthetic_specs`, :func:`arrival_times`,
   :func:`with_arrivals`, :func:`load_trace`.
-- Run files: :func:`read_run`, :func:`list_runs` (format in :mod:`benchmarks_runner.run_files`).
+- Run files are read with :func:`planner.run_files.read_run_dir` (the one reader; format there).
 - Importers: :func:`import_file` for vllm bench serve, GuideLLM and AIPerf results.
 """
 
-from benchmarks_runner.config import LengthDist, RunConfig, make_run_config
+from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import (
     AuthenticationFailed,
     BenchmarkError,
@@ -20,11 +20,9 @@ from benchmarks_runner.errors import (
     ImportFormatError,
     ModelNotServed,
     ProbeFailed,
-    RunFilesError,
     TraceFormatError,
 )
 from benchmarks_runner.importers import import_file
-from benchmarks_runner.run_files import list_runs, read_run
 from benchmarks_runner.runner import (
     ProgressSnapshot,
     RunResult,
@@ -47,23 +45,19 @@ __all__ = [
     "EndpointError",
     "EndpointUnreachable",
     "ImportFormatError",
-    "LengthDist",
     "ModelNotServed",
     "ProbeFailed",
     "ProgressSnapshot",
     "RequestSpec",
     "RunConfig",
-    "RunFilesError",
     "RunResult",
     "SearchResult",
     "TraceFormatError",
     "arrival_times",
     "build_synthetic_specs",
     "import_file",
-    "list_runs",
     "load_trace",
     "make_run_config",
-    "read_run",
     "run_benchmark",
     "run_benchmark_sync",
     "run_sweep",

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks_runner.config import LengthDist, RunConfig, make_run_config
+from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import BenchmarkError, ConfigError
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark
 from benchmarks_runner.workload import (
@@ -28,7 +28,10 @@ from benchmarks_runner.workload import (
     build_synthetic_specs,
     load_trace,
     with_arrivals,
+    workload_record,
 )
+from planner.errors import InvalidInputError
+from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
 EXIT_ABORTED = 4
@@ -67,12 +70,16 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     g.add_argument(
         "--input-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
-    g.add_argument("--input-spread", type=float, default=0.0)
+    spread_help = (
+        "half-width of a uniform, standard deviation in tokens of a normal or lognormal "
+        "(as the dashboard's sidebar)"
+    )
+    g.add_argument("--input-spread", type=float, default=0.0, help=spread_help)
     g.add_argument("--output-len", type=int, default=None)
     g.add_argument(
         "--output-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
-    g.add_argument("--output-spread", type=float, default=0.0)
+    g.add_argument("--output-spread", type=float, default=0.0, help=spread_help)
     g.add_argument(
         "--prefix-share",
         type=float,
@@ -196,16 +203,15 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
             extra = json.loads(args.extra_body)
         except ValueError as exc:
             raise ConfigError(f"--extra-body: not JSON ({exc})") from None
-    workload: dict[str, Any] = {
-        "input_len": {"kind": args.input_dist, "mean": args.input_len, "spread": args.input_spread},
-        "output_len": {
-            "kind": args.output_dist,
-            "mean": args.output_len,
-            "spread": args.output_spread,
-        },
-        "prefix_share": args.prefix_share,
-        "prefix_groups": args.prefix_groups,
-    }
+    workload: dict[str, Any] = {}
+    if args.input_len is not None and args.output_len is not None:
+        input_len, output_len = length_distributions(args)
+        workload = workload_record(
+            input_len,
+            output_len,
+            prefix_share=args.prefix_share,
+            prefix_groups=args.prefix_groups,
+        )
     if trace:
         workload = {
             "trace": str(trace),
@@ -249,6 +255,27 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
     return make_run_config(**fields)
 
 
+def length_distributions(
+    args: argparse.Namespace,
+) -> tuple[LengthDistribution, LengthDistribution]:
+    """``--input-len/--input-dist/--input-spread`` and the output ones as the planner's
+    distributions; raises ConfigError naming the flag."""
+    out: list[LengthDistribution] = []
+    for side in ("input", "output"):
+        mean = getattr(args, f"{side}_len")
+        if mean < 1:
+            raise ConfigError(f"--{side}-len={mean}: must be a token count >= 1")
+        try:
+            out.append(
+                LengthDistribution.from_mean_spread(
+                    getattr(args, f"{side}_dist"), mean, getattr(args, f"{side}_spread")
+                )
+            )
+        except InvalidInputError as exc:
+            raise ConfigError(f"--{side}-dist/--{side}-spread: {exc}") from None
+    return out[0], out[1]
+
+
 def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[RequestSpec]:
     if args.trace is not None:
         if args.trace_format is None:
@@ -271,9 +298,8 @@ def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Request
         )
     if args.num_requests < 1:
         raise ConfigError(f"--num-requests={args.num_requests}: must be >= 1")
+    in_d, out_d = length_distributions(args)
     try:
-        in_d = LengthDist(kind=args.input_dist, mean=args.input_len, spread=args.input_spread)
-        out_d = LengthDist(kind=args.output_dist, mean=args.output_len, spread=args.output_spread)
         specs = build_synthetic_specs(
             args.num_requests,
             in_d,

@@ -146,6 +146,7 @@ class SimulatedEndpoint:
             ("max_num_seqs", "--max-num-seqs"),
             ("max_num_batched_tokens", "--max-num-batched-tokens"),
             ("kv_cache_dtype", "--kv-cache-dtype"),
+            ("gpu_memory_utilization", "--gpu-memory-utilization"),
         ):
             if plan.get(key) not in (None, ""):
                 args += [flag, str(plan[key])]

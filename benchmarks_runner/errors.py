@@ -49,7 +49,3 @@ class TraceFormatError(BenchmarkError):
 
 class ImportFormatError(BenchmarkError):
     """A result file of another tool does not match the format it was declared as."""
-
-
-class RunFilesError(BenchmarkError):
-    """A run directory is missing or malformed."""

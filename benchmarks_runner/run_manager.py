@@ -6,7 +6,7 @@ the browser. :class:`RunManager` (one a process; the dashboard holds it with
 :func:`~benchmarks_runner.runner.run_benchmark_sync`, keeps its latest
 :class:`~benchmarks_runner.runner.ProgressSnapshot` and a cancel event, and lists the active and
 finished runs, so any script run of any session finds them again. The run files are written as
-for any run (``benchmarks_runner.run_files``): after the process ends they are what remains.
+for any run (:mod:`planner.run_files`): after the process ends they are what remains.
 
 A run may bring its own endpoint (:mod:`benchmarks_runner.endpoints`): a simulated server child
 process or a ``vllm serve`` child. The manager starts it before the run (its start-up counts as
@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmarks_runner.config import RunConfig
+from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
 from benchmarks_runner.errors import BenchmarkError, EndpointStartError
-from benchmarks_runner.run_files import RUN_JSON, list_runs
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
-from benchmarks_runner.workload import RequestSpec
+from benchmarks_runner.workload import RequestSpec, build_synthetic_specs, workload_record
+from planner.perf.scenario import Scenario
+from planner.run_files import RUN_JSON, list_runs
+from planner.verification import verification_scenario
+from planner.workload import LengthDistribution
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +64,14 @@ class VerificationRequest:
     model with ``coefficients``, ``slowdown`` and ``faults``), ``url`` (``base_url``, with
     ``api_key`` and ``served_model``) or ``vllm`` (``vllm serve`` of ``vllm_config``, its log
     under ``log_dir``). Load: a closed loop of ``concurrency`` or Poisson ``request_rate``.
-    Fixed lengths: what the prediction it is compared with assumes.
+    Lengths: the predicted scenario's distributions; the run sends exactly the requests the
+    prediction simulates (:func:`planner.workload.draw_lengths` with ``seed``), and
+    :meth:`scenario` is that prediction's scenario.
     """
 
     plan: dict[str, Any]
-    input_len: int
-    output_len: int
+    input_len: LengthDistribution
+    output_len: LengthDistribution
     num_requests: int
     concurrency: int | None = None
     request_rate: float | None = None
@@ -84,8 +89,6 @@ class VerificationRequest:
 
     def run_config(self) -> RunConfig:
         """The run's configuration; raises ConfigError naming a bad field."""
-        from benchmarks_runner.config import make_run_config
-
         rate = self.request_rate
         return make_run_config(
             base_url=self.base_url or "http://127.0.0.1",
@@ -96,16 +99,23 @@ class VerificationRequest:
             concurrency=None if rate else self.concurrency,
             request_rate=rate,
             seed=self.seed,
+            workload=workload_record(self.input_len, self.output_len),
         )
 
     def specs(self) -> list[RequestSpec]:
-        from benchmarks_runner.config import LengthDist
-        from benchmarks_runner.workload import build_synthetic_specs
-
         return build_synthetic_specs(
-            self.num_requests,
-            LengthDist(mean=self.input_len),
-            LengthDist(mean=self.output_len),
+            self.num_requests, self.input_len, self.output_len, seed=self.seed
+        )
+
+    def scenario(self) -> Scenario:
+        """The scenario the run is predicted by: this plan, these lengths, load and seed."""
+        return verification_scenario(
+            self.plan,
+            input_len=self.input_len,
+            output_len=self.output_len,
+            num_requests=self.num_requests,
+            concurrency=None if self.request_rate else self.concurrency,
+            request_rate=self.request_rate,
             seed=self.seed,
         )
 

@@ -131,6 +131,7 @@ shown_columns = [
     "pred_tpot_ms_p99",
     "confidence",
     "far_from_data",
+    "price_as_of",
 ]
 st.dataframe(
     ranked[shown_columns] if not ranked.empty else ranked,
@@ -146,6 +147,7 @@ st.dataframe(
         "monthly_usd": st.column_config.NumberColumn("$/month", format="$%.0f"),
         "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
         "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
+        "price_as_of": st.column_config.TextColumn("price as of"),
     },
 )
 

@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import Catalog, Price, PricingMode
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
@@ -751,12 +752,14 @@ def _costed(
                 tensor_parallel_size=layout.tp,
                 pipeline_parallel_size=layout.pp,
                 precision=layout.precision,
-                max_num_seqs=settings.max_num_seqs,
-                max_num_batched_tokens=settings.max_num_batched_tokens,
-                max_model_len=request.input_len + request.output_len,
-                kv_cache_dtype=getattr(layout, "kv_cache_dtype", "auto"),
-                enable_prefix_caching=settings.enable_prefix_caching,
-                enable_chunked_prefill=settings.enable_chunked_prefill or None,
+                engine=EngineConfig(
+                    max_num_seqs=settings.max_num_seqs,
+                    max_num_batched_tokens=settings.max_num_batched_tokens,
+                    max_model_len=request.input_len + request.output_len,
+                    kv_cache_dtype=getattr(layout, "kv_cache_dtype", "auto"),
+                    enable_prefix_caching=settings.enable_prefix_caching,
+                    enable_chunked_prefill=settings.enable_chunked_prefill,
+                ),
             )
         ),
         price_source=price.source,

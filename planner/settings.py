@@ -52,6 +52,9 @@ class Settings(BaseSettings):
         "so memory stays bounded whatever the size.",
     )
     default_region: str = "us-east-1"
+    price_stale_days: int = Field(
+        default=90, ge=1, description="A price older than this many days is marked stale."
+    )
     currency: str = "USD"
 
     @field_validator("currency")

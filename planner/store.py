@@ -5,7 +5,7 @@ one among a team). DuckDB lets one process write a file, so:
 
 - benchmark runs never write the database: the runner writes a *run directory* of plain files
   (``run.json``, ``requests.jsonl``, ``server_metrics.jsonl``; format in
-  ``benchmarks_runner/run_files.py``), appended as requests finish, and the store ingests run
+  :mod:`planner.run_files`), appended as requests finish, and the store ingests run
   directories (again when they change) on :meth:`Store.ingest_runs`. A run started from the
   command line and one started from the dashboard land the same way, and a crash of either
   loses nothing already flushed to the run files;
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import threading
 from collections.abc import Iterable, Iterator
@@ -36,7 +37,11 @@ import duckdb
 import pandas as pd
 
 from planner.catalog import Catalog, MeasuredResult
-from planner.errors import StoreError
+from planner.errors import RunFilesError, StoreError
+from planner.run_files import RunFiles, read_run_dir, run_signature
+from planner.runs import run_to_measured_result
+
+log = logging.getLogger(__name__)
 
 #: Versioned migrations: (version, statements). Applied in order, once each.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -317,12 +322,10 @@ class Store:
     def ingest_runs(self, runs_dir: Path) -> list[str]:
         """Ingest every run directory under ``runs_dir`` that is new or changed since last time.
 
-        Returns the ids of the runs (re)ingested. A run directory that cannot be read is
-        skipped (and reported by :func:`planner.runs.read_run_dir` errors in the log), never
-        aborting the others.
+        Returns the ids of the runs (re)ingested. A run directory whose run.json cannot be read
+        is skipped (with a warning naming it), never aborting the others; bad lines of its
+        JSON-lines files are skipped by :func:`planner.run_files.read_run_dir`.
         """
-        from planner.runs import read_run_dir, run_signature, run_to_measured_result
-
         if not runs_dir.exists():
             return []
         known = dict(
@@ -335,9 +338,13 @@ class Store:
             signature = run_signature(run_dir)
             if signature is None or known.get(run_dir.name) == signature:
                 continue
-            run = read_run_dir(run_dir)
-            if run is None:
+            try:
+                run = read_run_dir(run_dir)
+            except RunFilesError as exc:
+                log.warning("run %s skipped: %s", run_dir.name, exc)
                 continue
+            for problem in run.problems:
+                log.warning("run %s: %s", run_dir.name, problem)
             measured = run_to_measured_result(run)
             with self._cursor() as cur:
                 cur.execute("BEGIN TRANSACTION")
@@ -354,7 +361,7 @@ class Store:
         return ingested
 
     @staticmethod
-    def _write_run(cur: duckdb.DuckDBPyConnection, run: Any, signature: str) -> None:
+    def _write_run(cur: duckdb.DuckDBPyConnection, run: RunFiles, signature: str) -> None:
         meta = run.meta
         endpoint = meta.get("endpoint") or {}
         cur.execute("DELETE FROM benchmark_runs WHERE run_id = ?", [run.run_id])
@@ -401,7 +408,7 @@ class Store:
             "http_status",
             "error",
         ]
-        rows = [[run.run_id, *[r.get(c) for c in request_columns]] for r in run.requests]
+        rows = [[run.run_id, *[getattr(r, c) for c in request_columns]] for r in run.requests]
         if rows:
             cur.executemany(
                 f"INSERT OR REPLACE INTO request_results (run_id, {', '.join(request_columns)}) "
@@ -409,14 +416,7 @@ class Store:
                 rows,
             )
         samples = [
-            [
-                run.run_id,
-                s.get("t_s"),
-                s.get("name"),
-                json.dumps(s.get("labels") or {}),
-                s.get("value"),
-            ]
-            for s in run.server_metrics
+            [run.run_id, s.t_s, s.name, json.dumps(s.labels), s.value] for s in run.server_metrics
         ]
         if samples:
             cur.executemany("INSERT INTO server_metric_samples VALUES (?, ?, ?, ?, ?)", samples)

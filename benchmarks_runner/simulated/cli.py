@@ -92,7 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     perf.add_argument("--engine-version", default=None)
     perf.add_argument("--max-num-seqs", type=int, default=None)
     perf.add_argument("--max-num-batched-tokens", type=int, default=None)
-    perf.add_argument("--kv-cache-dtype", default="auto")
+    perf.add_argument("--kv-cache-dtype", default=None, help="default: the engine's")
+    perf.add_argument(
+        "--gpu-memory-utilization", type=float, default=None, help="default: the engine's"
+    )
     perf.add_argument(
         "--coefficients",
         default=None,
@@ -140,6 +143,7 @@ def _timing_from_args(
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         kv_cache_dtype=args.kv_cache_dtype,
+        gpu_memory_utilization=args.gpu_memory_utilization,
     )
     try:
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None

@@ -75,17 +75,25 @@ class PlanSpec:
     instance: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-    kv_cache_dtype: str = "auto"
-    enable_prefix_caching: bool = False
-    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str | None = None  # None here and below: the engine's default
+    enable_prefix_caching: bool | None = None
+    gpu_memory_utilization: float | None = None
 
     @classmethod
     def from_plan(cls, plan: dict[str, Any]) -> PlanSpec:
         """From a run's ``plan`` object (keys as ``planner.verification`` writes them)."""
         knobs = {
             key: plan[key]
-            for key in ("max_num_seqs", "max_num_batched_tokens", "engine_version", "instance")
-            if plan.get(key)
+            for key in (
+                "max_num_seqs",
+                "max_num_batched_tokens",
+                "engine_version",
+                "instance",
+                "kv_cache_dtype",
+                "enable_prefix_caching",
+                "gpu_memory_utilization",
+            )
+            if plan.get(key) is not None
         }
         return cls(
             model=str(plan["model"]),
@@ -94,9 +102,6 @@ class PlanSpec:
             pp=int(plan.get("pp") or 1),
             precision=str(plan.get("precision") or "bf16"),
             engine=str(plan.get("engine") or "vllm"),
-            kv_cache_dtype=str(plan.get("kv_cache_dtype") or "auto"),
-            enable_prefix_caching=bool(plan.get("enable_prefix_caching") or False),
-            gpu_memory_utilization=float(plan.get("gpu_memory_utilization") or 0.9),
             **knobs,
         )
 
@@ -118,7 +123,7 @@ class PlanSpec:
             concurrency=1,
             max_num_seqs=self.max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens,
-            kv_cache_dtype="fp8" if self.kv_cache_dtype.startswith("fp8") else "auto",
+            kv_cache_dtype=self.kv_cache_dtype,
             enable_prefix_caching=self.enable_prefix_caching,
             gpu_memory_utilization=self.gpu_memory_utilization,
         )

@@ -17,6 +17,7 @@ from planner.catalog.schema import (
     ModelCard,
     Precision,
     Price,
+    PriceHistoryEntry,
     PricingMode,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "ModelCard",
     "Precision",
     "Price",
+    "PriceHistoryEntry",
     "PricingMode",
     "architecture_from_config",
     "load_catalog",

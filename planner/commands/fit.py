@@ -20,8 +20,9 @@ from planner.catalog import PRECISIONS, load_catalog, model_card_from_config
 from planner.catalog.loader import Catalog
 from planner.catalog.schema import ModelCard
 from planner.commands.args import fraction, positive_int
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
-from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, check_file_size
 from planner.layouts import LayoutCandidate, enumerate_layouts, evaluate_layout
 from planner.memory import KV_CACHE_DTYPES, kv_occupancy, max_concurrent_sequences
 from planner.settings import get_settings
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instance", required=True, help="instance type, e.g. g6e.12xlarge")
     parser.add_argument("--nodes", type=positive_int(64), default=1, help="instances (default 1)")
     parser.add_argument("--precision", default="bf16", choices=PRECISIONS)
-    parser.add_argument("--kv-dtype", default="auto", choices=KV_CACHE_DTYPES)
+    parser.add_argument("--kv-dtype", choices=KV_CACHE_DTYPES, help="default: the engine's")
     parser.add_argument("--input-len", type=TOKENS, help="prompt tokens of every request")
     parser.add_argument("--output-len", type=TOKENS, help="answer tokens of every request")
     parser.add_argument(
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
         "--concurrency", type=positive_int(MAX_LOAD), help="requests in flight per replica"
     )
     parser.add_argument("--max-model-len", type=TOKENS, help="vLLM --max-model-len")
-    parser.add_argument("--gpu-memory-utilization", type=fraction(), default=0.9)
+    parser.add_argument("--gpu-memory-utilization", type=fraction(), help="default: the engine's")
     parser.add_argument(
         "--max-num-seqs", type=positive_int(MAX_LOAD), help="default: what vllm serve picks"
     )
@@ -69,8 +70,12 @@ def register(subparsers: Any) -> None:
 def _model(catalog: Catalog, ref: str) -> ModelCard:
     path = Path(ref)
     if path.suffix == ".json" and path.is_file():
+        limit_mb = get_settings().max_upload_mb
+        check_file_size(path.name, path.stat().st_size, limit_mb, "SERVEWISE_MAX_UPLOAD_MB")
         try:
             config = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidInputError("--model", ref, "a UTF-8 config.json file") from None
         except json.JSONDecodeError as exc:
             raise InvalidInputError("--model", ref, f"a valid config.json ({exc.msg})") from None
         return model_card_from_config(config, file=path.name)
@@ -116,18 +121,25 @@ def layout_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     gpu = catalog.gpu(instance.gpu_id)
     workload = _workload(args)
     max_model_len = args.max_model_len or (workload.max_context() if workload else None)
-    settings = {
-        "precision": args.precision,
+    stated = {
         "kv_cache_dtype": args.kv_dtype,
         "max_model_len": max_model_len,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens,
     }
+    engine = EngineConfig.of(**{k: v for k, v in stated.items() if v is not None})
     if args.tp is not None or args.pp is not None:
         candidates = [
             evaluate_layout(
-                card, instance, gpu, nodes=args.nodes, tp=args.tp or 1, pp=args.pp or 1, **settings
+                card,
+                instance,
+                gpu,
+                nodes=args.nodes,
+                tp=args.tp or 1,
+                pp=args.pp or 1,
+                precision=args.precision,
+                engine=engine,
             )
         ]
     else:
@@ -137,11 +149,7 @@ def layout_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             instances=[instance.instance],
             nodes=[args.nodes],
             precisions=(args.precision,),
-            kv_cache_dtypes=(args.kv_dtype,),
-            max_model_len=max_model_len,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
+            engine=engine,
         )
     return [_row(c, card, workload, args) for c in candidates]
 

@@ -120,7 +120,11 @@ def measurement_problem(result: MeasuredResult) -> str | None:
 
 
 def scenario_from_measured(result: MeasuredResult) -> Scenario:
-    """The scenario a measured row describes (engine defaults for everything it omits)."""
+    """The scenario a measured row describes (engine defaults for everything it omits).
+
+    An offline-batch row was run with vLLM's offline ``LLM`` class (``vllm bench
+    throughput``), whose batch budget defaults differ from ``vllm serve``'s.
+    """
     return Scenario(
         engine=result.engine,
         engine_version=result.engine_version,
@@ -138,6 +142,7 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
         num_requests=int(result.num_requests) if result.num_requests else None,
         instance=result.instance,
         nodes=result.nodes,
+        entrypoint="offline" if result.load == "offline_batch" else None,
     )
 
 

@@ -1,10 +1,10 @@
 """KV-cache capacity of one replica, from the memory planner (:func:`planner.memory.plan_memory`).
 
 vLLM sizes its KV pool as ``gpu_memory_utilization`` x the GPU minus weights, activations and
-runtime; the TensorRT-LLM family takes 0.9 of the memory left after the weights
-(``KvCacheConfig.free_gpu_memory_fraction``), translated here into the equivalent
-``gpu_memory_utilization`` before the memory planner is asked. ``max_model_len`` is the longest
-request of the scenario, what a deployment would pass to ``--max-model-len``.
+runtime; the TensorRT-LLM family takes ``free_gpu_memory_fraction`` of the memory left after
+the weights (:data:`planner.engine.TRTLLM_FREE_GPU_MEMORY_FRACTION`), translated here into the
+equivalent ``gpu_memory_utilization`` before the memory planner is asked. The engine config's
+``max_model_len`` is what a deployment passes to ``--max-model-len``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.catalog import GPU, ModelCard
+from planner.engine import TRTLLM_FREE_GPU_MEMORY_FRACTION, VLLM_SERVE_SMALL_GPU, EngineConfig
 from planner.errors import InvalidInputError
 from planner.memory import MemoryPlan, plan_memory
-
-TRTLLM_FREE_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -25,48 +24,32 @@ class CapacityPlan:
 
 
 def plan_capacity(
-    card: ModelCard,
-    gpu: GPU,
-    *,
-    tp: int,
-    pp: int,
-    precision: str,
-    kv_cache_dtype: str,
-    gpu_memory_utilization: float,
-    max_num_seqs: int,
-    max_num_batched_tokens: int,
-    enforce_eager: bool,
-    max_model_len: int,
-    block_size: int,
-    trtllm: bool = False,
+    card: ModelCard, gpu: GPU, *, tp: int, pp: int, precision: str, engine: EngineConfig
 ) -> CapacityPlan:
-    """Replica KV capacity in tokens; a layout that cannot start raises InvalidInputError."""
+    """Replica KV capacity in tokens; a layout that cannot start raises InvalidInputError.
+
+    ``engine`` is resolved (every setting stated, ``max_model_len`` included).
+    """
+    trtllm = engine.family == "trtllm"
+    assert engine.max_num_seqs and engine.max_num_batched_tokens
     # the sampler's profile run sizes vLLM's activation peak; TensorRT-LLM preallocates its
     # own (smaller) buffers, so it is planned at vLLM's default batch
-    seqs = min(256 if trtllm else max_num_seqs, max_num_batched_tokens)
+    seqs = VLLM_SERVE_SMALL_GPU[0] if trtllm else engine.max_num_seqs
+    seqs = min(seqs, engine.max_num_batched_tokens)
 
     def plan_at(utilization: float) -> MemoryPlan:
-        return plan_memory(
-            card,
-            gpu,
-            tp=tp,
-            pp=pp,
-            precision=precision,
-            kv_cache_dtype=kv_cache_dtype,
-            gpu_memory_utilization=utilization,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            enforce_eager=enforce_eager,
-            max_model_len=max_model_len,
-            block_size=block_size,
+        config = engine.model_copy(
+            update={"gpu_memory_utilization": utilization, "max_num_seqs": seqs}
         )
+        return plan_memory(card, gpu, tp=tp, pp=pp, precision=precision, engine=config)
 
-    plan = plan_at(gpu_memory_utilization)
+    plan = plan_at(engine.gpu_memory_utilization)
     if trtllm:
         visible = plan.cuda_visible_bytes
         fixed = plan.weights_bytes + plan.activation_bytes + plan.non_torch_bytes
         usable = visible - plan.framework_overhead_bytes
-        utilization = (fixed + TRTLLM_FREE_FRACTION * max(usable - fixed, 0.0)) / visible
+        free = TRTLLM_FREE_GPU_MEMORY_FRACTION * max(usable - fixed, 0.0)
+        utilization = (fixed + free) / visible
         utilization = min(max(utilization, 0.05), usable / visible)
         plan = plan_at(utilization)
     if plan.kv_capacity_tokens <= 0 or plan.problems:

@@ -19,40 +19,15 @@ import math
 from dataclasses import dataclass
 
 from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelCard
+from planner.engine import FAMILIES, EngineConfig
 from planner.errors import InvalidInputError
-from planner.memory import vllm_serve_defaults
 from planner.perf.capacity import plan_capacity
 from planner.perf.scenario import Scenario
 
-LINK_CLASSES = ("nvlink", "pcie_p2p", "pcie_host")
 #: per-direction PCIe x16 bandwidth by generation, bytes/s (PCI-SIG: 16/32/64/128 GT/s x16).
 PCIE_BYTES_PER_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 121.0e9}
 DEFAULT_FABRIC_GBPS = 400.0
 ACTIVATION_BYTES = 2.0  # all-reduce and pipeline tensors travel in 16-bit
-KNOWN_FAMILIES = ("vllm", "trtllm")
-#: KV block size of each engine family (vLLM 16 tokens; TensorRT-LLM tokens_per_block 32).
-ENGINE_DEFAULTS = {
-    "vllm": {"block_size": 16},
-    "trtllm": {"block_size": 32},
-    "sglang": {"block_size": 16},
-}
-#: TensorRT-LLM LLM API / trtllm-bench defaults: max_batch_size 2048, max_num_tokens 8192.
-TRTLLM_DEFAULTS = (2048, 8192)
-
-
-def engine_defaults(family: str, gpu: GPU, load: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) the engine picks when the scenario does not.
-
-    vLLM (vllm/engine/arg_utils.py, V1): ``vllm serve`` 1024 / 8192 on GPUs with >= 70 GiB
-    other than A100s, else 256 / 2048 (:func:`planner.memory.vllm_serve_defaults`); the offline
-    ``LLM`` class (load ``offline_batch``) 1024 / 16384, else 256 / 8192.
-    """
-    if family == "trtllm":
-        return TRTLLM_DEFAULTS
-    seqs, batched = vllm_serve_defaults(gpu)
-    if load == "offline_batch":
-        batched = 16384 if batched >= 8192 else 8192
-    return seqs, batched
 
 
 @dataclass(frozen=True)
@@ -92,7 +67,8 @@ class Deployment:
     link_bw: float  # per direction, bytes/s
     network_bw: float  # bytes/s between nodes
     net_boundaries: int  # pipeline boundaries that cross nodes
-    # engine
+    # engine: every setting resolved (planner.engine), max_model_len included
+    engine: EngineConfig
     block_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -128,13 +104,11 @@ def _gpu_link(gpu: GPU, instance: Instance | None) -> tuple[str, float]:
     return "pcie_p2p", pcie
 
 
-def kv_dtype_bytes(scenario: Scenario, family: str) -> float:
+def kv_dtype_bytes(engine: EngineConfig, precision: str) -> float:
     """KV element size: fp8 when asked, or (TensorRT-LLM) when the weights are FP8/FP4."""
-    if scenario.kv_cache_dtype.startswith("fp8"):
-        return 1.0
-    if family == "trtllm" and scenario.precision in ("fp8", "fp4"):
+    if engine.family == "trtllm" and precision in ("fp8", "fp4"):
         return 1.0  # trtllm-bench quantises the KV cache with FP8/NVFP4 checkpoints
-    return 2.0
+    return engine.kv_bytes_per_element
 
 
 def _validate_layout(scenario: Scenario, card: ModelCard, instance: Instance | None) -> None:
@@ -165,12 +139,13 @@ def _validate_layout(scenario: Scenario, card: ModelCard, instance: Instance | N
 def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     """Everything a step-time evaluation and the simulator need, or a typed error."""
     family = scenario.engine_family
-    if family not in ENGINE_DEFAULTS:
+    if family not in FAMILIES:
         raise InvalidInputError(
             "engine", scenario.engine, "one of vllm, tensorrt-llm, nim-tensorrt-llm, sglang"
         )
     card = catalog.model(scenario.model)
     gpu = catalog.gpu(scenario.gpu)
+    engine = resolve_engine(scenario, gpu)
     instance = catalog.instance(scenario.instance) if scenario.instance else None
     precision = scenario.precision.strip().lower()
     if precision not in BYTES_PER_PARAM:
@@ -191,7 +166,7 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     expert_bytes = expert_params * bpp / tp  # experts are TP-sharded (no expert parallelism)
 
     # ----- KV --------------------------------------------------------------------------------
-    kv_bpe = kv_dtype_bytes(scenario, family)
+    kv_bpe = kv_dtype_bytes(engine, precision)
     if arch.is_mla:
         per_layer_gpu = arch.kv_elements_per_token_per_layer() * kv_bpe  # latent replicated
     else:
@@ -248,27 +223,14 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
             "nodes", nodes, f"enough {per_node}-GPU nodes for TP x PP = {gpus_per_replica}"
         )
 
-    default_seqs, default_batched = engine_defaults(family, gpu, scenario.load)
-    max_num_seqs = scenario.max_num_seqs or default_seqs
-    max_batched = scenario.max_num_batched_tokens or default_batched
-    if not scenario.enable_chunked_prefill:
-        # without chunking a whole prompt must fit one step's budget
-        max_batched = max(max_batched, _longest_prompt(scenario))
-    block_size = ENGINE_DEFAULTS[family]["block_size"]
+    assert engine.max_num_seqs and engine.max_num_batched_tokens and engine.block_size
     plan = plan_capacity(
         card,
         gpu,
         tp=tp,
         pp=pp,
         precision=precision,
-        kv_cache_dtype="fp8" if kv_bpe == 1.0 else "auto",
-        gpu_memory_utilization=scenario.gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_batched,
-        enforce_eager=scenario.enforce_eager,
-        max_model_len=_longest_request(scenario),
-        block_size=block_size,
-        trtllm=family == "trtllm",
+        engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
     )
     return Deployment(
         scenario=scenario,
@@ -301,15 +263,32 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         link_bw=link_bw,
         network_bw=network_gbps * 1e9 / 8,
         net_boundaries=net_boundaries,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_batched,
+        engine=engine,
+        block_size=engine.block_size,
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
         kv_capacity_tokens=plan.kv_capacity_tokens,
         weights_bytes_per_gpu=plan.weights_bytes,
         kv_dtype_bytes=kv_bpe,
-        enforce_eager=scenario.enforce_eager,
+        enforce_eager=engine.enforce_eager,
         notes=tuple(notes),
     )
+
+
+def resolve_engine(scenario: Scenario, gpu: GPU) -> EngineConfig:
+    """The scenario's engine settings with every default filled in for ``gpu``:
+    ``max_model_len`` the longest request unless stated, and without chunked prefill a batch
+    budget that holds the longest prompt (a whole prompt must fit one step)."""
+    engine = scenario.engine_config().resolved(gpu)
+    updates: dict[str, int] = {}
+    if engine.max_model_len is None:
+        updates["max_model_len"] = _longest_request(scenario)
+    assert engine.max_num_batched_tokens is not None
+    if not engine.enable_chunked_prefill:
+        updates["max_num_batched_tokens"] = max(
+            engine.max_num_batched_tokens, _longest_prompt(scenario)
+        )
+    return engine.model_copy(update=updates) if updates else engine
 
 
 def _longest_prompt(scenario: Scenario) -> int:

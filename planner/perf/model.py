@@ -52,6 +52,16 @@ from planner.perf.uncertainty import (
     term_shares,
 )
 
+#: The load of a scenario (what a deployment does not depend on), at a neutral value.
+_NO_LOAD: dict[str, Any] = {
+    "load": "concurrency",
+    "concurrency": 1.0,
+    "request_rate": None,
+    "num_requests": None,
+    "seed": 0,
+    "burstiness_cv": 1.0,
+}
+
 #: measured rows already simulated, by (catalog fingerprint, row): refits reuse them
 _SAMPLE_CACHE: OrderedDict[tuple[str, str], FitSample] = OrderedDict()
 _SAMPLE_CACHE_SIZE = 5000
@@ -150,19 +160,23 @@ class PerformanceModel:
 
     # ----- prediction ------------------------------------------------------------------------
     def deployment(self, scenario: Scenario) -> Deployment:
-        """Resolved constants of a scenario (cached on everything but the load)."""
-        key = scenario.model_dump_json(
-            exclude={"load", "concurrency", "request_rate", "num_requests", "seed", "burstiness_cv"}
-        )
+        """Resolved constants of a scenario, cached on the scenario less its load.
+
+        The deployment is resolved from that load-free scenario itself, so what is cached
+        cannot depend on the load it was first asked with: a prediction never depends on
+        what was predicted before it.
+        """
+        unloaded = scenario.model_copy(update=_NO_LOAD)
+        key = unloaded.model_dump_json()
         with self._dep_lock:
             dep = self._dep_cache.get(key)
         if dep is None:
-            dep = resolve_deployment(scenario, self.catalog)
+            dep = resolve_deployment(unloaded, self.catalog)
             with self._dep_lock:
                 self._dep_cache[key] = dep
                 if len(self._dep_cache) > 256:
                     self._dep_cache.popitem(last=False)
-        elif dep.scenario != scenario:
+        if dep.scenario != scenario:
             dep = _with_scenario(dep, scenario)
         return dep
 

@@ -16,7 +16,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from benchmarks_runner.metrics import compute_summary
-from benchmarks_runner.run_files import RunWriter
+from planner.run_files import RequestRecord, RunWriter
 from planner.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,27 +32,25 @@ def write_run(runs_dir: Path, run_id: str, *, ttft_s: float, gap_s: float, gpu: 
         start = 0.05 * i
         chunks = [start + ttft_s + k * gap_s for k in range(4)]
         rows.append(
-            {
-                "request_id": f"{run_id}-{i}",
-                "request_index": i,
-                "warmup": False,
-                "start_s": start,
-                "first_chunk_s": chunks[0],
-                "first_content_s": chunks[0],
-                "end_s": chunks[-1],
-                "chunk_times_s": chunks,
-                "chunk_tokens": [1, 1, 1, 1],
-                "prompt_tokens": 256,
-                "output_tokens": 4,
-                "input_len_target": 256,
-                "output_len_target": 4,
-                "status": "ok",
-                "http_status": 200,
-                "error": None,
-            }
+            RequestRecord(
+                request_id=f"{run_id}-{i}",
+                request_index=i,
+                start_s=start,
+                first_chunk_s=chunks[0],
+                first_content_s=chunks[0],
+                end_s=chunks[-1],
+                chunk_times_s=chunks,
+                chunk_tokens=[1, 1, 1, 1],
+                prompt_tokens=256,
+                output_tokens=4,
+                input_len_target=256,
+                output_len_target=4,
+                status="ok",
+                http_status=200,
+            )
         )
     writer.append_requests(rows)
-    summary = compute_summary(rows, duration_s=max(r["end_s"] for r in rows), max_concurrency=4)
+    summary = compute_summary(rows, duration_s=max(r.end_s or 0 for r in rows), max_concurrency=4)
     writer.write_meta(
         status="completed",
         model=MODEL,

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.layouts import evaluate_layout, precision_support
 from planner.perf import Scenario, get_performance_model
 
@@ -63,12 +64,21 @@ def test_llama_70b_fits_one_rtx_pro_6000_in_fp8_but_not_in_bf16(catalog: Catalog
     card = catalog.model(LLAMA_70B)
     one = catalog.instance("g7e.2xlarge")
     gpu = catalog.gpu("RTXPRO6000")
-    fp8 = evaluate_layout(card, one, gpu, tp=1, precision="fp8", max_model_len=2560)
-    bf16 = evaluate_layout(card, one, gpu, tp=1, precision="bf16", max_model_len=2560)
+    fp8 = evaluate_layout(
+        card, one, gpu, tp=1, precision="fp8", engine=EngineConfig(max_model_len=2560)
+    )
+    bf16 = evaluate_layout(
+        card, one, gpu, tp=1, precision="bf16", engine=EngineConfig(max_model_len=2560)
+    )
     assert fp8.feasible, fp8.reason
     assert not bf16.feasible and bf16.reason
     two = evaluate_layout(
-        card, catalog.instance("g7e.12xlarge"), gpu, tp=2, precision="bf16", max_model_len=2560
+        card,
+        catalog.instance("g7e.12xlarge"),
+        gpu,
+        tp=2,
+        precision="bf16",
+        engine=EngineConfig(max_model_len=2560),
     )
     assert two.feasible, two.reason
 

@@ -25,6 +25,7 @@ from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
 from planner.perf.step_time import FEATURES, StepBatch, step_time_s
+from planner.workload import LengthDistribution
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SPEC = PlanSpec(model=MODEL, gpu="H100-SXM", tp=1)
@@ -188,9 +189,9 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
 ) -> None:
     """Closed loop of 32: every request, also the first one admitted alone, decodes at the
     pace of the full batch; one request alone decodes faster (latency grows with load)."""
-    from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config
-    from benchmarks_runner.run_files import read_run
+    from benchmarks_runner import build_synthetic_specs, make_run_config
     from benchmarks_runner.run_manager import RunManager
+    from tests.run_view import read_run
 
     manager = RunManager(tmp_path)  # runs in its own thread: no event loop of the test's
 
@@ -202,7 +203,9 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
         tpots = {}
         for concurrency in (1, 32):
             config = make_run_config(base_url=base, model=MODEL, concurrency=concurrency)
-            specs = build_synthetic_specs(concurrency, LengthDist(mean=512), LengthDist(mean=24))
+            specs = build_synthetic_specs(
+                concurrency, LengthDistribution.fixed(512), LengthDistribution.fixed(24)
+            )
             run = manager.start(config, specs)
             assert run.wait(60) and run.run_dir is not None, run.error
             rows = [r for r in read_run(run.run_dir)["requests"] if r["status"] == "ok"]

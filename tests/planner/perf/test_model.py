@@ -25,6 +25,7 @@ BRIEF = {
     "load": "offline_batch",
     "concurrency": 30,
     "num_requests": 30,
+    "entrypoint": "offline",  # the measured row ran vLLM's offline LLM class
 }
 
 
@@ -56,6 +57,17 @@ def test_brief_case_within_20_percent(model: PerformanceModel) -> None:
     assert p.total_tok_per_s == pytest.approx(531.86, rel=0.20)
     assert p.output_tok_per_s_low <= p.output_tok_per_s <= p.output_tok_per_s_high
     assert p.confidence == "measured nearby"
+
+
+def test_an_offline_batch_is_a_closed_loop_of_as_many_requests(model: PerformanceModel) -> None:
+    offline = Scenario(**BRIEF, tp=4, instance="g6e.12xlarge")
+    closed = offline.model_copy(update={"load": "concurrency"})
+    served = offline.model_copy(update={"entrypoint": None})
+    first = [model.predict(s).total_tok_per_s for s in (served, offline, closed)]
+    again = [model.predict(s).total_tok_per_s for s in (closed, offline, served)][::-1]
+    assert first == again  # whatever was predicted before
+    assert first[1] == first[2]  # 30 requests at once, however the load is written
+    assert first[0] < first[1]  # vllm serve batches 2,048 tokens a step on an L40S, LLM 8,192
 
 
 def test_tp4_pp2_beats_tp8_on_g6e_48xlarge(model: PerformanceModel) -> None:
