@@ -11,6 +11,7 @@ from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.resources import get_catalog, settings
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.catalog.refresh import (
     DEFAULT_THRESHOLD_PCT,
     apply_refresh,
@@ -112,11 +113,11 @@ for tab, (name, frame) in zip(tabs, frames.items(), strict=True):
 st.header("Add or override prices, instances and GPUs")
 left, right = st.columns([1, 2])
 with left:
-    table = st.selectbox(
+    table = bound(
+        st.selectbox,
         "Table",
         list(TABLES),
         key="data_table",
-        bind="query-params",
     )
     st.download_button(
         f"Empty {TABLES[table].file} with its columns",
