@@ -40,7 +40,6 @@ from planner.perf.calibration import (
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
 from planner.perf.scenario import Prediction, Scenario
-from planner.perf.search import RateSearchResult, max_rate_meeting_slo
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
 from planner.perf.uncertainty import (
@@ -202,19 +201,6 @@ class PerformanceModel:
             except RuntimeError as exc:
                 out.append(InvalidInputError("scenario", scenario.describe(), str(exc)))
         return out
-
-    def max_rate_meeting_slo(
-        self,
-        scenario: Scenario,
-        slo_ttft_p99_ms: float | None = None,
-        slo_tpot_p99_ms: float | None = None,
-        slo_e2e_p99_ms: float | None = None,
-        **kwargs: Any,
-    ) -> RateSearchResult:
-        """Highest Poisson rate meeting the p99 SLOs (see :mod:`planner.perf.search`)."""
-        return max_rate_meeting_slo(
-            self, scenario, slo_ttft_p99_ms, slo_tpot_p99_ms, slo_e2e_p99_ms, **kwargs
-        )
 
     def timeline(self, scenario: Scenario) -> Timeline:
         """KV occupancy, running and waiting requests over the simulated run."""

@@ -228,27 +228,6 @@ def test_scenario_rows_validate_fields() -> None:
 
 
 # ----- the fast paths the recommendation search and the simulated server use ----------------
-def test_max_rate_meeting_slo_is_the_edge_of_the_slo(model: PerformanceModel) -> None:
-    base = Scenario(
-        model="meta-llama/Llama-3.1-8B-Instruct",
-        gpu="L40S",
-        input_len=1024,
-        output_len=256,
-        load="rate",
-        request_rate=1.0,
-        num_requests=300,
-    )
-    tight = model.max_rate_meeting_slo(base, slo_ttft_p99_ms=1500, slo_tpot_p99_ms=60)
-    loose = model.max_rate_meeting_slo(base, slo_ttft_p99_ms=6000, slo_tpot_p99_ms=200)
-    assert 0 < tight.max_rate <= loose.max_rate <= loose.saturation_rate
-    assert tight.prediction is not None
-    assert tight.prediction.ttft_ms_p99 <= 1500 and tight.prediction.tpot_ms_p99 <= 60
-    assert tight.limited_by in ("ttft", "tpot")
-    over = model.predict(base.model_copy(update={"request_rate": tight.max_rate * 1.25}))
-    assert over.ttft_ms_p99 > 1500 or over.tpot_ms_p99 > 60
-    assert tight.evaluations <= 14
-
-
 def test_timeline_and_request_timing(model: PerformanceModel) -> None:
     scenario = Scenario(
         model="meta-llama/Llama-3.1-70B-Instruct",
