@@ -1,4 +1,4 @@
-"""Command line: ``python -m benchmarks_runner run|sweep|search|import ...``.
+"""Command line: ``python -m benchmarks_runner run|sweep|search|import|diagnose ...``.
 
 Exit codes: 0 the run completed (some requests may have failed, at most
 ``--max-failed-share`` of them); 130 cancelled by SIGINT, 143 by SIGTERM (run files written,
@@ -176,6 +176,36 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--start-rate", type=float, default=1.0)
     se.add_argument("--max-rate", type=float, default=1000.0)
     se.add_argument("--max-runs", type=int, default=8)
+    dg = sub.add_parser(
+        "diagnose",
+        help="a run, a result file or a live endpoint against the ten ways a cluster wastes money",
+    )
+    dg.add_argument(
+        "source",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="a run directory, or a vllm bench serve / GuideLLM / AIPerf result",
+    )
+    dg.add_argument("--base-url", default=None, help="watch this live endpoint's /metrics instead")
+    dg.add_argument(
+        "--duration", type=float, default=60.0, help="seconds to watch the endpoint (--base-url)"
+    )
+    dg.add_argument("--interval-s", type=float, default=1.0, help="seconds between scrapes")
+    dg.add_argument("--metrics-path", default="/metrics")
+    dg.add_argument(
+        "--api-key-env", default=None, help="name of the environment variable holding the API key"
+    )
+    dg.add_argument(
+        "--plan", type=Path, default=None, help="JSON file of the deployment the run measured"
+    )
+    dg.add_argument("--region", default=None, help="price region (default: the cheapest listed)")
+    dg.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    dg.add_argument(
+        "--no-predict",
+        action="store_true",
+        help="skip the performance model (no what-ifs; saves its ~10 s fit)",
+    )
     im = sub.add_parser("import", help="import another tool's result into run files")
     im.add_argument("--format", required=True, choices=["vllm", "guidellm", "aiperf"])
     im.add_argument("file", type=Path)
@@ -571,6 +601,61 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    import os
+
+    from benchmarks_runner.diagnose import load_runs, read_plan, scratch_dir, watch_endpoint
+    from planner.catalog import load_catalog
+    from planner.diagnosis import Diagnosis, diagnose, evidence_from_run, evidence_from_scrape
+    from planner.diagnosis.report import text_report, to_json
+    from planner.errors import PlannerError
+    from planner.perf.model import PerformanceModel, get_performance_model
+    from planner.settings import get_settings
+
+    if (args.source is None) == (args.base_url is None):
+        raise ConfigError("diagnose needs a run directory or result file, or --base-url URL")
+    plan = read_plan(args.plan)
+    try:
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        model: PerformanceModel | None = None
+        if not args.no_predict:
+            print("fitting the performance model for the what-ifs ...", file=sys.stderr)
+            model = get_performance_model(catalog)
+        results: list[Diagnosis] = []
+        if args.base_url is not None:
+            api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+            print(f"watching {args.base_url}{args.metrics_path} for {args.duration:g} s ...",
+                  file=sys.stderr)  # fmt: skip
+            samples, watched = asyncio.run(
+                watch_endpoint(
+                    args.base_url,
+                    args.duration,
+                    interval_s=args.interval_s,
+                    metrics_path=args.metrics_path,
+                    api_key=api_key,
+                )
+            )
+            ev = evidence_from_scrape(
+                samples, duration_s=watched, base_url=args.base_url, plan=plan
+            )
+            results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
+        else:
+            with scratch_dir() as scratch:
+                for run in load_runs(args.source, Path(scratch)):
+                    if plan is not None:
+                        run.meta["plan"] = plan
+                    ev = evidence_from_run(run)
+                    results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
+    except PlannerError as exc:
+        raise ConfigError(str(exc)) from None
+    if args.json:
+        payload: Any = [to_json(d) for d in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=1))
+    else:
+        print("\n".join(text_report(d) for d in results), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -584,6 +669,7 @@ def main(argv: list[str] | None = None) -> int:
             "sweep": _cmd_sweep,
             "search": _cmd_search,
             "import": _cmd_import,
+            "diagnose": _cmd_diagnose,
         }[args.command]
         return handler(args)
     except (ArgumentError, PlannerError) as exc:

@@ -8,7 +8,7 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
 ``run.json``
     Metadata, rewritten atomically (``run.json.tmp`` then ``os.replace``) at start and end::
 
-        {"run_id", "status": "running"|"completed"|"cancelled"|"failed",
+        {"run_id", "status": "running"|"completed"|"cancelled"|"failed"|"interrupted",
          "started_at" (ISO 8601 UTC), "finished_at" (ISO UTC or null),
          "endpoint": {"base_url", "api": "completions"|"chat", "server_version",
                       "server_flags"},
@@ -21,7 +21,8 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
          "tokenizer": {...calibration: tokens_per_word, overhead, probes, deviation...},
          "summary": the measured figures (vLLM ``bench serve`` keys), or null while running,
          "self_checks": [{"name", "ok": bool, "message"}],
-         "error": one-line reason or null}
+         "error": one-line reason or null,
+         "writer": {"host", "pid"} of the process writing the run}
 
 ``requests.jsonl``
     One :class:`RequestRecord` a line, every key on every line in the same order (so DuckDB's
@@ -35,6 +36,12 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
 ``result.json``
     At the end: the ``vllm bench serve --save-result --save-detailed`` JSON (for an import,
     the tool's own file as it was).
+
+``.heartbeat``
+    Touched every ``HEARTBEAT_INTERVAL_S`` while the writer runs; with ``run.json``'s
+    ``"writer": {"host", "pid"}`` it tells a run still being written from one whose process
+    died (:func:`writer_stopped`): such a run is marked ``interrupted`` by the store on its
+    next start, its collected requests kept.
 
 The API key and the Authorization header are never written to any of these files: the writer
 passes every string it writes through a :class:`~planner.credentials.Scrubber` that knows the
@@ -55,7 +62,9 @@ import json
 import math
 import os
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -71,8 +80,15 @@ RUN_JSON = "run.json"
 REQUESTS_JSONL = "requests.jsonl"
 SERVER_METRICS_JSONL = "server_metrics.jsonl"
 RESULT_JSON = "result.json"
-RUN_STATUSES = ("running", "completed", "cancelled", "failed")
+HEARTBEAT = ".heartbeat"
+#: ``interrupted``: the process writing the run stopped without finishing it (set by the
+#: store on its next start, see :func:`writer_stopped`)
+RUN_STATUSES = ("running", "completed", "cancelled", "failed", "interrupted")
 FSYNC_INTERVAL_S = 1.0
+#: the writer touches ``.heartbeat`` this often while it runs ...
+HEARTBEAT_INTERVAL_S = 5.0
+#: ... and a "running" run whose heartbeat (or newest file) is older than this has stopped
+STALE_AFTER_S = 60.0
 
 
 # ----- records --------------------------------------------------------------------------------
@@ -374,18 +390,60 @@ class _JsonlAppender:
 
 
 class _Syncer(threading.Thread):
-    """Background thread that fsyncs the run's JSONL files every ``FSYNC_INTERVAL_S``."""
+    """Background thread that fsyncs the run's JSONL files every ``FSYNC_INTERVAL_S`` and
+    touches the heartbeat file every ``HEARTBEAT_INTERVAL_S``."""
 
-    def __init__(self, files: list[_JsonlAppender]) -> None:
+    def __init__(self, files: list[_JsonlAppender], heartbeat: Path) -> None:
         super().__init__(name="servewise-run-fsync", daemon=True)
         self.files = files
+        self.heartbeat = heartbeat
         self.stopped = threading.Event()
 
+    def beat(self) -> None:
+        with contextlib.suppress(OSError):
+            self.heartbeat.touch()
+
     def run(self) -> None:
+        last_beat = time.monotonic()
         while not self.stopped.wait(FSYNC_INTERVAL_S):
             for f in self.files:
                 with contextlib.suppress(OSError, ValueError):  # closed under us
                     f.sync()
+            if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:
+                self.beat()
+                last_beat = time.monotonic()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def writer_stopped(run_dir: Path, meta: dict[str, Any], now: float | None = None) -> str | None:
+    """Why a run whose ``run.json`` says ``running`` is no longer being written, or None while
+    it may still be: its writer's process is gone (same host), or no sign of life (heartbeat,
+    else the newest run file) for ``STALE_AFTER_S`` (any host)."""
+    if meta.get("status") != "running":
+        return None
+    now = time.time() if now is None else now
+    writer: dict[str, Any] = meta["writer"] if isinstance(meta.get("writer"), dict) else {}
+    pid, host = writer.get("pid"), writer.get("host")
+    if isinstance(pid, int) and host == socket.gethostname() and not _pid_alive(pid):
+        return f"the process writing it (pid {pid} on {host}) is gone"
+    times = []
+    for name in (HEARTBEAT, RUN_JSON, REQUESTS_JSONL, SERVER_METRICS_JSONL):
+        with contextlib.suppress(OSError):
+            times.append((run_dir / name).stat().st_mtime)
+        if name == HEARTBEAT and times:
+            break  # a writer with a heartbeat: only the heartbeat counts
+    if times and now - max(times) > STALE_AFTER_S:
+        return f"no sign of its writer for {now - max(times):,.0f} s"
+    return None
 
 
 class RunWriter:
@@ -398,7 +456,8 @@ class RunWriter:
         self.dir.mkdir(parents=True, exist_ok=False)
         self._requests = _JsonlAppender(self.dir / REQUESTS_JSONL)
         self._metrics = _JsonlAppender(self.dir / SERVER_METRICS_JSONL)
-        self._syncer = _Syncer([self._requests, self._metrics])
+        self._syncer = _Syncer([self._requests, self._metrics], self.dir / HEARTBEAT)
+        self._syncer.beat()
         self._syncer.start()
         self.meta: dict[str, Any] = {
             "run_id": self.run_id,
@@ -420,6 +479,7 @@ class RunWriter:
             "summary": None,
             "self_checks": [],
             "error": None,
+            "writer": {"host": socket.gethostname(), "pid": os.getpid()},
         }
 
     def write_meta(self, **updates: Any) -> None:
@@ -475,4 +535,5 @@ __all__ = [
     "run_signature",
     "utc_now_iso",
     "write_json_atomic",
+    "writer_stopped",
 ]

@@ -51,6 +51,21 @@ class Settings(BaseSettings):
         description="Largest request trace read (file or upload), in MB; traces are streamed, "
         "so memory stays bounded whatever the size.",
     )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Derived data that can be rebuilt (the fitted performance model); "
+        "default <user_data_dir>/cache.",
+    )
+    fit_cache: bool = Field(
+        default=True,
+        description="Reuse a fitted performance model from cache_dir (0 to refit every time).",
+    )
+    ingest_wait_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="How long a dashboard page waits for run files being ingested in the "
+        "background before it draws what is in so far.",
+    )
     default_region: str = "us-east-1"
     price_stale_days: int = Field(
         default=90, ge=1, description="A price older than this many days is marked stale."
@@ -71,6 +86,10 @@ class Settings(BaseSettings):
     @property
     def runs_directory(self) -> Path:
         return self.runs_dir or self.user_data_dir / "runs"
+
+    @property
+    def cache_directory(self) -> Path:
+        return self.cache_dir or self.user_data_dir / "cache"
 
 
 @lru_cache(maxsize=1)

@@ -72,7 +72,9 @@ def diagnose(
     return Diagnosis(
         source=ev.source,
         run_id=ev.run_id,
-        deployment=plan_label(ev.plan) if ev.plan and ev.plan.get("gpu") else None,
+        deployment=f"{ev.plan.get('model')} on {plan_label(ev.plan)}"
+        if ev.plan and ev.plan.get("gpu")
+        else None,
         duration_s=ev.duration_s,
         usd_per_hour=ctx.price.usd_per_hour if ctx.price else None,
         price_source=ctx.price.source if ctx.price else None,

@@ -404,3 +404,41 @@ def test_live_evidence_has_no_requests_and_says_so(prior: PerformanceModel) -> N
     assert d.finding("workload_realism").status == "clear"
     assert d.summary["request_throughput"] == pytest.approx(10.0)
     assert not math.isnan(d.summary["output_throughput"] or math.nan)
+
+
+def test_the_fix_becomes_a_plan_for_verify_and_the_report_spells_it_out(
+    prior: PerformanceModel,
+) -> None:
+    from planner.diagnosis.report import finding_rows, fixed_plan, text_report, to_json
+
+    t = [0.0, 1.0, 2.0, 3.0]
+    metrics = (
+        samples("vllm:num_preemptions_total", t, [0, 10, 20, 30])
+        + samples("vllm:kv_cache_usage_perc", t, [1.0, 1.0, 1.0, 1.0])
+        + samples("vllm:num_requests_waiting", t, [10, 10, 10, 10])
+    )
+    plan = PLAN | {"gpu_memory_utilization": 0.3, "label": "H100-SXM TP1 PP1 bf16"}
+    reqs = steady_requests(n=128, concurrency=32, prompt=1024)
+    d = diagnose(
+        evidence_from_run(run_files(reqs, metrics, plan=plan, config={"concurrency": 32})),
+        model=prior,
+    )
+    kv = d.finding("kv_sizing")
+    assert kv.fix is not None
+    new_plan = fixed_plan(d.plan, kv.fix)
+    assert new_plan is not None and new_plan["model"] == MODEL
+    changed = {k for k in new_plan if new_plan.get(k) != plan.get(k)}
+    assert changed <= {"gpu_memory_utilization", "kv_cache_dtype", "max_num_seqs", "tp",
+                       "num_gpus", "nodes", "label", "derived_from"}  # fmt: skip
+    assert new_plan["derived_from"]["diagnosis_fix"] == kv.fix.summary
+    # a fix that changes nothing of the deployment has no plan
+    realism = d.finding("workload_realism")
+    assert fixed_plan(d.plan, realism.fix) is None
+    text = text_report(d)
+    assert "[x] Lots of preemptions?" in text and kv.fix.vllm_args in text
+    assert "predicted: output tok/s" in text
+    raw = to_json(d)
+    kv_raw = next(f for f in raw["findings"] if f["key"] == "kv_sizing")
+    assert kv_raw["fix"]["vllm_args"] == kv.fix.vllm_args and kv_raw["fix"]["plan"] == new_plan
+    rows = finding_rows(d)
+    assert rows[0]["title"] == d.findings[0].title and len(rows) == 10

@@ -15,7 +15,8 @@ inter-token latency). Severity high when the stalls reach 10x the median gap or 
 ``vllm:request_queue_time_seconds`` (its mean, and p99 when buckets were scraped), and the
 share of TTFT spent in it; the client's side: TTFT p99 against p50, offered against achieved
 request rate. Found when requests waited (mean waiting >= 1 with queue time >= 30% of the mean
-TTFT, or TTFT p99 >= 3x p50 without a queue-time histogram), or the queue grew through the run
+TTFT, or TTFT p99 >= 3x p50 without a queue-time histogram, or the waiting alone when neither is
+known), or the queue grew through the run
 (the last third's mean waiting >= 2 and twice the first third's), or (no server metrics) a
 rate run achieved less than 90% of its offered rate with TTFT p99 >= 3x p50. A queue that forms
 while the KV cache is full belongs to mistake 3 and is left to it. Fixes: more replicas (as
@@ -241,6 +242,8 @@ def check_queueing(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
     ttft_ms = req.ttft_s * 1e3 if req is not None else np.zeros(0)
     p50 = percentile(ttft_ms, 50)
     p99 = percentile(ttft_ms, 99)
+    if p50 is None and ev.summary.get("median_ttft_ms") is not None:
+        p50, p99 = ev.summary.get("median_ttft_ms"), ev.summary.get("p99_ttft_ms")
     if p50 is None and m is not None:
         p50 = _ms(m.histogram_quantile("vllm:time_to_first_token_seconds", 0.5))
         p99 = _ms(m.histogram_quantile("vllm:time_to_first_token_seconds", 0.99))
@@ -292,14 +295,13 @@ def check_queueing(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
         parts,
         y2_label="TTFT (ms)",
     )
-    waited = (
-        w_mean is not None
-        and w_mean >= 1.0
-        and (
-            (share is not None and share >= QUEUE_SHARE)
-            or (share is None and ratio is not None and ratio >= TAIL_FACTOR)
-        )
-    )
+    if share is not None:
+        tail_from_queue = share >= QUEUE_SHARE
+    elif ratio is not None:
+        tail_from_queue = ratio >= TAIL_FACTOR
+    else:  # a live scrape without latency histograms: the queue itself is the evidence
+        tail_from_queue = True
+    waited = w_mean is not None and w_mean >= 1.0 and tail_from_queue
     grew = growth is not None and growth[1] >= 2.0 and growth[1] >= 2.0 * growth[0]
     short = (
         waiting is None
