@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages.charts.plan import latency_figure, pareto_figure, ranking_figure, tornado_figure
 from pages.charts.workload import length_histogram
+from pages.common.deploy import deploy_section
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import (
@@ -101,6 +102,10 @@ with st.container(border=True, key="top_recommendation"):
                 "lengths): treat it as an estimate and verify it with a benchmark run."
             )
         st.code(best.vllm_command, language="bash", wrap_lines=True)
+
+if best is not None:
+    with st.container(border=True, key="deploy"):
+        deploy_section(best, ref.catalog, scenario)
 
 utilisation_note = (
     f"at {scenario.utilisation:.0%} utilisation"
