@@ -25,6 +25,7 @@ from pages.common.resources import get_catalog, get_store
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.diagnosis import Diagnosis, Finding, diagnose, evidence_from_scrape
 from planner.diagnosis.report import evidence_rows, finding_rows, fixed_plan, what_if_text
 from planner.verification import custom_plan
@@ -45,13 +46,13 @@ st.caption(
 )
 export_slot = st.container()
 
-source = st.segmented_control(
+source = bound(
+    st.segmented_control,
     "What to diagnose",
     ["Run", "Endpoint"],
     default="Run",
     required=True,
     key="dg_source",
-    bind="query-params",
     help="Run: a stored benchmark run or an imported vllm bench / GuideLLM / AIPerf result. "
     "Endpoint: watch a live server's /metrics while it serves its real traffic.",
 )
@@ -65,15 +66,15 @@ with st.expander("Deployment (when the run does not name its plan)"):
         "The what-if of each fix predicts the deployment the run measured. Runs verified from "
         "this dashboard carry their plan; imported results do not: say which it was here."
     )
-    give = st.toggle("Use this deployment", key="dg_give_plan", bind="query-params")
+    give = bound(st.toggle, "Use this deployment", key="dg_give_plan")
     cols = list(st.columns(4))
     gpus = sorted(ref.catalog.gpus)
-    gpu = cols[0].selectbox("GPU", gpus, gpus.index("H100-SXM") if "H100-SXM" in gpus else 0,
-                            key="dg_gpu", bind="query-params")  # fmt: skip
-    tp = cols[1].number_input("TP", 1, 64, 1, key="dg_tp", bind="query-params")
-    pp = cols[2].number_input("PP", 1, 64, 1, key="dg_pp", bind="query-params")
+    default_gpu = gpus.index("H100-SXM") if "H100-SXM" in gpus else 0
+    gpu = bound(cols[0].selectbox, "GPU", gpus, default_gpu, key="dg_gpu")
+    tp = bound(cols[1].number_input, "TP", 1, 64, 1, key="dg_tp")
+    pp = bound(cols[2].number_input, "PP", 1, 64, 1, key="dg_pp")
     instances = ["", *sorted(i for i, v in ref.catalog.instances.items() if v.gpu_id == gpu)]
-    instance = cols[3].selectbox("Instance", instances, key="dg_instance", bind="query-params")
+    instance = bound(cols[3].selectbox, "Instance", instances, key="dg_instance")
     if give:
         plan_override = custom_plan(
             scenario.model_id, str(gpu), tp=int(tp), pp=int(pp), instance=instance or None
@@ -89,16 +90,16 @@ if source == "Run":
             "or `... import --format vllm|guidellm|aiperf FILE`: the runs land here."
         )
     else:
-        picked = st.selectbox(
-            "Run", list(choices), format_func=choices.__getitem__, key="dg_run", bind="query-params"
+        picked = bound(
+            st.selectbox, "Run", list(choices), format_func=choices.__getitem__, key="dg_run"
         )
         with planner_errors("This run cannot be diagnosed"), st.spinner("Diagnosing…"):
             diagnosis = diagnosis_of_run(runs_dir / picked, plan_override, model, model_key)
 else:
     cols = list(st.columns([4, 1, 1]))
-    url = cols[0].text_input("Base URL (no /v1)", placeholder="http://host:8000", key="dg_url",
-                             bind="query-params")  # fmt: skip
-    seconds = cols[1].number_input("Seconds", 5, 600, 60, key="dg_seconds", bind="query-params")
+    url = bound(cols[0].text_input, "Base URL (no /v1)", placeholder="http://host:8000",
+                key="dg_url")  # fmt: skip
+    seconds = bound(cols[1].number_input, "Seconds", 5, 600, 60, key="dg_seconds")
     cols[2].markdown("&nbsp;")
     if cols[2].button("Watch", type="primary", disabled=not url, key="dg_watch"):
         try:

@@ -126,11 +126,13 @@ def _timing_from_args(
     # server starts at once.
     from benchmarks_runner.simulated.perf_timing import (
         PlanSpec,
-        default_cache_dir,
         parse_coefficients,
         perf_timing_for_plan,
     )
+    from planner.catalog import load_catalog
     from planner.errors import PlannerError
+    from planner.perf.model import fit_is_cached
+    from planner.settings import get_settings
 
     spec = PlanSpec(
         model=options.models[0],
@@ -147,12 +149,20 @@ def _timing_from_args(
     )
     try:
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        if coefficients is None and not fit_is_cached(catalog):
+            why = (
+                "no cached fit yet (once, ~10-15 s; later starts read it from the cache)"
+                if get_settings().fit_cache
+                else "the fit cache is off (SERVEWISE_FIT_CACHE=0)"
+            )
+            print(f"fitting the performance model before listening: {why}", file=sys.stderr)
         timing = perf_timing_for_plan(
             spec,
+            catalog=catalog,
             coefficients=coefficients,
             slowdown=args.slowdown,
             tokens_per_chunk=args.tokens_per_chunk,
-            cache_dir=default_cache_dir(),
         )
     except (PlannerError, ValueError) as exc:
         raise SystemExit(f"cannot time the plan: {exc}") from None
