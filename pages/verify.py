@@ -17,7 +17,7 @@ import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
-from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
+from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.diagnosis import HANDED_PLAN
@@ -270,7 +270,7 @@ if plan is not None:
 if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None or perf is None):
     assert plan is not None and perf is not None and request is not None
     if kind == "Simulated":
-        coefficients = coefficients_for_plan(perf, PlanSpec.from_plan(plan))
+        coefficients = coefficients_for_plan(perf, request.scenario())
         request = replace(request, coefficients=coefficients)
     try:
         started = manager.start_verification(request)
