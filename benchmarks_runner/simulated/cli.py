@@ -1,7 +1,8 @@
 """``python -m benchmarks_runner.simulated``: start the simulated server from the command line.
 
 Prints ``LISTENING <port>`` on stdout once it accepts connections (``--port 0`` picks a free
-port). ``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model
+port). ``--scenario JSON`` (the planner's Scenario, as a prediction was made for it) or
+``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model's engine
 for that plan; otherwise ``--ttft-ms`` and ``--token-delay-ms`` fix its timing.
 
 A bad flag or a value out of range is one line ``error: --flag=value is not allowed: ...``
@@ -14,9 +15,13 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from benchmarks_runner.simulated.server import PreciseEpollSelector, ServerOptions, serve
-from benchmarks_runner.simulated.timing import FixedTiming, SlowedTiming, TimingModel
+from benchmarks_runner.simulated.timing import FixedTiming, TimingModel
 from planner.commands.args import (
     ArgumentError,
     OneLineParser,
@@ -86,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
         "--reasoning-tokens",
         type=number(low=0, high=10_000_000, integer=True),
         default=0,
-        help="chat: first N tokens stream as reasoning_content",
+        help="chat: the first N tokens stream as delta.reasoning (as vLLM 0.33)",
     )
     p.add_argument(
         "--eos-after",
@@ -109,7 +114,14 @@ def _parser() -> argparse.ArgumentParser:
         "--timing",
         choices=("auto", "fixed", "perf"),
         default="auto",
-        help="auto: perf when --gpu is given, else fixed (--ttft-ms, --token-delay-ms)",
+        help="auto: perf when --gpu or --scenario is given, else fixed (--ttft-ms, "
+        "--token-delay-ms)",
+    )
+    perf.add_argument(
+        "--scenario",
+        default=None,
+        help="the planner's Scenario (JSON, or a file) the server serves one replica of: the "
+        "deployment the prediction of that scenario used (instead of --gpu, --tp, ...)",
     )
     perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
     perf.add_argument("--tp", type=positive_int(1_024), default=1)
@@ -140,48 +152,49 @@ def _parser() -> argparse.ArgumentParser:
 def _timing_from_args(
     args: argparse.Namespace, options: ServerOptions
 ) -> tuple[TimingModel, ServerOptions]:
-    """The timing model the flags ask for; perf timing also sets the plan's max_num_seqs and
-    KV capacity on the options unless given. Raises SystemExit with a one-line reason."""
+    """The timing model the flags ask for. Raises SystemExit with a one-line reason."""
     mode = args.timing
     if mode == "auto":
-        mode = "perf" if args.gpu else "fixed"
+        mode = "perf" if args.gpu or args.scenario else "fixed"
     if not args.slowdown > 0:
         raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
     if mode == "fixed":
-        fixed = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
-        return (fixed if args.slowdown == 1.0 else SlowedTiming(fixed, args.slowdown)), options
-    if not args.gpu:
-        raise SystemExit("--timing perf needs --gpu ID (and --model HF_ID, --tp N)")
+        slow = args.slowdown
+        return FixedTiming(args.ttft_ms * slow, args.token_delay_ms * slow), options
+    if not args.gpu and not args.scenario:
+        raise SystemExit("--timing perf needs --scenario, or --gpu ID (with --model HF_ID, --tp N)")
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
-    from benchmarks_runner.simulated.perf_timing import (
-        PlanSpec,
-        parse_coefficients,
-        perf_timing_for_plan,
-    )
+    from benchmarks_runner.simulated.perf_timing import PlanSpec, engine_timing, parse_coefficients
     from planner.catalog import load_catalog
     from planner.errors import PlannerError
     from planner.perf.model import fit_is_cached
+    from planner.perf.scenario import Scenario
     from planner.settings import get_settings
 
-    spec = PlanSpec(
-        model=options.models[0],
-        gpu=args.gpu,
-        tp=args.tp,
-        pp=args.pp,
-        precision=args.precision,
-        engine_version=args.engine_version,
-        instance=args.instance,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        kv_cache_dtype=args.kv_cache_dtype,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-    )
     try:
+        plan: PlanSpec | Scenario
+        if args.scenario:
+            plan = _scenario(args.scenario, Scenario)
+        else:
+            plan = PlanSpec(
+                model=options.models[0],
+                gpu=args.gpu,
+                tp=args.tp,
+                pp=args.pp,
+                precision=args.precision,
+                engine_version=args.engine_version,
+                instance=args.instance,
+                max_num_seqs=args.max_num_seqs,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                kv_cache_dtype=args.kv_cache_dtype,
+                gpu_memory_utilization=args.gpu_memory_utilization,
+            )
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-        catalog.model(spec.model)  # unknown names: said at once, before any fit
-        catalog.gpu(spec.gpu)
+        if isinstance(plan, PlanSpec):  # unknown names: said at once, before any fit
+            catalog.model(plan.model)
+            catalog.gpu(plan.gpu)
         if coefficients is None and not fit_is_cached(catalog):
             why = (
                 "no cached fit yet (once, ~10-15 s; later starts read it from the cache)"
@@ -189,20 +202,30 @@ def _timing_from_args(
                 else "the fit cache is off (SERVEWISE_FIT_CACHE=0)"
             )
             print(f"fitting the performance model before listening: {why}", file=sys.stderr)
-        timing = perf_timing_for_plan(
-            spec,
-            catalog=catalog,
-            coefficients=coefficients,
-            slowdown=args.slowdown,
-            tokens_per_chunk=args.tokens_per_chunk,
+        timing = engine_timing(
+            plan, catalog=catalog, coefficients=coefficients, slowdown=args.slowdown
         )
     except (PlannerError, ValueError) as exc:
         raise SystemExit(f"cannot time the plan: {exc}") from None
-    if options.max_concurrency is None:
-        options.max_concurrency = timing.max_num_seqs
-    if options.kv_capacity_tokens is None:
-        options.kv_capacity_tokens = timing.kv_capacity_tokens
+    # the engine queues beyond max_num_seqs and holds the KV: no server-side cap of its own
+    options.max_concurrency = None
     return timing, options
+
+
+def _scenario(text: str, scenario_type: type[Any]) -> Any:
+    """``--scenario``: JSON of a Scenario, or the path of a file holding it."""
+    source = text.strip()
+    if not source.startswith("{"):
+        try:
+            source = Path(source).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"--scenario {text!r}: not JSON and not a readable file") from exc
+    try:
+        return scenario_type.model_validate_json(source)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "scenario"
+        raise ValueError(f"--scenario: {where}: {first['msg']}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,6 +261,7 @@ def _serve(args: argparse.Namespace) -> int:
         kv_capacity_tokens=args.kv_capacity_tokens,
         tokens_per_word=args.tokens_per_word,
         reasoning_tokens=args.reasoning_tokens,
+        tokens_per_chunk=max(1, args.tokens_per_chunk),
         eos_after=args.eos_after,
         reject_extensions=args.reject_extensions,
         api_key=args.api_key,
