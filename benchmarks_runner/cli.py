@@ -35,7 +35,15 @@ from benchmarks_runner.workload import (
     with_arrivals,
     workload_record,
 )
-from planner.commands.args import ArgumentError, OneLineParser, positive_int, print_error
+from planner.commands.args import (
+    ArgumentError,
+    OneLineParser,
+    fraction,
+    number,
+    positive_int,
+    print_error,
+)
+from planner.credentials import parse_endpoint_url
 from planner.errors import InvalidInputError, PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
 from planner.workload import LengthDistribution
@@ -184,10 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     se = sub.add_parser("search", help="highest request rate that meets the --goodput SLOs")
     _add_endpoint_args(se)
     _add_workload_args(se, load=False)
-    se.add_argument("--attainment", type=float, default=0.9)
-    se.add_argument("--start-rate", type=float, default=1.0)
-    se.add_argument("--max-rate", type=float, default=1000.0)
-    se.add_argument("--max-runs", type=int, default=8)
+    rate = number(low=0, high=1_000_000, low_open=True)
+    se.add_argument("--attainment", type=fraction(), default=0.9)
+    se.add_argument("--start-rate", type=rate, default=1.0)
+    se.add_argument("--max-rate", type=rate, default=1000.0)
+    se.add_argument("--max-runs", type=positive_int(1_000), default=8)
     dg = sub.add_parser(
         "diagnose",
         help="a run, a result file or a live endpoint against the ten ways a cluster wastes money",
@@ -201,9 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dg.add_argument("--base-url", default=None, help="watch this live endpoint's /metrics instead")
     dg.add_argument(
-        "--duration", type=float, default=60.0, help="seconds to watch the endpoint (--base-url)"
+        "--duration",
+        type=number(low=0, high=7 * 86_400, low_open=True),
+        default=60.0,
+        help="seconds to watch the endpoint (--base-url)",
     )
-    dg.add_argument("--interval-s", type=float, default=1.0, help="seconds between scrapes")
+    dg.add_argument(
+        "--interval-s",
+        type=number(low=0, high=3_600, low_open=True),
+        default=1.0,
+        help="seconds between scrapes",
+    )
     dg.add_argument("--metrics-path", default="/metrics")
     dg.add_argument(
         "--api-key-env", default=None, help="name of the environment variable holding the API key"
@@ -678,6 +695,12 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
     if (args.source is None) == (args.base_url is None):
         raise ConfigError("diagnose needs a run directory or result file, or --base-url URL")
+    endpoint = None
+    if args.base_url is not None:  # checked before the model is fitted; its user info leaves
+        try:
+            endpoint = parse_endpoint_url(args.base_url, "--base-url")
+        except InvalidInputError as exc:
+            raise ConfigError(str(exc)) from None
     plan = read_plan(args.plan)
     try:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
@@ -686,22 +709,21 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             print("fitting the performance model for the what-ifs ...", file=sys.stderr)
             model = get_performance_model(catalog)
         results: list[Diagnosis] = []
-        if args.base_url is not None:
+        if endpoint is not None:
             api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-            print(f"watching {args.base_url}{args.metrics_path} for {args.duration:g} s ...",
+            print(f"watching {endpoint.url}{args.metrics_path} for {args.duration:g} s ...",
                   file=sys.stderr)  # fmt: skip
             samples, watched = asyncio.run(
                 watch_endpoint(
-                    args.base_url,
+                    endpoint.url,
                     args.duration,
                     interval_s=args.interval_s,
                     metrics_path=args.metrics_path,
                     api_key=api_key,
+                    basic_auth=endpoint.basic_auth,
                 )
             )
-            ev = evidence_from_scrape(
-                samples, duration_s=watched, base_url=args.base_url, plan=plan
-            )
+            ev = evidence_from_scrape(samples, duration_s=watched, base_url=endpoint.url, plan=plan)
             results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
         else:
             with scratch_dir() as scratch:

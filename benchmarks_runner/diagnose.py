@@ -100,6 +100,7 @@ async def watch_endpoint(
     interval_s: float = 1.0,
     metrics_path: str = "/metrics",
     api_key: str | None = None,
+    basic_auth: str | None = None,
     progress: Any = None,
 ) -> tuple[list[MetricSample], float]:
     """Every ``vllm:`` sample of ``metrics_path`` (histogram buckets included), scraped every
@@ -112,7 +113,9 @@ async def watch_endpoint(
     if not interval_s > 0:
         raise ConfigError(f"--interval-s {interval_s}: must be > 0 seconds")
     samples: list[MetricSample] = []
-    async with EndpointClient(base_url, api_key=api_key, connect_timeout_s=5.0) as client:
+    async with EndpointClient(
+        base_url, api_key=api_key, basic_auth=basic_auth, connect_timeout_s=5.0
+    ) as client:
         t0 = time.monotonic()
         next_t = t0
         scrapes = 0

@@ -20,6 +20,7 @@ from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, Verifi
 from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
+from pages.common.diagnosis import HANDED_PLAN
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import performance_model, recommendations
 from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
@@ -89,15 +90,17 @@ st.caption(
 
 # ----- the plan ----------------------------------------------------------------------------------
 st.subheader("Plan")
+handed = st.session_state.get(HANDED_PLAN)  # a fix's plan from the Diagnose page
 source = bound(
     st.segmented_control,
     "Plan to verify",
-    ["Recommended", "Custom"],
+    ["Recommended", "Custom", *(["Diagnosis"] if handed else [])],
     default="Recommended",
     required=True,
     key="vf_source",
     help="Recommended: one of the Plan page's ranked plans for the scenario. Custom: any GPU "
-    "and layout for the scenario's model.",
+    "and layout for the scenario's model. Diagnosis: the plan a fix on the Diagnose page leads "
+    "to.",
 )
 plan: dict[str, Any] | None = None
 replicas, max_rps = 1, None
@@ -121,6 +124,9 @@ if source == "Recommended":
         rec = ranked[int(pick or 0)]
         plan = plan_from_recommendation(rec, scenario.model_id)
         replicas, max_rps = rec.replicas, rec.max_rps_per_replica
+elif source == "Diagnosis" and handed:
+    plan = dict(handed)
+    st.caption(f"From the diagnosis: {plan.get('derived_from', {}).get('diagnosis_fix', '')}")
 else:
     gpus = sorted(ref.catalog.gpus)
     cols = list(st.columns(4))

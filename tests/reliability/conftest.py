@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# The dashboard under AppTest, as the page tests run it (their fixtures, shared).
+from tests.pages.conftest import _navigation_mode, app  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_SERVER = Path(__file__).resolve().parent / "fault_server.py"
 #: The API key every secret test sends: it must appear in no artefact.
