@@ -561,3 +561,18 @@ def test_a_poisoned_runs_folder_leaves_every_page_working_and_lists_the_bad_runs
         if page in ("benchmarks", "data"):
             listed = " ".join(str(d.value.to_dict()) for d in at.dataframe) + notices(at)
             assert all(name in listed for name in bad), (page, bad)
+
+
+def test_the_diagnose_pages_endpoint_field(app: Callable[..., AppTest]) -> None:
+    link = {"dg_source": "Endpoint", "dg_url": "http://diag-user:diagPASS-3b@127.0.0.1:9"}
+    at = app("pages/diagnose.py", **link)
+    assert at.text_input(key="dg_url").value == "http://127.0.0.1:9"  # user info dropped
+    assert "diagPASS-3b" not in str(at.query_params)
+    at.text_input(key="dg_url").set_value("http://h:0").run()
+    assert "Base URL='http://h:0' is not allowed" in notices(at)
+    assert at.button(key="dg_watch").disabled and not at.error and not at.exception
+    at.text_input(key="dg_url").set_value("http://diag-user:diagPASS-3b@127.0.0.1:9").run()
+    assert "diagPASS-3b" not in str(at.query_params)
+    at.button(key="dg_watch").click().run()  # nothing listens: a notice, not an error box
+    assert any("Cannot watch http://127.0.0.1:9" in w for w in notices(at).split("\n"))
+    assert not at.error and not at.exception and "diagPASS-3b" not in notices(at)
