@@ -78,17 +78,17 @@ def load_runs(path: Path, scratch: Path) -> list[RunFiles]:
     return [read_run_dir(d) for d in import_file(fmt, path, scratch)]
 
 
-def read_plan(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
+def read_plan(reference: str | Path | None) -> dict[str, Any] | None:
+    """``--plan FILE[#RANK]`` (:func:`benchmarks_runner.plans.load_plan`), None without one."""
+    from benchmarks_runner.plans import load_plan
+
+    if reference is None:
         return None
-    try:
-        plan = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--plan {path}: not a readable JSON object ({exc})") from None
-    if not isinstance(plan, dict) or not plan.get("model") or not plan.get("gpu"):
+    plan = load_plan(reference)
+    if not plan.get("model") or not plan.get("gpu"):
         raise ConfigError(
-            f"--plan {path}: must be a JSON object with at least 'model' and 'gpu' (and 'tp', "
-            "'pp', 'instance', engine settings as the Verify page writes them)"
+            f"--plan {reference}: must be a JSON object with at least 'model' and 'gpu' (and "
+            "'tp', 'pp', 'instance', engine settings as the Verify page writes them)"
         )
     return plan
 
