@@ -29,6 +29,7 @@ from tests.reliability.conftest import (
     clean_env,
     no_traceback,
     run_cli,
+    runner_args,
 )
 
 HEADER_SECRET = "hdr-MARKER-55e1c0ffee"
@@ -87,25 +88,8 @@ def test_the_command_line_writes_no_secret_anywhere(
     logs: list[tuple[str, bytes]] = []
 
     def run(server: FaultServer, base_url: str, *extra: str) -> None:
-        proc = run_cli(
-            "benchmarks_runner",
-            "run",
-            "--base-url",
-            base_url,
-            "--model",
-            "fault-model",
-            "--input-len",
-            "8",
-            "--output-len",
-            "4",
-            "--concurrency",
-            "2",
-            "--num-requests",
-            "12",
-            "--no-progress",
-            *extra,
-            env=env,
-        )
+        args = runner_args(base_url, user_dir / "runs", *extra, requests=12)
+        proc = run_cli("benchmarks_runner", *args, env=env)
         no_traceback(proc)
         logs.append((f"{server.proc.args} stdout+stderr", (proc.stdout + proc.stderr).encode()))
 
