@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from planner.catalog import Catalog, Price
+from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.recommend.capacity import (
     CAPACITY_CACHE,
@@ -110,6 +111,14 @@ def recommend(
     """
     card = catalog.model(request.model)
     search = request.search
+    check_search_names(
+        catalog,
+        providers=search.providers,
+        regions=search.regions,
+        gpus=search.gpus,
+        instances=search.instances,
+        precisions=search.precisions,
+    )
     if layouts is None:
         instances = filtered_instances(catalog, search)
         layouts = enumerate_layouts(
@@ -163,13 +172,7 @@ def recommend(
         settings: EngineSettings,
     ) -> None:
         capacity = cache.get_or_compute(
-            (
-                "slo",
-                *_prediction_key(catalog, predictor, request, layout, settings),
-                request.slo,
-                kind,
-                concurrency_ceiling(request, settings) if kind == "concurrency" else None,
-            ),
+            _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
             functools.partial(
                 replica_capacity, predictor, layout, settings, request, kind, saturated
             ),
@@ -291,13 +294,7 @@ def _verify_shortlist(
             done.add(key)
             layout, base, settings, estimate = candidates[key]
             capacity = cache.get_or_compute(
-                (
-                    "verified",
-                    *_prediction_key(catalog, predictor, request, layout, settings),
-                    request.slo,
-                    kind,
-                    concurrency_ceiling(request, settings) if kind == "concurrency" else None,
-                ),
+                _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
                 functools.partial(
                     verified_capacity, predictor, layout, settings, request, kind, estimate
                 ),
@@ -359,6 +356,26 @@ def _prediction_key(
         request.input_dist,
         request.output_dist,
         request.prefix_share,
+    )
+
+
+def _capacity_key(
+    what: str,
+    catalog: Catalog,
+    predictor: Predictor,
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+    kind: Literal["rate", "concurrency"],
+) -> tuple[Any, ...]:
+    """The memo key of a capacity: ``what`` (searched, verified), what it depends on, the SLO."""
+    ceiling = concurrency_ceiling(request, settings) if kind == "concurrency" else None
+    return (
+        what,
+        *_prediction_key(catalog, predictor, request, layout, settings),
+        request.slo,
+        kind,
+        ceiling,
     )
 
 
