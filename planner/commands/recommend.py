@@ -19,10 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.catalog import PRICING_MODES, load_catalog
+from planner.catalog import PRICING_MODES, Catalog, load_catalog
 from planner.errors import InvalidInputError
 from planner.recommend import (
     Demand,
+    RecommendationResult,
     RecommendRequest,
     SearchSpace,
     Slo,
@@ -111,7 +112,11 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
 
 
 def emit(
-    target: str, directory: Path, result: Any, request: RecommendRequest, catalog: Any
+    target: str,
+    directory: Path,
+    result: RecommendationResult,
+    request: RecommendRequest,
+    catalog: Catalog,
 ) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
     from planner.deploy import TARGETS, render, spec_from_recommendation, write_bundle
