@@ -24,7 +24,7 @@ from benchmarks_runner.errors import ConfigError
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.perf.deployment import resolve_deployment
-from planner.verification import plan_label, verification_scenario
+from planner.verification import custom_plan, plan_label, verification_scenario
 
 #: ``vllm serve`` flag -> (plan key, how its value reads)
 _SERVE_FLAGS: dict[str, tuple[str, Any]] = {
@@ -116,20 +116,22 @@ def plan_from_flags(
     max_num_batched_tokens: int | None = None,
     kv_cache_dtype: str | None = None,
 ) -> dict[str, Any]:
-    plan: dict[str, Any] = {
-        "engine": engine,
-        "engine_version": engine_version,
-        "model": model,
-        "precision": precision,
-        "gpu": gpu,
-        "num_gpus": tp * pp,
-        "tp": tp,
-        "pp": pp,
-        "instance": instance,
-        "max_num_seqs": max_num_seqs,
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "kv_cache_dtype": kv_cache_dtype,
-    }
+    """A plan from ``--gpu --tp --pp --precision --engine ...`` (as the Verify page's custom
+    plan)."""
+    plan = custom_plan(
+        model,
+        gpu,
+        tp=tp,
+        pp=pp,
+        precision=precision,
+        instance=instance,
+        engine=engine,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_dtype=kv_cache_dtype or "auto",
+    )
+    if engine_version:
+        plan["engine_version"] = engine_version
     return {k: v for k, v in plan.items() if v is not None}
 
 
