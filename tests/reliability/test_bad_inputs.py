@@ -366,6 +366,35 @@ def test_runner_command_line(
     check_one_line(capsys, runner_cli.main(argv), needles)
 
 
+GARBAGE_IMPORTS: dict[str, tuple[str, bytes]] = {
+    "vllm: a count in words": ("vllm", json.dumps({"completed": "ten", "duration": 12.0}).encode()),
+    "vllm: a negative duration": (
+        "vllm",
+        json.dumps({"completed": 3, "num_prompts": 3, "duration": -3.0}).encode(),
+    ),
+    "vllm: cut off mid-file": ("vllm", b'{"completed": 3, "duration": 1.5, "ttfts": [0.1, 0.'),
+    "guidellm: a negative duration": (
+        "guidellm",
+        json.dumps({"benchmarks": [{"duration": -1}]}).encode(),
+    ),
+    "guidellm: binary": ("guidellm", bytes(range(256)) * 4),
+    "aiperf: a list": ("aiperf", json.dumps(["not", "an", "object"]).encode()),
+}
+
+
+@pytest.mark.parametrize("case", list(GARBAGE_IMPORTS))
+def test_a_garbage_result_file_is_not_imported(
+    case: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fmt, content = GARBAGE_IMPORTS[case]
+    path = tmp_path / f"{fmt}.json"
+    path.write_bytes(content)
+    runs = tmp_path / "runs"
+    code = runner_cli.main(["import", "--format", fmt, str(path), "--runs-dir", str(runs)])
+    check_one_line(capsys, code, (f"{fmt}.json",))
+    assert not any((d / "run.json").is_file() for d in runs.glob("*"))  # no garbage run
+
+
 def test_the_endpoint_is_checked_before_a_trace_is_read(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
