@@ -30,7 +30,8 @@ from benchmarks_runner.workload import (
     with_arrivals,
     workload_record,
 )
-from planner.errors import InvalidInputError
+from planner.errors import InvalidInputError, PlannerError
+from planner.plan import read_plan
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
@@ -402,7 +403,9 @@ async def _with_sigint(coro_factory: Any) -> Any:
             loop.remove_signal_handler(signal.SIGINT)
 
 
-def _load_plan(path: Path | None) -> dict[str, Any] | None:
+def _load_plan(path: Path | None, model: str) -> dict[str, Any] | None:
+    """``--plan FILE``: a :class:`planner.plan.Plan` (or the flat plan of older run files; the
+    run's ``--model`` when it names none), stored in run.json as the typed plan."""
     if path is None:
         return None
     try:
@@ -411,13 +414,17 @@ def _load_plan(path: Path | None) -> dict[str, Any] | None:
         raise ConfigError(f"--plan {path}: cannot read a JSON object ({exc})") from None
     if not isinstance(obj, dict):
         raise ConfigError(f"--plan {path}: must hold a JSON object")
-    return obj
+    try:
+        plan = read_plan({"model": model, **obj})
+    except PlannerError as exc:
+        raise ConfigError(f"--plan {path}: {exc}") from None
+    return plan.model_dump(mode="json") if plan is not None else None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     specs = specs_from_args(args, config)
-    plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, config.model)
     bar = ProgressBar(not args.no_progress)
     result: RunResult = asyncio.run(
         _with_sigint(
@@ -454,7 +461,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         concurrency=int(values[0]) if kind == "concurrency" else args.max_concurrency,
         request_rate=values[0] if kind == "rate" else None,
     )
-    plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, base.model)
     results = asyncio.run(
         run_sweep(base, kind, values, lambda c: specs_from_args(args, c), args.runs_dir, plan=plan)
     )
@@ -488,7 +495,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             start_rate=args.start_rate,
             max_rate=args.max_rate,
             max_runs=args.max_runs,
-            plan=_load_plan(args.plan),
+            plan=_load_plan(args.plan, base.model),
         )
     )
     for rate, att, run_id in out.points:

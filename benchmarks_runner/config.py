@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from benchmarks_runner.errors import ConfigError
+from planner.workload import RunLoadKind
 
 Api = Literal["completions", "chat"]
-LoadPattern = Literal["concurrency", "rate", "trace"]
 SloName = Literal["ttft", "tpot", "e2el"]
 
 
@@ -48,7 +48,7 @@ class RunConfig(BaseModel):
     read_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     request_timeout_s: float = Field(default=3600.0, gt=0, le=86_400)
 
-    load: LoadPattern = "concurrency"
+    load: RunLoadKind = "concurrency"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
     request_rate: float | None = Field(default=None, gt=0, le=1_000_000)
     burstiness: float = Field(default=1.0, gt=0, le=1000)

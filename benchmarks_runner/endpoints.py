@@ -28,10 +28,13 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from benchmarks_runner.errors import EndpointStartError
 from benchmarks_runner.vllm_launcher import VllmServer
+
+if TYPE_CHECKING:
+    from planner.plan import Plan
 
 
 class Endpoint(Protocol):
@@ -127,7 +130,7 @@ class SimulatedEndpoint:
     @classmethod
     def for_plan(
         cls,
-        plan: dict[str, Any],
+        plan: Plan,
         *,
         coefficients: Sequence[float] | None = None,
         slowdown: float = 1.0,
@@ -135,21 +138,9 @@ class SimulatedEndpoint:
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
     ) -> SimulatedEndpoint:
-        """A simulated server timed by the performance model for ``plan`` (the keys a run's
-        ``plan`` has: model, gpu, tp, pp, precision, instance, max_num_seqs, ...)."""
-        args = ["--model", str(plan["model"]), "--gpu", str(plan["gpu"])]
-        args += ["--tp", str(int(plan.get("tp") or 1)), "--pp", str(int(plan.get("pp") or 1))]
-        for key, flag in (
-            ("precision", "--precision"),
-            ("instance", "--instance"),
-            ("engine_version", "--engine-version"),
-            ("max_num_seqs", "--max-num-seqs"),
-            ("max_num_batched_tokens", "--max-num-batched-tokens"),
-            ("kv_cache_dtype", "--kv-cache-dtype"),
-            ("gpu_memory_utilization", "--gpu-memory-utilization"),
-        ):
-            if plan.get(key) not in (None, ""):
-                args += [flag, str(plan[key])]
+        """A simulated server timed by the performance model for ``plan``: the whole plan
+        travels (``--plan``), every engine setting with it."""
+        args = ["--model", plan.model, "--plan", plan.model_dump_json()]
         if coefficients is not None:
             args += ["--coefficients", json.dumps([float(c) for c in coefficients])]
         if slowdown != 1.0:

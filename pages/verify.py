@@ -17,7 +17,7 @@ import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
-from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
+from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.navigation import ensure_app_navigation
@@ -29,6 +29,7 @@ from pages.common.ui import planner_errors
 from planner.catalog import PRECISIONS
 from planner.errors import RunFilesError
 from planner.perf.model import get_performance_model
+from planner.plan import Plan, PlanWorkload
 from planner.run_files import read_run_dir, run_signature
 from planner.runs import calibration_problem, run_to_measured_result
 from planner.verification import (
@@ -40,12 +41,11 @@ from planner.verification import (
     failure_counts,
     move_rows,
     moves_for_result,
-    plan_from_recommendation,
     scenario_of_run,
-    vllm_config_for_plan,
     without_run,
 )
 from planner.vllm_command import vllm_serve_command
+from planner.workload import PLAN_LOAD_KINDS
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -102,8 +102,8 @@ source = st.segmented_control(
     help="Recommended: one of the Plan page's ranked plans for the scenario. Custom: any GPU "
     "and layout for the scenario's model.",
 )
-plan: dict[str, Any] | None = None
-replicas, max_rps = 1, None
+plan: Plan | None = None
+max_rps = None
 if source == "Recommended":
     result = None
     with planner_errors("No recommendation for this scenario"), st.spinner("Ranking plans…"):
@@ -122,8 +122,7 @@ if source == "Recommended":
             key="vf_rank",
         )
         rec = ranked[int(pick or 0)]
-        plan = plan_from_recommendation(rec, scenario.model_id)
-        replicas, max_rps = rec.replicas, rec.max_rps_per_replica
+        plan, max_rps = rec.plan, rec.max_rps_per_replica
 else:
     gpus = sorted(ref.catalog.gpus)
     cols = list(st.columns(4))
@@ -132,22 +131,24 @@ else:
     tp = cols[1].number_input("TP", 1, 64, 1, key="vf_tp", bind="query-params")
     pp = cols[2].number_input("PP", 1, 64, 1, key="vf_pp", bind="query-params")
     precision = cols[3].selectbox("Precision", PRECISIONS, key="vf_precision", bind="query-params")
-    plan = custom_plan(scenario.model_id, str(gpu), tp=int(tp), pp=int(pp), precision=precision)
+    plan = custom_plan(
+        scenario.model_id, ref.catalog.gpu(str(gpu)), tp=int(tp), pp=int(pp), precision=precision
+    )
 if plan is not None:
-    st.caption(f"{scenario.model_id} on {plan['label']}: one replica is verified.")
+    st.caption(f"{scenario.model_id} on {plan.label}: one replica is verified.")
 
 # ----- the load ----------------------------------------------------------------------------------
 st.subheader("Load")
 cols = list(st.columns(5))
 mode = cols[0].selectbox(
     "Load",
-    ["concurrency", "rate"],
+    PLAN_LOAD_KINDS,
     index=0 if scenario.load_mode == "concurrency" else 1,
     key="vf_load",
     bind="query-params",
     help="concurrency: a closed loop of that many requests in flight; rate: Poisson arrivals.",
 )
-peak = default_load(mode, scenario.load_peak, replicas, (plan or {}).get("max_num_seqs"))
+peak = default_load(plan, mode, scenario.load_peak) if plan is not None else 1.0
 if mode == "concurrency":
     load = float(_bound(cols[1].number_input, "Concurrency", 1, 10_000, int(peak), key="vf_c"))
 else:
@@ -166,6 +167,12 @@ num_requests = int(
 # the prediction below simulates.
 input_dist = replace(scenario.input_len, mean=input_len).distribution()
 output_dist = replace(scenario.output_len, mean=output_len).distribution()
+if plan is not None:
+    # vLLM must admit the longest request the run sends
+    longest = PlanWorkload(input_len=input_dist, output_len=output_dist).longest_request
+    if (plan.engine.max_model_len or 0) < longest:
+        engine = plan.engine.model_copy(update={"max_model_len": longest})
+        plan = plan.model_copy(update={"engine": engine})
 if input_dist.kind != "fixed" or output_dist.kind != "fixed":
     st.caption(
         f"Lengths as the sidebar draws them: input {scenario.input_len.shape}, output "
@@ -213,7 +220,7 @@ elif kind == "URL":
     )
     options["base_url"] = url.strip()
     options["api_key"] = cols[1].text_input("API key", type="password", key="vf_key") or None
-    served = cols[2].text_input("Served model name", (plan or {}).get("model", ""), key="vf_served")
+    served = cols[2].text_input("Served model name", plan.model if plan else "", key="vf_served")
     options["served_model"] = served.strip() or None
     options["api"] = _bound(cols[3].selectbox, "API", ["completions", "chat"], key="vf_api")
     if not options["base_url"]:
@@ -227,7 +234,7 @@ elif plan is not None:
         else f"{readiness.message} vLLM starts for the run and stops after it (minutes)."
     )
 if plan is not None:
-    options["vllm_config"] = vllm_config_for_plan(plan, max_model_len=input_len + output_len + 64)
+    options["vllm_config"] = plan.vllm_config()
     with st.expander("vllm serve command for this plan", expanded=kind == "vLLM"):
         st.code(vllm_serve_command(options["vllm_config"]), language="bash")
 
@@ -263,7 +270,7 @@ if plan is not None:
 if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None or perf is None):
     assert plan is not None and perf is not None and request is not None
     if kind == "Simulated":
-        coefficients = coefficients_for_plan(perf, PlanSpec.from_plan(plan))
+        coefficients = coefficients_for_plan(perf, plan)
         request = replace(request, coefficients=coefficients)
     try:
         started = manager.start_verification(request)

@@ -10,10 +10,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks_runner.simulated.server import PreciseEpollSelector, ServerOptions, serve
 from benchmarks_runner.simulated.timing import FixedTiming, SlowedTiming, TimingModel
+
+if TYPE_CHECKING:
+    from planner.plan import Plan
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,6 +90,12 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: perf when --gpu is given, else fixed (--ttft-ms, --token-delay-ms)",
     )
+    perf.add_argument(
+        "--plan",
+        default=None,
+        help="the plan to imitate (planner.plan.Plan as JSON, or a file of it): its GPU, "
+        "layout and every engine setting; the flags below are a plan for a human",
+    )
     perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
     perf.add_argument("--tp", type=int, default=1)
     perf.add_argument("--pp", type=int, default=1)
@@ -114,41 +126,28 @@ def _timing_from_args(
     KV capacity on the options unless given. Raises SystemExit with a one-line reason."""
     mode = args.timing
     if mode == "auto":
-        mode = "perf" if args.gpu else "fixed"
+        mode = "perf" if args.gpu or args.plan else "fixed"
     if not args.slowdown > 0:
         raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
     if mode == "fixed":
         fixed = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
         return (fixed if args.slowdown == 1.0 else SlowedTiming(fixed, args.slowdown)), options
-    if not args.gpu:
-        raise SystemExit("--timing perf needs --gpu ID (and --model HF_ID, --tp N)")
+    if not args.gpu and not args.plan:
+        raise SystemExit("--timing perf needs --plan, or --gpu ID (and --model HF_ID, --tp N)")
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
     from benchmarks_runner.simulated.perf_timing import (
-        PlanSpec,
         default_cache_dir,
         parse_coefficients,
         perf_timing_for_plan,
     )
     from planner.errors import PlannerError
 
-    spec = PlanSpec(
-        model=options.models[0],
-        gpu=args.gpu,
-        tp=args.tp,
-        pp=args.pp,
-        precision=args.precision,
-        engine_version=args.engine_version,
-        instance=args.instance,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        kv_cache_dtype=args.kv_cache_dtype,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-    )
     try:
+        plan = _plan_from_args(args, options.models[0])
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
         timing = perf_timing_for_plan(
-            spec,
+            plan,
             coefficients=coefficients,
             slowdown=args.slowdown,
             tokens_per_chunk=args.tokens_per_chunk,
@@ -161,6 +160,44 @@ def _timing_from_args(
     if options.kv_capacity_tokens is None:
         options.kv_capacity_tokens = timing.kv_capacity_tokens
     return timing, options
+
+
+def _plan_from_args(args: argparse.Namespace, model: str) -> Plan:
+    """``--plan`` (JSON or a file of it), else a plan of the flags (unset engine settings: the
+    engine's own)."""
+    from planner.engine import EngineConfig
+    from planner.plan import Plan, read_plan
+
+    if args.plan:
+        text = args.plan.strip()
+        if not text.startswith("{"):
+            try:
+                text = Path(text).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(f"--plan {args.plan!r}: not JSON and not a readable file") from exc
+        try:
+            plan = read_plan(json.loads(text))
+        except ValueError as exc:
+            raise ValueError(f"--plan: {exc}") from None
+        if plan is None:
+            raise ValueError("--plan: an empty plan")
+        return plan
+    stated = {
+        "version": args.engine_version,
+        "max_num_seqs": args.max_num_seqs,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "kv_cache_dtype": args.kv_cache_dtype,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+    }
+    return Plan(
+        model=model,
+        gpu=args.gpu,
+        tp=args.tp,
+        pp=args.pp,
+        precision=args.precision,
+        instance=args.instance,
+        engine=EngineConfig.of(**{k: v for k, v in stated.items() if v is not None}),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

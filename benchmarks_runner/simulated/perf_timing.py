@@ -38,7 +38,6 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel, get_performance_model, results_fingerprint
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import FEATURES, StepBatch, step_time_s
+from planner.plan import Load, Plan, PlanWorkload
 from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -60,73 +60,10 @@ log = logging.getLogger(__name__)
 CACHE_VERSION = 1
 
 
-@dataclass(frozen=True)
-class PlanSpec:
-    """What the simulated server imitates: one replica of a plan (``python -m
-    benchmarks_runner.simulated --model HF_ID --gpu ID --tp N ...``)."""
-
-    model: str
-    gpu: str
-    tp: int = 1
-    pp: int = 1
-    precision: str = "bf16"
-    engine: str = "vllm"
-    engine_version: str | None = None
-    instance: str | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    kv_cache_dtype: str | None = None  # None here and below: the engine's default
-    enable_prefix_caching: bool | None = None
-    gpu_memory_utilization: float | None = None
-
-    @classmethod
-    def from_plan(cls, plan: dict[str, Any]) -> PlanSpec:
-        """From a run's ``plan`` object (keys as ``planner.verification`` writes them)."""
-        knobs = {
-            key: plan[key]
-            for key in (
-                "max_num_seqs",
-                "max_num_batched_tokens",
-                "engine_version",
-                "instance",
-                "kv_cache_dtype",
-                "enable_prefix_caching",
-                "gpu_memory_utilization",
-            )
-            if plan.get(key) is not None
-        }
-        return cls(
-            model=str(plan["model"]),
-            gpu=str(plan["gpu"]),
-            tp=int(plan.get("tp") or 1),
-            pp=int(plan.get("pp") or 1),
-            precision=str(plan.get("precision") or "bf16"),
-            engine=str(plan.get("engine") or "vllm"),
-            **knobs,
-        )
-
-    def scenario(self, input_len: int = 1024, output_len: int = 256) -> Scenario:
-        """A one-replica scenario of the plan (the lengths only bound ``max_model_len``)."""
-        return Scenario(
-            engine=self.engine,
-            engine_version=self.engine_version,
-            model=self.model,
-            precision=self.precision,
-            gpu=self.gpu,
-            num_gpus=self.tp * self.pp,
-            tp=self.tp,
-            pp=self.pp,
-            instance=self.instance,
-            input_len=input_len,
-            output_len=output_len,
-            load="concurrency",
-            concurrency=1,
-            max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            kv_cache_dtype=self.kv_cache_dtype,
-            enable_prefix_caching=self.enable_prefix_caching,
-            gpu_memory_utilization=self.gpu_memory_utilization,
-        )
+def timing_scenario(plan: Plan) -> Scenario:
+    """One replica of ``plan`` as the server is timed by: its engine settings; the lengths
+    (1,024 in, 256 out) and the load only matter where the plan leaves max_model_len open."""
+    return plan.scenario(workload=PlanWorkload.of(1024, 256), load=Load.closed_loop(1))
 
 
 class PerfTiming:
@@ -232,25 +169,26 @@ def _bucket(tokens: float) -> float:
 
 
 # ----- building one from a plan ----------------------------------------------------------------
-def coefficients_for_plan(model: PerformanceModel, spec: PlanSpec) -> list[float]:
-    """The fitted coefficient vector the model would use to predict ``spec``."""
-    scenario = spec.scenario()
+def coefficients_for_plan(model: PerformanceModel, plan: Plan) -> list[float]:
+    """The fitted coefficient vector the model would use to predict ``plan``."""
+    scenario = timing_scenario(plan)
     dep = model.deployment(scenario)
     vector = model.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
     return [float(v) for v in vector]
 
 
-def _cache_file(cache_dir: Path, catalog: Catalog, spec: PlanSpec) -> Path:
+def _cache_file(cache_dir: Path, catalog: Catalog, plan: Plan) -> Path:
     digest = hashlib.sha256()
     digest.update(results_fingerprint(catalog, list(catalog.measured)).encode())
     digest.update(json.dumps([CACHE_VERSION, list(FEATURES)]).encode())
-    digest.update(json.dumps([spec.engine, spec.engine_version, spec.gpu.lower()]).encode())
+    engine = plan.engine
+    digest.update(json.dumps([engine.engine, engine.version, plan.gpu.lower()]).encode())
     return cache_dir / f"perf-coefficients-{digest.hexdigest()[:20]}.json"
 
 
-def cached_coefficients(catalog: Catalog, spec: PlanSpec, cache_dir: Path | None) -> list[float]:
+def cached_coefficients(catalog: Catalog, plan: Plan, cache_dir: Path | None) -> list[float]:
     """Coefficients of the model fitted on ``catalog.measured``, cached under ``cache_dir``."""
-    path = _cache_file(cache_dir, catalog, spec) if cache_dir is not None else None
+    path = _cache_file(cache_dir, catalog, plan) if cache_dir is not None else None
     if path is not None and path.is_file():
         try:
             stored = json.loads(path.read_text(encoding="utf-8"))
@@ -258,7 +196,7 @@ def cached_coefficients(catalog: Catalog, spec: PlanSpec, cache_dir: Path | None
                 return [float(v) for v in stored]
         except (OSError, ValueError):
             pass
-    vector = coefficients_for_plan(get_performance_model(catalog), spec)
+    vector = coefficients_for_plan(get_performance_model(catalog), plan)
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +239,7 @@ def parse_coefficients(text: str) -> list[float]:
 
 
 def perf_timing_for_plan(
-    spec: PlanSpec,
+    plan: Plan,
     *,
     catalog: Catalog | None = None,
     coefficients: Sequence[float] | None = None,
@@ -309,7 +247,7 @@ def perf_timing_for_plan(
     tokens_per_chunk: int = 1,
     cache_dir: Path | None = None,
 ) -> PerfTiming:
-    """A :class:`PerfTiming` for ``spec``: the deployment resolved against the catalog (the
+    """A :class:`PerfTiming` for ``plan``: the deployment resolved against the catalog (the
     user's catalog files included), coefficients given or fitted (cached under ``cache_dir``).
 
     Raises :class:`planner.errors.PlannerError` naming the field when the plan does not resolve
@@ -318,11 +256,11 @@ def perf_timing_for_plan(
 
     if catalog is None:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-    dep = resolve_deployment(spec.scenario(), catalog)
+    dep = resolve_deployment(timing_scenario(plan), catalog)
     vector = (
         list(coefficients)
         if coefficients is not None
-        else cached_coefficients(catalog, spec, cache_dir)
+        else cached_coefficients(catalog, plan, cache_dir)
     )
     return PerfTiming(dep, vector, slowdown=slowdown, tokens_per_chunk=tokens_per_chunk)
 

@@ -21,11 +21,10 @@ import streamlit as st
 
 from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard, model_card_from_config
 from planner.errors import PlannerError
-from planner.workload import LengthDistribution, Workload, load_trace
+from planner.workload import PLAN_LOAD_KINDS, LengthDistribution, Workload, load_trace
 
 SHAPES = ("fixed", "uniform", "normal", "lognormal")
 TRACE_FORMATS = ("auto", "mooncake", "burstgpt", "azure", "csv")
-LOAD_MODES = ("concurrency", "rate")
 PREFERRED_MODEL = "meta-llama/Llama-3.1-70B-Instruct"  # a 70B Llama, as in the brief
 
 #: Session keys of uploaded files and the errors they raised.
@@ -320,7 +319,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         st.subheader("Load and SLOs")
         load_mode = st.segmented_control(
             "Load given as",
-            LOAD_MODES,
+            PLAN_LOAD_KINDS,
             default="concurrency",
             required=True,
             key="load",

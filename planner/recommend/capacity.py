@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
-from planner.perf.scenario import Prediction, Scenario
+from planner.perf.scenario import Prediction, Scenario, engine_fields
+from planner.plan import Load, Slo
 from planner.recommend.request import (
-    EngineSettings,
     PredictKind,
     Predictor,
     RecommendRequest,
-    Slo,
+    grid_value,
 )
 
 if TYPE_CHECKING:
@@ -138,16 +139,16 @@ CAPACITY_CACHE = CapacityCache()
 
 
 def saturated_capacity(
-    predictor: Predictor, layout: LayoutCandidate, settings: EngineSettings
+    predictor: Predictor, layout: LayoutCandidate, settings: EngineConfig
 ) -> CapacityResult:
-    prediction = predictor(layout, settings, "saturation", float(settings.max_num_seqs))
-    return CapacityResult(float(settings.max_num_seqs), prediction, None)
+    seqs = float(grid_value(settings.max_num_seqs, "max_num_seqs"))
+    return CapacityResult(seqs, predictor(layout, settings, "saturation", seqs), None)
 
 
 def replica_capacity(
     predictor: Predictor,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     saturated: CapacityResult,
@@ -174,8 +175,9 @@ def replica_capacity(
     )
 
 
-def concurrency_ceiling(request: RecommendRequest, settings: EngineSettings) -> int:
-    return min(settings.max_num_seqs, request.demand.concurrency or settings.max_num_seqs)
+def concurrency_ceiling(request: RecommendRequest, settings: EngineConfig) -> int:
+    seqs = grid_value(settings.max_num_seqs, "max_num_seqs")
+    return min(seqs, request.demand.concurrency or seqs)
 
 
 # ----- the performance model as a predictor -------------------------------------------------------
@@ -195,35 +197,29 @@ class PerfPredictor:
         self.cache_key = ("perf", id(perf))
 
     def __call__(
-        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+        self, layout: LayoutCandidate, settings: EngineConfig, kind: PredictKind, load: float
     ) -> Prediction:
         catalog, request, card = self.catalog, self.request, self.card
         inst = catalog.instance(layout.instance)
         gpus = layout.tp * layout.pp
+        engine = settings.model_copy(update={"kv_cache_dtype": layout.kv_cache_dtype})
+        # saturation: a full closed loop
+        load_kind: Literal["rate", "concurrency"] = "rate" if kind == "rate" else "concurrency"
         scenario = Scenario(
-            engine=request.engine,
+            **engine_fields(engine),
             model=card.hf_id,
             precision=layout.precision,
             gpu=inst.gpu_id,
             num_gpus=gpus,
             tp=layout.tp,
             pp=layout.pp,
-            input_len=None if request.input_dist else request.input_len,
-            output_len=None if request.output_dist else request.output_len,
-            input_dist=request.input_dist,
-            output_dist=request.output_dist,
-            load="rate" if kind == "rate" else "concurrency",  # saturation: a full closed loop
+            **request.workload.scenario_fields(),
+            load=load_kind,
             request_rate=load if kind == "rate" else None,
             concurrency=None if kind == "rate" else load,
             num_requests=_requests_to_simulate(kind, load),
             instance=layout.instance,
             nodes=math.ceil(gpus / inst.gpus),
-            max_num_seqs=settings.max_num_seqs,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            enable_chunked_prefill=settings.enable_chunked_prefill,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            prefix_share=request.prefix_share,
-            kv_cache_dtype=layout.kv_cache_dtype,
         )
         return self.perf.predict(scenario)
 
@@ -238,6 +234,14 @@ def perf_predictor(
 
 
 RATE_SEARCH_REQUESTS = 160
+
+
+def plan_load(kind: Literal["rate", "concurrency"], load: float) -> Load:
+    """The load a capacity search predicted one replica at, as a plan states it (the same
+    request count, so the plan's scenario is the prediction's)."""
+    if kind == "rate":
+        return Load.rate(load, _requests_to_simulate("rate", load))
+    return Load.closed_loop(load, _requests_to_simulate("concurrency", load))
 
 
 def _requests_to_simulate(kind: PredictKind, load: float) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
+from planner.plan import read_plan
 from tests.run_view import read_run
 
 from .conftest import FIXTURES, ROOT, env_with_root
@@ -102,7 +103,8 @@ def test_cli_run_writes_result_json_with_vllm_keys(fast_server: Any, tmp_path: P
     assert "20/20" in proc.stderr  # progress bar on stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = read_run(run_dir)["run"]
-    assert meta["plan"] == {"gpu": "L40S", "tp": 4}
+    plan = read_plan(meta["plan"])  # the typed plan, the run's model where the file named none
+    assert plan is not None and (plan.gpu, plan.tp, plan.model) == ("L40S", 4, "sim-model")
     assert meta["config"]["load"] == "rate" and meta["config"]["request_rate"] == 50.0
     assert meta["config"]["input_len"] == 32 and meta["config"]["output_len"] == 8
     assert meta["config"]["headers"] == {"X-Team": "<redacted>"}
