@@ -1,9 +1,13 @@
-"""Command line: ``python -m benchmarks_runner run|sweep|search|import ...``.
+"""Command line: ``python -m benchmarks_runner run|sweep|search|import|diagnose ...``.
 
-Exit codes: 0 the run completed (even if some requests failed); 130 cancelled by SIGINT (run
-files written, status ``cancelled``); 2 bad configuration; 3 endpoint unusable (unreachable,
-model not served, probe failed, auth); 4 the run was aborted (error rate above
-``--max-error-rate``). Every non-zero exit prints one line ``error: <reason>`` on stderr.
+Exit codes: 0 the run completed (some requests may have failed, at most
+``--max-failed-share`` of them); 130 cancelled by SIGINT, 143 by SIGTERM (run files written,
+status ``cancelled``); 2 bad configuration; 3 endpoint unusable before the run (unreachable,
+model not served, probe failed, auth); 4 the run failed: the endpoint was lost mid-run, no
+request succeeded, more than ``--max-failed-share`` of them failed, or the error rate went
+above ``--max-error-rate`` (run files written with every row collected, status ``failed`` and
+the reason). Every non-zero exit prints one line ``error: <reason>`` on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import signal
 import sys
@@ -20,7 +25,7 @@ from typing import Any
 
 from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import BenchmarkError, ConfigError
-from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark
+from benchmarks_runner.runner import ProgressSnapshot, RunResult, check_endpoint, run_benchmark
 from benchmarks_runner.workload import (
     TRACE_FORMATS,
     RequestSpec,
@@ -30,21 +35,17 @@ from benchmarks_runner.workload import (
     with_arrivals,
     workload_record,
 )
+from planner.commands.args import ArgumentError, OneLineParser, positive_int, print_error
 from planner.errors import InvalidInputError, PlannerError
+from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
 from planner.plan import read_plan
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
+EXIT_TERMINATED = 143
 EXIT_ABORTED = 4
-
-
-class _ArgError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, no usage dump
-        raise _ArgError(message)
+EXIT_BUG = 1
+TOKENS = positive_int(MAX_REQUEST_TOKENS)
 
 
 def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
@@ -67,7 +68,7 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
 
 def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     g = p.add_argument_group("workload")
-    g.add_argument("--input-len", type=int, default=None)
+    g.add_argument("--input-len", type=TOKENS, default=None)
     g.add_argument(
         "--input-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
@@ -76,7 +77,7 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
         "(as the dashboard's sidebar)"
     )
     g.add_argument("--input-spread", type=float, default=0.0, help=spread_help)
-    g.add_argument("--output-len", type=int, default=None)
+    g.add_argument("--output-len", type=TOKENS, default=None)
     g.add_argument(
         "--output-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
@@ -88,7 +89,7 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
         help="fraction of each prompt shared with its prefix group",
     )
     g.add_argument("--prefix-groups", type=int, default=1)
-    g.add_argument("--num-requests", type=int, default=None)
+    g.add_argument("--num-requests", type=positive_int(10_000_000), default=None)
     g.add_argument("--trace", type=Path, default=None)
     g.add_argument("--trace-format", choices=list(TRACE_FORMATS), default=None)
     g.add_argument(
@@ -108,7 +109,19 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     )
     lg.add_argument("--warmup", type=int, default=0)
     lg.add_argument("--duration-s", type=float, default=None)
-    lg.add_argument("--max-error-rate", type=float, default=None)
+    lg.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        help="abort the run once more than this share of requests failed (after 20)",
+    )
+    lg.add_argument(
+        "--max-failed-share",
+        type=float,
+        default=0.5,
+        help="a run that went to its end with more than this share of failed requests is "
+        "'failed' (exit 4); default 0.5",
+    )
     lg.add_argument("--seed", type=int, default=0)
     o = p.add_argument_group("request and output")
     o.add_argument("--no-ignore-eos", action="store_true")
@@ -137,11 +150,11 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m benchmarks_runner",
         description="Drive an OpenAI-compatible endpoint and store what it measures.",
     )
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     run = sub.add_parser("run", help="one benchmark run")
     _add_endpoint_args(run)
     _add_workload_args(run, load=True)
@@ -164,6 +177,36 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--start-rate", type=float, default=1.0)
     se.add_argument("--max-rate", type=float, default=1000.0)
     se.add_argument("--max-runs", type=int, default=8)
+    dg = sub.add_parser(
+        "diagnose",
+        help="a run, a result file or a live endpoint against the ten ways a cluster wastes money",
+    )
+    dg.add_argument(
+        "source",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="a run directory, or a vllm bench serve / GuideLLM / AIPerf result",
+    )
+    dg.add_argument("--base-url", default=None, help="watch this live endpoint's /metrics instead")
+    dg.add_argument(
+        "--duration", type=float, default=60.0, help="seconds to watch the endpoint (--base-url)"
+    )
+    dg.add_argument("--interval-s", type=float, default=1.0, help="seconds between scrapes")
+    dg.add_argument("--metrics-path", default="/metrics")
+    dg.add_argument(
+        "--api-key-env", default=None, help="name of the environment variable holding the API key"
+    )
+    dg.add_argument(
+        "--plan", type=Path, default=None, help="JSON file of the deployment the run measured"
+    )
+    dg.add_argument("--region", default=None, help="price region (default: the cheapest listed)")
+    dg.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    dg.add_argument(
+        "--no-predict",
+        action="store_true",
+        help="skip the performance model (no what-ifs; saves its ~10 s fit)",
+    )
     im = sub.add_parser("import", help="import another tool's result into run files")
     im.add_argument("--format", required=True, choices=["vllm", "guidellm", "aiperf"])
     im.add_argument("file", type=Path)
@@ -186,12 +229,46 @@ def _parse_kv(items: list[str], what: str, sep: str) -> dict[str, str]:
     return out
 
 
+def _parse_goodput(items: list[str]) -> dict[str, float]:
+    """``ttft:500 tpot:50`` as milliseconds by SLO name; ConfigError naming a bad item."""
+    out = {}
+    for key, text in _parse_kv(items, "--goodput", ":").items():
+        allowed = "KEY:MS with KEY one of ttft, tpot, e2el and MS a number of ms > 0"
+        if key not in ("ttft", "tpot", "e2el"):
+            raise ConfigError(f"--goodput={key}:{text} is not allowed: {allowed}")
+        try:
+            out[key] = finite_number("--goodput", text, low=0, low_open=True)
+        except InvalidInputError:
+            raise ConfigError(f"--goodput={key}:{text} is not allowed: {allowed}") from None
+    return out
+
+
+def _option_error(exc: ConfigError) -> ConfigError:
+    """A configuration error in the words of the command line: ``read_timeout_s=-1: ...``
+    becomes ``--read-timeout-s=-1: ...``."""
+    text = str(exc)
+    match = re.match(r"([a-z][a-z_]*)(\.[a-z_]+)?=", text)
+    if match is None:
+        return exc
+    field = match.group(1)
+    option = _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+    return ConfigError(option + text[len(field) :])
+
+
+_OPTION_OF_FIELD = {
+    "goodput_slos_ms": "--goodput",
+    "metrics_url": "--metrics-path",
+    "api": "--endpoint",
+    "base_url": "--base-url",
+}
+
+
 def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
     trace = getattr(args, "trace", None)
     conc = getattr(args, "concurrency", None)
     rate = getattr(args, "request_rate", None)
     load = "trace" if trace else ("rate" if rate is not None else "concurrency")
-    slos = {k: float(v) for k, v in _parse_kv(args.goodput, "--goodput", ":").items()}
+    slos = _parse_goodput(args.goodput)
     try:
         percentiles = [float(x) for x in args.percentiles.split(",") if x.strip()]
     except ValueError:
@@ -240,6 +317,7 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
         warmup=args.warmup,
         duration_s=args.duration_s,
         max_error_rate=args.max_error_rate,
+        max_failed_share=args.max_failed_share,
         seed=args.seed,
         ignore_eos=not args.no_ignore_eos,
         use_min_tokens=not args.no_min_tokens,
@@ -253,7 +331,10 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
         workload=workload,
     )
     fields.update(override)
-    return make_run_config(**fields)
+    try:
+        return make_run_config(**fields)
+    except ConfigError as exc:
+        raise _option_error(exc) from None
 
 
 def length_distributions(
@@ -360,7 +441,7 @@ def print_summary(result: RunResult) -> None:
     print("=" * 18 + " Serving Benchmark Result " + "=" * 18)
     rows = [
         ("Run", result.run_id),
-        ("Status", result.status),
+        ("Status", result.status if result.error is None else f"{result.status}: {result.error}"),
         ("Successful requests", s.get("completed")),
         ("Failed requests", s.get("failed")),
         ("Benchmark duration (s)", s.get("duration")),
@@ -387,20 +468,32 @@ def print_summary(result: RunResult) -> None:
     print(f"run files: {result.run_dir}")
 
 
+#: The signal that cancelled the last run (SIGINT or SIGTERM), None when none did.
+_cancelled_by: list[signal.Signals] = []
+
+
 async def _with_sigint(coro_factory: Any) -> Any:
+    """Run with SIGINT and SIGTERM cancelling the run (its rows are kept, its files written)."""
     loop = asyncio.get_running_loop()
     cancel = asyncio.Event()
-    installed = False
-    try:
-        loop.add_signal_handler(signal.SIGINT, cancel.set)
-        installed = True
-    except (NotImplementedError, RuntimeError):
-        pass
+    installed: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not _cancelled_by:
+            _cancelled_by.append(sig)
+        cancel.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
     try:
         return await coro_factory(cancel)
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
 def _load_plan(path: Path | None, model: str) -> dict[str, Any] | None:
@@ -423,6 +516,8 @@ def _load_plan(path: Path | None, model: str) -> dict[str, Any] | None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if args.trace is not None and config.preflight:
+        asyncio.run(check_endpoint(config))  # before reading a trace that may be large
     specs = specs_from_args(args, config)
     plan = _load_plan(args.plan, config.model)
     bar = ProgressBar(not args.no_progress)
@@ -438,8 +533,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         shutil.copyfile(result.result_json_path, args.result_json)
     print_summary(result)
     if result.status == "cancelled":
-        print("error: cancelled by SIGINT; rows collected so far are kept", file=sys.stderr)
-        return EXIT_CANCELLED
+        sig = _cancelled_by[0] if _cancelled_by else signal.SIGINT
+        print(f"error: cancelled by {sig.name}; rows collected so far are kept", file=sys.stderr)
+        return EXIT_TERMINATED if sig == signal.SIGTERM else EXIT_CANCELLED
     if result.status == "failed":
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_ABORTED
@@ -479,7 +575,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_search(args: argparse.Namespace) -> int:
     from benchmarks_runner.sweep import search_max_rate
 
-    slos = {k: float(v) for k, v in _parse_kv(args.goodput, "--goodput", ":").items()}
+    slos = _parse_goodput(args.goodput)
     if not slos:
         raise ConfigError("--goodput is required for search, e.g. --goodput ttft:500 tpot:50")
     base = config_from_args(
@@ -512,6 +608,61 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    import os
+
+    from benchmarks_runner.diagnose import load_runs, read_plan, scratch_dir, watch_endpoint
+    from planner.catalog import load_catalog
+    from planner.diagnosis import Diagnosis, diagnose, evidence_from_run, evidence_from_scrape
+    from planner.diagnosis.report import text_report, to_json
+    from planner.errors import PlannerError
+    from planner.perf.model import PerformanceModel, get_performance_model
+    from planner.settings import get_settings
+
+    if (args.source is None) == (args.base_url is None):
+        raise ConfigError("diagnose needs a run directory or result file, or --base-url URL")
+    plan = read_plan(args.plan)
+    try:
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        model: PerformanceModel | None = None
+        if not args.no_predict:
+            print("fitting the performance model for the what-ifs ...", file=sys.stderr)
+            model = get_performance_model(catalog)
+        results: list[Diagnosis] = []
+        if args.base_url is not None:
+            api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+            print(f"watching {args.base_url}{args.metrics_path} for {args.duration:g} s ...",
+                  file=sys.stderr)  # fmt: skip
+            samples, watched = asyncio.run(
+                watch_endpoint(
+                    args.base_url,
+                    args.duration,
+                    interval_s=args.interval_s,
+                    metrics_path=args.metrics_path,
+                    api_key=api_key,
+                )
+            )
+            ev = evidence_from_scrape(
+                samples, duration_s=watched, base_url=args.base_url, plan=plan
+            )
+            results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
+        else:
+            with scratch_dir() as scratch:
+                for run in load_runs(args.source, Path(scratch)):
+                    if plan is not None:
+                        run.meta["plan"] = plan
+                    ev = evidence_from_run(run)
+                    results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
+    except PlannerError as exc:
+        raise ConfigError(str(exc)) from None
+    if args.json:
+        payload: Any = [to_json(d) for d in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=1))
+    else:
+        print("\n".join(text_report(d) for d in results), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -525,17 +676,21 @@ def main(argv: list[str] | None = None) -> int:
             "sweep": _cmd_sweep,
             "search": _cmd_search,
             "import": _cmd_import,
+            "diagnose": _cmd_diagnose,
         }[args.command]
         return handler(args)
-    except _ArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ArgumentError, PlannerError) as exc:
+        print_error(str(exc))
         return 2
     except BenchmarkError as exc:
-        print(
-            f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-            file=sys.stderr,
-        )
+        print_error(str(exc) or type(exc).__name__)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        print_error("interrupted")
         return EXIT_CANCELLED
+    except OSError as exc:  # a file named on the command line cannot be read or written
+        print_error(f"{exc.filename or 'file'}: {exc.strerror or exc}")
+        return 2
+    except Exception as exc:  # a bug: still one line, never a traceback
+        print_error(f"unexpected {type(exc).__name__}: {exc} (please report this)")
+        return EXIT_BUG

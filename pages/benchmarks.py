@@ -9,10 +9,12 @@ from pages.charts.benchmarks import predicted_vs_measured_figure, runs_figure
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import predicted_vs_measured
-from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
+from pages.common.resources import get_catalog, get_store, measured_results
 from pages.common.runs import run_labels, run_request_latencies, runs_side_by_side
+from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.store import MEASURED_COLUMNS
 
 ensure_app_navigation()
@@ -29,6 +31,7 @@ st.caption(
 export_slot = st.container()
 
 results = measured_results(ref, store)
+ingestion_notice(store)
 frame = pd.DataFrame([r.model_dump() for r in results], columns=MEASURED_COLUMNS)
 FIRST = ["model", "gpu", "num_gpus", "tp", "pp", "precision", "engine", "engine_version",
          "input_len", "output_len", "load", "concurrency", "request_rate", "output_tok_per_s",
@@ -46,9 +49,7 @@ columns = st.columns(len(FILTERS))
 filtered = frame
 for column, (field, label) in zip(columns, FILTERS, strict=True):
     options = sorted(frame[field].dropna().unique().tolist(), key=str.lower)
-    chosen = column.multiselect(
-        label, options, key=f"bm_{field}", bind="query-params", placeholder="All"
-    )
+    chosen = bound(column.multiselect, label, options, key=f"bm_{field}", placeholder="All")
     if chosen:
         filtered = filtered[filtered[field].isin(chosen)]
 
@@ -81,20 +82,19 @@ fig_predicted = predicted_vs_measured_figure(shown_points)
 st.plotly_chart(fig_predicted, key="chart_predicted")
 
 st.header("Runs side by side")
-runs_generation(store)  # ingest run directories written since the last look
-runs = store.runs()
+runs = store.runs()  # what is ingested so far (measured_results above started the ingestion)
 labels = run_labels(runs)
 if not labels:
     st.info(
         "No benchmark run is stored yet. Runs written by `python -m benchmarks_runner run` "
         "(or the dashboard) into the runs directory appear here."
     )
-chosen_runs = st.multiselect(
+chosen_runs = bound(
+    st.multiselect,
     "Runs",
     list(labels),
     default=list(labels)[:2],
     key="bm_runs",
-    bind="query-params",
     max_selections=6,
 )
 side_by_side = runs_side_by_side(runs, chosen_runs)
@@ -103,6 +103,7 @@ if not side_by_side.empty:
 latencies = run_request_latencies(store, runs, chosen_runs)
 fig_runs = runs_figure(latencies)
 st.plotly_chart(fig_runs, key="chart_runs")
+quarantine = quarantine_section(store)
 
 with export_slot:
     export_menu(
@@ -115,10 +116,12 @@ with export_slot:
             ExportSection(
                 "Runs side by side", table=side_by_side.reset_index(), figures=[fig_runs]
             ),
+            ExportSection("Quarantined run files", table=quarantine),
         ],
         {
             "Measured results": filtered,
             "Predicted against measured": shown_points,
             "Runs": side_by_side.reset_index(),
+            "Quarantined run files": quarantine,
         },
     )

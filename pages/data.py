@@ -1,4 +1,5 @@
-"""Data: the catalog with its sources and dates; the user's own prices, GPUs and models."""
+"""Data: the catalog with its sources and dates; the user's own prices, GPUs and models; the
+run files that ingestion quarantined."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import streamlit as st
 
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
-from pages.common.resources import get_catalog, settings
+from pages.common.resources import get_catalog, get_store, runs_generation, settings
+from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.catalog.refresh import (
     DEFAULT_THRESHOLD_PCT,
     apply_refresh,
@@ -112,11 +115,11 @@ for tab, (name, frame) in zip(tabs, frames.items(), strict=True):
 st.header("Add or override prices, instances and GPUs")
 left, right = st.columns([1, 2])
 with left:
-    table = st.selectbox(
+    table = bound(
+        st.selectbox,
         "Table",
         list(TABLES),
         key="data_table",
-        bind="query-params",
     )
     st.download_button(
         f"Empty {TABLES[table].file} with its columns",
@@ -248,3 +251,9 @@ with st.expander("Your files"):
         if button_col.button("Delete", key=f"delete_{path}"):
             path.unlink(missing_ok=True)
             st.rerun()
+
+# The runs folder: what ingestion left out (the catalog above is read whole or not at all).
+store = get_store(ref)
+runs_generation(store)
+ingestion_notice(store)
+quarantine_section(store)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages.charts.plan import latency_figure, pareto_figure, ranking_figure, tornado_figure
 from pages.charts.workload import length_histogram
+from pages.common.deploy import deploy_section
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import (
@@ -20,6 +21,7 @@ from pages.common.resources import get_catalog, get_store
 from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.recommend import ranking_rows, rejected_rows
 from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
 
@@ -101,6 +103,10 @@ with st.container(border=True, key="top_recommendation"):
             )
         st.code(best.vllm_command, language="bash", wrap_lines=True)
 
+if best is not None:
+    with st.container(border=True, key="deploy"):
+        deploy_section(best, ref.catalog, scenario)
+
 utilisation_note = (
     f"at {scenario.utilisation:.0%} utilisation"
     if scenario.utilisation
@@ -153,13 +159,13 @@ st.dataframe(
 
 st.subheader("Why not…?")
 instances = sorted(ref.catalog.instances)
-asked = st.selectbox(
+asked = bound(
+    st.selectbox,
     "Why not this instance?",
     instances,
     index=None,
     placeholder="Pick an instance",
     key="why",
-    bind="query-params",
 )
 if asked:
     for line in why_not(

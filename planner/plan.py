@@ -28,9 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_SLO_MS
+from planner.loads import LoadKind
 from planner.perf.scenario import Prediction, Scenario, engine_fields
 from planner.vllm_command import VllmServeConfig
-from planner.workload import LengthDistribution, LoadKind
+from planner.workload import LengthDistribution
 
 
 class Slo(BaseModel):
@@ -38,9 +40,9 @@ class Slo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ttft_p99_ms: float | None = Field(default=None, gt=0)
-    tpot_p99_ms: float | None = Field(default=None, gt=0)
-    e2e_p99_ms: float | None = Field(default=None, gt=0)
+    ttft_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    tpot_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    e2e_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
 
 
 class Load(BaseModel):
@@ -340,6 +342,44 @@ def read_plan(obj: Any) -> Plan | None:
         raise InvalidInputError(f"plan.{field}", first.get("input"), message) from None
 
 
+def plan_label(obj: Plan | dict[str, Any]) -> str:
+    """The label of a plan, typed or flat (``g6e.12xlarge TP4 PP1 bf16``)."""
+    if isinstance(obj, Plan):
+        return obj.label
+    where = obj.get("instance") or obj.get("gpu")
+    return f"{where} TP{obj.get('tp') or 1} PP{obj.get('pp') or 1} {obj.get('precision') or 'bf16'}"
+
+
+def flat_plan(obj: Any) -> dict[str, Any] | None:
+    """A stored plan as one flat mapping (the shape older run files hold: ``engine`` the
+    engine's name, the engine settings beside the deployment), for readers that look keys up
+    by name. A plan that does not read is returned as it is."""
+    try:
+        plan = read_plan(obj)
+    except InvalidInputError:
+        return dict(obj) if isinstance(obj, dict) else None
+    if plan is None:
+        return None
+    engine = plan.engine
+    flat: dict[str, Any] = {
+        "engine": engine.engine,
+        "engine_version": engine.version,
+        "model": plan.model,
+        "precision": plan.precision,
+        "gpu": plan.gpu,
+        "num_gpus": plan.gpus_per_replica,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "instance": plan.instance,
+        "nodes": plan.nodes,
+        "label": plan.label,
+    }
+    flat.update(engine.model_dump(exclude={"engine", "version"}, exclude_none=True))
+    if plan.verification is not None:
+        flat["verification"] = plan.verification.model_dump()
+    return flat
+
+
 def _from_flat(obj: dict[str, Any]) -> dict[str, Any]:
     engine: dict[str, Any] = {"engine": obj.get("engine") or "vllm"}
     if obj.get("engine_version"):
@@ -370,5 +410,7 @@ __all__ = [
     "PlanWorkload",
     "Slo",
     "Verification",
+    "flat_plan",
+    "plan_label",
     "read_plan",
 ]

@@ -8,7 +8,7 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
 ``run.json``
     Metadata, rewritten atomically (``run.json.tmp`` then ``os.replace``) at start and end::
 
-        {"run_id", "status": "running"|"completed"|"cancelled"|"failed",
+        {"run_id", "status": "running"|"completed"|"cancelled"|"failed"|"interrupted",
          "started_at" (ISO 8601 UTC), "finished_at" (ISO UTC or null),
          "endpoint": {"base_url", "api": "completions"|"chat", "server_version",
                       "server_flags"},
@@ -21,7 +21,8 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
          "tokenizer": {...calibration: tokens_per_word, overhead, probes, deviation...},
          "summary": the measured figures (vLLM ``bench serve`` keys), or null while running,
          "self_checks": [{"name", "ok": bool, "message"}],
-         "error": one-line reason or null}
+         "error": one-line reason or null,
+         "writer": {"host", "pid"} of the process writing the run}
 
 ``requests.jsonl``
     One :class:`RequestRecord` a line, every key on every line in the same order (so DuckDB's
@@ -36,7 +37,16 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
     At the end: the ``vllm bench serve --save-result --save-detailed`` JSON (for an import,
     the tool's own file as it was).
 
-The API key and the Authorization header are never written to any of these files.
+``.heartbeat``
+    Touched every ``HEARTBEAT_INTERVAL_S`` while the writer runs; with ``run.json``'s
+    ``"writer": {"host", "pid"}`` it tells a run still being written from one whose process
+    died (:func:`writer_stopped`): such a run is marked ``interrupted`` by the store on its
+    next start, its collected requests kept.
+
+The API key and the Authorization header are never written to any of these files: the writer
+passes every string it writes through a :class:`~planner.credentials.Scrubber` that knows the
+run's secrets (``RunWriter.scrubber.add``) and redacts anything that looks like a credential,
+as a last line behind the runner, which keeps them out in the first place.
 
 One reader, :func:`read_run_dir`, for everyone. Its rule for JSON lines
 (:func:`read_json_lines`): a last line without its newline that does not parse is a *torn*
@@ -52,7 +62,9 @@ import json
 import math
 import os
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -61,14 +73,22 @@ from typing import IO, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from planner.credentials import Scrubber
 from planner.errors import RunFilesError
 
 RUN_JSON = "run.json"
 REQUESTS_JSONL = "requests.jsonl"
 SERVER_METRICS_JSONL = "server_metrics.jsonl"
 RESULT_JSON = "result.json"
-RUN_STATUSES = ("running", "completed", "cancelled", "failed")
+HEARTBEAT = ".heartbeat"
+#: ``interrupted``: the process writing the run stopped without finishing it (set by the
+#: store on its next start, see :func:`writer_stopped`)
+RUN_STATUSES = ("running", "completed", "cancelled", "failed", "interrupted")
 FSYNC_INTERVAL_S = 1.0
+#: the writer touches ``.heartbeat`` this often while it runs ...
+HEARTBEAT_INTERVAL_S = 5.0
+#: ... and a "running" run whose heartbeat (or newest file) is older than this has stopped
+STALE_AFTER_S = 60.0
 
 
 # ----- records --------------------------------------------------------------------------------
@@ -370,30 +390,74 @@ class _JsonlAppender:
 
 
 class _Syncer(threading.Thread):
-    """Background thread that fsyncs the run's JSONL files every ``FSYNC_INTERVAL_S``."""
+    """Background thread that fsyncs the run's JSONL files every ``FSYNC_INTERVAL_S`` and
+    touches the heartbeat file every ``HEARTBEAT_INTERVAL_S``."""
 
-    def __init__(self, files: list[_JsonlAppender]) -> None:
+    def __init__(self, files: list[_JsonlAppender], heartbeat: Path) -> None:
         super().__init__(name="servewise-run-fsync", daemon=True)
         self.files = files
+        self.heartbeat = heartbeat
         self.stopped = threading.Event()
 
+    def beat(self) -> None:
+        with contextlib.suppress(OSError):
+            self.heartbeat.touch()
+
     def run(self) -> None:
+        last_beat = time.monotonic()
         while not self.stopped.wait(FSYNC_INTERVAL_S):
             for f in self.files:
                 with contextlib.suppress(OSError, ValueError):  # closed under us
                     f.sync()
+            if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL_S:
+                self.beat()
+                last_beat = time.monotonic()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def writer_stopped(run_dir: Path, meta: dict[str, Any], now: float | None = None) -> str | None:
+    """Why a run whose ``run.json`` says ``running`` is no longer being written, or None while
+    it may still be: its writer's process is gone (same host), or no sign of life (heartbeat,
+    else the newest run file) for ``STALE_AFTER_S`` (any host)."""
+    if meta.get("status") != "running":
+        return None
+    now = time.time() if now is None else now
+    writer: dict[str, Any] = meta["writer"] if isinstance(meta.get("writer"), dict) else {}
+    pid, host = writer.get("pid"), writer.get("host")
+    if isinstance(pid, int) and host == socket.gethostname() and not _pid_alive(pid):
+        return f"the process writing it (pid {pid} on {host}) is gone"
+    times = []
+    for name in (HEARTBEAT, RUN_JSON, REQUESTS_JSONL, SERVER_METRICS_JSONL):
+        with contextlib.suppress(OSError):
+            times.append((run_dir / name).stat().st_mtime)
+        if name == HEARTBEAT and times:
+            break  # a writer with a heartbeat: only the heartbeat counts
+    if times and now - max(times) > STALE_AFTER_S:
+        return f"no sign of its writer for {now - max(times):,.0f} s"
+    return None
 
 
 class RunWriter:
     """Creates a run directory and writes its files as the contract above says."""
 
     def __init__(self, runs_dir: Path, run_id: str | None = None) -> None:
+        self.scrubber = Scrubber()
         self.run_id = run_id or new_run_id()
         self.dir = Path(runs_dir) / self.run_id
         self.dir.mkdir(parents=True, exist_ok=False)
         self._requests = _JsonlAppender(self.dir / REQUESTS_JSONL)
         self._metrics = _JsonlAppender(self.dir / SERVER_METRICS_JSONL)
-        self._syncer = _Syncer([self._requests, self._metrics])
+        self._syncer = _Syncer([self._requests, self._metrics], self.dir / HEARTBEAT)
+        self._syncer.beat()
         self._syncer.start()
         self.meta: dict[str, Any] = {
             "run_id": self.run_id,
@@ -415,6 +479,7 @@ class RunWriter:
             "summary": None,
             "self_checks": [],
             "error": None,
+            "writer": {"host": socket.gethostname(), "pid": os.getpid()},
         }
 
     def write_meta(self, **updates: Any) -> None:
@@ -422,13 +487,19 @@ class RunWriter:
         self.meta["run_id"] = self.run_id
         if self.meta["status"] not in RUN_STATUSES:
             raise ValueError(f"status={self.meta['status']!r}: allowed {RUN_STATUSES}")
-        write_json_atomic(self.dir / RUN_JSON, self.meta)
+        write_json_atomic(self.dir / RUN_JSON, self.scrubber.value(self.meta))
 
     def append_requests(self, records: Sequence[RequestRecord]) -> None:
-        self._requests.append_many(records)
+        self._requests.append_many(
+            r if r.error is None else r.model_copy(update={"error": self.scrubber.text(r.error)})
+            for r in records
+        )
 
     def append_metric_samples(self, samples: Sequence[MetricSample]) -> None:
-        self._metrics.append_many(samples)
+        self._metrics.append_many(
+            s.model_copy(update={"labels": self.scrubber.value(s.labels)}) if s.labels else s
+            for s in samples
+        )
 
     def sync(self) -> None:
         self._requests.sync()
@@ -436,7 +507,7 @@ class RunWriter:
 
     def write_result(self, result: dict[str, Any]) -> Path:
         path = self.dir / RESULT_JSON
-        write_json_atomic(path, result)
+        write_json_atomic(path, self.scrubber.value(result))
         return path
 
     def close(self) -> None:
@@ -464,4 +535,5 @@ __all__ = [
     "run_signature",
     "utc_now_iso",
     "write_json_atomic",
+    "writer_stopped",
 ]

@@ -7,6 +7,8 @@ reader live in :mod:`planner.run_files`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
@@ -15,7 +17,7 @@ from pydantic import ValidationError
 from planner.catalog import MeasuredResult
 from planner.errors import InvalidInputError
 from planner.plan import read_plan
-from planner.run_files import RunFiles
+from planner.run_files import RequestRecord, RunFiles
 
 log = logging.getLogger(__name__)
 
@@ -23,20 +25,50 @@ log = logging.getLogger(__name__)
 MAX_FAILED_SHARE = 0.05
 
 
+@dataclass(frozen=True)
+class RequestCounts:
+    """What calibration needs of a run's request rows (the store computes it in SQL).
+
+    ``measured``: requests outside the warm-up; ``succeeded``: those of them with status ok;
+    ``*_len_target_mean``: the mean planned length over the succeeded ones (a missing target
+    counts as 0), None when none succeeded.
+    """
+
+    measured: int
+    succeeded: int
+    input_len_target_mean: float | None = None
+    output_len_target_mean: float | None = None
+
+    @classmethod
+    def of(cls, requests: Iterable[RequestRecord]) -> RequestCounts:
+        counted = [r for r in requests if not r.warmup]
+        ok = [r for r in counted if r.ok]
+        return cls(
+            measured=len(counted),
+            succeeded=len(ok),
+            input_len_target_mean=mean(float(r.input_len_target or 0) for r in ok) if ok else None,
+            output_len_target_mean=(
+                mean(float(r.output_len_target or 0) for r in ok) if ok else None
+            ),
+        )
+
+
 def calibration_problem(run: RunFiles) -> str | None:
     """Why a run cannot be a calibration point, in words; None when it can."""
-    meta = run.meta
+    return calibration_problem_of(run.meta, RequestCounts.of(run.requests))
+
+
+def calibration_problem_of(meta: dict[str, Any], counts: RequestCounts) -> str | None:
+    """:func:`calibration_problem` from a run's metadata and request counts."""
     if meta.get("status") != "completed":
         return f"the run did not complete (status {meta.get('status')!r})"
     if not meta.get("plan"):
         return "the run names no plan (GPU, layout, precision) to calibrate"
     if not meta.get("summary"):
         return "the run has no summary of its measurements"
-    counted = run.measured
-    succeeded = sum(1 for r in counted if r.ok)
-    if not succeeded:
+    if not counts.succeeded:
         return "no request succeeded"
-    failed_share = 1 - succeeded / len(counted)
+    failed_share = 1 - counts.succeeded / counts.measured
     if failed_share > MAX_FAILED_SHARE:
         # Failed requests free their slots early: the run measured a lighter load than the
         # plan's, and its throughput counts only the successes.
@@ -55,15 +87,21 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
     without a plan, not completed, or with more than ``MAX_FAILED_SHARE`` of their requests
     failed stay runs only: nothing to calibrate against.
     """
-    problem = calibration_problem(run)
+    return measured_result_of(run.run_id, run.meta, RequestCounts.of(run.requests))
+
+
+def measured_result_of(
+    run_id: str, meta: dict[str, Any], counts: RequestCounts
+) -> MeasuredResult | None:
+    """:func:`run_to_measured_result` from a run's metadata and request counts."""
+    problem = calibration_problem_of(meta, counts)
     if problem is not None:
-        log.info("run %s not used for calibration: %s", run.run_id, problem)
+        log.info("run %s not used for calibration: %s", run_id, problem)
         return None
-    meta = run.meta
     try:
         plan = read_plan(meta.get("plan"))
     except InvalidInputError as exc:
-        log.warning("run %s not usable for calibration: %s", run.run_id, exc)
+        log.warning("run %s not usable for calibration: %s", run_id, exc)
         return None
     if plan is None:
         return None
@@ -71,17 +109,16 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
     stated_gpus = (meta.get("plan") or {}).get("num_gpus")
     summary = meta.get("summary") or {}
     config = meta.get("config") or {}
-    measured = [r for r in run.measured if r.ok]
 
-    def _target(config_key: str, planned: list[int | None]) -> int:
+    def _target(config_key: str, planned_mean: float | None) -> int:
         if config.get(config_key):
             return int(config[config_key])
-        return round(mean(float(v or 0) for v in planned)) or 1
+        return round(planned_mean or 0.0) or 1
 
     load = "rate" if config.get("request_rate") else "concurrency"
     values: dict[str, Any] = {
         "source": "user benchmark run" + (" (simulated endpoint)" if meta.get("simulated") else ""),
-        "source_ref": f"run {run.run_id} against {(meta.get('endpoint') or {}).get('base_url')}",
+        "source_ref": f"run {run_id} against {(meta.get('endpoint') or {}).get('base_url')}",
         "engine": plan.engine.engine,
         "engine_version": plan.engine.version,
         "model": plan.model,
@@ -90,12 +127,12 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
         "num_gpus": int(stated_gpus or plan.gpus_per_replica),
         "tp": plan.tp,
         "pp": plan.pp,
-        "input_len": _target("input_len", [r.input_len_target for r in measured]),
-        "output_len": _target("output_len", [r.output_len_target for r in measured]),
+        "input_len": _target("input_len", counts.input_len_target_mean),
+        "output_len": _target("output_len", counts.output_len_target_mean),
         "load": load,
         "concurrency": config.get("concurrency") if load == "concurrency" else None,
         "request_rate": config.get("request_rate") if load == "rate" else None,
-        "num_requests": len(measured),
+        "num_requests": counts.succeeded,
         "instance": plan.instance,
         "nodes": plan.nodes,
         "output_tok_per_s": summary.get("output_throughput"),
@@ -105,11 +142,11 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
         "itl_ms": summary.get("median_tpot_ms"),
         "itl_stat": "p50_tpot",
         "origin": "user",
-        "run_id": run.run_id,
+        "run_id": run_id,
         "simulated": bool(meta.get("simulated", False)),
     }
     try:
         return MeasuredResult.model_validate({k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
-        log.warning("run %s not usable for calibration: %s", run.run_id, exc.errors()[0]["msg"])
+        log.warning("run %s not usable for calibration: %s", run_id, exc.errors()[0]["msg"])
         return None

@@ -11,8 +11,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from planner.errors import InvalidInputError
 
 
 def _default_user_data_dir() -> Path:
@@ -37,6 +39,33 @@ class Settings(BaseSettings):
     runs_dir: Path | None = Field(
         default=None, description="Benchmark run files; default <user_data_dir>/runs."
     )
+    max_upload_mb: float = Field(
+        default=5.0,
+        gt=0,
+        description="Largest catalog CSV or config.json accepted (upload or file), in MB; the "
+        "embedded catalog's largest file is 0.16 MB.",
+    )
+    max_trace_mb: float = Field(
+        default=1024.0,
+        gt=0,
+        description="Largest request trace read (file or upload), in MB; traces are streamed, "
+        "so memory stays bounded whatever the size.",
+    )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Derived data that can be rebuilt (the fitted performance model); "
+        "default <user_data_dir>/cache.",
+    )
+    fit_cache: bool = Field(
+        default=True,
+        description="Reuse a fitted performance model from cache_dir (0 to refit every time).",
+    )
+    ingest_wait_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="How long a dashboard page waits for run files being ingested in the "
+        "background before it draws what is in so far.",
+    )
     default_region: str = "us-east-1"
     price_stale_days: int = Field(
         default=90, ge=1, description="A price older than this many days is marked stale."
@@ -58,7 +87,18 @@ class Settings(BaseSettings):
     def runs_directory(self) -> Path:
         return self.runs_dir or self.user_data_dir / "runs"
 
+    @property
+    def cache_directory(self) -> Path:
+        return self.cache_dir or self.user_data_dir / "cache"
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    """The settings; a bad environment variable raises InvalidInputError naming it."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "SERVEWISE_" + str(first["loc"][0]).upper() if first["loc"] else "SERVEWISE_*"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InvalidInputError(name, first.get("input"), message) from None

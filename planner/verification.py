@@ -34,10 +34,11 @@ from pydantic import BaseModel, ConfigDict
 from planner.catalog import GPU, MeasuredResult
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
+from planner.loads import PlanLoadKind
 from planner.perf.scenario import Prediction, Scenario
 from planner.plan import Load, Plan, PlanWorkload, read_plan
 from planner.run_files import RequestRecord
-from planner.workload import LengthDistribution, PlanLoadKind
+from planner.workload import LengthDistribution
 
 
 class MetricSpec(BaseModel):

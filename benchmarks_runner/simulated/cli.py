@@ -137,21 +137,31 @@ def _timing_from_args(
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
     from benchmarks_runner.simulated.perf_timing import (
-        default_cache_dir,
         parse_coefficients,
         perf_timing_for_plan,
     )
+    from planner.catalog import load_catalog
     from planner.errors import PlannerError
+    from planner.perf.model import fit_is_cached
+    from planner.settings import get_settings
 
     try:
         plan = _plan_from_args(args, options.models[0])
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        if coefficients is None and not fit_is_cached(catalog):
+            why = (
+                "no cached fit yet (once, ~10-15 s; later starts read it from the cache)"
+                if get_settings().fit_cache
+                else "the fit cache is off (SERVEWISE_FIT_CACHE=0)"
+            )
+            print(f"fitting the performance model before listening: {why}", file=sys.stderr)
         timing = perf_timing_for_plan(
             plan,
+            catalog=catalog,
             coefficients=coefficients,
             slowdown=args.slowdown,
             tokens_per_chunk=args.tokens_per_chunk,
-            cache_dir=default_cache_dir(),
         )
     except (PlannerError, ValueError) as exc:
         raise SystemExit(f"cannot time the plan: {exc}") from None

@@ -24,14 +24,14 @@ Requests beyond ``max_num_seqs`` queue in the server (``--max-concurrency``), so
 part of TTFT is real waiting, not a formula. Step times are memoised on (batch, lengths rounded
 to 1/32 of their value): a step costs ~30 us to price and a run asks for one per chunk.
 
-The fit behind the coefficients takes ~10 s; :func:`coefficients_for_plan` caches the vector on
-disk by the content of the catalog and its measured results, so a second start is ~1 s, and the
-dashboard passes its own (possibly refitted) vector with ``--coefficients``.
+The fit behind the coefficients takes ~10-15 s once: the fitted model is cached on disk
+(:mod:`planner.perf.fit_cache`, shared with the dashboard and the command line), so a start
+with a cached fit answers ``/health`` in about a second; the dashboard passes its own (possibly
+refitted) vector with ``--coefficients``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -48,16 +48,13 @@ from benchmarks_runner.simulated.timing import TokenTiming
 from planner.catalog import Catalog, load_catalog
 from planner.perf.calibration import version_key
 from planner.perf.deployment import Deployment, resolve_deployment
-from planner.perf.model import PerformanceModel, get_performance_model, results_fingerprint
+from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import FEATURES, StepBatch, step_time_s
 from planner.plan import Load, Plan, PlanWorkload
 from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
-
-#: A coefficient vector on disk is valid for this layout of the step terms only.
-CACHE_VERSION = 1
 
 
 def timing_scenario(plan: Plan) -> Scenario:
@@ -177,37 +174,6 @@ def coefficients_for_plan(model: PerformanceModel, plan: Plan) -> list[float]:
     return [float(v) for v in vector]
 
 
-def _cache_file(cache_dir: Path, catalog: Catalog, plan: Plan) -> Path:
-    digest = hashlib.sha256()
-    digest.update(results_fingerprint(catalog, list(catalog.measured)).encode())
-    digest.update(json.dumps([CACHE_VERSION, list(FEATURES)]).encode())
-    engine = plan.engine
-    digest.update(json.dumps([engine.engine, engine.version, plan.gpu.lower()]).encode())
-    return cache_dir / f"perf-coefficients-{digest.hexdigest()[:20]}.json"
-
-
-def cached_coefficients(catalog: Catalog, plan: Plan, cache_dir: Path | None) -> list[float]:
-    """Coefficients of the model fitted on ``catalog.measured``, cached under ``cache_dir``."""
-    path = _cache_file(cache_dir, catalog, plan) if cache_dir is not None else None
-    if path is not None and path.is_file():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(stored, list) and all(isinstance(v, int | float) for v in stored):
-                return [float(v) for v in stored]
-        except (OSError, ValueError):
-            pass
-    vector = coefficients_for_plan(get_performance_model(catalog), plan)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(vector), encoding="utf-8")
-            tmp.replace(path)
-        except OSError as exc:  # a read-only cache only costs the next start a fit
-            log.warning("coefficients not cached in %s: %s", path, exc)
-    return vector
-
-
 def parse_coefficients(text: str) -> list[float]:
     """``--coefficients``: a JSON list over the step terms, a JSON object by term name, or the
     path of a file holding either."""
@@ -245,10 +211,10 @@ def perf_timing_for_plan(
     coefficients: Sequence[float] | None = None,
     slowdown: float = 1.0,
     tokens_per_chunk: int = 1,
-    cache_dir: Path | None = None,
 ) -> PerfTiming:
     """A :class:`PerfTiming` for ``plan``: the deployment resolved against the catalog (the
-    user's catalog files included), coefficients given or fitted (cached under ``cache_dir``).
+    user's catalog files included), coefficients given or those of the fitted model (read from
+    the fit cache, :mod:`planner.perf.fit_cache`, when any process fitted it before).
 
     Raises :class:`planner.errors.PlannerError` naming the field when the plan does not resolve
     (unknown model or GPU, TP not dividing the heads, ...).
@@ -260,11 +226,6 @@ def perf_timing_for_plan(
     vector = (
         list(coefficients)
         if coefficients is not None
-        else cached_coefficients(catalog, plan, cache_dir)
+        else coefficients_for_plan(get_performance_model(catalog), plan)
     )
     return PerfTiming(dep, vector, slowdown=slowdown, tokens_per_chunk=tokens_per_chunk)
-
-
-def default_cache_dir() -> Path:
-
-    return get_settings().user_data_dir / "cache"

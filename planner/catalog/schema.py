@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
 from planner.catalog.architecture import ModelArchitecture
-from planner.workload import MeasuredLoadKind
+from planner.loads import MeasuredLoadKind
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")

@@ -278,15 +278,17 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
 def resolve_engine(scenario: Scenario, gpu: GPU) -> EngineConfig:
     """The scenario's engine settings with every default filled in for ``gpu``:
     ``max_model_len`` the longest request unless stated, and without chunked prefill a batch
-    budget that holds the longest prompt (a whole prompt must fit one step)."""
+    budget of at least ``max_model_len``, as vLLM sets it (``SchedulerConfig``: a whole prompt
+    must fit one step next to the running decodes)."""
     engine = scenario.engine_config().resolved(gpu)
     updates: dict[str, int] = {}
+    max_model_len = engine.max_model_len or _longest_request(scenario)
     if engine.max_model_len is None:
-        updates["max_model_len"] = _longest_request(scenario)
+        updates["max_model_len"] = max_model_len
     assert engine.max_num_batched_tokens is not None
     if not engine.enable_chunked_prefill:
         updates["max_num_batched_tokens"] = max(
-            engine.max_num_batched_tokens, _longest_prompt(scenario)
+            engine.max_num_batched_tokens, max_model_len, _longest_prompt(scenario)
         )
     return engine.model_copy(update=updates) if updates else engine
 

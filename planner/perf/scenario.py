@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.engine import EngineConfig, Entrypoint, KvCacheDtype, engine_family
 from planner.errors import InvalidInputError
-from planner.workload import LengthDistribution, LoadKind
+from planner.loads import LoadKind
+from planner.workload import LengthDistribution
 
 Confidence = Literal["measured nearby", "interpolated", "extrapolated"]
 

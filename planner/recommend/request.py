@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.catalog import PricingMode
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.layouts import LayoutCandidate
 from planner.perf.scenario import Prediction
 from planner.plan import Plan, PlanWorkload, Slo
@@ -23,12 +24,12 @@ class Demand(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    avg_rate_rps: float | None = Field(default=None, gt=0)
-    peak_rate_rps: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    spare_replicas: int = Field(default=1, ge=0)
+    avg_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_LOAD)
+    spare_replicas: int = Field(default=1, ge=0, le=1_000)
     #: observed average utilisation of the capacity bought; None: average rate / capacity.
-    utilisation: float | None = Field(default=None, gt=0, le=1)
+    utilisation: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_load(self) -> Demand:
@@ -72,11 +73,11 @@ class RecommendRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str
-    input_len: int = Field(gt=0)
-    output_len: int = Field(gt=0)
+    input_len: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
+    output_len: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
     input_dist: LengthDistribution | None = None
     output_dist: LengthDistribution | None = None
-    prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    prefix_share: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
     demand: Demand
     slo: Slo = Slo()
     search: SearchSpace = SearchSpace()

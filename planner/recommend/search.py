@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from planner.catalog import Catalog, Price
 from planner.engine import EngineConfig
+from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.recommend.capacity import (
     CAPACITY_CACHE,
@@ -110,6 +111,14 @@ def recommend(
     """
     card = catalog.model(request.model)
     search = request.search
+    check_search_names(
+        catalog,
+        providers=search.providers,
+        regions=search.regions,
+        gpus=search.gpus,
+        instances=search.instances,
+        precisions=search.precisions,
+    )
     if layouts is None:
         instances = filtered_instances(catalog, search)
         layouts = enumerate_layouts(

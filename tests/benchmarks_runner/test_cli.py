@@ -181,13 +181,15 @@ def test_server_killed_mid_run_keeps_rows(sim_server: Any, tmp_path: Path) -> No
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err  # the run completed; requests failed
+    assert proc.returncode == 4, err  # a lost endpoint is a failed run, not a completed one
+    assert "error: endpoint lost after" in err
     data = read_run(run_dir)
     rows = data["requests"]
-    assert data["run"]["status"] == "completed" and len(rows) == 60
+    assert data["run"]["status"] == "failed" and "endpoint lost" in data["run"]["error"]
     ok = [r for r in rows if r["status"] == "ok"]
     failed = [r for r in rows if r["status"] == "error"]
     assert len(ok) >= 6 and failed and all(r["error"] for r in failed)
+    assert len(rows) <= 60 and data["result"] is not None  # no request is sent once it is lost
     assert all(r["output_tokens"] == 10 and len(r["chunk_times_s"]) == 10 for r in ok)
 
 
@@ -246,9 +248,9 @@ def test_one_line_error_when_model_unknown(fast_server: Any, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--concurrency", "0"], "concurrency=0"),
-        (["--request-rate", "-3"], "request_rate=-3.0"),
-        (["--concurrency", "2", "--max-error-rate", "1.5"], "max_error_rate=1.5"),
+        (["--concurrency", "0"], "--concurrency=0"),
+        (["--request-rate", "-3"], "--request-rate=-3.0"),
+        (["--concurrency", "2", "--max-error-rate", "1.5"], "--max-error-rate=1.5"),
     ],
 )
 def test_one_line_error_on_bad_config(tmp_path: Path, args: list[str], needle: str) -> None:

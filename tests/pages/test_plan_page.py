@@ -80,7 +80,7 @@ def test_an_unparseable_config_json_leaves_the_page_working(app: Callable[..., A
     at.file_uploader(key="model_upload").upload("config.json", b"{oops", "application/json")
     at.run()
     no_exception(at)
-    assert any("not valid JSON" in e.value for e in at.error)
+    assert any("not valid JSON" in e.value for e in at.warning) and not at.error
     assert at.selectbox(key="model").value == "meta-llama/Llama-3.1-70B-Instruct"
     assert top_metrics(at)["$ per M output tokens"].startswith("$")
 
@@ -140,3 +140,21 @@ def test_a_skypilot_refresh_reranks_with_the_new_dated_price_and_undo_restores_i
     undone = frame_with(at, "rank", "label", "usd_per_hour", "price_as_of")
     assert undone["label"].tolist()[:5] == before["label"].tolist()[:5]
     assert set(undone["price_as_of"]) == set(before["price_as_of"])
+
+
+def test_the_deploy_section_shows_the_files_of_each_target_and_the_cold_start(
+    app: Callable[..., AppTest],
+) -> None:
+    at = app()
+    metrics = top_metrics(at)
+    assert metrics["Cold start (first)"].endswith(" min")
+    codes = [c.value for c in at.code]
+    assert any("kind: Deployment" in c and "/health" in c for c in codes)
+    assert any("vllm:num_requests_waiting" in c and "HorizontalPodAutoscaler" in c for c in codes)
+    at.button_group(key="deploy_target").set_value("skypilot").run()
+    no_exception(at)
+    codes = [c.value for c in at.code]
+    assert any("service:" in c and "readiness_probe:" in c for c in codes)
+    assert any("infra: runpod/US" in c for c in codes)
+    at.button_group(key="deploy_target").set_value("docker").run()
+    assert any(c.value.startswith("#!/bin/sh\ndocker run") for c in at.code)

@@ -249,3 +249,34 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
     # paced at admission only, the first of the 32 (admitted alone) would decode at `alone`
     assert batch[0] > 1.5 * alone
     assert float(np.median(batch)) > 2 * alone
+
+
+# ----- start-up with and without a cached fit -------------------------------------------------
+def test_a_start_with_a_cached_fit_listens_without_fitting(
+    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planner.perf.model import fit_is_cached, get_performance_model
+
+    get_performance_model(catalog)  # the session's cached fit (fitted here if no test did yet)
+    assert fit_is_cached(catalog)
+    flags = ["--model", MODEL, "--gpu", "L4", "--tp", "1"]
+    log = tmp_path / "server.log"
+    endpoint = SimulatedEndpoint(flags, log_path=log)
+    assert endpoint.start(threading.Event()).startswith("http://127.0.0.1:")
+    endpoint.stop()
+    assert "fitting the performance model" not in log.read_text()
+    # with an empty cache it says so before it fits (and before it listens)
+    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks_runner.simulated", "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()
+        assert "fitting the performance model before listening: no cached fit yet" in said
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

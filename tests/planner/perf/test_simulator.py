@@ -89,6 +89,24 @@ def test_chunked_prefill_splits_long_prompts_over_the_token_budget(catalog: Cata
     assert trace.steps == 3 * 11
 
 
+def test_without_chunked_prefill_a_long_prompt_stalls_the_running_decodes(
+    catalog: Catalog,
+) -> None:
+    # vLLM without chunked prefill: max_num_batched_tokens >= max_model_len, so a 16,000-token
+    # prompt is prefilled in one step next to the decodes, which all wait for it
+    lengths = LengthDistribution.empirical([256, 16000], [19, 1])
+    kw = {"input_len": None, "input_dist": lengths, "output_len": 128, "concurrency": 32,
+          "num_requests": 160}  # fmt: skip
+    off = resolve_deployment(_scenario(enable_chunked_prefill=False, **kw), catalog)
+    assert off.max_num_batched_tokens >= 16000 + 128
+    on = resolve_deployment(_scenario(max_num_batched_tokens=2048, **kw), catalog)
+    step = step_time_s(StepBatch.of([400] * 31, [(16000, 0)]), off, C)
+    stalled = run_metrics(simulate(off), C, 1)
+    chunked = run_metrics(simulate(on), C, 1)
+    assert stalled.itl_s.max() == pytest.approx(step, rel=0.1)
+    assert chunked.itl_s.max() < 0.5 * stalled.itl_s.max()
+
+
 def test_poisson_rate_idles_between_sparse_requests(catalog: Catalog) -> None:
     dep = resolve_deployment(_scenario(load="rate", request_rate=0.05, num_requests=20), catalog)
     trace = simulate(dep, C)
