@@ -353,7 +353,10 @@ def plan_label(obj: Plan | dict[str, Any]) -> str:
 def flat_plan(obj: Any) -> dict[str, Any] | None:
     """A stored plan as one flat mapping (the shape older run files hold: ``engine`` the
     engine's name, the engine settings beside the deployment), for readers that look keys up
-    by name. A plan that does not read is returned as it is."""
+    by name; ``usd_per_hour`` is one replica's share of the plan's cost. A flat plan, or one that
+    does not read, is returned as it is."""
+    if isinstance(obj, dict) and not isinstance(obj.get("engine"), dict):
+        return dict(obj)
     try:
         plan = read_plan(obj)
     except InvalidInputError:
@@ -375,6 +378,9 @@ def flat_plan(obj: Any) -> dict[str, Any] | None:
         "label": plan.label,
     }
     flat.update(engine.model_dump(exclude={"engine", "version"}, exclude_none=True))
+    if plan.cost is not None and plan.price is not None:
+        flat["usd_per_hour"] = plan.cost.usd_per_hour / plan.replicas
+        flat["price_source"] = f"{plan.price.source} ({plan.price.as_of})"
     if plan.verification is not None:
         flat["verification"] = plan.verification.model_dump()
     return flat

@@ -9,7 +9,17 @@ import pytest
 
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
-from planner.plan import Load, Plan, PlanPrice, PlanWorkload, Slo, Verification, read_plan
+from planner.plan import (
+    Load,
+    Plan,
+    PlanPrice,
+    PlanWorkload,
+    Slo,
+    Verification,
+    flat_plan,
+    plan_label,
+    read_plan,
+)
 from planner.workload import LengthDistribution
 
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -96,3 +106,14 @@ def test_a_load_names_what_it_lacks() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         Load(kind="offline_batch")
     assert Load.closed_loop(30, 30).scenario_fields()["load"] == "concurrency"
+
+
+def test_the_flat_view_of_a_typed_plan() -> None:
+    flat = flat_plan(PLAN.model_dump(mode="json"))
+    assert flat is not None
+    assert (flat["engine"], flat["gpu"], flat["tp"], flat["num_gpus"]) == ("vllm", "H100-SXM", 2, 2)
+    assert (flat["max_num_seqs"], flat["max_model_len"]) == (256, 6000)
+    assert flat["verification"]["endpoint"] == "simulated"
+    old = {"engine": "vllm", "model": MODEL, "gpu": "L4", "usd_per_hour": 4.0}
+    assert flat_plan(old) == old and flat_plan(None) is None
+    assert plan_label(old) == "L4 TP1 PP1 bf16" == plan_label(Plan(model=MODEL, gpu="L4"))
