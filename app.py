@@ -31,6 +31,7 @@ PAGES = [
     st.Page("pages/cost.py", title="Cost", icon=":material/payments:"),
     st.Page("pages/benchmarks.py", title="Benchmarks", icon=":material/speed:"),
     st.Page("pages/verify.py", title="Verify", icon=":material/fact_check:"),
+    st.Page("pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
     st.Page("pages/data.py", title="Data", icon=":material/table:"),
 ]
 

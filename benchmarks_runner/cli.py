@@ -122,7 +122,13 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
         help="a run that went to its end with more than this share of failed requests is "
         "'failed' (exit 4); default 0.5",
     )
-    lg.add_argument("--seed", type=int, default=0)
+    lg.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="draws lengths, arrivals and prompt text (default: lengths and arrivals from 0, "
+        "prompts fresh each run)",
+    )
     o = p.add_argument_group("request and output")
     o.add_argument("--no-ignore-eos", action="store_true")
     o.add_argument("--no-min-tokens", action="store_true")
@@ -318,7 +324,8 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
         duration_s=args.duration_s,
         max_error_rate=args.max_error_rate,
         max_failed_share=args.max_failed_share,
-        seed=args.seed,
+        seed=args.seed or 0,
+        prompt_seed=args.seed,
         ignore_eos=not args.no_ignore_eos,
         use_min_tokens=not args.no_min_tokens,
         temperature=args.temperature,
@@ -388,7 +395,7 @@ def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Request
             out_d,
             prefix_share=args.prefix_share,
             num_prefix_groups=args.prefix_groups,
-            seed=args.seed,
+            seed=args.seed or 0,
         )
     except ValueError as exc:
         raise ConfigError(f"workload: {str(exc).splitlines()[0]}") from None

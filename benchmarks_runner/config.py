@@ -30,6 +30,10 @@ class RunConfig(BaseModel):
     on validation: ``base_url`` keeps the URL without it and ``basic_auth`` the
     ``Authorization: Basic`` value sent instead (never stored, like the key).
 
+    ``seed`` draws the lengths and arrivals; ``prompt_seed`` the prompt text (None: a fresh one
+    each run, recorded in run.json, so a second run does not hit the prefix cache the first one
+    filled; give one to send the same prompts again).
+
     ``continuous_usage_stats`` (vLLM's per-chunk usage) is off by default so the request body
     is the one ``vllm bench serve`` sends; turn it on to get exact per-chunk token deltas from
     servers that batch several tokens per chunk (output token totals come from the final
@@ -66,6 +70,7 @@ class RunConfig(BaseModel):
     max_failed_share: float | None = Field(default=0.5, ge=0, le=1)
     min_requests_for_error_rate: int = Field(default=20, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0)
+    prompt_seed: int | None = Field(default=None, ge=0)
 
     ignore_eos: bool = True
     use_min_tokens: bool = True

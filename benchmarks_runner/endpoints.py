@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from benchmarks_runner.errors import EndpointStartError
 from benchmarks_runner.vllm_launcher import VllmServer
+from planner.perf.scenario import Scenario
 
 if TYPE_CHECKING:
     from planner.plan import Plan
@@ -137,10 +138,17 @@ class SimulatedEndpoint:
         faults: Faults | None = None,
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
+        scenario: Scenario | None = None,
     ) -> SimulatedEndpoint:
-        """A simulated server timed by the performance model for ``plan``: the whole plan
-        travels (``--plan``), every engine setting with it."""
-        args = ["--model", plan.model, "--plan", plan.model_dump_json()]
+        """A simulated server timed by the performance model's engine for one replica of
+        ``plan``; with ``scenario``, for the very deployment the prediction of that scenario
+        resolved (every engine setting travels in it)."""
+        if scenario is None:
+            from benchmarks_runner.simulated.perf_timing import timing_scenario
+
+            scenario = timing_scenario(plan)
+        args = ["--model", plan.model]
+        args += ["--scenario", scenario.model_dump_json(exclude_defaults=True)]
         if coefficients is not None:
             args += ["--coefficients", json.dumps([float(c) for c in coefficients])]
         if slowdown != 1.0:

@@ -5,12 +5,14 @@ with the server pinned to one, aiohttp's C HTTP parser keeps up with several hun
 requests/s at concurrency 1024, where httpx's pure-Python h11 stack loses most of its
 throughput. Nothing else in the package imports aiohttp's client; swap it here if needed.
 
-Streaming semantics follow ``vllm bench serve`` (see domain.md): a request's start is taken
-just before the POST; every SSE message with non-empty ``choices`` is a chunk with one
-timestamp; the first is the first token, the last ends the request; ``usage`` is read from
-the last message that carries it (never summed). Per-chunk token deltas come from cumulative
-per-chunk usage when the server sends it (vLLM ``continuous_usage_stats``), else 1 per chunk
-with text. The API key travels only in the Authorization header and is never logged.
+Streaming semantics follow ``vllm bench serve`` of vLLM 0.33 (see domain.md): a request's
+start is taken just before the POST; every SSE message whose ``choices`` carry output is a
+chunk with one timestamp (on completions every ``choices`` message; on chat one with content,
+reasoning or a tool call, not the opening ``{"role": "assistant", "content": ""}``); the first
+is the first token, the last ends the request; ``usage`` is read from the last message that
+carries it (never summed). Per-chunk token deltas come from cumulative per-chunk usage when
+the server sends it (vLLM ``continuous_usage_stats``), else 1 per chunk with output. The
+API key travels only in the Authorization header and is never logged.
 """
 
 from __future__ import annotations
@@ -339,9 +341,22 @@ class _SseParser:
             if self.chat:
                 delta = c0.get("delta") or {}
                 content = delta.get("content")
-                text = content or delta.get("reasoning_content") or delta.get("reasoning")
+                # vLLM 0.33 streams reasoning in `reasoning` (older servers and other engines in
+                # `reasoning_content`); a tool-call delta is output too. An opening chunk with
+                # only the role (and empty content) is not.
+                output = (
+                    content
+                    or delta.get("reasoning")
+                    or delta.get("reasoning_content")
+                    or delta.get("tool_calls")
+                )
             else:
-                content = text = c0.get("text")
+                content = c0.get("text")
+                output = True  # every completions chunk counts, even an empty text (vLLM)
+            if not output:
+                if usage:  # per-chunk usage of a chunk that carries no output
+                    self._usage_only(usage)
+                return
             if res.first_chunk is None:
                 res.first_chunk = now
             if content and res.first_content is None:
@@ -358,7 +373,7 @@ class _SseParser:
                     if pt is not None:
                         res.prompt_tokens = pt
                     return
-            res.chunk_tokens.append(1 if text else 0)
+            res.chunk_tokens.append(1 if (content or self.chat) else 0)
             if not usage:
                 return
         elif obj.get("error") is not None:
@@ -366,9 +381,14 @@ class _SseParser:
             msg = err.get("message", err) if isinstance(err, dict) else err
             res.error = f"server error in stream: {self.error_text(str(msg), 200)}"
         if usage:
-            pt = usage.get("prompt_tokens")
-            if pt is not None:
-                res.prompt_tokens = int(pt)
-            ct2 = usage.get("completion_tokens")
-            if ct2 is not None:
-                res.output_tokens = int(ct2)
+            self._usage_only(usage)
+
+    def _usage_only(self, usage: dict[str, Any]) -> None:
+        res = self.res
+        pt = usage.get("prompt_tokens")
+        if pt is not None:
+            res.prompt_tokens = int(pt)
+        ct = usage.get("completion_tokens")
+        if ct is not None:
+            res.output_tokens = int(ct)
+            self.last_cum = max(self.last_cum, int(ct))

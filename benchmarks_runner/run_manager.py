@@ -40,8 +40,14 @@ from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
 from benchmarks_runner.errors import BenchmarkError, ConfigError, EndpointStartError
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
-from benchmarks_runner.workload import RequestSpec, build_synthetic_specs, workload_record
+from benchmarks_runner.workload import (
+    RequestSpec,
+    build_synthetic_specs,
+    with_arrivals,
+    workload_record,
+)
 from planner.perf.scenario import Scenario
+from planner.perf.simulator import request_arrivals
 from planner.plan import Load, Plan, PlanWorkload, Verification
 from planner.run_files import RUN_JSON, list_runs
 from planner.workload import LengthDistribution
@@ -99,13 +105,22 @@ class VerificationRequest:
             concurrency=None if rate else self.concurrency,
             request_rate=rate,
             seed=self.seed,
-            workload=workload_record(self.input_len, self.output_len),
+            workload=workload_record(
+                self.input_len, self.output_len, prefix_share=self.prefix_share
+            ),
         )
 
     def specs(self) -> list[RequestSpec]:
-        return build_synthetic_specs(
-            self.num_requests, self.input_len, self.output_len, seed=self.seed
+        """The requests the prediction simulates: its lengths and, at a rate, its arrivals."""
+        specs = build_synthetic_specs(
+            self.num_requests,
+            self.input_len,
+            self.output_len,
+            prefix_share=self.prefix_share,
+            seed=self.seed,
         )
+        arrivals = request_arrivals(self.scenario())
+        return specs if arrivals is None else with_arrivals(specs, arrivals.tolist())
 
     def load(self) -> Load:
         if self.request_rate:
@@ -114,11 +129,15 @@ class VerificationRequest:
             raise ConfigError("a verification run needs a concurrency or a request rate")
         return Load.closed_loop(self.concurrency, self.num_requests)
 
+    @property
+    def prefix_share(self) -> float:
+        """The plan's shared-prefix share: the run sends it, the prediction assumes it."""
+        return self.plan.workload.prefix_share if self.plan.workload else 0.0
+
     def scenario(self) -> Scenario:
         """The scenario the run is predicted by: this plan, these lengths, load and seed."""
-        share = self.plan.workload.prefix_share if self.plan.workload else 0.0
         workload = PlanWorkload(
-            input_len=self.input_len, output_len=self.output_len, prefix_share=share
+            input_len=self.input_len, output_len=self.output_len, prefix_share=self.prefix_share
         )
         return self.plan.scenario(workload=workload, load=self.load(), seed=self.seed)
 
@@ -129,6 +148,7 @@ class VerificationRequest:
                 coefficients=self.coefficients,
                 slowdown=self.slowdown,
                 faults=self.faults,
+                scenario=self.scenario(),
             )
         if self.endpoint == "vllm":
             if self.vllm_config is None:

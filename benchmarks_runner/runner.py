@@ -23,6 +23,7 @@ import asyncio
 import gc
 import logging
 import math
+import secrets
 import socket
 import threading
 import time
@@ -606,13 +607,17 @@ async def _run_with_client(
     info = EndpointInfo([], False, None)
     if config.preflight:
         info = await preflight(client, config.model)
-    builder = PromptBuilder(Calibration(), seed=config.seed)
+    prompt_seed = config.prompt_seed
+    if prompt_seed is None:  # prompts of their own: no prefix-cache hits on an earlier run's
+        prompt_seed = secrets.randbits(31)
+    builder = PromptBuilder(Calibration(), seed=prompt_seed)
     features = ServerFeatures()
     notes: list[str] = []
     if config.preflight:
         calibration, features, notes = await probe_server(client, config, builder)
-        builder = PromptBuilder(calibration, seed=config.seed)
+        builder = PromptBuilder(calibration, seed=prompt_seed)
     tokenizer = builder.calibration.as_dict() | {
+        "prompt_seed": prompt_seed,
         "features_accepted": {
             "ignore_eos": features.ignore_eos,
             "min_tokens": features.min_tokens,

@@ -20,6 +20,7 @@ from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, Verifi
 from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
+from pages.common.diagnosis import HANDED_PLAN
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import performance_model, recommendations
 from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
@@ -41,6 +42,7 @@ from planner.verification import (
     custom_plan,
     default_load,
     default_num_requests,
+    diagnosis_plan,
     failure_counts,
     move_rows,
     moves_for_result,
@@ -89,15 +91,17 @@ st.caption(
 
 # ----- the plan ----------------------------------------------------------------------------------
 st.subheader("Plan")
+handed = st.session_state.get(HANDED_PLAN)  # a fix's plan from the Diagnose page
 source = bound(
     st.segmented_control,
     "Plan to verify",
-    ["Recommended", "Custom"],
+    ["Recommended", "Custom", *(["Diagnosis"] if handed else [])],
     default="Recommended",
     required=True,
     key="vf_source",
     help="Recommended: one of the Plan page's ranked plans for the scenario. Custom: any GPU "
-    "and layout for the scenario's model.",
+    "and layout for the scenario's model. Diagnosis: the plan a fix on the Diagnose page leads "
+    "to.",
 )
 plan: Plan | None = None
 max_rps = None
@@ -120,6 +124,10 @@ if source == "Recommended":
         )
         rec = ranked[int(pick or 0)]
         plan, max_rps = rec.plan, rec.max_rps_per_replica
+elif source == "Diagnosis" and handed:
+    with planner_errors("The diagnosis's plan cannot be read"):
+        plan = diagnosis_plan(dict(handed), ref.catalog)
+    st.caption(f"From the diagnosis: {handed.get('derived_from', {}).get('diagnosis_fix', '')}")
 else:
     gpus = sorted(ref.catalog.gpus)
     cols = list(st.columns(4))
@@ -271,7 +279,7 @@ if plan is not None:
 if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None or perf is None):
     assert plan is not None and perf is not None and request is not None
     if kind == "Simulated":
-        coefficients = coefficients_for_plan(perf, plan)
+        coefficients = coefficients_for_plan(perf, request.scenario())
         request = replace(request, coefficients=coefficients)
     try:
         started = manager.start_verification(request)

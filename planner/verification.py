@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.catalog import GPU, MeasuredResult
+from planner.catalog import GPU, Catalog, MeasuredResult
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
 from planner.loads import PlanLoadKind
@@ -151,6 +151,16 @@ def custom_plan(
     )
 
 
+def diagnosis_plan(flat: dict[str, Any], catalog: Catalog) -> Plan | None:
+    """The plan a diagnosis's fix leads to (:func:`planner.diagnosis.report.fixed_plan`, flat),
+    typed, with the engine's settings on its GPU and the replicas it asks for."""
+    plan = read_plan(flat)
+    if plan is None:
+        return None
+    engine = plan.engine.resolved(catalog.gpu(plan.gpu))
+    return plan.model_copy(update={"engine": engine, "replicas": int(flat.get("replicas") or 1)})
+
+
 def run_workload(config: dict[str, Any], prefix_share: float = 0.0) -> PlanWorkload | None:
     """The lengths a run sent, from its ``config``: the distributions in ``config.workload``
     when it recorded them, else the means ``config.input_len`` / ``output_len``."""
@@ -182,8 +192,8 @@ def run_load(config: dict[str, Any]) -> Load | None:
 
 def scenario_of_run(meta: dict[str, Any]) -> Scenario | None:
     """The scenario a run verified, from its ``run.json``: its plan (typed, or the flat object
-    older runs hold) under the lengths, load, request count and seed the run sent. None without
-    a plan, lengths or a load."""
+    older runs hold) under the lengths, shared-prefix share, load, request count and seed the
+    run sent. None without a plan, lengths or a load."""
     try:
         plan = read_plan(meta.get("plan"))
     except InvalidInputError:
@@ -191,7 +201,7 @@ def scenario_of_run(meta: dict[str, Any]) -> Scenario | None:
     config = meta.get("config") or {}
     if plan is None:
         return None
-    share = plan.workload.prefix_share if plan.workload else 0.0
+    share = float((config.get("workload") or {}).get("prefix_share") or 0.0)
     workload, load = run_workload(config, share), run_load(config)
     if workload is None or load is None:
         return None

@@ -1,7 +1,8 @@
 """``python -m benchmarks_runner.simulated``: start the simulated server from the command line.
 
 Prints ``LISTENING <port>`` on stdout once it accepts connections (``--port 0`` picks a free
-port). ``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model
+port). ``--scenario JSON`` (the planner's Scenario, as a prediction was made for it) or
+``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model's engine
 for that plan; otherwise ``--ttft-ms`` and ``--token-delay-ms`` fix its timing.
 """
 
@@ -10,16 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
+
+from pydantic import ValidationError
 
 from benchmarks_runner.simulated.server import PreciseEpollSelector, ServerOptions, serve
-from benchmarks_runner.simulated.timing import FixedTiming, SlowedTiming, TimingModel
-
-if TYPE_CHECKING:
-    from planner.plan import Plan
+from benchmarks_runner.simulated.timing import FixedTiming, TimingModel
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         "--reasoning-tokens",
         type=int,
         default=0,
-        help="chat: first N tokens stream as reasoning_content",
+        help="chat: the first N tokens stream as delta.reasoning (as vLLM 0.33)",
     )
     p.add_argument(
         "--eos-after",
@@ -88,13 +87,14 @@ def _parser() -> argparse.ArgumentParser:
         "--timing",
         choices=("auto", "fixed", "perf"),
         default="auto",
-        help="auto: perf when --gpu is given, else fixed (--ttft-ms, --token-delay-ms)",
+        help="auto: perf when --gpu or --scenario is given, else fixed (--ttft-ms, "
+        "--token-delay-ms)",
     )
     perf.add_argument(
-        "--plan",
+        "--scenario",
         default=None,
-        help="the plan to imitate (planner.plan.Plan as JSON, or a file of it): its GPU, "
-        "layout and every engine setting; the flags below are a plan for a human",
+        help="the planner's Scenario (JSON, or a file) the server serves one replica of: the "
+        "deployment the prediction of that scenario used (instead of --gpu, --tp, ...)",
     )
     perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
     perf.add_argument("--tp", type=int, default=1)
@@ -122,31 +122,49 @@ def _parser() -> argparse.ArgumentParser:
 def _timing_from_args(
     args: argparse.Namespace, options: ServerOptions
 ) -> tuple[TimingModel, ServerOptions]:
-    """The timing model the flags ask for; perf timing also sets the plan's max_num_seqs and
-    KV capacity on the options unless given. Raises SystemExit with a one-line reason."""
+    """The timing model the flags ask for. Raises SystemExit with a one-line reason."""
     mode = args.timing
     if mode == "auto":
-        mode = "perf" if args.gpu or args.plan else "fixed"
+        mode = "perf" if args.gpu or args.scenario else "fixed"
     if not args.slowdown > 0:
         raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
     if mode == "fixed":
-        fixed = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
-        return (fixed if args.slowdown == 1.0 else SlowedTiming(fixed, args.slowdown)), options
-    if not args.gpu and not args.plan:
-        raise SystemExit("--timing perf needs --plan, or --gpu ID (and --model HF_ID, --tp N)")
+        slow = args.slowdown
+        return FixedTiming(args.ttft_ms * slow, args.token_delay_ms * slow), options
+    if not args.gpu and not args.scenario:
+        raise SystemExit("--timing perf needs --scenario, or --gpu ID (with --model HF_ID, --tp N)")
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
-    from benchmarks_runner.simulated.perf_timing import (
-        parse_coefficients,
-        perf_timing_for_plan,
-    )
+    from benchmarks_runner.simulated.perf_timing import engine_timing, parse_coefficients
     from planner.catalog import load_catalog
+    from planner.engine import EngineConfig
     from planner.errors import PlannerError
     from planner.perf.model import fit_is_cached
+    from planner.perf.scenario import Scenario
+    from planner.plan import Plan
     from planner.settings import get_settings
 
     try:
-        plan = _plan_from_args(args, options.models[0])
+        plan: Plan | Scenario
+        if args.scenario:
+            plan = _scenario(args.scenario, Scenario)
+        else:  # a plan of the flags; the engine settings left out are the engine's own
+            stated = {
+                "version": args.engine_version,
+                "max_num_seqs": args.max_num_seqs,
+                "max_num_batched_tokens": args.max_num_batched_tokens,
+                "kv_cache_dtype": args.kv_cache_dtype,
+                "gpu_memory_utilization": args.gpu_memory_utilization,
+            }
+            plan = Plan(
+                model=options.models[0],
+                gpu=args.gpu,
+                tp=args.tp,
+                pp=args.pp,
+                precision=args.precision,
+                instance=args.instance,
+                engine=EngineConfig.of(**{k: v for k, v in stated.items() if v is not None}),
+            )
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
         if coefficients is None and not fit_is_cached(catalog):
@@ -156,58 +174,30 @@ def _timing_from_args(
                 else "the fit cache is off (SERVEWISE_FIT_CACHE=0)"
             )
             print(f"fitting the performance model before listening: {why}", file=sys.stderr)
-        timing = perf_timing_for_plan(
-            plan,
-            catalog=catalog,
-            coefficients=coefficients,
-            slowdown=args.slowdown,
-            tokens_per_chunk=args.tokens_per_chunk,
+        timing = engine_timing(
+            plan, catalog=catalog, coefficients=coefficients, slowdown=args.slowdown
         )
     except (PlannerError, ValueError) as exc:
         raise SystemExit(f"cannot time the plan: {exc}") from None
-    if options.max_concurrency is None:
-        options.max_concurrency = timing.max_num_seqs
-    if options.kv_capacity_tokens is None:
-        options.kv_capacity_tokens = timing.kv_capacity_tokens
+    # the engine queues beyond max_num_seqs and holds the KV: no server-side cap of its own
+    options.max_concurrency = None
     return timing, options
 
 
-def _plan_from_args(args: argparse.Namespace, model: str) -> Plan:
-    """``--plan`` (JSON or a file of it), else a plan of the flags (unset engine settings: the
-    engine's own)."""
-    from planner.engine import EngineConfig
-    from planner.plan import Plan, read_plan
-
-    if args.plan:
-        text = args.plan.strip()
-        if not text.startswith("{"):
-            try:
-                text = Path(text).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ValueError(f"--plan {args.plan!r}: not JSON and not a readable file") from exc
+def _scenario(text: str, scenario_type: type[Any]) -> Any:
+    """``--scenario``: JSON of a Scenario, or the path of a file holding it."""
+    source = text.strip()
+    if not source.startswith("{"):
         try:
-            plan = read_plan(json.loads(text))
-        except ValueError as exc:
-            raise ValueError(f"--plan: {exc}") from None
-        if plan is None:
-            raise ValueError("--plan: an empty plan")
-        return plan
-    stated = {
-        "version": args.engine_version,
-        "max_num_seqs": args.max_num_seqs,
-        "max_num_batched_tokens": args.max_num_batched_tokens,
-        "kv_cache_dtype": args.kv_cache_dtype,
-        "gpu_memory_utilization": args.gpu_memory_utilization,
-    }
-    return Plan(
-        model=model,
-        gpu=args.gpu,
-        tp=args.tp,
-        pp=args.pp,
-        precision=args.precision,
-        instance=args.instance,
-        engine=EngineConfig.of(**{k: v for k, v in stated.items() if v is not None}),
-    )
+            source = Path(source).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"--scenario {text!r}: not JSON and not a readable file") from exc
+    try:
+        return scenario_type.model_validate_json(source)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "scenario"
+        raise ValueError(f"--scenario: {where}: {first['msg']}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         kv_capacity_tokens=args.kv_capacity_tokens,
         tokens_per_word=args.tokens_per_word,
         reasoning_tokens=args.reasoning_tokens,
+        tokens_per_chunk=max(1, args.tokens_per_chunk),
         eos_after=args.eos_after,
         reject_extensions=args.reject_extensions,
         api_key=args.api_key,

@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: Files written by the released tools (vLLM 0.33, GuideLLM 0.8.1, AIPerf 0.13): see its README.
+REAL = FIXTURES / "real-tools"
 
 
 @dataclass
