@@ -35,10 +35,18 @@ from benchmarks_runner.workload import (
     with_arrivals,
     workload_record,
 )
-from planner.commands.args import ArgumentError, OneLineParser, positive_int, print_error
+from planner.commands.args import (
+    ArgumentError,
+    OneLineParser,
+    fraction,
+    number,
+    positive_int,
+    print_error,
+)
+from planner.credentials import parse_endpoint_url
 from planner.errors import InvalidInputError, PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
-from planner.plan import read_plan
+from planner.plan import Plan
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
@@ -145,7 +153,13 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     o.add_argument("--no-server-metrics", action="store_true")
     o.add_argument("--metrics-path", default="/metrics")
     o.add_argument("--label", default=None)
-    o.add_argument("--plan", type=Path, default=None, help="JSON file of the plan verified")
+    o.add_argument(
+        "--plan",
+        default=None,
+        metavar="FILE[#RANK]",
+        help="the plan verified: a JSON plan file, or FILE#N, the recommendation ranked N in a "
+        "saved 'python -m planner recommend --json'",
+    )
     o.add_argument(
         "--runs-dir",
         type=Path,
@@ -179,10 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     se = sub.add_parser("search", help="highest request rate that meets the --goodput SLOs")
     _add_endpoint_args(se)
     _add_workload_args(se, load=False)
-    se.add_argument("--attainment", type=float, default=0.9)
-    se.add_argument("--start-rate", type=float, default=1.0)
-    se.add_argument("--max-rate", type=float, default=1000.0)
-    se.add_argument("--max-runs", type=int, default=8)
+    rate = number(low=0, high=1_000_000, low_open=True)
+    se.add_argument("--attainment", type=fraction(), default=0.9)
+    se.add_argument("--start-rate", type=rate, default=1.0)
+    se.add_argument("--max-rate", type=rate, default=1000.0)
+    se.add_argument("--max-runs", type=positive_int(1_000), default=8)
     dg = sub.add_parser(
         "diagnose",
         help="a run, a result file or a live endpoint against the ten ways a cluster wastes money",
@@ -196,9 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dg.add_argument("--base-url", default=None, help="watch this live endpoint's /metrics instead")
     dg.add_argument(
-        "--duration", type=float, default=60.0, help="seconds to watch the endpoint (--base-url)"
+        "--duration",
+        type=number(low=0, high=7 * 86_400, low_open=True),
+        default=60.0,
+        help="seconds to watch the endpoint (--base-url)",
     )
-    dg.add_argument("--interval-s", type=float, default=1.0, help="seconds between scrapes")
+    dg.add_argument(
+        "--interval-s",
+        type=number(low=0, high=3_600, low_open=True),
+        default=1.0,
+        help="seconds between scrapes",
+    )
     dg.add_argument("--metrics-path", default="/metrics")
     dg.add_argument(
         "--api-key-env", default=None, help="name of the environment variable holding the API key"
@@ -221,6 +244,31 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="where run files go (default: the dashboard's, <SERVEWISE_USER_DATA_DIR>/runs)",
+    )
+    ip = im.add_argument_group(
+        "plan",
+        "what the tool measured, so the run calibrates the model: --plan FILE[#RANK], or --gpu "
+        "with the layout and engine flags",
+    )
+    ip.add_argument(
+        "--plan",
+        default=None,
+        metavar="FILE[#RANK]",
+        help="a JSON plan file, or FILE#N: the recommendation ranked N in a saved "
+        "'python -m planner recommend --json'",
+    )
+    ip.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
+    ip.add_argument("--tp", type=positive_int(1024), default=1)
+    ip.add_argument("--pp", type=positive_int(1024), default=1)
+    ip.add_argument("--precision", default="bf16")
+    ip.add_argument("--engine", default="vllm")
+    ip.add_argument("--engine-version", default=None)
+    ip.add_argument("--instance", default=None, help="catalog instance (its GPU links)")
+    ip.add_argument("--max-num-seqs", type=positive_int(1_000_000), default=None)
+    ip.add_argument("--max-num-batched-tokens", type=positive_int(100_000_000), default=None)
+    ip.add_argument("--kv-cache-dtype", default=None)
+    ip.add_argument(
+        "--plan-model", default=None, help="Hugging Face id (default: the model the tool names)"
     )
     return p
 
@@ -503,22 +551,16 @@ async def _with_sigint(coro_factory: Any) -> Any:
             loop.remove_signal_handler(sig)
 
 
-def _load_plan(path: Path | None, model: str) -> dict[str, Any] | None:
-    """``--plan FILE``: a :class:`planner.plan.Plan` (or the flat plan of older run files; the
-    run's ``--model`` when it names none), stored in run.json as the typed plan."""
-    if path is None:
-        return None
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--plan {path}: cannot read a JSON object ({exc})") from None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"--plan {path}: must hold a JSON object")
-    try:
-        plan = read_plan({"model": model, **obj})
-    except PlannerError as exc:
-        raise ConfigError(f"--plan {path}: {exc}") from None
-    return plan.model_dump(mode="json") if plan is not None else None
+def _load_plan(reference: str | None, model: str | None = None) -> Plan | None:
+    """``--plan FILE[#RANK]`` typed (its model ``model`` when it names none)."""
+    from benchmarks_runner.plans import load_plan
+
+    return None if reference is None else load_plan(reference, model)
+
+
+def _stored(plan: Plan | None) -> dict[str, Any] | None:
+    """A plan as run.json keeps it."""
+    return None if plan is None else plan.model_dump(mode="json")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -526,7 +568,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace is not None and config.preflight:
         asyncio.run(check_endpoint(config))  # before reading a trace that may be large
     specs = specs_from_args(args, config)
-    plan = _load_plan(args.plan, config.model)
+    plan = _stored(_load_plan(args.plan, config.model))
     bar = ProgressBar(not args.no_progress)
     result: RunResult = asyncio.run(
         _with_sigint(
@@ -564,7 +606,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         concurrency=int(values[0]) if kind == "concurrency" else args.max_concurrency,
         request_rate=values[0] if kind == "rate" else None,
     )
-    plan = _load_plan(args.plan, base.model)
+    plan = _stored(_load_plan(args.plan, base.model))
     results = asyncio.run(
         run_sweep(base, kind, values, lambda c: specs_from_args(args, c), args.runs_dir, plan=plan)
     )
@@ -598,7 +640,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             start_rate=args.start_rate,
             max_rate=args.max_rate,
             max_runs=args.max_runs,
-            plan=_load_plan(args.plan, base.model),
+            plan=_stored(_load_plan(args.plan, base.model)),
         )
     )
     for rate, att, run_id in out.points:
@@ -608,10 +650,42 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from benchmarks_runner.importers import import_file
+    from benchmarks_runner.importers import read_file, write_run
+    from benchmarks_runner.plans import checked_plan, plan_from_flags
+    from planner.catalog import load_catalog
+    from planner.run_files import read_run_dir
+    from planner.runs import calibration_problem
+    from planner.settings import get_settings
 
-    for run_dir in import_file(args.format, args.file, args.runs_dir):
+    if args.plan is not None and args.gpu is not None:
+        raise ConfigError("--plan and --gpu: give the plan one way, not both")
+    runs = read_file(args.format, args.file)  # every run checked before one is written
+    plan = _load_plan(args.plan, args.plan_model or runs[0].model)
+    if plan is None and args.gpu is not None:
+        plan = plan_from_flags(
+            model=args.plan_model or "",
+            gpu=args.gpu,
+            tp=args.tp,
+            pp=args.pp,
+            precision=args.precision,
+            engine=args.engine,
+            engine_version=args.engine_version,
+            instance=args.instance,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            kv_cache_dtype=args.kv_cache_dtype,
+        )
+    if plan is not None:
+        if args.plan_model:
+            plan = plan.model_copy(update={"model": args.plan_model})
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        plan = checked_plan(plan, catalog, model=runs[0].model)
+    for run in runs:
+        run_dir = write_run(args.runs_dir, run, _stored(plan))
         print(run_dir)
+        problem = calibration_problem(read_run_dir(run_dir))
+        status = "a calibration point" if problem is None else f"not a calibration point: {problem}"
+        print(f"{run_dir.name}: {status}", file=sys.stderr)
     return 0
 
 
@@ -628,6 +702,12 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
     if (args.source is None) == (args.base_url is None):
         raise ConfigError("diagnose needs a run directory or result file, or --base-url URL")
+    endpoint = None
+    if args.base_url is not None:  # checked before the model is fitted; its user info leaves
+        try:
+            endpoint = parse_endpoint_url(args.base_url, "--base-url")
+        except InvalidInputError as exc:
+            raise ConfigError(str(exc)) from None
     plan = read_plan(args.plan)
     try:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
@@ -636,22 +716,21 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             print("fitting the performance model for the what-ifs ...", file=sys.stderr)
             model = get_performance_model(catalog)
         results: list[Diagnosis] = []
-        if args.base_url is not None:
+        if endpoint is not None:
             api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-            print(f"watching {args.base_url}{args.metrics_path} for {args.duration:g} s ...",
+            print(f"watching {endpoint.url}{args.metrics_path} for {args.duration:g} s ...",
                   file=sys.stderr)  # fmt: skip
             samples, watched = asyncio.run(
                 watch_endpoint(
-                    args.base_url,
+                    endpoint.url,
                     args.duration,
                     interval_s=args.interval_s,
                     metrics_path=args.metrics_path,
                     api_key=api_key,
+                    basic_auth=endpoint.basic_auth,
                 )
             )
-            ev = evidence_from_scrape(
-                samples, duration_s=watched, base_url=args.base_url, plan=plan
-            )
+            ev = evidence_from_scrape(samples, duration_s=watched, base_url=endpoint.url, plan=plan)
             results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
         else:
             with scratch_dir() as scratch:

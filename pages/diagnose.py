@@ -25,9 +25,11 @@ from pages.common.resources import get_catalog, get_store
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
-from pages.common.url_params import bound
+from pages.common.url_params import bound, url_field
+from planner.credentials import parse_endpoint_url
 from planner.diagnosis import Diagnosis, Finding, diagnose, evidence_from_scrape
 from planner.diagnosis.report import evidence_rows, finding_rows, fixed_plan, what_if_text
+from planner.errors import PlannerError
 from planner.verification import custom_plan
 
 ensure_app_navigation()
@@ -97,17 +99,26 @@ if source == "Run":
             diagnosis = diagnosis_of_run(runs_dir / picked, plan_override, model, model_key)
 else:
     cols = list(st.columns([4, 1, 1]))
-    url = bound(cols[0].text_input, "Base URL (no /v1)", placeholder="http://host:8000",
-                key="dg_url")  # fmt: skip
+    typed = url_field(cols[0], "Base URL (no /v1)", placeholder="http://host:8000", key="dg_url")
     seconds = bound(cols[1].number_input, "Seconds", 5, 600, 60, key="dg_seconds")
+    endpoint = None
+    if typed.strip():
+        try:  # user:password@ becomes the Authorization header, never part of what is shown
+            endpoint = parse_endpoint_url(typed, "Base URL")
+        except PlannerError as exc:
+            st.warning(str(exc))
+    url = endpoint.url if endpoint is not None else ""
     cols[2].markdown("&nbsp;")
-    if cols[2].button("Watch", type="primary", disabled=not url, key="dg_watch"):
+    if cols[2].button("Watch", type="primary", disabled=endpoint is None, key="dg_watch"):
+        assert endpoint is not None
         try:
             with st.spinner(f"Watching {url}/metrics for {seconds} s…", show_time=True):
-                samples, watched = asyncio.run(watch_endpoint(url, float(seconds)))
+                samples, watched = asyncio.run(
+                    watch_endpoint(url, float(seconds), basic_auth=endpoint.basic_auth)
+                )
             st.session_state["dg_live"] = (url, samples, watched)
-        except BenchmarkError as exc:
-            st.error(f"Cannot watch {url}: {exc}")
+        except BenchmarkError as exc:  # what was typed does not answer: a notice
+            st.warning(f"Cannot watch {url}: {exc}")
     live = st.session_state.get("dg_live")
     if live is not None and live[0] == url:
         ev = evidence_from_scrape(live[1], duration_s=live[2], base_url=url, plan=plan_override)

@@ -2,24 +2,26 @@
 range, names the catalog knows. Each failure is an :class:`~planner.errors.InvalidInputError`
 naming the field, the value and what is allowed (for a name: the known ones).
 
-The limits of a request's length come from the model limits (:mod:`planner.catalog.limits`): no
-published model takes a context longer than 10,485,760 tokens (Llama 4 Scout), and a request
-may be at most what a config.json may declare.
+A request's length is at most :data:`MAX_REQUEST_TOKENS`, the longest context a model's
+config.json may declare (:mod:`planner.catalog.limits`): no published model takes more than
+10,485,760 tokens (Llama 4 Scout). This module imports nothing heavy: the command lines use it
+before they know what they will load.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planner.catalog.limits import SIZE_LIMITS
-from planner.catalog.loader import Catalog
-from planner.catalog.schema import PRECISIONS
 from planner.errors import InvalidInputError, UnknownEntityError
 
-#: Tokens of one request (prompt or answer), at most: the context a model config may declare.
-MAX_REQUEST_TOKENS = next(r.limit for r in SIZE_LIMITS if r.field == "max_position_embeddings")
+if TYPE_CHECKING:
+    from planner.catalog.loader import Catalog
+
+#: Tokens of one request (prompt or answer), at most: the context a model config may declare
+#: (~12.8x Llama 4 Scout's 10,485,760; the max_position_embeddings limit of a config.json).
+MAX_REQUEST_TOKENS = 134_217_728
 #: A latency target longer than a day is no serving SLO (and infinity is no number).
 MAX_SLO_MS = 86_400_000.0
 #: Requests/s or requests in flight: a million is far beyond any cluster of the catalog.
@@ -105,6 +107,8 @@ def check_search_names(
 ) -> None:
     """Names a search is restricted to must be ones the catalog holds: a typo would otherwise
     filter out every candidate and leave "nothing meets the SLOs" with nothing to explain it."""
+    from planner.catalog.schema import PRECISIONS
+
     known_names("providers", providers, {i.provider for i in catalog.instances.values()})
     known_names("regions", regions, {p.region for p in catalog.prices})
     known_names("gpus", gpus, catalog.gpus)

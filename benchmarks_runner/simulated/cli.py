@@ -4,6 +4,9 @@ Prints ``LISTENING <port>`` on stdout once it accepts connections (``--port 0`` 
 port). ``--scenario JSON`` (the planner's Scenario, as a prediction was made for it) or
 ``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model's engine
 for that plan; otherwise ``--ttft-ms`` and ``--token-delay-ms`` fix its timing.
+
+A bad flag or a value out of range is one line ``error: --flag=value is not allowed: ...``
+on stderr and exit code 2, as for the other command lines; so is an address it cannot listen on.
 """
 
 from __future__ import annotations
@@ -19,56 +22,80 @@ from pydantic import ValidationError
 
 from benchmarks_runner.simulated.server import PreciseEpollSelector, ServerOptions, serve
 from benchmarks_runner.simulated.timing import FixedTiming, TimingModel
+from planner.commands.args import (
+    ArgumentError,
+    OneLineParser,
+    fraction,
+    number,
+    positive_int,
+    print_error,
+)
+
+#: The catalog's weight precisions (planner.catalog.schema.PRECISIONS, without importing the
+#: catalog: a fixed-timing server starts at once).
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+
+MS = number(low=0, high=3_600_000)  # a delay in ms: up to an hour
+SHARE = fraction(zero=True)
+COUNT = positive_int(10_000_000)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m benchmarks_runner.simulated",
         description="Simulated OpenAI-compatible streaming server (marked as simulated).",
     )
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument(
+        "--port", type=number(low=0, high=65_535, integer=True), default=0, help="0: a free port"
+    )
     p.add_argument(
         "--model",
         action="append",
         dest="models",
         help="served model name (repeatable; default sim-model)",
     )
-    p.add_argument("--ttft-ms", type=float, default=20.0)
-    p.add_argument("--token-delay-ms", type=float, default=10.0)
-    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--ttft-ms", type=MS, default=20.0)
+    p.add_argument("--token-delay-ms", type=MS, default=10.0)
+    p.add_argument("--tokens-per-chunk", type=positive_int(10_000), default=1)
     p.add_argument(
-        "--error-rate", type=float, default=0.0, help="fraction answered with --error-status"
+        "--error-rate", type=SHARE, default=0.0, help="fraction answered with --error-status"
     )
-    p.add_argument("--error-status", type=int, default=500, help="HTTP status of those (5xx)")
+    p.add_argument(
+        "--error-status",
+        type=number(low=400, high=599, integer=True),
+        default=500,
+        help="HTTP status of those (4xx or 5xx)",
+    )
     p.add_argument(
         "--drop-rate",
-        type=float,
+        type=SHARE,
         default=0.0,
         help="fraction whose connection is closed mid-stream",
     )
     p.add_argument(
-        "--malformed-rate", type=float, default=0.0, help="fraction that get a garbage SSE chunk"
+        "--malformed-rate", type=SHARE, default=0.0, help="fraction that get a garbage SSE chunk"
     )
-    p.add_argument("--stall-rate", type=float, default=0.0)
-    p.add_argument("--stall-s", type=float, default=1.0)
+    p.add_argument("--stall-rate", type=SHARE, default=0.0)
+    p.add_argument("--stall-s", type=number(low=0, high=3_600), default=1.0)
     p.add_argument(
         "--max-concurrency",
-        type=int,
+        type=COUNT,
         default=None,
         help="requests beyond it queue (vllm:num_requests_waiting)",
     )
-    p.add_argument("--kv-capacity-tokens", type=int, default=None)
-    p.add_argument("--tokens-per-word", type=float, default=1.0)
+    p.add_argument("--kv-capacity-tokens", type=COUNT, default=None)
+    p.add_argument("--tokens-per-word", type=number(low=0, high=100, low_open=True), default=1.0)
     p.add_argument(
         "--reasoning-tokens",
-        type=int,
+        type=number(low=0, high=10_000_000, integer=True),
         default=0,
         help="chat: the first N tokens stream as delta.reasoning (as vLLM 0.33)",
     )
     p.add_argument(
         "--eos-after",
-        type=int,
+        type=COUNT,
         default=None,
         help="stop after N tokens unless ignore_eos/min_tokens say otherwise",
     )
@@ -78,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         help="answer 400 to ignore_eos, min_tokens, continuous_usage_stats",
     )
     p.add_argument("--api-key", default=None, help="require this bearer key")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=number(low=0, integer=True), default=0)
     perf = p.add_argument_group(
         "performance-model timing",
         "--gpu selects it: the first --model is the Hugging Face id of the plan's model",
@@ -97,16 +124,16 @@ def _parser() -> argparse.ArgumentParser:
         "deployment the prediction of that scenario used (instead of --gpu, --tp, ...)",
     )
     perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
-    perf.add_argument("--tp", type=int, default=1)
-    perf.add_argument("--pp", type=int, default=1)
-    perf.add_argument("--precision", default="bf16")
+    perf.add_argument("--tp", type=positive_int(1_024), default=1)
+    perf.add_argument("--pp", type=positive_int(1_024), default=1)
+    perf.add_argument("--precision", default="bf16", choices=PRECISIONS)
     perf.add_argument("--instance", default=None, help="catalog instance (its GPU links)")
     perf.add_argument("--engine-version", default=None)
-    perf.add_argument("--max-num-seqs", type=int, default=None)
-    perf.add_argument("--max-num-batched-tokens", type=int, default=None)
+    perf.add_argument("--max-num-seqs", type=COUNT, default=None)
+    perf.add_argument("--max-num-batched-tokens", type=COUNT, default=None)
     perf.add_argument("--kv-cache-dtype", default=None, help="default: the engine's")
     perf.add_argument(
-        "--gpu-memory-utilization", type=float, default=None, help="default: the engine's"
+        "--gpu-memory-utilization", type=fraction(), default=None, help="default: the engine's"
     )
     perf.add_argument(
         "--coefficients",
@@ -114,7 +141,10 @@ def _parser() -> argparse.ArgumentParser:
         help="step-time coefficients (JSON list or object, or a file): skips the model fit",
     )
     p.add_argument(
-        "--slowdown", type=float, default=1.0, help="every delay times this factor (> 0)"
+        "--slowdown",
+        type=number(low=0, high=1_000, low_open=True),
+        default=1.0,
+        help="every delay times this factor (> 0)",
     )
     return p
 
@@ -167,6 +197,9 @@ def _timing_from_args(
             )
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        if isinstance(plan, Plan):  # unknown names: said at once, before any fit
+            catalog.model(plan.model)
+            catalog.gpu(plan.gpu)
         if coefficients is None and not fit_is_cached(catalog):
             why = (
                 "no cached fit yet (once, ~10-15 s; later starts read it from the cache)"
@@ -201,7 +234,26 @@ def _scenario(text: str, scenario_type: type[Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Serve until interrupted; 2 with one ``error:`` line for what cannot be served."""
+    try:
+        args = _parser().parse_args(argv)
+    except ArgumentError as exc:
+        print_error(str(exc))
+        return 2
+    try:
+        return _serve(args)
+    except SystemExit as exc:  # the reasons _timing_from_args gives, in one line
+        if isinstance(exc.code, str):
+            print_error(exc.code)
+            return 2
+        raise
+    except OSError as exc:  # the address: in use, not local, not a host
+        where = f"--host {args.host} --port {args.port}"
+        print_error(f"cannot listen on {where}: {exc.strerror or exc}")
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
     options = ServerOptions(
         models=args.models or ["sim-model"],
         error_rate=args.error_rate,

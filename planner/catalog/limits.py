@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from planner.input_checks import MAX_REQUEST_TOKENS
+
 
 @dataclass(frozen=True)
 class SizeLimit:
@@ -72,9 +74,12 @@ SIZE_LIMITS: tuple[SizeLimit, ...] = (
     # Llama 4 Scout: max_position_embeddings 10,485,760 in its config.json (text_config), as
     # quoted by the test configs of several public inference projects (retrieved 2026-12-01).
     SizeLimit(
-        "max_position_embeddings", 134_217_728, 10_485_760, "meta-llama/Llama-4-Scout-17B-16E"
+        "max_position_embeddings",
+        MAX_REQUEST_TOKENS,
+        10_485_760,
+        "meta-llama/Llama-4-Scout-17B-16E",
     ),
-    SizeLimit("sliding_window", 134_217_728, 131_072, "Qwen/Qwen2.5-72B-Instruct"),
+    SizeLimit("sliding_window", MAX_REQUEST_TOKENS, 131_072, "Qwen/Qwen2.5-72B-Instruct"),
 )
 
 #: Fields that count layers: at least 0 or 1 and at most the model's own layer count.

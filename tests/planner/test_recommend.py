@@ -203,6 +203,8 @@ def test_cli_prints_json_with_the_documented_keys() -> None:
     }  # fmt: skip
     assert payload["ranked"] and keys <= set(payload["ranked"][0])
     assert all("reason" in r for r in payload["rejected"])
+    top = read_plan(payload["ranked"][0]["plan"])  # what `import --plan FILE#1` reads
+    assert top is not None and top.gpu == "L40S" and top.tp == payload["ranked"][0]["tp"]
 
 
 def test_cli_bad_input_is_one_line_naming_the_field() -> None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# The dashboard under AppTest, as the page tests run it (their fixtures, shared).
+from tests.benchmarks_runner.conftest import SimServer as FaultServer
+from tests.benchmarks_runner.conftest import start_server_process
+from tests.pages.conftest import _navigation_mode, app  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_SERVER = Path(__file__).resolve().parent / "fault_server.py"
@@ -20,21 +22,6 @@ FAULT_SERVER = Path(__file__).resolve().parent / "fault_server.py"
 MARKER_KEY = "sk-servewise-MARKER-7f3a9c1e2b"
 #: URL credentials the same tests put in the endpoint URL.
 URL_USER, URL_PASSWORD = "marker-user", "MARKERpass-91d2"
-
-
-@dataclass
-class FaultServer:
-    proc: subprocess.Popen[str]
-    port: int
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -45,30 +32,18 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def start_fault_server(fault: str, *flags: str) -> FaultServer:
-    proc = subprocess.Popen(
-        [sys.executable, str(FAULT_SERVER), "--fault", fault, "--port", "0", *flags],
-        cwd=ROOT,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("LISTENING"):
-        proc.kill()
-        raise RuntimeError(f"fault server did not start: {line!r}")
-    server = FaultServer(proc, int(line.split()[1]))
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{server.base_url}/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    return server
-        except OSError:
-            time.sleep(0.05)
-    server.kill()
-    raise RuntimeError("fault server never answered /v1/models")
+    argv = [str(FAULT_SERVER), "--fault", fault, "--port", "0", *flags]
+    return start_server_process(argv, "/v1/models", "fault server")
+
+
+def runner_args(base_url: str, runs: Path, *extra: str, requests: int = 24) -> list[str]:
+    """``benchmarks_runner run`` of ``requests`` small requests at concurrency 4 (a 1 s read
+    timeout, so a stall shows fast) against the fault server's model."""
+    return [
+        "run", "--base-url", base_url, "--model", "fault-model", "--input-len", "8",
+        "--output-len", "4", "--concurrency", "4", "--num-requests", str(requests),
+        "--runs-dir", str(runs), "--no-progress", "--read-timeout-s", "1", *extra,
+    ]  # fmt: skip
 
 
 @pytest.fixture

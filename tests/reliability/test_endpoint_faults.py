@@ -18,33 +18,15 @@ import pytest
 
 from planner.run_files import read_run_dir
 from planner.store import Store
-from tests.reliability.conftest import FaultServer, no_traceback, run_cli, start_cli
+from tests.reliability.conftest import (
+    FaultServer,
+    no_traceback,
+    run_cli,
+    runner_args,
+    start_cli,
+)
 
 EXIT_OK, EXIT_FAILED_RUN = 0, 4
-
-
-def runner_args(base_url: str, runs: Path, *extra: str, requests: int = 24) -> list[str]:
-    return [
-        "run",
-        "--base-url",
-        base_url,
-        "--model",
-        "fault-model",
-        "--input-len",
-        "8",
-        "--output-len",
-        "4",
-        "--concurrency",
-        "4",
-        "--num-requests",
-        str(requests),
-        "--runs-dir",
-        str(runs),
-        "--no-progress",
-        "--read-timeout-s",
-        "1",
-        *extra,
-    ]
 
 
 def collected_vs_stored(runs: Path, tmp_path: Path) -> tuple[dict[str, object], set[str]]:
