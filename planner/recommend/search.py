@@ -270,7 +270,17 @@ _Candidate = tuple[LayoutCandidate, dict[str, Any], EngineConfig, CapacityResult
 
 def _candidate_key(layout: LayoutCandidate, settings: EngineConfig) -> tuple[Any, ...]:
     return (layout.instance, layout.tp, layout.pp, layout.precision, layout.kv_cache_dtype,
-            settings)  # fmt: skip
+            *_grid_point(settings))  # fmt: skip
+
+
+def _grid_point(settings: EngineConfig) -> tuple[Any, ...]:
+    """The knobs the grid varies (a recommendation's resolved settings keep them)."""
+    return (
+        settings.max_num_seqs,
+        settings.max_num_batched_tokens,
+        settings.enable_chunked_prefill,
+        settings.enable_prefix_caching,
+    )
 
 
 def _verify_shortlist(
@@ -296,7 +306,7 @@ def _verify_shortlist(
         for rec in todo:
             ranked.remove(rec)
             key = (rec.instance, rec.tp, rec.pp, rec.precision, rec.kv_cache_dtype,
-                   rec.engine_settings)  # fmt: skip
+                   *_grid_point(rec.engine_settings))  # fmt: skip
             if key in done:
                 continue
             done.add(key)
