@@ -19,12 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.catalog import PRICING_MODES, load_catalog
+from planner.catalog import PRICING_MODES, Catalog, load_catalog
 from planner.commands.args import fraction, number, positive_int
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.recommend import (
     Demand,
+    RecommendationResult,
     RecommendRequest,
     SearchSpace,
     Slo,
@@ -48,6 +49,7 @@ OPTION_OF_FIELD = {
     "providers": "--provider",
     "regions": "--region",
     "gpus": "--gpu",
+    "instances": "--instance",
     "precisions": "--precision",
 }
 
@@ -146,7 +148,11 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
 
 
 def emit(
-    target: str, directory: Path, result: Any, request: RecommendRequest, catalog: Any
+    target: str,
+    directory: Path,
+    result: RecommendationResult,
+    request: RecommendRequest,
+    catalog: Catalog,
 ) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
     from planner.deploy import TARGETS, render, spec_from_recommendation, write_bundle
@@ -179,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
             providers=search.providers,
             regions=search.regions,
             gpus=search.gpus,
+            instances=search.instances,
             precisions=search.precisions,
         )
     except InvalidInputError as exc:  # the option's name, as typed
@@ -199,9 +206,12 @@ def run(args: argparse.Namespace) -> int:
     if args.emit:
         emit(args.emit[0], Path(args.emit[1]), result, request, catalog)
     if args.json:
-        print(
-            json.dumps({"ranked": ranked[: args.top], "rejected": rejected}, indent=2, default=str)
-        )
+        # each row with its typed plan: `benchmarks_runner import --plan FILE#RANK` reads it
+        typed = [
+            {**row, "plan": rec.plan.model_dump(mode="json")}
+            for row, rec in zip(ranked[: args.top], result.ranked, strict=False)
+        ]
+        print(json.dumps({"ranked": typed, "rejected": rejected}, indent=2, default=str))
         return 0
     if not ranked:
         print("No configuration meets the SLOs. Why each candidate was ruled out:")
