@@ -39,10 +39,11 @@ def collected_vs_stored(runs: Path, tmp_path: Path) -> tuple[dict[str, object], 
     try:
         store.ingest_runs(runs)
         stored = set(store.run_requests(run.run_id)["request_id"])
+        stored_status = store.runs().set_index("run_id").loc[run.run_id, "status"]
     finally:
         store.close()
     assert stored == collected, f"lost in the store: {sorted(collected - stored)[:5]}"
-    return run.meta, collected
+    return run.meta | {"stored_status": stored_status}, collected
 
 
 #: case: fault, its flags, expected exit code, status, and words the run's error must hold
@@ -126,8 +127,9 @@ def test_a_runner_stopped_by_a_signal_loses_no_row(
             proc.kill()
     meta, rows = collected_vs_stored(runs, tmp_path)
     assert len(rows) >= 8
-    if sig == signal.SIGKILL:  # nothing can run in the runner: the rows on disk are all there is
-        assert meta["status"] in ("running", "interrupted")
+    if sig == signal.SIGKILL:  # nothing runs in the runner: the rows on disk are all there is,
+        assert meta["status"] == "running"  # and the store marks the run interrupted
+        assert meta["stored_status"] == "interrupted"
         return
     assert "Traceback" not in err
     assert proc.returncode == (143 if sig == signal.SIGTERM else 130), err
