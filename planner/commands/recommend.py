@@ -19,12 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.catalog import PRICING_MODES, load_catalog
+from planner.catalog import PRICING_MODES, Catalog, load_catalog
 from planner.commands.args import fraction, number, positive_int
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.recommend import (
     Demand,
+    RecommendationResult,
     RecommendRequest,
     SearchSpace,
     Slo,
@@ -48,6 +49,7 @@ OPTION_OF_FIELD = {
     "providers": "--provider",
     "regions": "--region",
     "gpus": "--gpu",
+    "instances": "--instance",
     "precisions": "--precision",
 }
 
@@ -146,7 +148,11 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
 
 
 def emit(
-    target: str, directory: Path, result: Any, request: RecommendRequest, catalog: Any
+    target: str,
+    directory: Path,
+    result: RecommendationResult,
+    request: RecommendRequest,
+    catalog: Catalog,
 ) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
     from planner.deploy import TARGETS, render, spec_from_recommendation, write_bundle
@@ -179,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
             providers=search.providers,
             regions=search.regions,
             gpus=search.gpus,
+            instances=search.instances,
             precisions=search.precisions,
         )
     except InvalidInputError as exc:  # the option's name, as typed
