@@ -46,6 +46,7 @@ from planner.commands.args import (
 from planner.credentials import parse_endpoint_url
 from planner.errors import InvalidInputError, PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
+from planner.plan import Plan
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
@@ -550,10 +551,16 @@ async def _with_sigint(coro_factory: Any) -> Any:
             loop.remove_signal_handler(sig)
 
 
-def _load_plan(reference: str | None) -> dict[str, Any] | None:
+def _load_plan(reference: str | None, model: str | None = None) -> Plan | None:
+    """``--plan FILE[#RANK]`` typed (its model ``model`` when it names none)."""
     from benchmarks_runner.plans import load_plan
 
-    return None if reference is None else load_plan(reference)
+    return None if reference is None else load_plan(reference, model)
+
+
+def _stored(plan: Plan | None) -> dict[str, Any] | None:
+    """A plan as run.json keeps it."""
+    return None if plan is None else plan.model_dump(mode="json")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -561,7 +568,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace is not None and config.preflight:
         asyncio.run(check_endpoint(config))  # before reading a trace that may be large
     specs = specs_from_args(args, config)
-    plan = _load_plan(args.plan)
+    plan = _stored(_load_plan(args.plan, config.model))
     bar = ProgressBar(not args.no_progress)
     result: RunResult = asyncio.run(
         _with_sigint(
@@ -599,7 +606,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         concurrency=int(values[0]) if kind == "concurrency" else args.max_concurrency,
         request_rate=values[0] if kind == "rate" else None,
     )
-    plan = _load_plan(args.plan)
+    plan = _stored(_load_plan(args.plan, base.model))
     results = asyncio.run(
         run_sweep(base, kind, values, lambda c: specs_from_args(args, c), args.runs_dir, plan=plan)
     )
@@ -633,7 +640,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             start_rate=args.start_rate,
             max_rate=args.max_rate,
             max_runs=args.max_runs,
-            plan=_load_plan(args.plan),
+            plan=_stored(_load_plan(args.plan, base.model)),
         )
     )
     for rate, att, run_id in out.points:
@@ -653,7 +660,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if args.plan is not None and args.gpu is not None:
         raise ConfigError("--plan and --gpu: give the plan one way, not both")
     runs = read_file(args.format, args.file)  # every run checked before one is written
-    plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, args.plan_model or runs[0].model)
     if plan is None and args.gpu is not None:
         plan = plan_from_flags(
             model=args.plan_model or "",
@@ -670,11 +677,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
         )
     if plan is not None:
         if args.plan_model:
-            plan["model"] = args.plan_model
+            plan = plan.model_copy(update={"model": args.plan_model})
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
         plan = checked_plan(plan, catalog, model=runs[0].model)
     for run in runs:
-        run_dir = write_run(args.runs_dir, run, plan)
+        run_dir = write_run(args.runs_dir, run, _stored(plan))
         print(run_dir)
         problem = calibration_problem(read_run_dir(run_dir))
         status = "a calibration point" if problem is None else f"not a calibration point: {problem}"

@@ -79,18 +79,21 @@ def load_runs(path: Path, scratch: Path) -> list[RunFiles]:
 
 
 def read_plan(reference: str | Path | None) -> dict[str, Any] | None:
-    """``--plan FILE[#RANK]`` (:func:`benchmarks_runner.plans.load_plan`), None without one."""
+    """``--plan FILE[#RANK]`` (:func:`benchmarks_runner.plans.load_plan`), None without one; as
+    the diagnosis reads a plan (:func:`planner.plan.flat_plan`)."""
     from benchmarks_runner.plans import load_plan
+    from planner.plan import flat_plan
 
     if reference is None:
         return None
-    plan = load_plan(reference)
-    if not plan.get("model") or not plan.get("gpu"):
+    try:
+        plan = load_plan(reference)
+    except ConfigError as exc:
         raise ConfigError(
-            f"--plan {reference}: must be a JSON object with at least 'model' and 'gpu' (and "
-            "'tp', 'pp', 'instance', engine settings as the Verify page writes them)"
-        )
-    return plan
+            f"{exc} (a plan is a JSON object with at least 'model' and 'gpu', and 'tp', 'pp', "
+            "'instance', engine settings as the Verify page writes them)"
+        ) from None
+    return flat_plan(plan.model_dump(mode="json"))
 
 
 async def watch_endpoint(

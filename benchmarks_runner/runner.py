@@ -517,6 +517,10 @@ async def run_benchmark(
     if specs:  # planned means at top level, as the store reads them
         public["input_len"] = round(sum(s.input_len for s in specs) / len(specs))
         public["output_len"] = round(sum(s.output_len for s in specs) / len(specs))
+        # the share of prompt tokens that are a prefix shared with other requests, as sent
+        # (a group's prefix is cut to its shortest prompt: less than the planned share)
+        shared = sum(s.prefix_len for s in specs if s.prefix_group)
+        public["shared_prefix_share"] = round(shared / max(1, sum(s.input_len for s in specs)), 4)
     writer.write_meta(
         endpoint={
             "base_url": config.root_url,

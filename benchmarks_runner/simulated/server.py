@@ -178,8 +178,10 @@ class SimulatedServer:
         n = max(1, round(len(words) * self.opt.tokens_per_word))
         hit_words = self._prefix_lookup(words)
         tpw = self.opt.tokens_per_word
-        self.stats.prefix_queries += round(len(words) * tpw)
-        self.stats.prefix_hits += round(hit_words * tpw)
+        if getattr(self.timing, "prefix_caching", True) is not False:
+            # vLLM keeps no prefix-cache stats when prefix caching is off
+            self.stats.prefix_queries += round(len(words) * tpw)
+            self.stats.prefix_hits += round(hit_words * tpw)
         return n + (CHAT_OVERHEAD_TOKENS if chat else 0), round(hit_words * tpw)
 
     def _prefix_lookup(self, words: list[str]) -> int:
@@ -276,11 +278,29 @@ class SimulatedServer:
             "max_concurrency": str(max_seqs),
             "kv_capacity_tokens": str(capacity),
             "engine": "0",
+            **self._cache_config_labels(capacity),
         }
         metric("vllm:cache_config_info", "gauge", 1.0, info)
         return web.Response(
             text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8"
         )
+
+    def _cache_config_labels(self, capacity: int | None) -> dict[str, str]:
+        """vLLM's own labels of ``vllm:cache_config_info`` for the plan the engine timing serves
+        (block_size, num_gpu_blocks, gpu_memory_utilization, cache_dtype,
+        enable_prefix_caching): what a diagnosis reads of a real server's settings."""
+        deployment = getattr(self.timing, "deployment", None)
+        if deployment is None:
+            return {}
+        engine = deployment.scenario.engine_config()
+        block = int(deployment.block_size)
+        return {
+            "block_size": str(block),
+            "num_gpu_blocks": str(capacity // block if capacity else 0),
+            "gpu_memory_utilization": str(engine.gpu_memory_utilization),
+            "cache_dtype": str(engine.kv_cache_dtype),
+            "enable_prefix_caching": str(bool(getattr(self.timing, "prefix_caching", False))),
+        }
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=False)
