@@ -39,6 +39,7 @@ from planner.recommend.capacity import (
     CapacityResult,
     PerfPredictor,
     concurrency_ceiling,
+    guarded,
     replica_capacity,
     saturated_capacity,
     verified_capacity,
@@ -135,6 +136,7 @@ def recommend(
             max_nodes=search.max_nodes,
             precisions=search.precisions,
             kv_cache_dtypes=search.kv_cache_dtypes,
+            engine=request.engine.model_copy(update={"max_model_len": request.max_model_len}),
         )
     kind: Literal["rate", "concurrency"] = (
         "concurrency" if request.demand.concurrency is not None else "rate"
@@ -156,8 +158,13 @@ def recommend(
         if kind == "rate":
             saturated = cache.get_or_compute(
                 ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
-                functools.partial(saturated_capacity, predictor, layout, widest),
+                functools.partial(guarded, saturated_capacity, predictor, layout, widest),
             )
+            if saturated.reason is not None:
+                rejected.append(
+                    Rejected(**base, engine_settings=widest.label, reason=saturated.reason)
+                )
+                continue
         else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
             seqs = grid_value(widest.max_num_seqs, "max_num_seqs")
             saturated = CapacityResult(float(seqs), None, None)
@@ -182,7 +189,7 @@ def recommend(
         capacity = cache.get_or_compute(
             _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
             functools.partial(
-                replica_capacity, predictor, layout, settings, request, kind, saturated
+                guarded, replica_capacity, predictor, layout, settings, request, kind, saturated
             ),
         )
         if capacity.reason is not None or capacity.prediction is None:
@@ -314,7 +321,7 @@ def _verify_shortlist(
             capacity = cache.get_or_compute(
                 _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
                 functools.partial(
-                    verified_capacity, predictor, layout, settings, request, kind, estimate
+                    guarded, verified_capacity, predictor, layout, settings, request, kind, estimate
                 ),
             )
             if capacity.reason is not None or capacity.prediction is None:
