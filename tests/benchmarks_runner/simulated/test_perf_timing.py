@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -223,3 +224,20 @@ def test_a_start_with_a_cached_fit_listens_without_fitting(
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_request_the_kv_cache_can_never_hold_is_refused_on_arrival(prior: list[float]) -> None:
+    """The engine would never schedule it (vLLM refuses such a request with a 400)."""
+    endpoint = SimulatedEndpoint(
+        ["--model", MODEL, "--gpu", "L4", "--coefficients", json.dumps(prior)]
+    )
+    base = endpoint.start(threading.Event())
+    try:
+        body = json.dumps({"model": MODEL, "prompt": "hi", "max_tokens": 10_000_000}).encode()
+        request = urllib.request.Request(f"{base}/v1/completions", data=body)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400
+        assert "more than the KV cache" in refused.value.read().decode()
+    finally:
+        endpoint.stop()
