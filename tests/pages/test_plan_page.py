@@ -88,10 +88,17 @@ def test_an_unparseable_config_json_leaves_the_page_working(app: Callable[..., A
 def test_the_plan_shows_what_the_latest_verification_run_moved(
     app: Callable[..., AppTest],
 ) -> None:
-    """The shared test data holds two benchmark runs; the newest one refits the model and
-    the top predictions move."""
+    """The shared test data holds two benchmark runs (against the simulated endpoint, so they
+    refit the model only when asked, as the Verify page's switch asks); the newest one refits
+    the model and the top predictions move."""
+    from pages.common.planning import FIT_SIMULATED
+
     at = app()
     at.toggle(key="plan_show_moves").set_value(True).run()
+    no_exception(at)
+    assert not any(c.value.startswith("Run 20261129T110000Z") for c in at.caption)
+    at.session_state[FIT_SIMULATED] = True
+    at.run()
     no_exception(at)
     assert any(
         c.value.startswith("Run 20261129T110000Z-bbbbbb: predicted before") for c in at.caption
