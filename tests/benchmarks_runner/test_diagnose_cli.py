@@ -92,24 +92,23 @@ def test_a_guidellm_file_of_two_benchmarks_is_two_diagnoses_without_chunk_times(
         assert findings(d)["workload_realism"]["status"] == "found"
 
 
+@pytest.mark.parametrize("how", ["file", "flags"])
 def test_a_plan_makes_the_what_ifs_and_the_text_report_names_the_fix(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str
 ) -> None:
+    deployment = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "L40S", "tp": 4}
     plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "model": "meta-llama/Llama-3.1-8B-Instruct",
-                "gpu": "L40S",
-                "tp": 4,
-                "instance": "g6e.12xlarge",
-            }
-        )
+    plan.write_text(json.dumps(deployment | {"instance": "g6e.12xlarge"}))
+    named = (
+        ["--plan", str(plan)]
+        if how == "file"
+        else ["--gpu", "L40S", "--tp", "4", "--instance", "g6e.12xlarge"]  # model: the file's
     )
     path = str(REAL / "vllm-bench-0.33/vllm-sim-c8-r1.json")
-    code, text, err = diagnose_main(capsys, path, "--plan", str(plan))
+    code, text, err = diagnose_main(capsys, path, *named)
     assert code == 0, err
     assert "Triage" in text and "[x] Multi-GPU scaling poor?" in text
+    assert "meta-llama/Llama-3.1-8B-Instruct on g6e.12xlarge L40S TP4" in text
     assert "Parallelism that fights the interconnect" in text
     assert "vllm serve ... --tensor-parallel-size" in text
     assert "predicted: output tok/s" in text
