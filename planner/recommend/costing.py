@@ -121,8 +121,7 @@ def usd_per_hour_bound(
     """The least this candidate can cost: replicas at their saturated throughput."""
     demand = request.demand
     if kind == "rate":
-        assert saturated.prediction is not None
-        ceiling_rps = float(saturated.prediction.output_tok_per_s) / request.output_len
+        ceiling_rps = saturated.output_tok_per_s / request.output_len
         needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
     else:
         needed = math.ceil((demand.concurrency or 1) / settings.max_num_seqs - 1e-9)

@@ -156,6 +156,11 @@ class Recommendation(BaseModel):
     vllm_command: str
     price_source: str
     price_as_of: str
+    prediction_method: Literal["simulation", "steady state"] = Field(
+        default="simulation",
+        description="how its capacity and latencies were predicted: simulated (the shortlist) "
+        "or from the steady state of continuous batching (the rest of the ranking)",
+    )
 
     @property
     def label(self) -> str:
@@ -193,7 +198,7 @@ RANKING_COLUMNS = [
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",
     "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",
     "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "kv_occupancy_peak", "confidence",
-    "far_from_data", "vllm_command", "price_source", "price_as_of",
+    "far_from_data", "prediction_method", "vllm_command", "price_source", "price_as_of",
 ]  # fmt: skip
 
 
