@@ -46,6 +46,7 @@ from planner.commands.args import (
 from planner.credentials import parse_endpoint_url
 from planner.errors import InvalidInputError, PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
+from planner.plan import Plan
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
@@ -280,15 +281,14 @@ def _add_plan_args(p: argparse.ArgumentParser, description: str) -> None:
     )
 
 
-def _plan_from_args(
-    args: argparse.Namespace, catalog: Any, model: str | None
-) -> dict[str, Any] | None:
-    """The plan ``--plan`` or ``--gpu ...`` names, checked against the catalog (None: none)."""
+def _plan_from_args(args: argparse.Namespace, catalog: Any, model: str | None) -> Plan | None:
+    """The plan ``--plan`` or ``--gpu ...`` names (its model ``model`` when it names none),
+    checked against the catalog; None when neither is given."""
     from benchmarks_runner.plans import checked_plan, plan_from_flags
 
     if args.plan is not None and args.gpu is not None:
         raise ConfigError("--plan and --gpu: give the plan one way, not both")
-    plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, args.plan_model or model)
     if plan is None and args.gpu is not None:
         plan = plan_from_flags(
             model=args.plan_model or "",
@@ -306,7 +306,7 @@ def _plan_from_args(
     if plan is None:
         return None
     if args.plan_model:
-        plan["model"] = args.plan_model
+        plan = plan.model_copy(update={"model": args.plan_model})
     return checked_plan(plan, catalog, model=model)
 
 
@@ -588,10 +588,16 @@ async def _with_sigint(coro_factory: Any) -> Any:
             loop.remove_signal_handler(sig)
 
 
-def _load_plan(reference: str | None) -> dict[str, Any] | None:
+def _load_plan(reference: str | None, model: str | None = None) -> Plan | None:
+    """``--plan FILE[#RANK]`` typed (its model ``model`` when it names none)."""
     from benchmarks_runner.plans import load_plan
 
-    return None if reference is None else load_plan(reference)
+    return None if reference is None else load_plan(reference, model)
+
+
+def _stored(plan: Plan | None) -> dict[str, Any] | None:
+    """A plan as run.json keeps it."""
+    return None if plan is None else plan.model_dump(mode="json")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -599,7 +605,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace is not None and config.preflight:
         asyncio.run(check_endpoint(config))  # before reading a trace that may be large
     specs = specs_from_args(args, config)
-    plan = _load_plan(args.plan)
+    plan = _stored(_load_plan(args.plan, config.model))
     bar = ProgressBar(not args.no_progress)
     result: RunResult = asyncio.run(
         _with_sigint(
@@ -637,7 +643,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         concurrency=int(values[0]) if kind == "concurrency" else args.max_concurrency,
         request_rate=values[0] if kind == "rate" else None,
     )
-    plan = _load_plan(args.plan)
+    plan = _stored(_load_plan(args.plan, base.model))
     results = asyncio.run(
         run_sweep(base, kind, values, lambda c: specs_from_args(args, c), args.runs_dir, plan=plan)
     )
@@ -671,7 +677,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             start_rate=args.start_rate,
             max_rate=args.max_rate,
             max_runs=args.max_runs,
-            plan=_load_plan(args.plan),
+            plan=_stored(_load_plan(args.plan, base.model)),
         )
     )
     for rate, att, run_id in out.points:
@@ -695,7 +701,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
         plan = _plan_from_args(args, catalog, runs[0].model)
     for run in runs:
-        run_dir = write_run(args.runs_dir, run, plan)
+        run_dir = write_run(args.runs_dir, run, _stored(plan))
         print(run_dir)
         problem = calibration_problem(read_run_dir(run_dir))
         status = "a calibration point" if problem is None else f"not a calibration point: {problem}"
@@ -743,14 +749,14 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
                     basic_auth=endpoint.basic_auth,
                 )
             )
-            plan = _plan_from_args(args, catalog, None)
+            plan = _stored(_plan_from_args(args, catalog, None))
             ev = evidence_from_scrape(samples, duration_s=watched, base_url=endpoint.url, plan=plan)
             results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
         else:
             with scratch_dir() as scratch:
                 runs = load_runs(args.source, Path(scratch))
                 named = next((str(r.meta["model"]) for r in runs if r.meta.get("model")), None)
-                plan = _plan_from_args(args, catalog, named)
+                plan = _stored(_plan_from_args(args, catalog, named))
                 for run in runs:
                     if plan is not None:
                         run.meta["plan"] = plan

@@ -32,6 +32,7 @@ from benchmarks_runner.workload import (
     workload_record,
 )
 from planner.perf.scenario import Scenario
+from planner.plan import read_plan
 from planner.workload import LengthDistribution
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -212,8 +213,10 @@ def run_pathology(
     served = served or (p.plan | p.hidden)
     load = load or p.load
     requests = requests or p.requests()
+    believed = read_plan({k: v for k, v in served.items() if k not in p.hidden})
+    assert believed is not None
     endpoint = SimulatedEndpoint.for_plan(
-        served, scenario=served_scenario(served, requests, load), coefficients=coefficients
+        believed, scenario=served_scenario(served, requests, load), coefficients=coefficients
     )
     base_url = endpoint.start(threading.Event())
     workload = workload_record(
@@ -224,7 +227,7 @@ def run_pathology(
         config = make_run_config(
             base_url=base_url, model=MODEL, metrics_interval_s=0.25, workload=workload, **load
         )
-        plan = {k: v for k, v in served.items() if k not in p.hidden}
+        plan = believed.model_dump(mode="json")
         return run_benchmark_sync(config, requests, runs_dir, plan=plan).run_dir
     finally:
         endpoint.stop()

@@ -352,12 +352,7 @@ def _latest_run_moves(
 ) -> pd.DataFrame:
     before = get_performance_model(_catalog, without_run(_user, run_id))
     after = get_performance_model(_catalog, _user)
-    scenarios = recommendation_scenarios(
-        _result.ranked[:10],
-        _request.model,
-        input_len=_request.input_len,
-        output_len=_request.output_len,
-    )
+    scenarios = recommendation_scenarios(rec.plan for rec in _result.ranked[:10])
     moves = prediction_moves(before, after, scenarios, min_change_pct=0.5)
     return pd.DataFrame(move_rows(moves))
 

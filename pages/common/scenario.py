@@ -24,11 +24,11 @@ from pages.common.url_params import bound
 from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard, model_card_from_config
 from planner.errors import PlannerError
 from planner.input_checks import check_file_size
+from planner.loads import PLAN_LOAD_KINDS
 from planner.workload import LengthDistribution, Workload, load_trace
 
 SHAPES = ("fixed", "uniform", "normal", "lognormal")
 TRACE_FORMATS = ("auto", "mooncake", "burstgpt", "azure", "csv")
-LOAD_MODES = ("concurrency", "rate")
 PREFERRED_MODEL = "meta-llama/Llama-3.1-70B-Instruct"  # a 70B Llama, as in the brief
 
 #: Session keys of uploaded files and the errors they raised.
@@ -337,7 +337,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         load_mode = bound(
             st.segmented_control,
             "Load given as",
-            LOAD_MODES,
+            PLAN_LOAD_KINDS,
             default="concurrency",
             required=True,
             key="load",

@@ -16,6 +16,7 @@ from planner.recommend.request import (
     Recommendation,
     RecommendationResult,
     RecommendRequest,
+    grid_value,
 )
 from planner.recommend.search import recommend
 
@@ -109,8 +110,10 @@ def sensitivity(
         narrowed = request.search.model_copy(
             update={
                 "instances": contenders,
-                "max_num_seqs": (settings.max_num_seqs,),
-                "max_num_batched_tokens": (settings.max_num_batched_tokens,),
+                "max_num_seqs": (grid_value(settings.max_num_seqs, "max_num_seqs"),),
+                "max_num_batched_tokens": (
+                    grid_value(settings.max_num_batched_tokens, "max_num_batched_tokens"),
+                ),
                 "chunked_prefill": (settings.enable_chunked_prefill,),
             }
         )

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
-from planner.perf.scenario import Prediction, Scenario
+from planner.perf.scenario import Prediction, Scenario, engine_fields
+from planner.plan import Load, Slo
 from planner.recommend.request import (
-    EngineSettings,
     PredictKind,
     Predictor,
     RecommendRequest,
-    Slo,
+    grid_value,
 )
 
 if TYPE_CHECKING:
@@ -158,20 +159,20 @@ CAPACITY_CACHE = CapacityCache()
 
 
 def saturated_capacity(
-    predictor: Predictor, layout: LayoutCandidate, settings: EngineSettings
+    predictor: Predictor, layout: LayoutCandidate, settings: EngineConfig
 ) -> CapacityResult:
     """What a full batch of ``layout`` completes: from the steady state when the predictor
     has one (:class:`PerfPredictor`), else a saturated prediction."""
     if isinstance(predictor, PerfPredictor) and predictor.steady:
         return predictor.steady_saturation(layout, settings)
-    prediction = predictor(layout, settings, "saturation", float(settings.max_num_seqs))
-    return CapacityResult(float(settings.max_num_seqs), prediction, None)
+    seqs = float(grid_value(settings.max_num_seqs, "max_num_seqs"))
+    return CapacityResult(seqs, predictor(layout, settings, "saturation", seqs), None)
 
 
 def replica_capacity(
     predictor: Predictor,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     saturated: CapacityResult,
@@ -202,8 +203,9 @@ def replica_capacity(
     )
 
 
-def concurrency_ceiling(request: RecommendRequest, settings: EngineSettings) -> int:
-    return min(settings.max_num_seqs, request.demand.concurrency or settings.max_num_seqs)
+def concurrency_ceiling(request: RecommendRequest, settings: EngineConfig) -> int:
+    seqs = grid_value(settings.max_num_seqs, "max_num_seqs")
+    return min(seqs, request.demand.concurrency or seqs)
 
 
 #: steps down from the steady-state capacity while the simulation misses the SLO, each a
@@ -214,7 +216,7 @@ VERIFY_STEPS = (1.0, 0.94, 0.88, 0.8, 0.7)
 def verified_capacity(
     predictor: Predictor,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     estimate: CapacityResult,
@@ -274,7 +276,7 @@ class PerfPredictor:
         self.cache_key = ("perf", id(perf), "steady" if steady else "simulated")
 
     def __call__(
-        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+        self, layout: LayoutCandidate, settings: EngineConfig, kind: PredictKind, load: float
     ) -> Prediction:
         """A simulated prediction of one replica at ``load``."""
         return self.perf.predict(self.scenario(layout, settings, kind, load))
@@ -282,7 +284,7 @@ class PerfPredictor:
     def steady_capacity(
         self,
         layout: LayoutCandidate,
-        settings: EngineSettings,
+        settings: EngineConfig,
         request: RecommendRequest,
         kind: Literal["rate", "concurrency"],
     ) -> CapacityResult:
@@ -315,47 +317,40 @@ class PerfPredictor:
             return CapacityResult(0.0, prediction, f"even at {low:.3g} {unit}: {texts}", limit)
         return CapacityResult(found.max_load, prediction, None, limit)
 
-    def steady_saturation(
-        self, layout: LayoutCandidate, settings: EngineSettings
-    ) -> CapacityResult:
+    def steady_saturation(self, layout: LayoutCandidate, settings: EngineConfig) -> CapacityResult:
         """A full batch of one replica from the steady state: the cost bound's throughput
         (no latency figures: the bound needs none)."""
         probe = self.scenario(layout, settings, "rate", 1.0)
         model = self.perf.steady_state(probe)
         throughput = model.saturation_rate() * model.work.mean_output * model.dep.replicas
-        return CapacityResult(float(settings.max_num_seqs), None, None, "saturation", throughput)
+        seqs = float(grid_value(settings.max_num_seqs, "max_num_seqs"))
+        return CapacityResult(seqs, None, None, "saturation", throughput)
 
     def scenario(
-        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+        self, layout: LayoutCandidate, settings: EngineConfig, kind: PredictKind, load: float
     ) -> Scenario:
         """The performance model's scenario of one replica of ``layout`` at ``load``."""
         catalog, request, card = self.catalog, self.request, self.card
         inst = catalog.instance(layout.instance)
         gpus = layout.tp * layout.pp
+        engine = settings.model_copy(update={"kv_cache_dtype": layout.kv_cache_dtype})
+        # saturation: a full closed loop
+        load_kind: Literal["rate", "concurrency"] = "rate" if kind == "rate" else "concurrency"
         return Scenario(
-            engine=request.engine,
+            **engine_fields(engine),
             model=card.hf_id,
             precision=layout.precision,
             gpu=inst.gpu_id,
             num_gpus=gpus,
             tp=layout.tp,
             pp=layout.pp,
-            input_len=None if request.input_dist else request.input_len,
-            output_len=None if request.output_dist else request.output_len,
-            input_dist=request.input_dist,
-            output_dist=request.output_dist,
-            load="rate" if kind == "rate" else "concurrency",  # saturation: a full closed loop
+            **request.workload.scenario_fields(),
+            load=load_kind,
             request_rate=load if kind == "rate" else None,
             concurrency=None if kind == "rate" else load,
             num_requests=_requests_to_simulate(kind, load),
             instance=layout.instance,
             nodes=math.ceil(gpus / inst.gpus),
-            max_num_seqs=settings.max_num_seqs,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            enable_chunked_prefill=settings.enable_chunked_prefill,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            prefix_share=request.prefix_share,
-            kv_cache_dtype=layout.kv_cache_dtype,
         )
 
 
@@ -373,6 +368,14 @@ def perf_predictor(
 
 
 RATE_SEARCH_REQUESTS = 160
+
+
+def plan_load(kind: Literal["rate", "concurrency"], load: float) -> Load:
+    """The load a capacity search predicted one replica at, as a plan states it (the same
+    request count, so the plan's scenario is the prediction's)."""
+    if kind == "rate":
+        return Load.rate(load, _requests_to_simulate("rate", load))
+    return Load.closed_loop(load, _requests_to_simulate("concurrency", load))
 
 
 def _requests_to_simulate(kind: PredictKind, load: float) -> int:

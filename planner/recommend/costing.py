@@ -11,16 +11,17 @@ from planner.catalog import Catalog, Price
 from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
 from planner.engine import EngineConfig
 from planner.layouts import LayoutCandidate
-from planner.recommend.capacity import CapacityResult
-from planner.recommend.request import EngineSettings, Recommendation, RecommendRequest
-from planner.vllm_command import VllmServeConfig, vllm_serve_command
+from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
+from planner.recommend.capacity import CapacityResult, plan_load
+from planner.recommend.request import Recommendation, RecommendRequest, grid_value
+from planner.vllm_command import vllm_serve_command
 
 
 def cost_recommendation(
     catalog: Catalog,
     request: RecommendRequest,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     capacity: CapacityResult,
     price: Price,
     kind: Literal["rate", "concurrency"],
@@ -55,6 +56,46 @@ def cost_recommendation(
     total_tps = served_rps * (request.input_len + request.output_len)
     per_million_output = usd_per_million_tokens(usd_per_hour, output_tps)
     per_million_total = usd_per_million_tokens(usd_per_hour, total_tps)
+    engine = settings.model_copy(
+        update={
+            "kv_cache_dtype": layout.kv_cache_dtype,
+            "max_model_len": request.input_len + request.output_len,
+        }
+    ).resolved(catalog.gpu(inst.gpu_id))
+    cost = PlanCost(
+        replicas=replicas,
+        instances_total=instances_total,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_output_tokens=per_million_output,
+        usd_per_million_total_tokens=per_million_total,
+        usd_per_request=cost_per_request(usd_per_hour, served_rps),
+        monthly_usd=usd_per_hour * HOURS_PER_MONTH,
+        utilisation=utilisation,
+    )
+    plan = Plan(
+        model=catalog.model(request.model).hf_id,
+        precision=layout.precision,
+        gpu=inst.gpu_id,
+        instance=layout.instance,
+        tp=layout.tp,
+        pp=layout.pp,
+        nodes=max(1, math.ceil(layout.nodes / replicas_per_group)),
+        replicas=replicas,
+        engine=engine,
+        workload=request.workload,
+        load=plan_load(kind, capacity.max_load),
+        slo=request.slo,
+        prediction=PlanPrediction.of(prediction),
+        price=PlanPrice(
+            provider=inst.provider,
+            region=price.region,
+            pricing=price.pricing,
+            usd_per_hour=price.usd_per_hour,
+            source=price.source,
+            as_of=price.as_of,
+        ),
+        cost=cost,
+    )
     return Recommendation(
         provider=inst.provider,
         instance=layout.instance,
@@ -68,14 +109,14 @@ def cost_recommendation(
         dp=replicas_per_group,
         precision=layout.precision,
         kv_cache_dtype=layout.kv_cache_dtype,
-        engine_settings=settings,
+        engine_settings=engine,
         replicas=replicas,
         instances_total=instances_total,
         usd_per_hour=usd_per_hour,
         usd_per_million_output_tokens=per_million_output,
         usd_per_million_total_tokens=per_million_total,
-        usd_per_request=cost_per_request(usd_per_hour, served_rps),
-        monthly_usd=usd_per_hour * HOURS_PER_MONTH,
+        usd_per_request=cost.usd_per_request,
+        monthly_usd=cost.monthly_usd,
         utilisation=utilisation,
         max_rps_per_replica=per_replica_rps,
         pred_output_tok_per_s_per_replica=replica_output_tps,
@@ -89,31 +130,17 @@ def cost_recommendation(
         kv_occupancy_peak=prediction.kv_occupancy_max,
         confidence=prediction.confidence,
         far_from_data=prediction.far_from_data,
-        vllm_command=vllm_serve_command(
-            VllmServeConfig(
-                model=catalog.model(request.model).hf_id,
-                tensor_parallel_size=layout.tp,
-                pipeline_parallel_size=layout.pp,
-                precision=layout.precision,
-                engine=EngineConfig(
-                    max_num_seqs=settings.max_num_seqs,
-                    max_num_batched_tokens=settings.max_num_batched_tokens,
-                    max_model_len=request.input_len + request.output_len,
-                    kv_cache_dtype=layout.kv_cache_dtype,
-                    enable_prefix_caching=settings.enable_prefix_caching,
-                    enable_chunked_prefill=settings.enable_chunked_prefill,
-                ),
-            )
-        ),
+        vllm_command=vllm_serve_command(plan.vllm_config()),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
+        plan=plan,
     )
 
 
 def usd_per_hour_bound(
     request: RecommendRequest,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     saturated: CapacityResult,
     usd_per_instance_hour: float,
     kind: Literal["rate", "concurrency"],
@@ -124,7 +151,8 @@ def usd_per_hour_bound(
         ceiling_rps = saturated.output_tok_per_s / request.output_len
         needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
     else:
-        needed = math.ceil((demand.concurrency or 1) / settings.max_num_seqs - 1e-9)
+        seqs = grid_value(settings.max_num_seqs, "max_num_seqs")
+        needed = math.ceil((demand.concurrency or 1) / seqs - 1e-9)
     replicas = max(needed, 1) + demand.spare_replicas
     groups = math.ceil(replicas / max(layout.dp, 1))
     return groups * layout.nodes * usd_per_instance_hour

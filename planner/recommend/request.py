@@ -9,22 +9,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import PricingMode
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
-from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.layouts import LayoutCandidate
 from planner.perf.scenario import Prediction
+from planner.plan import Plan, PlanWorkload, Slo
 from planner.workload import LengthDistribution
 
 
 # ----- inputs ------------------------------------------------------------------------------------
-class Slo(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    ttft_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
-    tpot_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
-    e2e_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
-
-
 class Demand(BaseModel):
     """The load to serve: an average and a peak request rate (req/s), or a concurrency."""
 
@@ -53,24 +47,6 @@ class Demand(BaseModel):
     @property
     def peak(self) -> float | None:
         return self.peak_rate_rps or self.avg_rate_rps
-
-
-class EngineSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = False
-
-    @property
-    def label(self) -> str:
-        parts = [f"seqs {self.max_num_seqs}", f"batch {self.max_num_batched_tokens} tok"]
-        if not self.enable_chunked_prefill:
-            parts.append("no chunked prefill")
-        if self.enable_prefix_caching:
-            parts.append("prefix caching")
-        return ", ".join(parts)
 
 
 class SearchSpace(BaseModel):
@@ -105,7 +81,15 @@ class RecommendRequest(BaseModel):
     demand: Demand
     slo: Slo = Slo()
     search: SearchSpace = SearchSpace()
-    engine: str = "vllm"
+    #: the settings every candidate starts from (engine, gpu_memory_utilization, ...); the
+    #: search space's grid sets the batch knobs, its KV dtypes the cache dtype
+    engine: EngineConfig = EngineConfig()
+
+    @property
+    def workload(self) -> PlanWorkload:
+        """The lengths the predictions sample (the distributions, else the fixed means)."""
+        input_len = self.input_dist or self.input_len
+        return PlanWorkload.of(input_len, self.output_dist or self.output_len, self.prefix_share)
 
 
 # ----- what the performance model must provide ---------------------------------------------------
@@ -114,7 +98,7 @@ class RecommendRequest(BaseModel):
 PredictKind = Literal["rate", "concurrency", "saturation"]
 
 #: (layout, engine settings, load kind, load) -> prediction of one replica.
-Predictor = Callable[[LayoutCandidate, "EngineSettings", PredictKind, float], Prediction]
+Predictor = Callable[[LayoutCandidate, EngineConfig, PredictKind, float], Prediction]
 
 
 # ----- outputs -----------------------------------------------------------------------------------
@@ -132,7 +116,7 @@ class Recommendation(BaseModel):
     dp: int
     precision: str
     kv_cache_dtype: str
-    engine_settings: EngineSettings
+    engine_settings: EngineConfig = Field(description="resolved: what the plan runs with")
     replicas: int
     instances_total: int
     usd_per_hour: float
@@ -161,6 +145,7 @@ class Recommendation(BaseModel):
         description="how its capacity and latencies were predicted: simulated (the shortlist) "
         "or from the steady state of continuous batching (the rest of the ranking)",
     )
+    plan: Plan = Field(description="one replica of it, typed, as the Verify page runs it")
 
     @property
     def label(self) -> str:
@@ -205,7 +190,7 @@ RANKING_COLUMNS = [
 def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
     rows = []
     for rec in result.ranked:
-        row = rec.model_dump()
+        row = rec.model_dump(exclude={"plan"})
         row["engine_settings"] = rec.engine_settings.label
         rows.append({c: row.get(c) for c in RANKING_COLUMNS})
     return rows
@@ -213,3 +198,10 @@ def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
 
 def rejected_rows(result: RecommendationResult) -> list[dict[str, Any]]:
     return [r.model_dump() for r in result.rejected]
+
+
+def grid_value(value: int | None, name: str) -> int:
+    """A batch knob of a grid point (always stated there)."""
+    if value is None:
+        raise InvalidInputError(name, value, "a value of the search space's grid")
+    return value

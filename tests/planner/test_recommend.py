@@ -14,6 +14,7 @@ import pytest
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
+from planner.plan import Plan, read_plan
 from planner.recommend import (
     CapacityCache,
     Demand,
@@ -30,6 +31,7 @@ from planner.recommend import (
 )
 from planner.recommend.search import SHORTLIST
 from planner.recommend_export import write_csv, write_html
+from planner.vllm_command import vllm_serve_command
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -156,6 +158,26 @@ def test_ranked_rows_carry_costs_latencies_and_the_command(
     assert top["price_source"] and top["price_as_of"]
     assert pareto_cost_vs_latency(result) and pareto_throughput_vs_interactivity(result)
 
+    # the typed plan: what the Verify page runs is what was predicted, and it survives JSON
+    best = result.ranked[0]
+    plan = best.plan
+    assert Plan.model_validate(plan.model_dump(mode="json")) == plan
+    assert read_plan(json.loads(plan.model_dump_json())) == plan
+    assert (plan.gpu, plan.tp, plan.pp, plan.replicas) == (
+        best.gpu,
+        best.tp,
+        best.pp,
+        best.replicas,
+    )
+    assert plan.engine == best.engine_settings and plan.engine.is_resolved
+    assert plan.price is not None and plan.price.source == best.price_source
+    assert plan.cost is not None and plan.cost.usd_per_hour == best.usd_per_hour
+    assert vllm_serve_command(plan.vllm_config()) == best.vllm_command
+    again = perf.predict(plan.scenario())
+    assert plan.prediction is not None
+    assert again.ttft_ms_p99 == plan.prediction.ttft_ms_p99 == best.pred_ttft_ms_p99
+    assert again.output_tok_per_s == best.pred_output_tok_per_s_per_replica
+
     csv = pd.read_csv(write_csv(result, tmp_path / "plan.csv"))
     assert list(csv["instance"]) == [r["instance"] for r in rows]
     page = write_html(result, catalog, tmp_path / "plan.html").read_text()
@@ -187,6 +209,8 @@ def test_cli_prints_json_with_the_documented_keys() -> None:
     }  # fmt: skip
     assert payload["ranked"] and keys <= set(payload["ranked"][0])
     assert all("reason" in r for r in payload["rejected"])
+    top = read_plan(payload["ranked"][0]["plan"])  # what `import --plan FILE#1` reads
+    assert top is not None and top.gpu == "L40S" and top.tp == payload["ranked"][0]["tp"]
 
 
 def test_cli_bad_input_is_one_line_naming_the_field() -> None:
