@@ -94,7 +94,7 @@ def test_a_plan_makes_the_what_ifs_and_the_text_report_names_the_fix(
     code, text, err = diagnose_main(capsys, path, *named)
     assert code == 0, err
     assert "Triage" in text and "[x] Multi-GPU scaling poor?" in text
-    assert "meta-llama/Llama-3.1-8B-Instruct on g6e.12xlarge L40S TP4" in text
+    assert "meta-llama/Llama-3.1-8B-Instruct on g6e.12xlarge TP4" in text
     assert "Parallelism that fights the interconnect" in text
     assert "vllm serve ... --tensor-parallel-size" in text
     assert "predicted: output tok/s" in text
