@@ -47,7 +47,7 @@ with (
 ranked = pd.DataFrame(ranking_rows(result)) if result else pd.DataFrame()
 rejected = pd.DataFrame(rejected_rows(result)) if result else pd.DataFrame()
 if not ranked.empty:
-    ranked.insert(1, "label", [r.label for r in result.ranked])  # type: ignore[union-attr]
+    ranked.insert(1, "label", [r.label for r in result.ranked] if result else [])
 
 best = result.best if result else None
 with st.container(border=True, key="top_recommendation"):

@@ -54,7 +54,7 @@ def search_space(scenario: Scenario) -> SearchSpace:
     return SearchSpace(
         providers=scenario.providers or None,
         regions=scenario.regions or None,
-        pricing=scenario.pricing,  # type: ignore[arg-type]
+        pricing=scenario.pricing,
         precisions=scenario.precisions or ("bf16",),
         kv_cache_dtypes=(scenario.engine.kv_cache_dtype,),
     )
@@ -109,7 +109,7 @@ def feasible_layouts(
 def sequences_by_context(layout: LayoutCandidate, card: ModelCard) -> list[dict[str, int]]:
     """Maximum concurrent sequences of ``layout`` at each context length it can hold."""
     assert layout.memory is not None
-    points = []
+    points: list[dict[str, int]] = []
     for tokens in CONTEXT_POINTS:
         if tokens > layout.memory.max_model_len * 2 and points:
             break

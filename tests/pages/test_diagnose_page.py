@@ -95,3 +95,14 @@ def test_an_endpoint_that_does_not_answer_is_a_notice_not_a_traceback(
     no_exception(at)
     assert any("Cannot watch http://127.0.0.1:9" in w.value for w in at.warning)
     assert not at.error
+
+
+def test_a_deployment_given_by_hand_is_the_plan_the_diagnosis_reads(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    """The run names no plan (an imported result): the deployment typed in on the page is a
+    typed plan with the engine's settings on that GPU, read by the diagnosis."""
+    write_kv_run(own_user_dir / "runs")
+    at = app(PAGE, model=MODEL, dg_give_plan="true", dg_gpu="L40S", dg_tp="2")
+    no_exception(at)
+    assert at.toggle(key="dg_give_plan").value is True
