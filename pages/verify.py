@@ -22,7 +22,13 @@ from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.diagnosis import HANDED_PLAN
 from pages.common.navigation import ensure_app_navigation
-from pages.common.planning import performance_model, recommendations
+from pages.common.planning import (
+    FIT_SIMULATED,
+    fit_results,
+    fit_simulated,
+    performance_model,
+    recommendations,
+)
 from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
@@ -87,6 +93,17 @@ st.caption(
     "Pick a plan, run it against an endpoint (a real one, vLLM launched here, or the simulated "
     "endpoint timed by the performance model), and compare what was measured with what was "
     "predicted. Each finished run becomes a measured result, and the model refits on it."
+)
+st.session_state[FIT_SIMULATED] = bool(
+    bound(
+        st.toggle,
+        "Simulated runs refit the model",
+        value=fit_simulated(),
+        key="vf_fit_simulated",
+        help="Off (the default): a run against the simulated endpoint, timed by the model "
+        "itself, is kept and compared but is not a calibration point (the model would learn "
+        "its own predictions). SERVEWISE_FIT_SIMULATED_RUNS=1 turns it on for every session.",
+    )
 )
 
 # ----- the plan ----------------------------------------------------------------------------------
@@ -374,11 +391,12 @@ if failed:
     failures = pd.DataFrame(failure_counts(files["requests"]), columns=["error", "requests"])
     st.dataframe(failures, hide_index=True, key="table_failures")
 user = [r for r in measured_results(ref, store) if r.origin == "user"]
+fitted_on = fit_results(ref, store)  # what the model refits on (simulated runs when asked)
 run_scenario = scenario_of_run(meta)
 old_model = None
 with planner_errors("No prediction for this run"):
     if run_scenario is not None:
-        old_model = get_performance_model(ref.catalog, without_run(user, run_id))
+        old_model = get_performance_model(ref.catalog, without_run(fitted_on, run_id))
         comparisons = compare(old_model.predict(run_scenario), summary)
         st.dataframe(
             pd.DataFrame(comparison_rows(comparisons)),
@@ -401,6 +419,13 @@ def _recalibration() -> None:
         return
     if run_id not in {r.run_id for r in measured_results(ref, store) if r.origin == "user"}:
         st.caption("Adding the run to the store…")
+        return
+    if measured.simulated and not fit_simulated():
+        st.info(
+            "This run is kept and listed, but the model does not refit on it: it ran against "
+            "the simulated endpoint, timed by the performance model itself. Switch on "
+            "'Simulated runs refit the model' above to let it."
+        )
         return
     with st.spinner("Refitting the performance model with this run…"):
         new_model, _ = performance_model(ref, store, scenario)

@@ -34,15 +34,21 @@ from planner.perf.scenario import Prediction, Scenario, engine_fields
 from planner.vllm_command import VllmServeConfig
 from planner.workload import LengthDistribution
 
+#: Peak KV-cache occupancy a plan may reach by default: above it a burst or a long answer
+#: makes vLLM preempt (recompute) requests, and latency jumps.
+DEFAULT_KV_HEADROOM = 0.9
+
 
 class Slo(BaseModel):
-    """Latency targets at the 99th percentile (None: no limit)."""
+    """What a plan must keep: latency targets at the 99th percentile (None: no limit) and the
+    KV-cache headroom, the peak share of the KV pool its requests may hold (None: the pool)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ttft_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
     tpot_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
     e2e_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    kv_occupancy_max: float | None = Field(default=DEFAULT_KV_HEADROOM, gt=0, le=1)
 
 
 class Load(BaseModel):

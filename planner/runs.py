@@ -53,6 +53,20 @@ class RequestCounts:
         )
 
 
+def calibration_results(
+    results: Iterable[MeasuredResult], *, include_simulated: bool | None = None
+) -> list[MeasuredResult]:
+    """The measured results the performance model fits on: all of ``results`` but the runs
+    against the simulated endpoint (timed by the model itself, they would teach it its own
+    predictions), unless ``include_simulated`` (default: the ``fit_simulated_runs`` setting,
+    ``SERVEWISE_FIT_SIMULATED_RUNS``)."""
+    if include_simulated is None:
+        from planner.settings import get_settings
+
+        include_simulated = get_settings().fit_simulated_runs
+    return [r for r in results if include_simulated or not r.simulated]
+
+
 def calibration_problem(run: RunFiles) -> str | None:
     """Why a run cannot be a calibration point, in words; None when it can."""
     return calibration_problem_of(run.meta, RequestCounts.of(run.requests))

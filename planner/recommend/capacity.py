@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from planner.catalog import Catalog
 from planner.engine import EngineConfig
-from planner.errors import InvalidInputError
+from planner.errors import InvalidInputError, PlannerError
 from planner.layouts import LayoutCandidate
 from planner.perf.scenario import Prediction, Scenario, engine_fields
 from planner.plan import Load, Slo
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from planner.perf.model import PerformanceModel
 
 #: What limits a replica's load: an SLO, or the throughput of a full batch.
-Limit = Literal["ttft", "tpot", "e2e", "saturation", "none"]
+Limit = Literal["ttft", "tpot", "e2e", "kv", "saturation", "none"]
 _LIMITS: dict[str, Limit] = {
     "ttft": "ttft",
     "tpot": "tpot",
@@ -79,6 +79,9 @@ def slo_violations(prediction: Prediction, slo: Slo) -> list[tuple[Limit, str]]:
         broken.append(("tpot", f"p99 TPOT {tpot:,.1f} ms > SLO {slo.tpot_p99_ms:,.1f} ms"))
     if slo.e2e_p99_ms is not None and e2e > slo.e2e_p99_ms:
         broken.append(("e2e", f"p99 E2E {e2e:,.0f} ms > SLO {slo.e2e_p99_ms:,.0f} ms"))
+    kv, headroom = prediction.kv_occupancy_max, slo.kv_occupancy_max
+    if headroom is not None and kv > headroom:
+        broken.append(("kv", f"peak KV cache {kv:.1%} of the pool > headroom {headroom:.0%}"))
     return broken
 
 
@@ -119,6 +122,15 @@ def search_capacity(
         else:
             good, good_prediction = mid, prediction
     return CapacityResult(good, good_prediction, None, limit)
+
+
+def guarded(compute: Callable[..., CapacityResult], *args: Any) -> CapacityResult:
+    """``compute(*args)``, or why these engine settings cannot run the layout at all (a grid
+    point whose batch does not fit beside the weights where the engine's own settings do)."""
+    try:
+        return compute(*args)
+    except PlannerError as exc:
+        return CapacityResult(0.0, None, str(exc))
 
 
 class CapacityCache:
@@ -309,6 +321,16 @@ class PerfPredictor:
         at = self.scenario(layout, settings, kind, max(found.max_load, 1e-9))
         prediction = self.perf.steady_prediction(at, found.state)
         limit = _LIMITS.get(found.limited_by, "none")
+        if found.max_load > 0 and slo_violations(prediction, slo):
+            # inside the latency SLO but past the KV headroom: the highest steady load within
+            def steady_at(load: float) -> Prediction:
+                state = model.at_rate(load) if kind == "rate" else model.at_concurrency(load)
+                return self.perf.steady_prediction(
+                    self.scenario(layout, settings, kind, load), state
+                )
+
+            lowest = found.max_load / 200 if kind == "rate" else 1.0
+            return search_capacity(steady_at, slo, kind=kind, lowest=lowest, highest=found.max_load)
         if found.max_load <= 0:
             broken = slo_violations(prediction, slo)
             unit = "req/s" if kind == "rate" else "concurrent requests"

@@ -43,7 +43,8 @@ def cost_recommendation(
         assert demand.concurrency is not None
         per_replica_rps = replica_output_tps / request.output_len
         needed = math.ceil(demand.concurrency / capacity.max_load - 1e-9)
-        average_rps = per_replica_rps * demand.concurrency / capacity.max_load
+        average = demand.avg_concurrency or demand.concurrency
+        average_rps = per_replica_rps * average / capacity.max_load
     replicas = max(needed, 1) + demand.spare_replicas
     replicas_per_group = max(layout.dp, 1)
     groups = math.ceil(replicas / replicas_per_group)
@@ -59,7 +60,7 @@ def cost_recommendation(
     engine = settings.model_copy(
         update={
             "kv_cache_dtype": layout.kv_cache_dtype,
-            "max_model_len": request.input_len + request.output_len,
+            "max_model_len": request.max_model_len,
         }
     ).resolved(catalog.gpu(inst.gpu_id))
     cost = PlanCost(

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import PricingMode
+from planner.cost import DEFAULT_SPARE_REPLICAS
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
@@ -20,14 +21,16 @@ from planner.workload import LengthDistribution
 
 # ----- inputs ------------------------------------------------------------------------------------
 class Demand(BaseModel):
-    """The load to serve: an average and a peak request rate (req/s), or a concurrency."""
+    """The load to serve: an average and a peak request rate (req/s), or a peak concurrency
+    (requests in flight) and its average (None: the peak), which decides the utilisation."""
 
     model_config = ConfigDict(frozen=True)
 
     avg_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
     peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
     concurrency: int | None = Field(default=None, ge=1, le=MAX_LOAD)
-    spare_replicas: int = Field(default=1, ge=0, le=1_000)
+    avg_concurrency: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    spare_replicas: int = Field(default=DEFAULT_SPARE_REPLICAS, ge=0, le=1_000)
     #: observed average utilisation of the capacity bought; None: average rate / capacity.
     utilisation: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
 
@@ -41,6 +44,10 @@ class Demand(BaseModel):
         if peak is not None and avg is not None and peak < avg:
             raise InvalidInputError(
                 "peak_rate_rps", self.peak_rate_rps, f">= avg_rate_rps ({self.avg_rate_rps})"
+            )
+        if self.avg_concurrency is not None and self.avg_concurrency > (self.concurrency or 0):
+            raise InvalidInputError(
+                "avg_concurrency", self.avg_concurrency, f"<= concurrency ({self.concurrency})"
             )
         return self
 
@@ -84,6 +91,12 @@ class RecommendRequest(BaseModel):
     #: the settings every candidate starts from (engine, gpu_memory_utilization, ...); the
     #: search space's grid sets the batch knobs, its KV dtypes the cache dtype
     engine: EngineConfig = EngineConfig()
+
+    @property
+    def max_model_len(self) -> int:
+        """What every candidate is judged at and started with: the engine's ``max_model_len``
+        when the request states one, else the longest request the workload sends."""
+        return self.engine.max_model_len or self.workload.longest_request
 
     @property
     def workload(self) -> PlanWorkload:

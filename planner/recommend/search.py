@@ -41,6 +41,7 @@ from planner.recommend.capacity import (
     CapacityResult,
     PerfPredictor,
     concurrency_ceiling,
+    guarded,
     replica_capacity,
     saturated_capacity,
     verified_capacity,
@@ -130,7 +131,8 @@ def recommend(
     )
     if layouts is None:
         instances = filtered_instances(catalog, search)
-        layouts = _layouts(catalog, card, instances, search)
+        engine = request.engine.model_copy(update={"max_model_len": request.max_model_len})
+        layouts = _layouts(catalog, card, instances, search, engine)
     kind: Literal["rate", "concurrency"] = (
         "concurrency" if request.demand.concurrency is not None else "rate"
     )
@@ -151,8 +153,13 @@ def recommend(
         if kind == "rate":
             saturated = cache.get_or_compute(
                 ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
-                functools.partial(saturated_capacity, predictor, layout, widest),
+                functools.partial(guarded, saturated_capacity, predictor, layout, widest),
             )
+            if saturated.reason is not None:
+                rejected.append(
+                    Rejected(**base, engine_settings=widest.label, reason=saturated.reason)
+                )
+                continue
         else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
             seqs = grid_value(widest.max_num_seqs, "max_num_seqs")
             saturated = CapacityResult(float(seqs), None, None)
@@ -177,7 +184,7 @@ def recommend(
         capacity = cache.get_or_compute(
             _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
             functools.partial(
-                replica_capacity, predictor, layout, settings, request, kind, saturated
+                guarded, replica_capacity, predictor, layout, settings, request, kind, saturated
             ),
         )
         if capacity.reason is not None or capacity.prediction is None:
@@ -309,7 +316,7 @@ def _verify_shortlist(
             capacity = cache.get_or_compute(
                 _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
                 functools.partial(
-                    verified_capacity, predictor, layout, settings, request, kind, estimate
+                    guarded, verified_capacity, predictor, layout, settings, request, kind, estimate
                 ),
             )
             if capacity.reason is not None or capacity.prediction is None:
@@ -380,12 +387,16 @@ _LAYOUTS_LOCK = threading.Lock()
 
 
 def _layouts(
-    catalog: Catalog, card: ModelCard, instances: list[str], search: SearchSpace
+    catalog: Catalog,
+    card: ModelCard,
+    instances: list[str],
+    search: SearchSpace,
+    engine: EngineConfig,
 ) -> list[LayoutCandidate]:
     """:func:`planner.layouts.enumerate_layouts` of the search, memoised for re-ranks (a new
     price, demand or SLO searches the same layouts; building them plans each one's memory)."""
     key = (id(catalog), id(card), tuple(instances), search.max_nodes, search.precisions,
-           search.kv_cache_dtypes)  # fmt: skip
+           search.kv_cache_dtypes, engine.model_dump_json())  # fmt: skip
     with _LAYOUTS_LOCK:
         held = _LAYOUTS.get(key)
         if held is not None and held[0] is catalog and held[1] is card:
@@ -398,6 +409,7 @@ def _layouts(
         max_nodes=search.max_nodes,
         precisions=search.precisions,
         kv_cache_dtypes=search.kv_cache_dtypes,
+        engine=engine,
     )
     with _LAYOUTS_LOCK:
         _LAYOUTS[key] = (catalog, card, layouts)

@@ -7,11 +7,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 from planner.plan import Plan, read_plan
@@ -32,6 +34,7 @@ from planner.recommend import (
 from planner.recommend.search import SHORTLIST
 from planner.recommend_export import write_csv, write_html
 from planner.vllm_command import vllm_serve_command
+from planner.workload import LengthDistribution
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -269,3 +272,66 @@ def test_max_rate_meeting_slo_is_the_edge_of_the_slo(perf: PerformanceModel) -> 
     over = perf.predict(base.model_copy(update={"request_rate": tight.max_rate * 1.25}))
     assert over.ttft_ms_p99 > 1500 or over.tpot_ms_p99 > 60
     assert tight.evaluations <= 14
+
+
+# ----- judged at the plan's context, within the KV headroom -------------------------------------
+def _search(catalog: Catalog, perf: PerformanceModel, request: RecommendRequest) -> Any:
+    return recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
+    )
+
+
+def test_layouts_are_judged_at_the_plans_context_and_the_command_states_it(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """Llama-3.1-70B on AWS single-node layouts: every request is 2,560 tokens, so no layout
+    is ruled out for a 131,072-token sequence nobody sends; the vllm serve line says 2,560."""
+    request = _request(max_nodes=1)
+    result = _search(catalog, perf, request)
+    assert result.ranked
+    assert not [r for r in result.rejected if "131,072-token sequence" in r.reason]
+    for rec in result.ranked:
+        assert rec.plan.engine.max_model_len == 2560
+        assert "--max-model-len 2560" in rec.vllm_command
+    # a user's own max_model_len is what the layouts are judged at, and what is printed
+    full = request.model_copy(update={"engine": EngineConfig(max_model_len=131072)})
+    at_full = _search(catalog, perf, full)
+    assert [r for r in at_full.rejected if "131,072-token sequence" in r.reason]
+    assert all("--max-model-len 131072" in rec.vllm_command for rec in at_full.ranked)
+    # lengths drawn from distributions: the longest request the prediction sends
+    spread = request.model_copy(
+        update={
+            "input_dist": LengthDistribution.lognormal(2048, 512),
+            "output_dist": LengthDistribution.uniform(256, 768),
+            "search": request.search.model_copy(update={"instances": ("p5.48xlarge",)}),
+        }
+    )
+    longest = spread.workload.longest_request
+    assert longest == LengthDistribution.lognormal(2048, 512).max() + 768
+    (top, *_) = _search(catalog, perf, spread).ranked
+    assert top.plan.engine.max_model_len == longest
+    assert f"--max-model-len {longest}" in top.vllm_command
+
+
+def test_no_ranked_plan_runs_its_kv_cache_past_the_headroom(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """The brief's 70B at 2 req/s on AWS: without headroom a ranked plan runs its KV cache at
+    ~98% at peak (p5.4xlarge, TP1 x PP2), the preemption trap; with the default 90% none
+    does, and a candidate held back by it says so."""
+    request = _request()
+    assert request.slo.kv_occupancy_max == 0.9  # the default headroom
+    result = _search(catalog, perf, request)
+    assert result.ranked
+    for rec in result.ranked:
+        assert rec.kv_occupancy_peak is not None and rec.kv_occupancy_peak <= 0.9, rec.label
+    no_headroom = request.model_copy(
+        update={"slo": request.slo.model_copy(update={"kv_occupancy_max": None})}
+    )
+    unchecked = _search(catalog, perf, no_headroom)
+    assert any((r.kv_occupancy_peak or 0) > 0.9 for r in unchecked.ranked)
+    tight = request.model_copy(
+        update={"slo": request.slo.model_copy(update={"kv_occupancy_max": 0.05})}
+    )
+    held = _search(catalog, perf, tight)
+    assert any("KV cache" in r.reason and "headroom 5%" in r.reason for r in held.rejected)

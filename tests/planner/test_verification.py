@@ -251,3 +251,37 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     for metric in ("output_tok_per_s", "tpot_ms_p50"):
         assert moves[metric].toward_measurement, moves[metric]
     assert moves["output_tok_per_s"].after < moves["output_tok_per_s"].before
+
+
+def test_simulated_runs_stay_out_of_the_fit_unless_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run against the simulated endpoint was timed by the model itself: the model learning
+    from it learns its own predictions. It stays a run; the fit takes it only when asked
+    (``fit_simulated_runs``, SERVEWISE_FIT_SIMULATED_RUNS, the Verify page's switch)."""
+    from planner.runs import calibration_results
+    from planner.settings import get_settings
+
+    real = _user_result(run_id="20261201T000000Z-aaaaaa", simulated=False)
+    simulated = _user_result(run_id="20261201T000001Z-bbbbbb", simulated=True)
+    assert calibration_results([real, simulated]) == [real]
+    assert calibration_results([real, simulated], include_simulated=True) == [real, simulated]
+    monkeypatch.setenv("SERVEWISE_FIT_SIMULATED_RUNS", "1")
+    get_settings.cache_clear()
+    try:
+        assert get_settings().fit_simulated_runs is True
+        assert calibration_results([real, simulated]) == [real, simulated]
+    finally:
+        monkeypatch.delenv("SERVEWISE_FIT_SIMULATED_RUNS")
+        get_settings.cache_clear()
+
+
+def _user_result(*, run_id: str, simulated: bool) -> Any:
+    from planner.catalog import MeasuredResult
+
+    return MeasuredResult(
+        source="user benchmark run", engine="vllm", model=MODEL, precision="bf16",
+        gpu="H100-SXM", num_gpus=1, tp=1, pp=1, input_len=256, output_len=32,
+        load="concurrency", concurrency=4, output_tok_per_s=100.0, origin="user",
+        run_id=run_id, simulated=simulated,
+    )  # fmt: skip
