@@ -28,6 +28,8 @@ GPUS_FILE = "gpus.csv"
 INSTANCES_FILE = "instances.csv"
 PRICES_FILE = "prices.csv"
 MEASURED_FILE = "measured_results.csv"
+#: the embedded catalog keeps one measured file a source family (same columns)
+MEASURED_GLOB = "measured_*.csv"
 MODELS_DIR = "models"
 
 R = TypeVar("R", bound=BaseModel)
@@ -186,6 +188,11 @@ class Catalog:
         self.models[card.hf_id.lower()] = card
 
 
+def _measured_order(path: Path) -> tuple[int, str]:
+    """measured_results.csv first, then the other sources by name (stable row order)."""
+    return (0 if path.name == MEASURED_FILE else 1, path.name)
+
+
 def _merge(base: dict[str, R], extra: Iterable[R], key: Any) -> dict[str, R]:
     merged = dict(base)
     for record in extra:
@@ -236,7 +243,12 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
         if (directory / MODELS_DIR).is_dir():
             for card in read_model_dir(directory / MODELS_DIR, "embedded" if embedded else "user"):
                 catalog.add_model(card)
-        if (directory / MEASURED_FILE).exists():
-            catalog.measured.extend(read_records(directory / MEASURED_FILE, MeasuredResult))
+        measured_files = [directory / MEASURED_FILE] if not embedded else []
+        if embedded:
+            # one file a public source family: measured_results.csv, measured_gpustack.csv, ...
+            measured_files = sorted(directory.glob(MEASURED_GLOB), key=_measured_order)
+        for path in measured_files:
+            if path.exists():
+                catalog.measured.extend(read_records(path, MeasuredResult))
     catalog.prices = list(price_index.values())
     return catalog
