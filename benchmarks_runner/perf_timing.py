@@ -231,12 +231,7 @@ def _bucket(tokens: float) -> float:
 # ----- building one from a plan ----------------------------------------------------------------
 def coefficients_for_plan(model: PerformanceModel, spec: PlanSpec) -> list[float]:
     """The fitted coefficient vector the model would use to predict ``spec``."""
-    from planner.perf.calibration import version_key
-
-    scenario = spec.scenario()
-    dep = model.deployment(scenario)
-    vector = model.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
-    return [float(v) for v in vector]
+    return [float(v) for v in model.coefficients_of(spec.scenario())]
 
 
 def _cache_file(cache_dir: Path, catalog: Catalog, spec: PlanSpec) -> Path:

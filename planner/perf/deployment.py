@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelCard
+from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelArchitecture, ModelCard
 from planner.errors import InvalidInputError
 from planner.memory import vllm_serve_defaults
 from planner.perf.capacity import plan_capacity
@@ -29,8 +29,9 @@ LINK_CLASSES = ("nvlink", "pcie_p2p", "pcie_host")
 PCIE_BYTES_PER_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 121.0e9}
 DEFAULT_FABRIC_GBPS = 400.0
 ACTIVATION_BYTES = 2.0  # all-reduce and pipeline tensors travel in 16-bit
-KNOWN_FAMILIES = ("vllm", "trtllm")
-#: KV block size of each engine family (vLLM 16 tokens; TensorRT-LLM tokens_per_block 32).
+KNOWN_FAMILIES = ("vllm", "trtllm", "sglang")
+#: KV block size of each engine family (vLLM 16 tokens; TensorRT-LLM tokens_per_block 32;
+#: SGLang allocates token by token (page_size 1) and is simulated in 16-token blocks).
 ENGINE_DEFAULTS = {
     "vllm": {"block_size": 16},
     "trtllm": {"block_size": 32},
@@ -38,6 +39,13 @@ ENGINE_DEFAULTS = {
 }
 #: TensorRT-LLM LLM API / trtllm-bench defaults: max_batch_size 2048, max_num_tokens 8192.
 TRTLLM_DEFAULTS = (2048, 8192)
+#: vLLM V1 captures CUDA graphs for steps of up to this many tokens (compilation config
+#: max_capture_size); larger steps launch every kernel.
+VLLM_CUDA_GRAPH_MAX_TOKENS = 512
+#: SGLang's max_running_requests when not set: the request pool, min(max(tokens / context x 512,
+#: 2048), 4096) (model_runner), whose lower bound binds before the KV pool on these workloads.
+SGLANG_MAX_RUNNING_REQUESTS = 2048
+MIB = 2**20
 
 
 def engine_defaults(family: str, gpu: GPU, load: str) -> tuple[int, int]:
@@ -45,14 +53,135 @@ def engine_defaults(family: str, gpu: GPU, load: str) -> tuple[int, int]:
 
     vLLM (vllm/engine/arg_utils.py, V1): ``vllm serve`` 1024 / 8192 on GPUs with >= 70 GiB
     other than A100s, else 256 / 2048 (:func:`planner.memory.vllm_serve_defaults`); the offline
-    ``LLM`` class (load ``offline_batch``) 1024 / 16384, else 256 / 8192.
+    ``LLM`` class (load ``offline_batch``) 1024 / 16384, else 256 / 8192. SGLang: see
+    :func:`sglang_defaults`.
     """
     if family == "trtllm":
         return TRTLLM_DEFAULTS
+    if family == "sglang":
+        defaults = sglang_defaults(gpu, tp=1, pp=1, dp=1)
+        return defaults.max_running_requests, defaults.chunked_prefill_size
     seqs, batched = vllm_serve_defaults(gpu)
     if load == "offline_batch":
         batched = 16384 if batched >= 8192 else 8192
     return seqs, batched
+
+
+@dataclass(frozen=True)
+class SglangDefaults:
+    """What ``python -m sglang.launch_server`` picks for a GPU and layout (0.5.x)."""
+
+    chunked_prefill_size: int  # per attention-DP rank
+    cuda_graph_max_bs: int
+    mem_fraction_static: float
+    max_running_requests: int
+    #: initial share of a running request's remaining output its admission reserves
+    #: (SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x schedule_conservativeness, x 0.3 with DP attention)
+    new_token_ratio: float
+
+
+def sglang_defaults(gpu: GPU, *, tp: int, pp: int, dp: int) -> SglangDefaults:
+    """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
+    ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
+
+    By GPU memory: < 35 GiB chunked prefill 2048 (CUDA graphs up to 24 sequences below TP 4,
+    80 from TP 4); < 60 GiB 4096 (32 / 160); < 160 GiB 8192 (256 / 512: A100 80 GB, H100,
+    H200); larger 16384 (512: B200, MI300X). mem_fraction_static (weights + KV pool over the
+    GPU) = (memory - reserved) / memory with reserved MiB = 512 + 1.5 x max(chunked prefill,
+    2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 (+ 3 x cuda_graph_max_bs x DP with DP
+    attention), at least 10 GiB on GPUs above 60 GiB. With DP attention the chunked prefill
+    size is divided by the DP size and the schedule conservativeness multiplied by 0.3.
+    """
+    mem_mib = gpu.memory_bytes / MIB
+    big = tp >= 4
+    if mem_mib < 35 * 1024:
+        chunk, graphs = 2048, (80 if big else 24)
+    elif mem_mib < 60 * 1024:
+        chunk, graphs = 4096, (160 if big else 32)
+    elif mem_mib < 160 * 1024:
+        chunk, graphs = 8192, (512 if big else 256)
+    else:
+        chunk, graphs = 16384, 512
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * pp / 8 * 1024
+    if dp > 1:
+        reserved += 3 * graphs * dp
+    if mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    fraction = round((mem_mib - reserved) / mem_mib, 3)
+    return SglangDefaults(
+        chunked_prefill_size=chunk // dp if dp > 1 else chunk,
+        cuda_graph_max_bs=graphs,
+        mem_fraction_static=fraction,
+        max_running_requests=SGLANG_MAX_RUNNING_REQUESTS,
+        new_token_ratio=0.7 * (0.3 if dp > 1 else 1.0),
+    )
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Bytes per parameter of a model's non-expert linear layers and of its routed experts."""
+
+    dense: float
+    experts: float
+
+
+def weight_bytes_per_param(arch: ModelArchitecture, precision: str) -> WeightBytes:
+    """Bytes a parameter streams: the precision's, except that a checkpoint quantising only its
+    experts (gpt-oss's MXFP4: attention, router, embeddings and lm_head stay BF16, per its
+    ``quantization_config.modules_to_not_convert``) keeps 16-bit dense layers."""
+    bpp = BYTES_PER_PARAM[precision]
+    dense = 2.0 if arch.experts_only_quantized and bpp < 2.0 else bpp
+    return WeightBytes(dense=dense, experts=bpp)
+
+
+@dataclass(frozen=True)
+class AttentionFlops:
+    """FLOPs per (query, key) pair per GPU, summed over the layers, of decode and prefill
+    queries, for the full-context and the capped (sliding-window or top-k) attention."""
+
+    full_decode: float
+    full_prefill: float
+    window_decode: float
+    window_prefill: float
+
+
+def attention_constants(
+    arch: ModelArchitecture, tp: int, full_layers: int, sliding_layers: int
+) -> AttentionFlops:
+    """Score plus value FLOPs of one (query, key) pair, per GPU (heads split over TP).
+
+    GQA: 2 x heads x (head_dim + head_dim). MLA (DeepSeek-V2/V3): decode runs the absorbed form
+    against the cached latent (2 x heads x (kv_lora_rank + rope + kv_lora_rank): the latent is
+    the key with the RoPE part and the value), prefill the expanded one (2 x heads x
+    (qk_nope + rope + v_head)), as vLLM and SGLang's MLA backends do. DeepSeek Sparse Attention
+    (DeepSeek-V3.2): the MLA part attends over the index_topk selected keys (the capped pairs)
+    while the lightning indexer scores every earlier key with index_n_heads x index_head_dim
+    (2 x heads x dim FLOPs a pair, its small projections replicated on every GPU).
+    """
+    heads = arch.num_attention_heads / tp
+    if not arch.is_mla:
+        per_pair = 2.0 * heads * 2 * arch.head_dim
+        return AttentionFlops(
+            per_pair * full_layers,
+            per_pair * full_layers,
+            per_pair * sliding_layers,
+            per_pair * sliding_layers,
+        )
+    assert arch.kv_lora_rank is not None
+    rope = arch.qk_rope_head_dim or 0
+    nope = arch.qk_nope_head_dim or 0
+    v = arch.v_head_dim or arch.head_dim
+    decode = 2.0 * heads * (2 * arch.kv_lora_rank + rope)
+    prefill = 2.0 * heads * (nope + rope + v)
+    if arch.sparse_attention_topk:
+        indexer = 2.0 * arch.index_n_heads * arch.index_head_dim * full_layers
+        return AttentionFlops(indexer, indexer, decode * full_layers, prefill * full_layers)
+    return AttentionFlops(
+        decode * full_layers,
+        prefill * full_layers,
+        decode * sliding_layers,
+        prefill * sliding_layers,
+    )
 
 
 @dataclass(frozen=True)
@@ -67,6 +196,7 @@ class Deployment:
     tp: int
     pp: int
     nodes: int
+    #: schedulers the load is split over: replicas x attention-DP ranks (one is simulated)
     replicas: int
     num_layers: int
     hidden_size: int
@@ -76,17 +206,24 @@ class Deployment:
     num_moe_layers: int
     num_experts: int
     experts_per_token: int
+    data_parallel_size: int  # attention-DP ranks stepping together (their MoE is shared)
+    expert_parallel: bool
+    moe_group: int  # GPUs of a stage each MoE layer is split over (TP x DP)
+    expert_flops_per_row: float  # one token through one routed expert, per GPU
     kv_bytes_per_token_full: float  # over all full-attention layers, per GPU
     kv_bytes_per_token_window: float  # over all sliding-window layers, per GPU
     sliding_window: int | None
     # FLOPs per token, per GPU
     gemm_flops_per_token: float
     lm_head_flops_per_seq: float
-    attn_flops_per_pair_full: float
+    attn_flops_per_pair_full: float  # prefill queries
     attn_flops_per_pair_window: float
+    attn_flops_per_pair_full_decode: float
+    attn_flops_per_pair_window_decode: float
     # rates
     memory_bw: float
     peak_flops: float
+    peak_flops_experts: float
     peak_flops_16bit: float
     link_class: str
     link_bw: float  # per direction, bytes/s
@@ -100,6 +237,10 @@ class Deployment:
     weights_bytes_per_gpu: float
     kv_dtype_bytes: float
     enforce_eager: bool
+    #: steps of more tokens than this run without CUDA graphs (None: no such limit modelled)
+    cuda_graph_max_tokens: int | None = None
+    #: SGLang: share of a running request's remaining output its admission reserves
+    new_token_ratio: float = 0.0
     notes: tuple[str, ...] = ()
 
     @property
@@ -180,15 +321,34 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     tp, pp = scenario.tp, scenario.pp
     notes: list[str] = []
 
+    # ----- layout of the MoE layers ----------------------------------------------------------
+    dp = scenario.data_parallel_size or 1
+    expert_parallel = bool(scenario.enable_expert_parallel) and arch.is_moe
+    if dp > 1 and not arch.is_moe:
+        raise InvalidInputError(
+            "data_parallel_size",
+            dp,
+            f"1 for the dense {card.hf_id} (attention data parallelism needs MoE layers to "
+            "share; run replicas instead)",
+        )
+    moe_group = tp * dp  # GPUs of a stage the MoE layers are split over
+    if expert_parallel and arch.num_experts % moe_group:
+        raise InvalidInputError(
+            "enable_expert_parallel",
+            True,
+            f"an expert-parallel size (TP x DP = {moe_group}) dividing the {arch.num_experts} "
+            f"experts of {card.hf_id}",
+        )
+
     # ----- weights ----------------------------------------------------------------------------
-    bpp = BYTES_PER_PARAM[precision]
+    weights = weight_bytes_per_param(arch, precision)
     expert_params = arch._expert_params() if arch.is_moe else 0
     n_moe = len(arch.moe_layers)
     routed_active = n_moe * arch.experts_per_token * expert_params
     lm_head = arch.vocab_size * arch.hidden_size
     dense_active = arch.active_params - routed_active  # attention, dense MLP, shared, lm_head
-    dense_weight_bytes = dense_active * bpp / tp
-    expert_bytes = expert_params * bpp / tp  # experts are TP-sharded (no expert parallelism)
+    dense_weight_bytes = dense_active * weights.dense / tp
+    expert_bytes = expert_params * weights.experts / moe_group
 
     # ----- KV --------------------------------------------------------------------------------
     kv_bpe = kv_dtype_bytes(scenario, family)
@@ -204,30 +364,33 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         # set (its Mistral-7B rows perform like Llama-3.1-8B at 20k tokens)
         sliding_layers, window = 0, None
     full_layers = arch.num_full_layers + arch.num_sliding_layers - sliding_layers
+    attention = attention_constants(arch, tp, full_layers, sliding_layers)
     kv_full = per_layer_gpu * full_layers
     kv_window = per_layer_gpu * sliding_layers
+    topk = arch.sparse_attention_topk
+    if topk:
+        # DeepSeek Sparse Attention: the main attention reads the index_topk selected latents
+        # (the simulator's window), the indexer reads its own FP8 keys of every earlier token
+        # (index_head_dim bytes + a 4-byte scale a token a layer, DeepSeek-V3.2's indexer cache)
+        window = topk
+        kv_window = per_layer_gpu * full_layers
+        kv_full = (arch.index_head_dim + 4.0) * full_layers
 
     # ----- FLOPs -----------------------------------------------------------------------------
-    gemm = 2.0 * (arch.active_params - lm_head) / tp
+    gemm = 2.0 * (dense_active - lm_head) / tp
     lm_head_flops = 2.0 * lm_head / tp
-    if arch.is_mla:
-        qk = (arch.qk_nope_head_dim or 0) + (arch.qk_rope_head_dim or 0)
-        v = arch.v_head_dim or arch.head_dim
-    else:
-        qk = v = arch.head_dim
-    per_pair = 2.0 * arch.num_attention_heads * (qk + v) / tp
-    attn_full = per_pair * full_layers
-    attn_window = per_pair * sliding_layers
+    expert_flops_per_row = 2.0 * expert_params / moe_group
 
     # ----- rates -----------------------------------------------------------------------------
     memory_bw = gpu.memory_bw_gbps * 1e9
-    peak = gpu.compute_tflops(precision) * 1e12
+    peak_experts = gpu.compute_tflops(precision) * 1e12
     peak16 = (gpu.bf16_dense_tflops or gpu.fp16_dense_tflops) * 1e12
+    peak = peak16 if weights.dense == 2.0 else peak_experts
     if kv_bpe == 1.0 and gpu.fp8_dense_tflops:
         peak16 = gpu.fp8_dense_tflops * 1e12  # FP8 attention kernels with an FP8 KV cache
     link_class, link_bw = _gpu_link(gpu, instance)
 
-    gpus_per_replica = tp * pp
+    gpus_per_replica = tp * pp * dp
     if instance is not None:
         per_node = instance.gpus
         if instance.gpu_id != gpu.gpu_id:
@@ -245,12 +408,30 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     net_boundaries = min(pp - 1, nodes_per_replica - 1) if nodes_per_replica > 1 else 0
     if gpus_per_replica > per_node * nodes_per_replica:
         raise InvalidInputError(
-            "nodes", nodes, f"enough {per_node}-GPU nodes for TP x PP = {gpus_per_replica}"
+            "nodes", nodes, f"enough {per_node}-GPU nodes for TP x PP x DP = {gpus_per_replica}"
+        )
+    if moe_group > per_node:
+        raise InvalidInputError(
+            "data_parallel_size", dp, f"TP x DP within one {per_node}-GPU node (the MoE group)"
         )
 
     default_seqs, default_batched = engine_defaults(family, gpu, scenario.load)
+    utilization = scenario.gpu_memory_utilization
+    graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
+    new_token_ratio = 0.0
+    if family == "sglang":
+        sg = sglang_defaults(gpu, tp=tp * dp, pp=pp, dp=dp)
+        default_seqs, default_batched = sg.max_running_requests, sg.chunked_prefill_size
+        graphs = sg.cuda_graph_max_bs
+        new_token_ratio = sg.new_token_ratio
+        if "gpu_memory_utilization" not in scenario.model_fields_set:
+            utilization = sg.mem_fraction_static
     max_num_seqs = scenario.max_num_seqs or default_seqs
+    if family == "sglang" and scenario.max_num_seqs and dp > 1:
+        max_num_seqs = max(1, scenario.max_num_seqs // dp)  # --max-running-requests is global
     max_batched = scenario.max_num_batched_tokens or default_batched
+    if family == "sglang" and scenario.max_num_batched_tokens and dp > 1:
+        max_batched = max(1, scenario.max_num_batched_tokens // dp)  # per DP rank
     if not scenario.enable_chunked_prefill:
         # without chunking a whole prompt must fit one step's budget
         max_batched = max(max_batched, _longest_prompt(scenario))
@@ -262,14 +443,21 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         pp=pp,
         precision=precision,
         kv_cache_dtype="fp8" if kv_bpe == 1.0 else "auto",
-        gpu_memory_utilization=scenario.gpu_memory_utilization,
+        gpu_memory_utilization=utilization,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_batched,
         enforce_eager=scenario.enforce_eager,
-        max_model_len=_longest_request(scenario),
+        max_model_len=scenario.max_model_len or _longest_request(scenario),
         block_size=block_size,
         trtllm=family == "trtllm",
+        sglang=family == "sglang",
+        moe_shards=moe_group,
     )
+    if plan.problem is not None:
+        notes.append(
+            f"memory: {plan.problem}; predicted with room for one longest request "
+            "(the engine may refuse this layout as configured)"
+        )
     return Deployment(
         scenario=scenario,
         family=family,
@@ -279,7 +467,7 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         tp=tp,
         pp=pp,
         nodes=nodes,
-        replicas=scenario.replicas,
+        replicas=scenario.replicas * dp,
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,
         dense_weight_bytes=dense_weight_bytes,
@@ -287,17 +475,24 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         num_moe_layers=n_moe,
         num_experts=arch.num_experts,
         experts_per_token=arch.experts_per_token,
+        data_parallel_size=dp,
+        expert_parallel=expert_parallel,
+        moe_group=moe_group,
+        expert_flops_per_row=expert_flops_per_row,
         kv_bytes_per_token_full=kv_full,
         kv_bytes_per_token_window=kv_window,
         sliding_window=window,
         gemm_flops_per_token=gemm,
         lm_head_flops_per_seq=lm_head_flops,
-        attn_flops_per_pair_full=attn_full,
-        attn_flops_per_pair_window=attn_window,
+        attn_flops_per_pair_full=attention.full_prefill,
+        attn_flops_per_pair_window=attention.window_prefill,
+        attn_flops_per_pair_full_decode=attention.full_decode,
+        attn_flops_per_pair_window_decode=attention.window_decode,
         memory_bw=memory_bw,
         peak_flops=peak,
+        peak_flops_experts=peak_experts,
         peak_flops_16bit=peak16,
-        link_class=link_class if tp > 1 else "none",
+        link_class=link_class if tp > 1 or (dp > 1 and n_moe) else "none",
         link_bw=link_bw,
         network_bw=network_gbps * 1e9 / 8,
         net_boundaries=net_boundaries,
@@ -308,6 +503,8 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         weights_bytes_per_gpu=plan.weights_bytes,
         kv_dtype_bytes=kv_bpe,
         enforce_eager=scenario.enforce_eager,
+        cuda_graph_max_tokens=graphs,
+        new_token_ratio=new_token_ratio,
         notes=tuple(notes),
     )
 

@@ -28,14 +28,15 @@ import numpy as np
 from planner.catalog import Catalog, MeasuredResult
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf.calibration import (
+    CoefficientKey,
     FitSample,
     FittedCoefficients,
     build_sample,
     calibrate,
+    coefficient_key,
     full_from_theta,
     measurement_problem,
     prior_theta,
-    version_key,
 )
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
@@ -45,11 +46,15 @@ from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
 from planner.perf.uncertainty import (
     MeasuredPoint,
+    SeenData,
     confidence_of,
     interval_factors,
+    layouts_of,
     nearest,
+    novelty,
     point_of,
     term_shares,
+    widen,
 )
 
 #: measured rows already simulated, by (catalog fingerprint, row): refits reuse them
@@ -100,6 +105,7 @@ class PerformanceModel:
         self.excluded: list[Excluded] = []
         self._points: list[MeasuredPoint] = []
         self._groups: set[tuple[str, str]] = set()
+        self._seen = SeenData()
         self._dep_cache: OrderedDict[str, Deployment] = OrderedDict()
         self._dep_lock = threading.Lock()
 
@@ -121,6 +127,7 @@ class PerformanceModel:
             point_of(s.scenario, *_model_params(s.dep), s.dep.link_class) for s in self.samples
         ]
         self._groups = {(s.family, s.gpu.lower()) for s in self.samples}
+        self._seen = SeenData.of(self.samples)
         return self
 
     @property
@@ -142,11 +149,27 @@ class PerformanceModel:
                 out[f"{version}/{gpu}"] = named(self.coefficients_for(family, gpu, version))
         return out
 
-    def coefficients_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
-        """Full coefficient vector over :data:`planner.perf.step_time.FEATURES`."""
+    def coefficients_for(
+        self,
+        family: str,
+        gpu: str,
+        version: str | None = None,
+        *,
+        entrypoint: str | None = None,
+        kind: str | None = None,
+    ) -> np.ndarray:
+        """Full coefficient vector over :data:`planner.perf.step_time.FEATURES` (see
+        :class:`planner.perf.calibration.CoefficientKey` for the arguments)."""
         if self.fitted is None:
             return full_from_theta(prior_theta())
-        return self.fitted.full_for(family, gpu, version)
+        return self.fitted.full_for(CoefficientKey(family, gpu, version, entrypoint, kind))
+
+    def coefficients_of(self, scenario: Scenario) -> np.ndarray:
+        """The coefficient vector a scenario is predicted with."""
+        dep = self.deployment(scenario)
+        if self.fitted is None:
+            return full_from_theta(prior_theta())
+        return self.fitted.full_for(coefficient_key(scenario, dep))
 
     # ----- prediction ------------------------------------------------------------------------
     def deployment(self, scenario: Scenario) -> Deployment:
@@ -168,7 +191,7 @@ class PerformanceModel:
 
     def simulate(self, scenario: Scenario) -> tuple[Deployment, SimTrace, np.ndarray]:
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        c = self.coefficients_of(scenario)
         return dep, simulate(dep, c), c
 
     def predict(self, scenario: Scenario) -> Prediction:
@@ -210,8 +233,7 @@ class PerformanceModel:
     def step_time_s(self, scenario: Scenario, batch: StepBatch) -> float:
         """Seconds one engine step of ``batch`` takes on the scenario's deployment."""
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
-        return step_time_s(batch, dep, c)
+        return step_time_s(batch, dep, self.coefficients_of(scenario))
 
     def request_timing(
         self, scenario: Scenario, running: int, input_len: int, output_len: int
@@ -220,7 +242,7 @@ class PerformanceModel:
         decoding ones: its prompt in budget-sized chunks beside them, then decode steps with
         all of them at the request's mid-answer context. For a simulated server's timing."""
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        c = self.coefficients_of(scenario)
         context = input_len + output_len // 2
         ttft = 0.0
         done = 0
@@ -238,15 +260,29 @@ class PerformanceModel:
         c = roofline_coefficients()
         return run_metrics(simulate(dep, c), c, dep.replicas)
 
+    def uncertainty_reasons(self, scenario: Scenario, dep: Deployment | None = None) -> list[str]:
+        """Why a prediction of ``scenario`` is uncertain: what about it the measured data do
+        not cover (:func:`planner.perf.uncertainty.novelty`); empty when all is covered."""
+        dep = dep or self.deployment(scenario)
+        return novelty(
+            coefficient_key(scenario, dep),
+            dep.card.architecture.model_classes,
+            layouts_of(dep.expert_parallel, dep.data_parallel_size),
+            self._seen,
+        )
+
     def _prediction(
         self, scenario: Scenario, dep: Deployment, trace: SimTrace, c: np.ndarray
     ) -> Prediction:
         m = run_metrics(trace, c, dep.replicas)
-        family, gpu, version = dep.family, dep.gpu.gpu_id, version_key(scenario)
+        key = coefficient_key(scenario, dep)
+        family, gpu = key.family, key.gpu
         fitted = self.fitted
+        reasons = self.uncertainty_reasons(scenario, dep)
 
         def factors(metric: str, vector: np.ndarray) -> tuple[float, float]:
-            return interval_factors(fitted, family, gpu, version, metric, term_shares(vector, c))
+            own = interval_factors(fitted, key, metric, term_shares(vector, c))
+            return widen(own, len(reasons))
 
         count = trace.count[:, None]
         mean_ttft_vec = (count * (trace.first - trace.arrival)).sum(0) / max(trace.count.sum(), 1)
@@ -260,7 +296,7 @@ class PerformanceModel:
         point = point_of(scenario, params_b, moe, dep.link_class)
         near, distance = nearest(point, self._points)
         has_gpu = (family, gpu.lower()) in self._groups
-        confidence = confidence_of(distance, has_gpu)
+        confidence = confidence_of(distance, has_gpu, len(reasons))
         near_text = "no measured results in the fit" if near is None else near.label
         notes = list(dep.notes)
         if not has_gpu:
@@ -311,6 +347,7 @@ class PerformanceModel:
             confidence=confidence,
             nearest_measured=near_text,
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
+            uncertain_because=tuple(reasons),
             notes=tuple(notes),
         )
 

@@ -79,6 +79,16 @@ class Scenario(BaseModel):
     kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
     enforce_eager: bool = False
     gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0)
+    max_model_len: int | None = Field(default=None, gt=0)
+    # MoE layouts: whole experts sharded over the TP x DP GPUs of a stage instead of sliced
+    # (vLLM --enable-expert-parallel, SGLang --ep-size, TensorRT-LLM ep_size), and attention
+    # data-parallel ranks inside one engine, each with its own requests and KV cache (vLLM
+    # --data-parallel-size with an MoE model, SGLang --enable-dp-attention --dp-size)
+    enable_expert_parallel: bool | None = None
+    data_parallel_size: int | None = Field(default=None, gt=0)
+    # how the engine is driven: an HTTP server ("serve") or directly ("offline": vLLM's LLM
+    # class, trtllm-bench); None: offline for load offline_batch, else serve
+    entrypoint: Literal["serve", "offline"] | None = None
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves
     burstiness_cv: float = Field(default=1.0, gt=0.0)
@@ -99,9 +109,11 @@ class Scenario(BaseModel):
             raise ValueError("request_rate is required for load='rate'")
         if self.load == "trace" and not self.trace:
             raise ValueError("trace is required for load='trace'")
-        if self.num_gpus is not None and self.num_gpus % (self.tp * self.pp):
+        group = self.tp * self.pp * (self.data_parallel_size or 1)
+        if self.num_gpus is not None and self.num_gpus % group:
             raise ValueError(
-                f"num_gpus={self.num_gpus} must be a multiple of tp x pp = {self.tp * self.pp}"
+                f"num_gpus={self.num_gpus} must be a multiple of tp x pp x data_parallel_size "
+                f"= {group}"
             )
         return self
 
@@ -111,12 +123,18 @@ class Scenario(BaseModel):
         return ENGINE_FAMILIES.get(self.engine.strip().lower(), self.engine.strip().lower())
 
     @property
+    def gpus_per_replica(self) -> int:
+        """TP x PP x attention-DP ranks: the GPUs of one engine."""
+        return self.tp * self.pp * (self.data_parallel_size or 1)
+
+    @property
     def gpus(self) -> int:
-        return self.num_gpus or self.tp * self.pp
+        return self.num_gpus or self.gpus_per_replica
 
     @property
     def replicas(self) -> int:
-        return max(1, self.gpus // (self.tp * self.pp))
+        """Independent engines behind a load balancer."""
+        return max(1, self.gpus // self.gpus_per_replica)
 
     @property
     def mean_input_len(self) -> float:
@@ -156,9 +174,14 @@ class Scenario(BaseModel):
             "concurrency": f"concurrency {self.concurrency:g}" if self.concurrency else "",
             "rate": f"{self.request_rate:g} req/s" if self.request_rate else "",
         }.get(self.load, self.load)
+        layout = f"TP{self.tp}xPP{self.pp}"
+        if (self.data_parallel_size or 1) > 1:
+            layout += f" DP-attention {self.data_parallel_size}"
+        if self.enable_expert_parallel:
+            layout += " EP"
         return (
             f"{self.engine} {self.model} {self.precision} on {self.gpus}x{self.gpu} "
-            f"TP{self.tp}xPP{self.pp}, {lengths} tokens, {load}"
+            f"{layout}, {lengths} tokens, {load}"
         )
 
     @classmethod
@@ -173,7 +196,8 @@ class Scenario(BaseModel):
             if text == "":
                 continue
             values[key] = text
-        for key in ("num_gpus", "tp", "pp", "input_len", "output_len", "num_requests", "nodes"):
+        integers = ("num_gpus", "tp", "pp", "input_len", "output_len", "num_requests", "nodes")
+        for key in (*integers, "max_num_seqs", "max_num_batched_tokens", "data_parallel_size"):
             if key in values:
                 values[key] = _integer(key, values[key])
         try:
@@ -275,4 +299,7 @@ class Prediction(BaseModel):
     confidence: Confidence
     nearest_measured: str
     distance: float
+    #: what about the scenario the measured data do not cover, in words ("no measured MoE
+    #: result on SGLang with H200"); each one widens the intervals
+    uncertain_because: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

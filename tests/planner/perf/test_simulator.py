@@ -14,7 +14,11 @@ from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_time_
 from planner.workload import LengthDistribution
 
 C = full_coefficients(
-    np.array([1.0, 0.25, 0.4, 0.3, 1.0, 0.6, 1.4, 1.5, 1.3, 1.5, 3, 11, 1, 1.2, 1, 1.2, 1.6, 0.15])
+    # in the order of step_time.FITTED (expert_gemm after gemm, moe_layers after layers)
+    np.array(
+        [1.0, 0.25, 0.4, 0.3, 1.0, 0.5, 0.6, 1.4, 1.5, 1.3, 1.5, 3, 11, 1, 1.2, 1, 1.2, 1.0, 1.6]
+        + [0.15]
+    )
 )
 
 
