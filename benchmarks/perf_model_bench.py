@@ -24,6 +24,7 @@ from planner.catalog import load_catalog
 from planner.perf.calibration import scenario_from_measured
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
+from planner.recommend import Slo, max_rate_meeting_slo
 from planner.workload import LengthDistribution
 
 T = TypeVar("T")
@@ -108,7 +109,8 @@ def main() -> None:
     model.predict(rate)
     seconds, _ = timed(lambda: model.predict(rate))
     print(f"\none rate evaluation (300 Poisson requests, 70B TP4): {seconds * 1e3:.1f} ms")
-    search_s, result = timed(lambda: model.max_rate_meeting_slo(rate, 3000, 150), repeat=3)
+    slo = Slo(ttft_p99_ms=3000, tpot_p99_ms=150)
+    search_s, result = timed(lambda: max_rate_meeting_slo(model, rate, slo), repeat=3)
     print(
         f"max rate meeting p99 TTFT 3 s / TPOT 150 ms: {search_s * 1e3:.0f} ms "
         f"({result.evaluations} evaluations, {result.max_rate:.3f} req/s, "

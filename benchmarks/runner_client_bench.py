@@ -269,8 +269,9 @@ async def _client_httpx(port: int, conc: int, n: int) -> tuple[float, int, int]:
 
 def _client_servewise(port: int, conc: int, n: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config
+    from benchmarks_runner import build_synthetic_specs, make_run_config
     from benchmarks_runner.runner import run_benchmark_sync
+    from planner.workload import LengthDistribution
 
     cfg = make_run_config(
         base_url=f"http://127.0.0.1:{port}",
@@ -279,7 +280,9 @@ def _client_servewise(port: int, conc: int, n: int) -> dict[str, Any]:
         scrape_metrics=False,
         api="chat",
     )
-    specs = build_synthetic_specs(n, LengthDist(mean=PROMPT_WORDS), LengthDist(mean=TOKENS))
+    specs = build_synthetic_specs(
+        n, LengthDistribution.fixed(PROMPT_WORDS), LengthDistribution.fixed(TOKENS)
+    )
     with tempfile.TemporaryDirectory() as runs:
         res = run_benchmark_sync(cfg, specs, Path(runs))
     s = res.summary or {}

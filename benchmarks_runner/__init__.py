@@ -6,39 +6,51 @@ Public API (no streamlit here; the dashboard calls these from a background threa
   :class:`RequestSpec`, a runs directory, an optional plan, progress callback and cancel event.
 - Workload builders: :func:`build_synthetic_specs`, :func:`arrival_times`,
   :func:`with_arrivals`, :func:`load_trace`.
-- Run files: :func:`read_run`, :func:`list_runs` (format in :mod:`benchmarks_runner.run_files`).
+- Run files are read with :func:`planner.run_files.read_run_dir` (the one reader; format there).
 - Importers: :func:`import_file` for vllm bench serve, GuideLLM and AIPerf results.
 """
 
-from benchmarks_runner.config import LengthDist, RunConfig, make_run_config
-from benchmarks_runner.errors import (
-    AuthenticationFailed,
-    BenchmarkError,
-    ConfigError,
-    EndpointError,
-    EndpointUnreachable,
-    ImportFormatError,
-    ModelNotServed,
-    ProbeFailed,
-    RunFilesError,
-    TraceFormatError,
-)
-from benchmarks_runner.importers import import_file
-from benchmarks_runner.run_files import list_runs, read_run
-from benchmarks_runner.runner import (
-    ProgressSnapshot,
-    RunResult,
-    run_benchmark,
-    run_benchmark_sync,
-)
-from benchmarks_runner.sweep import SearchResult, run_sweep, search_max_rate
-from benchmarks_runner.workload import (
-    RequestSpec,
-    arrival_times,
-    build_synthetic_specs,
-    load_trace,
-    with_arrivals,
-)
+from importlib import import_module
+from typing import Any
+
+#: public name -> module defining it. Imported on first use (PEP 562), so a process that needs
+#: one part (the simulated server: no HTTP client, no importers) does not pay for all of them.
+_EXPORTS = {
+    "RunConfig": "config",
+    "make_run_config": "config",
+    "AuthenticationFailed": "errors",
+    "BenchmarkError": "errors",
+    "ConfigError": "errors",
+    "EndpointError": "errors",
+    "EndpointUnreachable": "errors",
+    "ImportFormatError": "errors",
+    "ModelNotServed": "errors",
+    "ProbeFailed": "errors",
+    "TraceFormatError": "errors",
+    "import_file": "importers",
+    "ProgressSnapshot": "runner",
+    "RunResult": "runner",
+    "run_benchmark": "runner",
+    "run_benchmark_sync": "runner",
+    "SearchResult": "sweep",
+    "run_sweep": "sweep",
+    "search_max_rate": "sweep",
+    "RequestSpec": "workload",
+    "arrival_times": "workload",
+    "build_synthetic_specs": "workload",
+    "load_trace": "workload",
+    "with_arrivals": "workload",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'benchmarks_runner' has no attribute {name!r}")
+    value = getattr(import_module(f"benchmarks_runner.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AuthenticationFailed",
@@ -47,23 +59,19 @@ __all__ = [
     "EndpointError",
     "EndpointUnreachable",
     "ImportFormatError",
-    "LengthDist",
     "ModelNotServed",
     "ProbeFailed",
     "ProgressSnapshot",
     "RequestSpec",
     "RunConfig",
-    "RunFilesError",
     "RunResult",
     "SearchResult",
     "TraceFormatError",
     "arrival_times",
     "build_synthetic_specs",
     "import_file",
-    "list_runs",
     "load_trace",
     "make_run_config",
-    "read_run",
     "run_benchmark",
     "run_benchmark_sync",
     "run_sweep",

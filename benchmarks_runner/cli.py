@@ -1,4 +1,4 @@
-"""Command line: ``python -m benchmarks_runner run|sweep|search|import ...``.
+"""Command line: ``python -m benchmarks_runner run|sweep|search|import|diagnose ...``.
 
 Exit codes: 0 the run completed (even if some requests failed); 130 cancelled by SIGINT (run
 files written, status ``cancelled``); 2 bad configuration; 3 endpoint unusable (unreachable,
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks_runner.config import LengthDist, RunConfig, make_run_config
+from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import BenchmarkError, ConfigError
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark
 from benchmarks_runner.workload import (
@@ -28,7 +28,10 @@ from benchmarks_runner.workload import (
     build_synthetic_specs,
     load_trace,
     with_arrivals,
+    workload_record,
 )
+from planner.errors import InvalidInputError
+from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
 EXIT_ABORTED = 4
@@ -67,12 +70,16 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     g.add_argument(
         "--input-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
-    g.add_argument("--input-spread", type=float, default=0.0)
+    spread_help = (
+        "half-width of a uniform, standard deviation in tokens of a normal or lognormal "
+        "(as the dashboard's sidebar)"
+    )
+    g.add_argument("--input-spread", type=float, default=0.0, help=spread_help)
     g.add_argument("--output-len", type=int, default=None)
     g.add_argument(
         "--output-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
-    g.add_argument("--output-spread", type=float, default=0.0)
+    g.add_argument("--output-spread", type=float, default=0.0, help=spread_help)
     g.add_argument(
         "--prefix-share",
         type=float,
@@ -156,6 +163,36 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--start-rate", type=float, default=1.0)
     se.add_argument("--max-rate", type=float, default=1000.0)
     se.add_argument("--max-runs", type=int, default=8)
+    dg = sub.add_parser(
+        "diagnose",
+        help="a run, a result file or a live endpoint against the ten ways a cluster wastes money",
+    )
+    dg.add_argument(
+        "source",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="a run directory, or a vllm bench serve / GuideLLM / AIPerf result",
+    )
+    dg.add_argument("--base-url", default=None, help="watch this live endpoint's /metrics instead")
+    dg.add_argument(
+        "--duration", type=float, default=60.0, help="seconds to watch the endpoint (--base-url)"
+    )
+    dg.add_argument("--interval-s", type=float, default=1.0, help="seconds between scrapes")
+    dg.add_argument("--metrics-path", default="/metrics")
+    dg.add_argument(
+        "--api-key-env", default=None, help="name of the environment variable holding the API key"
+    )
+    dg.add_argument(
+        "--plan", type=Path, default=None, help="JSON file of the deployment the run measured"
+    )
+    dg.add_argument("--region", default=None, help="price region (default: the cheapest listed)")
+    dg.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    dg.add_argument(
+        "--no-predict",
+        action="store_true",
+        help="skip the performance model (no what-ifs; saves its ~10 s fit)",
+    )
     im = sub.add_parser("import", help="import another tool's result into run files")
     im.add_argument("--format", required=True, choices=["vllm", "guidellm", "aiperf"])
     im.add_argument("file", type=Path)
@@ -196,16 +233,15 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
             extra = json.loads(args.extra_body)
         except ValueError as exc:
             raise ConfigError(f"--extra-body: not JSON ({exc})") from None
-    workload: dict[str, Any] = {
-        "input_len": {"kind": args.input_dist, "mean": args.input_len, "spread": args.input_spread},
-        "output_len": {
-            "kind": args.output_dist,
-            "mean": args.output_len,
-            "spread": args.output_spread,
-        },
-        "prefix_share": args.prefix_share,
-        "prefix_groups": args.prefix_groups,
-    }
+    workload: dict[str, Any] = {}
+    if args.input_len is not None and args.output_len is not None:
+        input_len, output_len = length_distributions(args)
+        workload = workload_record(
+            input_len,
+            output_len,
+            prefix_share=args.prefix_share,
+            prefix_groups=args.prefix_groups,
+        )
     if trace:
         workload = {
             "trace": str(trace),
@@ -249,6 +285,27 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
     return make_run_config(**fields)
 
 
+def length_distributions(
+    args: argparse.Namespace,
+) -> tuple[LengthDistribution, LengthDistribution]:
+    """``--input-len/--input-dist/--input-spread`` and the output ones as the planner's
+    distributions; raises ConfigError naming the flag."""
+    out: list[LengthDistribution] = []
+    for side in ("input", "output"):
+        mean = getattr(args, f"{side}_len")
+        if mean < 1:
+            raise ConfigError(f"--{side}-len={mean}: must be a token count >= 1")
+        try:
+            out.append(
+                LengthDistribution.from_mean_spread(
+                    getattr(args, f"{side}_dist"), mean, getattr(args, f"{side}_spread")
+                )
+            )
+        except InvalidInputError as exc:
+            raise ConfigError(f"--{side}-dist/--{side}-spread: {exc}") from None
+    return out[0], out[1]
+
+
 def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[RequestSpec]:
     if args.trace is not None:
         if args.trace_format is None:
@@ -271,9 +328,8 @@ def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Request
         )
     if args.num_requests < 1:
         raise ConfigError(f"--num-requests={args.num_requests}: must be >= 1")
+    in_d, out_d = length_distributions(args)
     try:
-        in_d = LengthDist(kind=args.input_dist, mean=args.input_len, spread=args.input_spread)
-        out_d = LengthDist(kind=args.output_dist, mean=args.output_len, spread=args.output_spread)
         specs = build_synthetic_specs(
             args.num_requests,
             in_d,
@@ -479,6 +535,61 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    import os
+
+    from benchmarks_runner.diagnose import load_runs, read_plan, scratch_dir, watch_endpoint
+    from planner.catalog import load_catalog
+    from planner.diagnosis import Diagnosis, diagnose, evidence_from_run, evidence_from_scrape
+    from planner.diagnosis.report import text_report, to_json
+    from planner.errors import PlannerError
+    from planner.perf.model import PerformanceModel, get_performance_model
+    from planner.settings import get_settings
+
+    if (args.source is None) == (args.base_url is None):
+        raise ConfigError("diagnose needs a run directory or result file, or --base-url URL")
+    plan = read_plan(args.plan)
+    try:
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        model: PerformanceModel | None = None
+        if not args.no_predict:
+            print("fitting the performance model for the what-ifs ...", file=sys.stderr)
+            model = get_performance_model(catalog)
+        results: list[Diagnosis] = []
+        if args.base_url is not None:
+            api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+            print(f"watching {args.base_url}{args.metrics_path} for {args.duration:g} s ...",
+                  file=sys.stderr)  # fmt: skip
+            samples, watched = asyncio.run(
+                watch_endpoint(
+                    args.base_url,
+                    args.duration,
+                    interval_s=args.interval_s,
+                    metrics_path=args.metrics_path,
+                    api_key=api_key,
+                )
+            )
+            ev = evidence_from_scrape(
+                samples, duration_s=watched, base_url=args.base_url, plan=plan
+            )
+            results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
+        else:
+            with scratch_dir() as scratch:
+                for run in load_runs(args.source, Path(scratch)):
+                    if plan is not None:
+                        run.meta["plan"] = plan
+                    ev = evidence_from_run(run)
+                    results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
+    except PlannerError as exc:
+        raise ConfigError(str(exc)) from None
+    if args.json:
+        payload: Any = [to_json(d) for d in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=1))
+    else:
+        print("\n".join(text_report(d) for d in results), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -492,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
             "sweep": _cmd_sweep,
             "search": _cmd_search,
             "import": _cmd_import,
+            "diagnose": _cmd_diagnose,
         }[args.command]
         return handler(args)
     except _ArgError as exc:

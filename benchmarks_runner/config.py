@@ -18,29 +18,6 @@ LoadPattern = Literal["concurrency", "rate", "trace"]
 SloName = Literal["ttft", "tpot", "e2el"]
 
 
-class LengthDist(BaseModel):
-    """A token-length distribution: fixed, uniform, normal or lognormal, clipped to [min, max].
-
-    ``mean`` is the planned mean in tokens; ``spread`` is the half-width for uniform, the
-    standard deviation for normal and sigma of the underlying normal for lognormal (whose
-    mu is chosen so that the distribution's mean equals ``mean``).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
-    mean: int = Field(ge=1, le=10_000_000)
-    spread: float = Field(default=0.0, ge=0.0, le=10_000_000)
-    min: int = Field(default=1, ge=1)
-    max: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _check_bounds(self) -> LengthDist:
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"max={self.max} must be >= min={self.min}")
-        return self
-
-
 class RunConfig(BaseModel):
     """Everything that shapes one run against one endpoint.
 

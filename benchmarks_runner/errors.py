@@ -27,6 +27,10 @@ class EndpointUnreachable(EndpointError):
     """No HTTP connection could be made to the endpoint (refused, DNS, TLS, timeout)."""
 
 
+class EndpointStartError(EndpointError):
+    """The endpoint a run brings (simulated server, vLLM) did not come up."""
+
+
 class ModelNotServed(EndpointError):
     """The endpoint answered /v1/models but does not list the requested model."""
 
@@ -45,7 +49,3 @@ class TraceFormatError(BenchmarkError):
 
 class ImportFormatError(BenchmarkError):
     """A result file of another tool does not match the format it was declared as."""
-
-
-class RunFilesError(BenchmarkError):
-    """A run directory is missing or malformed."""

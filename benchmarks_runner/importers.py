@@ -39,7 +39,7 @@ import numpy as np
 
 from benchmarks_runner.errors import ImportFormatError
 from benchmarks_runner.metrics import DETAILED_KEYS, build_vllm_result, compute_summary
-from benchmarks_runner.run_files import RunWriter, utc_now_iso
+from planner.run_files import RequestRecord, RunWriter, utc_now_iso
 
 FORMATS = ("vllm", "guidellm", "aiperf")
 
@@ -52,7 +52,7 @@ def _load_json(path: Path, fmt: str) -> Any:
         raise ImportFormatError(f"{path}: not a readable {fmt} JSON file ({exc})") from None
 
 
-def _row(
+def _record(
     index: int,
     *,
     request_id: str,
@@ -66,34 +66,34 @@ def _row(
     warmup: bool = False,
     first_content: float | None = None,
     http_status: int | None = None,
-) -> dict[str, Any]:
+) -> RequestRecord:
     chunk_list = [round(float(t), 6) for t in chunks]
-    return {
-        "request_id": request_id,
-        "request_index": index,
-        "warmup": warmup,
-        "start_s": round(start, 6),
-        "first_chunk_s": chunk_list[0] if chunk_list else None,
-        "first_content_s": round(first_content, 6)
+    return RequestRecord(
+        request_id=request_id,
+        request_index=index,
+        warmup=warmup,
+        start_s=round(start, 6),
+        first_chunk_s=chunk_list[0] if chunk_list else None,
+        first_content_s=round(first_content, 6)
         if first_content is not None
         else (chunk_list[0] if chunk_list else None),
-        "end_s": round(end, 6) if end is not None else None,
-        "chunk_times_s": chunk_list,
-        "chunk_tokens": [1] * len(chunk_list),
-        "prompt_tokens": prompt,
-        "output_tokens": output if output else None,
-        "input_len_target": prompt or 0,
-        "output_len_target": output or 0,
-        "status": "ok" if ok else "error",
-        "http_status": http_status if http_status is not None else (200 if ok else None),
-        "error": None if ok else (error or "failed"),
-    }
+        end_s=round(end, 6) if end is not None else None,
+        chunk_times_s=chunk_list,
+        chunk_tokens=[1] * len(chunk_list),
+        prompt_tokens=prompt,
+        output_tokens=output if output else None,
+        input_len_target=prompt or 0,
+        output_len_target=output or 0,
+        status="ok" if ok else "error",
+        http_status=http_status if http_status is not None else (200 if ok else None),
+        error=None if ok else (error or "failed"),
+    )
 
 
 def _write_run(
     runs_dir: Path,
     *,
-    rows: list[dict[str, Any]],
+    rows: list[RequestRecord],
     summary: dict[str, Any],
     result: dict[str, Any],
     model: str | None,
@@ -126,7 +126,7 @@ def _write_run(
 
 
 def _summary_and_result(
-    rows: list[dict[str, Any]],
+    rows: list[RequestRecord],
     duration: float,
     model: str | None,
     backend: str,
@@ -159,7 +159,7 @@ def import_vllm(path: Path, runs_dir: Path) -> list[Path]:
         )
     backend = str(data.get("backend") or data.get("endpoint_type") or "openai")
     api = "chat" if "chat" in backend else "completions"
-    rows: list[dict[str, Any]] = []
+    rows: list[RequestRecord] = []
     detailed = all(
         isinstance(data.get(k), list) for k in ("ttfts", "itls", "latencies", "start_times")
     )
@@ -182,7 +182,7 @@ def import_vllm(path: Path, runs_dir: Path) -> list[Path]:
                     t += float(gap)
                     chunks.append(t)
             rows.append(
-                _row(
+                _record(
                     i,
                     request_id=f"vllm-{i}",
                     start=start,
@@ -308,7 +308,7 @@ def import_guidellm(path: Path, runs_dir: Path) -> list[Path]:
                 else "errored"
             )
             rows.append(
-                _row(
+                _record(
                     i,
                     request_id=g["id"] or f"guidellm-{b_index}-{i}",
                     start=start,
@@ -328,7 +328,7 @@ def import_guidellm(path: Path, runs_dir: Path) -> list[Path]:
         elif sched.get("measure_end_time") is not None:
             duration = float(sched["measure_end_time"]) - t0
         else:
-            ends = [float(r["end_s"]) for r in rows if r["end_s"] is not None]
+            ends = [r.end_s for r in rows if r.end_s is not None]
             duration = max(ends) if ends else 0.0
         strategy = (
             ((bench.get("config") or {}).get("strategy") or {})
@@ -446,7 +446,7 @@ def import_aiperf(path: Path, runs_dir: Path) -> list[Path]:
             code = err.get("code")
             msg = f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip()
         rows.append(
-            _row(
+            _record(
                 i,
                 request_id=str(md.get("x_request_id") or f"aiperf-{i}"),
                 start=start,
@@ -460,9 +460,9 @@ def import_aiperf(path: Path, runs_dir: Path) -> list[Path]:
                 http_status=int(code) if isinstance(code, int) else None,
             )
         )
-    measured = [r for r in rows if not r["warmup"]]
-    m_start = min((r["start_s"] for r in measured), default=0.0)
-    m_end = max((r["end_s"] for r in measured if r["end_s"] is not None), default=m_start)
+    measured = [r for r in rows if not r.warmup]
+    m_start = min((r.start_s for r in measured), default=0.0)
+    m_end = max((r.end_s for r in measured if r.end_s is not None), default=m_start)
     duration = m_end - m_start
     model = None
     aggregate = jsonl.parent / "profile_export_aiperf.json"

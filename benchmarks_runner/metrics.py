@@ -1,21 +1,27 @@
-"""Metrics exactly as ``vllm bench serve`` defines them, computed from stored request rows.
+"""Metrics exactly as ``vllm bench serve`` (vLLM 0.33) defines them, from stored request records.
 
-Per request (successful = HTTP 200 and at least one ``choices`` chunk):
+Per request (successful = HTTP 200 and at least one output chunk; records in
+:class:`planner.run_files.RequestRecord`):
 
-- TTFT = first ``choices`` chunk - start (start taken just before the POST).
-- ITL = gaps between successive ``choices`` chunks (chunk gaps, not token gaps), pooled over
-  all requests for percentiles.
-- E2E latency (``e2el``) = last ``choices`` chunk - start.
+- TTFT = first chunk carrying output - start (start taken just before the POST). On chat, an
+  opening chunk with only ``{"role": "assistant", "content": ""}`` is not output; content,
+  reasoning (``delta.reasoning``, or the older ``reasoning_content``) and tool-call deltas are.
+  On completions every ``choices`` chunk is output, as vLLM counts it.
+- ITL = gaps between successive output chunks (chunk gaps, not token gaps), pooled over all
+  requests for percentiles.
+- E2E latency (``e2el``) = last output chunk - start.
 - output tokens = ``usage.completion_tokens``; if the server sent no usage, the sum of the
   per-chunk token deltas (vLLM would re-tokenize the text; there is no tokenizer here).
 - TPOT = (E2E - TTFT) / (output tokens - 1), for requests with more than one output token.
-- TTFC (ours) = first chunk with non-empty *content* - start: for reasoning models the first
-  token is often ``reasoning_content``; TTFC is what a user waits for.
+- TTFC (Servewise's) = first chunk with non-empty *content* - start: a reasoning model streams
+  its reasoning first; TTFC is what a user waits for.
 
 Aggregates over the run's measured duration: request, output and total token throughput;
 goodput = requests meeting every SLO (ttft, tpot, e2el; ``value <= SLO``, a request with one
 output token has TPOT 0) per second; mean, median, std and percentiles use numpy (linear
-percentile method, as vLLM), in milliseconds.
+percentile method, as vLLM), in milliseconds; the peaks over 1-second buckets as vLLM counts
+them (:func:`peaks`). Figures vLLM does not have carry Servewise names (``ttfc``,
+``client_queue_time``, ``max_in_flight_requests``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
+
+from planner.run_files import RequestRecord
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -98,39 +106,38 @@ DETAILED_KEYS = (
 
 @dataclass(frozen=True, slots=True)
 class RequestTimes:
-    """Derived per-request values of one successful row (seconds)."""
+    """Derived per-request values of one successful record (seconds); ``itls`` is None when
+    the tool that measured it kept no per-chunk times."""
 
     ttft: float
     ttfc: float | None
     e2el: float
-    itls: list[float]
+    itls: list[float] | None
     output_tokens: int
     prompt_tokens: int
     tpot: float | None
 
 
-def request_times(row: Mapping[str, Any]) -> RequestTimes | None:
-    """Derived times of a stored row, or None if the request did not succeed."""
-    if row.get("status") != "ok" or row.get("first_chunk_s") is None:
+def request_times(record: RequestRecord) -> RequestTimes | None:
+    """Derived times of a stored record, or None if the request did not succeed."""
+    if not record.ok or record.first_chunk_s is None:
         return None
-    start = float(row["start_s"])
-    chunks = [float(t) for t in row.get("chunk_times_s") or []]
-    first = float(row["first_chunk_s"])
-    end = float(row["end_s"]) if row.get("end_s") is not None else (chunks[-1] if chunks else first)
-    itls = [b - a for a, b in pairwise(chunks)]
-    out = row.get("output_tokens")
+    start = record.start_s
+    first = record.first_chunk_s
+    chunks = record.chunk_times_s
+    end = record.end_s if record.end_s is not None else (chunks[-1] if chunks else first)
+    itls = None if chunks is None else [b - a for a, b in pairwise(chunks)]
+    out = record.output_tokens
     if not out:
-        out = int(sum(row.get("chunk_tokens") or [])) or 1
-    prompt = row.get("prompt_tokens")
+        out = int(sum(record.chunk_tokens or [])) or 1
+    prompt = record.prompt_tokens
     if prompt is None:
-        prompt = row.get("input_len_target") or 0
+        prompt = record.input_len_target or 0
     ttft = first - start
     e2el = end - start
     tpot = (e2el - ttft) / (out - 1) if out > 1 else None
-    fc = row.get("first_content_s")
-    return RequestTimes(
-        ttft, None if fc is None else float(fc) - start, e2el, itls, int(out), int(prompt), tpot
-    )
+    fc = record.first_content_s
+    return RequestTimes(ttft, None if fc is None else fc - start, e2el, itls, out, prompt, tpot)
 
 
 def _p_word(p: float) -> str:
@@ -152,40 +159,58 @@ def distribution_ms(
     return out
 
 
-def _peak_output_rate(
-    rows: Sequence[Mapping[str, Any]], times: Sequence[RequestTimes]
-) -> tuple[float, int]:
-    """vLLM's ``max_output_tokens_per_s`` (1 token per chunk, 1 s buckets from the first start)
-    and ``max_concurrent_requests`` (sweep line over successful requests)."""
-    if not rows:
-        return 0.0, 0
-    starts = [float(r["start_s"]) for r in rows]
+@dataclass(frozen=True, slots=True)
+class Peaks:
+    """vLLM's peak figures and Servewise's exact peak of requests in flight."""
+
+    max_output_tokens_per_s: float | None
+    max_concurrent_requests: int
+    max_in_flight_requests: int
+
+
+def peaks(records: Sequence[RequestRecord], times: Sequence[RequestTimes]) -> Peaks:
+    """Over 1-second buckets from the first start, as ``vllm bench serve`` counts them:
+
+    - ``max_output_tokens_per_s``: the most output chunks in one bucket (vLLM counts one token
+      a chunk: TTFT then the ITL gaps); None when no request has per-chunk times;
+    - ``max_concurrent_requests``: the most requests active in one bucket, a request counting
+      in every bucket from ``floor(start)`` to ``ceil(end)`` (exclusive): a closed loop of C
+      shows up to 2C, since a bucket holds the requests that ended and those that replaced them;
+    - ``max_in_flight_requests`` (Servewise's): the exact peak of overlapping requests
+      (sweep line over ``[start, end)``, ends before starts at a tie).
+    """
+    if not records:
+        return Peaks(None, 0, 0)
+    starts = [r.start_s for r in records]
     t0 = min(starts)
     t_end = max(s + t.e2el for s, t in zip(starts, times, strict=True))
     n_buckets = math.ceil(t_end - t0) + 1
-    buckets = np.zeros(n_buckets)
+    tokens = np.zeros(n_buckets)
+    active = np.zeros(n_buckets)
+    any_chunks = False
     events: list[tuple[float, int]] = []
     for s, t in zip(starts, times, strict=True):
-        tok = s + t.ttft
-        chunk_times = [tok]
-        for gap in t.itls:
-            tok += gap
-            chunk_times.append(tok)
-        idx = np.floor(np.asarray(chunk_times) - t0).astype(int)
-        idx = idx[(idx >= 0) & (idx < n_buckets)]
-        np.add.at(buckets, idx, 1)
+        if t.itls is not None:
+            any_chunks = True
+            chunk_times = s + t.ttft + np.concatenate(([0.0], np.cumsum(t.itls)))
+            idx = np.floor(chunk_times - t0).astype(int)
+            idx = idx[(idx >= 0) & (idx < n_buckets)]
+            np.add.at(tokens, idx, 1)
+        first = int(s - t0)
+        last = min(n_buckets, math.ceil(s + t.e2el - t0))
+        active[first:last] += 1
         events.append((s, 1))
         events.append((s + t.e2el, -1))
     events.sort()
-    cur = peak = 0
-    for _, d in events:
-        cur += d
-        peak = max(peak, cur)
-    return float(buckets.max()), peak
+    current = peak = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return Peaks(float(tokens.max()) if any_chunks else None, int(active.max()), peak)
 
 
 def compute_summary(
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[RequestRecord],
     duration_s: float,
     *,
     percentiles: Sequence[float] = (99.0,),
@@ -193,21 +218,26 @@ def compute_summary(
     max_concurrency: int | None = None,
     request_rate: float | None = None,
 ) -> dict[str, Any]:
-    """Aggregate metrics of the measured (non-warmup) rows, keyed as ``vllm bench serve``."""
-    measured = [r for r in rows if not r.get("warmup")]
-    ok_rows: list[Mapping[str, Any]] = []
+    """Aggregate metrics of the measured (non-warmup) records, keyed as ``vllm bench serve``.
+
+    What the records cannot give is absent, not zero: ITL and the peak output rate when no
+    record has per-chunk times.
+    """
+    measured = [r for r in records if not r.warmup]
+    ok_records: list[RequestRecord] = []
     ok_times: list[RequestTimes] = []
     for r in measured:
         t = request_times(r)
         if t is not None:
-            ok_rows.append(r)
+            ok_records.append(r)
             ok_times.append(t)
     dur = duration_s if duration_s > 0 else float("nan")
     total_in = sum(t.prompt_tokens for t in ok_times)
     total_out = sum(t.output_tokens for t in ok_times)
     ttfts = [t.ttft for t in ok_times]
     tpots = [t.tpot for t in ok_times if t.tpot is not None]
-    itls = [g for t in ok_times for g in t.itls]
+    with_chunks = [t.itls for t in ok_times if t.itls is not None]
+    itls = [g for gaps in with_chunks for g in gaps]
     e2els = [t.e2el for t in ok_times]
     ttfcs = [t.ttfc for t in ok_times if t.ttfc is not None]
     good = None
@@ -218,7 +248,7 @@ def compute_summary(
             if all(vals[k] <= v / 1000.0 for k, v in goodput_slos_ms.items() if k in vals):
                 n_good += 1
         good = n_good / dur
-    peak_tok, peak_conc = _peak_output_rate(ok_rows, ok_times)
+    peak = peaks(ok_records, ok_times)
     summary: dict[str, Any] = {
         "duration": duration_s,
         "completed": len(ok_times),
@@ -229,36 +259,40 @@ def compute_summary(
         "request_goodput": good,
         "output_throughput": total_out / dur,
         "total_token_throughput": (total_in + total_out) / dur,
-        "max_output_tokens_per_s": peak_tok,
-        "max_concurrent_requests": peak_conc,
+        "max_concurrent_requests": peak.max_concurrent_requests,
         "rtfx": 0.0,
     }
+    if peak.max_output_tokens_per_s is not None:
+        summary["max_output_tokens_per_s"] = peak.max_output_tokens_per_s
     pct = list(percentiles)
     summary |= distribution_ms("ttft", ttfts, pct)
     summary |= distribution_ms("tpot", tpots, pct)
-    summary |= distribution_ms("itl", itls, pct)
+    if with_chunks:
+        summary |= distribution_ms("itl", itls, pct)
     summary |= distribution_ms("e2el", e2els, pct)
     if max_concurrency is not None:
-        queue = [_queue_time(r) for r in ok_rows]
+        queue = [_queue_time(r) for r in ok_records]
         summary |= distribution_ms("client_queue_time", queue, pct)
         if request_rate is not None and not math.isinf(request_rate):
             incl = [q + t.e2el for q, t in zip(queue, ok_times, strict=True)]
             summary |= distribution_ms("e2el_including_client_queue", incl, pct)
-    # Ours, beyond vLLM: time to first content token (reasoning models) and the SLOs used.
+    # Servewise's own, beyond vLLM: time to first content token (reasoning models think
+    # first), the exact peak of requests in flight, the SLOs used.
     summary |= distribution_ms("ttfc", ttfcs, pct)
+    summary["max_in_flight_requests"] = peak.max_in_flight_requests
     summary["goodput_slos_ms"] = dict(goodput_slos_ms) if goodput_slos_ms else None
     summary["num_measured_requests"] = len(measured)
-    summary["output_tokens_from_usage"] = sum(1 for r in ok_rows if r.get("output_tokens"))
+    summary["output_tokens_from_usage"] = sum(1 for r in ok_records if r.output_tokens)
     return summary
 
 
-def _queue_time(row: Mapping[str, Any]) -> float:
-    sched = row.get("scheduled_s")
-    return max(0.0, float(row["start_s"]) - float(sched)) if sched is not None else 0.0
+def _queue_time(record: RequestRecord) -> float:
+    sched = record.scheduled_s
+    return max(0.0, record.start_s - sched) if sched is not None else 0.0
 
 
 def build_vllm_result(
-    rows: Sequence[Mapping[str, Any]],
+    records: Sequence[RequestRecord],
     summary: Mapping[str, Any],
     *,
     date: str,
@@ -270,8 +304,9 @@ def build_vllm_result(
     burstiness: float,
     max_concurrency: int | None,
 ) -> dict[str, Any]:
-    """The ``vllm bench serve --save-result --save-detailed`` JSON of a run."""
-    measured = [r for r in rows if not r.get("warmup")]
+    """The ``vllm bench serve --save-result --save-detailed`` JSON of a run (``itls`` only when
+    the records have per-chunk times)."""
+    measured = [r for r in records if not r.warmup]
     input_lens: list[int] = []
     output_lens: list[int] = []
     ttfts: list[float] = []
@@ -280,20 +315,21 @@ def build_vllm_result(
     errors: list[str] = []
     for r in measured:
         t = request_times(r)
-        prompt = r.get("prompt_tokens")
-        input_lens.append(int(prompt if prompt is not None else r.get("input_len_target") or 0))
+        prompt = r.prompt_tokens
+        input_lens.append(int(prompt if prompt is not None else r.input_len_target or 0))
         if t is None:
             output_lens.append(0)
             ttfts.append(0.0)
             itls.append([])
             latencies.append(0.0)
-            errors.append(str(r.get("error") or "failed"))
+            errors.append(str(r.error or "failed"))
         else:
             output_lens.append(t.output_tokens)
             ttfts.append(t.ttft)
-            itls.append(t.itls)
+            itls.append(t.itls or [])
             latencies.append(t.e2el)
             errors.append("")
+    chunked = any(r.chunk_times_s is not None for r in measured)
     result: dict[str, Any] = {
         "date": date,
         "endpoint_type": backend,
@@ -310,11 +346,13 @@ def build_vllm_result(
         "ttfts": ttfts,
         "itls": itls,
         "latencies": latencies,
-        "start_times": [float(r["start_s"]) for r in measured],
+        "start_times": [r.start_s for r in measured],
         "queue_times": [_queue_time(r) for r in measured],
         "generated_texts": ["" for _ in measured],
         "errors": errors,
     }
+    if not chunked:
+        del result["itls"]
     for k, v in summary.items():
         result.setdefault(k, v)
     return result

@@ -6,12 +6,12 @@ the browser. :class:`RunManager` (one a process; the dashboard holds it with
 :func:`~benchmarks_runner.runner.run_benchmark_sync`, keeps its latest
 :class:`~benchmarks_runner.runner.ProgressSnapshot` and a cancel event, and lists the active and
 finished runs, so any script run of any session finds them again. The run files are written as
-for any run (``benchmarks_runner.run_files``): after the process ends they are what remains.
+for any run (:mod:`planner.run_files`): after the process ends they are what remains.
 
-A run may bring its own endpoint (:class:`Endpoint`): a simulated server child process
-(:class:`SimulatedEndpoint`) or a ``vllm serve`` child (:class:`LaunchedVllm`). The manager
-starts it before the run (its start-up counts as the run's ``starting`` state and can be
-cancelled) and stops it when the run ends, however it ends.
+A run may bring its own endpoint (:mod:`benchmarks_runner.endpoints`): a simulated server child
+process or a ``vllm serve`` child. The manager starts it before the run (its start-up counts as
+the run's ``starting`` state and can be cancelled) and stops it when the run ends, however it
+ends.
 
 Two runs at once, against different endpoints, each have their own thread, event loop and run
 directory. The runner quiets the garbage collector for the length of a run (process-wide
@@ -26,304 +26,30 @@ import contextlib
 import gc
 import json
 import logging
-import os
 import secrets
-import selectors
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from benchmarks_runner.config import RunConfig
-from benchmarks_runner.errors import BenchmarkError, EndpointError
-from benchmarks_runner.run_files import RUN_JSON, list_runs
+from benchmarks_runner.config import RunConfig, make_run_config
+from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
+from benchmarks_runner.errors import BenchmarkError, EndpointStartError
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
-from benchmarks_runner.workload import RequestSpec
+from benchmarks_runner.workload import RequestSpec, build_synthetic_specs, workload_record
+from planner.perf.scenario import Scenario
+from planner.run_files import RUN_JSON, list_runs
+from planner.verification import verification_scenario
+from planner.workload import LengthDistribution
 
 log = logging.getLogger(__name__)
 
 RunState = Literal["starting", "running", "completed", "cancelled", "failed"]
 ACTIVE_STATES = ("starting", "running")
-
-
-class EndpointStartError(EndpointError):
-    """The endpoint a run brings (simulated server, vLLM) did not come up."""
-
-
-# ----- endpoints a run brings along ---------------------------------------------------------------
-class Endpoint(Protocol):
-    """Something to start before a run and stop after it."""
-
-    @property
-    def description(self) -> str: ...
-
-    def start(self, cancel: threading.Event) -> str:
-        """Start and return the base URL (``http://127.0.0.1:PORT``); raise
-        :class:`EndpointStartError` with a reason, or return early when ``cancel`` is set."""
-        ...
-
-    def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Fault injection of the simulated server (fractions of requests, 0..1)."""
-
-    error_rate: float = 0.0  # answered HTTP error_status
-    drop_rate: float = 0.0  # connection closed mid-stream
-    malformed_rate: float = 0.0  # a garbage SSE chunk
-    stall_rate: float = 0.0  # a pause of stall_s mid-stream
-    stall_s: float = 1.0
-    error_status: int = 500
-
-    def args(self) -> list[str]:
-        out: list[str] = []
-        for flag, value in (
-            ("--error-rate", self.error_rate),
-            ("--drop-rate", self.drop_rate),
-            ("--malformed-rate", self.malformed_rate),
-            ("--stall-rate", self.stall_rate),
-        ):
-            if value:
-                out += [flag, f"{value:g}"]
-        if self.stall_rate:
-            out += ["--stall-s", f"{self.stall_s:g}"]
-        if self.error_rate and self.error_status != 500:
-            out += ["--error-status", str(self.error_status)]
-        return out
-
-    def recorded(self) -> dict[str, float]:
-        """The rates in use (and the stall length and error status when they matter)."""
-        out = {k: v for k, v in self.__dict__.items() if k.endswith("_rate") and v}
-        if self.stall_rate:
-            out["stall_s"] = self.stall_s
-        if self.error_rate and self.error_status != 500:
-            out["error_status"] = self.error_status
-        return out
-
-    @property
-    def any(self) -> bool:
-        return any((self.error_rate, self.drop_rate, self.malformed_rate, self.stall_rate))
-
-
-def _stop_process(process: subprocess.Popen[Any], grace_s: float, sig: int) -> None:
-    """Signal a child's process group, wait ``grace_s``, then kill it."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, sig)
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
-class SimulatedEndpoint:
-    """``python -m benchmarks_runner.simulated_server`` on 127.0.0.1, a free port.
-
-    ``args`` are the server's flags (``--model``, ``--gpu``, ``--tp``, ``--slowdown``, fault
-    rates, ...; see :meth:`for_plan`). Its stderr goes to ``log_path`` when given.
-    """
-
-    def __init__(
-        self,
-        args: Sequence[str],
-        *,
-        log_path: Path | None = None,
-        start_timeout_s: float = 90.0,
-    ) -> None:
-        self.args = list(args)
-        self.log_path = log_path
-        self.start_timeout_s = start_timeout_s
-        self.process: subprocess.Popen[bytes] | None = None
-        self.base_url: str | None = None
-        self._own_log = False
-
-    @classmethod
-    def for_plan(
-        cls,
-        plan: dict[str, Any],
-        *,
-        coefficients: Sequence[float] | None = None,
-        slowdown: float = 1.0,
-        faults: Faults | None = None,
-        log_path: Path | None = None,
-        extra_args: Sequence[str] = (),
-    ) -> SimulatedEndpoint:
-        """A simulated server timed by the performance model for ``plan`` (the keys a run's
-        ``plan`` has: model, gpu, tp, pp, precision, instance, max_num_seqs, ...)."""
-        args = ["--model", str(plan["model"]), "--gpu", str(plan["gpu"])]
-        args += ["--tp", str(int(plan.get("tp") or 1)), "--pp", str(int(plan.get("pp") or 1))]
-        for key, flag in (
-            ("precision", "--precision"),
-            ("instance", "--instance"),
-            ("engine_version", "--engine-version"),
-            ("max_num_seqs", "--max-num-seqs"),
-            ("max_num_batched_tokens", "--max-num-batched-tokens"),
-            ("kv_cache_dtype", "--kv-cache-dtype"),
-        ):
-            if plan.get(key) not in (None, ""):
-                args += [flag, str(plan[key])]
-        if coefficients is not None:
-            args += ["--coefficients", json.dumps([float(c) for c in coefficients])]
-        if slowdown != 1.0:
-            args += ["--slowdown", f"{slowdown:g}"]
-        fault_args = faults.args() if faults is not None else []
-        return cls([*args, *fault_args, *extra_args], log_path=log_path)
-
-    @property
-    def description(self) -> str:
-        return "simulated endpoint"
-
-    @property
-    def argv(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "benchmarks_runner.simulated_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            *self.args,
-        ]
-
-    def start(self, cancel: threading.Event) -> str:
-        if self.log_path is None:  # a file, not a pipe nobody drains
-            handle, name = tempfile.mkstemp(prefix="servewise-simulated-", suffix=".log")
-            os.close(handle)
-            self.log_path, self._own_log = Path(name), True
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as stderr:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        port = self._read_port(cancel)
-        self.base_url = f"http://127.0.0.1:{port}" if port else None
-        return self.base_url or ""
-
-    def _read_port(self, cancel: threading.Event) -> int | None:
-        process = self.process
-        assert process is not None and process.stdout is not None
-        deadline = time.monotonic() + self.start_timeout_s
-        buffer = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if cancel.is_set():
-                    return None
-                if selector.select(timeout=0.1):
-                    chunk = os.read(process.stdout.fileno(), 4096)
-                    if not chunk:  # EOF: the server is exiting
-                        with contextlib.suppress(subprocess.TimeoutExpired):
-                            process.wait(timeout=10)
-                        break
-                    buffer += chunk
-                    for line in buffer.decode(errors="replace").splitlines():
-                        if line.startswith("LISTENING "):
-                            return int(line.split()[1])
-                elif process.poll() is not None:
-                    break
-        reason = self._exit_reason()
-        self.stop()
-        raise EndpointStartError(f"the simulated endpoint did not start: {reason}")
-
-    def _exit_reason(self) -> str:
-        process = self.process
-        if process is None:
-            return "not started"
-        if process.poll() is None:
-            return f"no LISTENING line within {self.start_timeout_s:.0f} s"
-        text = ""
-        if self.log_path is not None and self.log_path.exists():
-            text = self.log_path.read_text(errors="replace")
-        last = [line for line in text.strip().splitlines() if line.strip()][-1:] or [""]
-        return f"exited with code {process.returncode}" + (f": {last[0]}" if last[0] else "")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            _stop_process(self.process, 5.0, signal.SIGTERM)
-            if self.process.stdout is not None:
-                with contextlib.suppress(OSError):
-                    self.process.stdout.close()
-        if self._own_log and self.log_path is not None:
-            with contextlib.suppress(OSError):
-                self.log_path.unlink()
-
-
-class LaunchedVllm:
-    """``vllm serve`` for a plan (:class:`~benchmarks_runner.vllm_launcher.VllmServer`),
-    healthy before the run and stopped after it."""
-
-    def __init__(
-        self,
-        config: Any,  # planner.vllm_command.VllmServeConfig
-        *,
-        log_path: Path,
-        port: int | None = None,
-        health_timeout_s: float = 1800.0,
-    ) -> None:
-        from benchmarks_runner.vllm_launcher import VllmServer
-
-        self.server = VllmServer(config, log_path=log_path, port=port or _free_port())
-        self.health_timeout_s = health_timeout_s
-
-    @property
-    def description(self) -> str:
-        return f"vllm serve on port {self.server.port}"
-
-    def start(self, cancel: threading.Event) -> str:
-        try:
-            self.server.start()
-        except RuntimeError as exc:  # vLLM or a GPU missing: launch_readiness's sentence
-            raise EndpointStartError(str(exc)) from None
-        deadline = time.monotonic() + self.health_timeout_s
-        process = self.server.process
-        while time.monotonic() < deadline and not cancel.is_set():
-            if process is not None and process.poll() is not None:
-                raise EndpointStartError(
-                    f"vllm serve exited with code {process.returncode}; see {self.server.log_path}"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.server.base_url}/health", timeout=5) as resp:
-                    if resp.status == 200:
-                        return self.server.base_url
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            cancel.wait(2.0)
-        if cancel.is_set():
-            return self.server.base_url
-        raise EndpointStartError(
-            f"vllm serve not healthy after {self.health_timeout_s:.0f} s; see "
-            f"{self.server.log_path}"
-        )
-
-    def stop(self) -> None:
-        self.server.stop()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ----- a verification run of a plan -----------------------------------------------------------
@@ -338,12 +64,14 @@ class VerificationRequest:
     model with ``coefficients``, ``slowdown`` and ``faults``), ``url`` (``base_url``, with
     ``api_key`` and ``served_model``) or ``vllm`` (``vllm serve`` of ``vllm_config``, its log
     under ``log_dir``). Load: a closed loop of ``concurrency`` or Poisson ``request_rate``.
-    Fixed lengths: what the prediction it is compared with assumes.
+    Lengths: the predicted scenario's distributions; the run sends exactly the requests the
+    prediction simulates (:func:`planner.workload.draw_lengths` with ``seed``), and
+    :meth:`scenario` is that prediction's scenario.
     """
 
     plan: dict[str, Any]
-    input_len: int
-    output_len: int
+    input_len: LengthDistribution
+    output_len: LengthDistribution
     num_requests: int
     concurrency: int | None = None
     request_rate: float | None = None
@@ -361,8 +89,6 @@ class VerificationRequest:
 
     def run_config(self) -> RunConfig:
         """The run's configuration; raises ConfigError naming a bad field."""
-        from benchmarks_runner.config import make_run_config
-
         rate = self.request_rate
         return make_run_config(
             base_url=self.base_url or "http://127.0.0.1",
@@ -373,16 +99,23 @@ class VerificationRequest:
             concurrency=None if rate else self.concurrency,
             request_rate=rate,
             seed=self.seed,
+            workload=workload_record(self.input_len, self.output_len),
         )
 
     def specs(self) -> list[RequestSpec]:
-        from benchmarks_runner.config import LengthDist
-        from benchmarks_runner.workload import build_synthetic_specs
-
         return build_synthetic_specs(
-            self.num_requests,
-            LengthDist(mean=self.input_len),
-            LengthDist(mean=self.output_len),
+            self.num_requests, self.input_len, self.output_len, seed=self.seed
+        )
+
+    def scenario(self) -> Scenario:
+        """The scenario the run is predicted by: this plan, these lengths, load and seed."""
+        return verification_scenario(
+            self.plan,
+            input_len=self.input_len,
+            output_len=self.output_len,
+            num_requests=self.num_requests,
+            concurrency=None if self.request_rate else self.concurrency,
+            request_rate=self.request_rate,
             seed=self.seed,
         )
 

@@ -45,10 +45,10 @@ from benchmarks_runner.prompts import (
     fit_calibration,
     request_body,
 )
-from benchmarks_runner.run_files import RunWriter, utc_now_iso
 from benchmarks_runner.self_checks import RunObservations, prompt_calibration, run_all
 from benchmarks_runner.server_metrics import MetricsScraper, server_flags_from_info
 from benchmarks_runner.workload import RequestSpec, arrival_times, with_arrivals
+from planner.run_files import RequestRecord, RunWriter, utc_now_iso
 
 log = logging.getLogger(__name__)
 SIMULATED_OWNER = "servewise-simulated"
@@ -219,7 +219,7 @@ class _Run:
         self.chat = config.api == "chat"
         self.path = "/v1/chat/completions" if self.chat else "/v1/completions"
         self.t0 = _perf()
-        self.rows: list[dict[str, Any]] = []
+        self.records: list[RequestRecord] = []
         self.live = _Live()
         self.total = 0
         self.phase = "setup"
@@ -246,29 +246,29 @@ class _Run:
         t0 = self.t0
         ok = res.ok
         end = res.end if ok else (res.end or failed_at)
-        row = {
-            "request_id": res.request_id,
-            "request_index": spec.request_index,
-            "warmup": warmup,
-            "start_s": round(res.start - t0, 6),
-            "first_chunk_s": None if res.first_chunk is None else round(res.first_chunk - t0, 6),
-            "first_content_s": (
+        record = RequestRecord(
+            request_id=res.request_id,
+            request_index=spec.request_index,
+            warmup=warmup,
+            scheduled_s=round(due - t0, 6),
+            start_s=round(res.start - t0, 6),
+            first_chunk_s=None if res.first_chunk is None else round(res.first_chunk - t0, 6),
+            first_content_s=(
                 None if res.first_content is None else round(res.first_content - t0, 6)
             ),
-            "end_s": None if end is None else round(end - t0, 6),
-            "chunk_times_s": _relative(res.chunk_times, t0),
-            "chunk_tokens": res.chunk_tokens,
-            "prompt_tokens": res.prompt_tokens,
-            "output_tokens": res.output_tokens,
-            "input_len_target": spec.input_len,
-            "output_len_target": spec.output_len,
-            "status": "ok" if ok else "error",
-            "http_status": res.http_status,
-            "error": None if ok else (res.error or "failed"),
-            "scheduled_s": round(due - t0, 6),
-        }
-        self.rows.append(row)
-        self.writer.append_requests([row])
+            end_s=None if end is None else round(end - t0, 6),
+            chunk_times_s=_relative(res.chunk_times, t0),
+            chunk_tokens=res.chunk_tokens,
+            prompt_tokens=res.prompt_tokens,
+            output_tokens=res.output_tokens,
+            input_len_target=spec.input_len,
+            output_len_target=spec.output_len,
+            status="ok" if ok else "error",
+            http_status=res.http_status,
+            error=None if ok else (res.error or "failed"),
+        )
+        self.records.append(record)
+        self.writer.append_requests([record])
         if warmup:
             return
         live = self.live
@@ -289,7 +289,7 @@ class _Run:
                 self.stop(
                     f"aborted: error rate {live.failed}/{live.done} = "
                     f"{live.failed / live.done:.2f} exceeds max_error_rate "
-                    f"{cfg.max_error_rate}; last error: {row['error']}",
+                    f"{cfg.max_error_rate}; last error: {record.error}",
                     status="failed",
                 )
 
@@ -658,7 +658,7 @@ async def _run_with_client(
     if run.scraper is not None and run.status != "cancelled":
         await run.scraper.scrape_once()  # final sample for counter deltas
     duration = phase_end - run.phase_start
-    measured = [r for r in run.rows if not r["warmup"]]
+    measured = [r for r in run.records if not r.warmup]
     percentiles = sorted(set(config.percentiles) | {99.0})
     cap = config.concurrency
     rate = config.request_rate if config.load == "rate" else None
@@ -688,7 +688,7 @@ async def _run_with_client(
         load=config.load,
         duration_s=duration,
         rows=measured,
-        all_rows=run.rows,
+        all_rows=run.records,
         offered_rate=_offered_rate(config, specs),
         dispatched=run.dispatched,
         dispatch_window_s=window,

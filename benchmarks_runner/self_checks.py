@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks_runner.server_metrics import ScrapeStats
+from planner.run_files import RequestRecord
 
 KV_USAGE_LIMIT = 0.95
 CPU_SATURATION = 0.90
@@ -31,8 +32,8 @@ class RunObservations:
 
     load: str
     duration_s: float
-    rows: Sequence[Mapping[str, Any]]  # measured rows only
-    all_rows: Sequence[Mapping[str, Any]]  # warmup included
+    rows: Sequence[RequestRecord]  # measured only
+    all_rows: Sequence[RequestRecord]  # warmup included
     offered_rate: float | None = None
     dispatched: int = 0
     dispatch_window_s: float = 0.0
@@ -95,9 +96,7 @@ def littles_law(obs: RunObservations) -> dict[str, Any] | None:
     """L = lambda * W: time-averaged in-flight requests vs arrival rate x mean time in system."""
     if obs.inflight_mean is None or obs.duration_s <= 0 or not obs.rows:
         return None
-    spans = [
-        float(r["end_s"]) - float(r["start_s"]) for r in obs.rows if r.get("end_s") is not None
-    ]
+    spans = [r.end_s - r.start_s for r in obs.rows if r.end_s is not None]
     if not spans:
         return None
     lam = len(obs.rows) / obs.duration_s
@@ -121,16 +120,16 @@ def littles_law(obs: RunObservations) -> dict[str, Any] | None:
 
 
 def output_length_mismatch(obs: RunObservations) -> dict[str, Any] | None:
-    rows = [r for r in obs.rows if r.get("status") == "ok" and r.get("output_tokens")]
+    rows = [r for r in obs.rows if r.ok and r.output_tokens and r.output_len_target]
     if not rows:
         return None
-    bad = [r for r in rows if int(r["output_tokens"]) != int(r["output_len_target"])]
+    bad = [r for r in rows if r.output_tokens != r.output_len_target]
     frac = len(bad) / len(rows)
     ok = frac <= OUTPUT_MISMATCH_LIMIT
     msg = f"{len(bad)}/{len(rows)} successful requests returned a different output length"
     if bad:
-        got = float(np.mean([int(r["output_tokens"]) for r in bad]))
-        want = float(np.mean([int(r["output_len_target"]) for r in bad]))
+        got = float(np.mean([r.output_tokens or 0 for r in bad]))
+        want = float(np.mean([r.output_len_target or 0 for r in bad]))
         msg += f" (mean {got:.1f} tokens vs {want:.1f} planned)"
     if not ok:
         accepted = [k for k in ("ignore_eos", "min_tokens") if obs.features.get(k)]
@@ -140,11 +139,11 @@ def output_length_mismatch(obs: RunObservations) -> dict[str, Any] | None:
 
 def token_reconciliation(obs: RunObservations) -> dict[str, Any]:
     """Client usage vs server counters, and chunk-counted vs usage-reported tokens."""
-    client_out = sum(int(r.get("output_tokens") or 0) for r in obs.all_rows)
-    client_in = sum(int(r.get("prompt_tokens") or 0) for r in obs.all_rows)
-    ok_rows = [r for r in obs.rows if r.get("status") == "ok" and r.get("output_tokens")]
-    chunk_sum = sum(int(sum(r.get("chunk_tokens") or [])) for r in ok_rows)
-    usage_sum = sum(int(r["output_tokens"]) for r in ok_rows)
+    client_out = sum(r.output_tokens or 0 for r in obs.all_rows)
+    client_in = sum(r.prompt_tokens or 0 for r in obs.all_rows)
+    ok_rows = [r for r in obs.rows if r.ok and r.output_tokens]
+    chunk_sum = sum(sum(r.chunk_tokens or []) for r in ok_rows)
+    usage_sum = sum(r.output_tokens or 0 for r in ok_rows)
     parts = [f"client chunk-counted {chunk_sum} vs usage {usage_sum} output tokens"]
     ok = True
     gen = obs.scrape.delta("vllm:generation_tokens_total") if obs.scrape else None
@@ -185,13 +184,13 @@ def kv_sizing(obs: RunObservations) -> dict[str, Any]:
 
 
 def prompt_calibration(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[RequestRecord],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Deviation of server-reported prompt tokens from their targets (tokenizer metadata)."""
     pairs = [
-        (int(r["prompt_tokens"]), int(r["input_len_target"]))
+        (r.prompt_tokens, r.input_len_target)
         for r in rows
-        if r.get("prompt_tokens") is not None and r.get("input_len_target")
+        if r.prompt_tokens is not None and r.input_len_target
     ]
     if not pairs:
         return None, None

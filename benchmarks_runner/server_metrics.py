@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks_runner.errors import EndpointUnreachable
 from benchmarks_runner.http_client import EndpointClient
+from planner.run_files import MetricSample
 
 GAUGES = (
     "vllm:num_requests_running",
@@ -150,14 +151,14 @@ class ScrapeStats:
 
 
 class MetricsScraper:
-    """Scrapes ``path`` every ``interval_s`` and hands samples to ``sink`` as file rows."""
+    """Scrapes ``path`` every ``interval_s`` and hands samples to ``sink`` as run-file records."""
 
     def __init__(
         self,
         client: EndpointClient,
         path: str,
         clock: Callable[[], float],
-        sink: Callable[[list[dict[str, Any]]], None],
+        sink: Callable[[list[MetricSample]], None],
         *,
         interval_s: float = 1.0,
     ) -> None:
@@ -194,7 +195,7 @@ class MetricsScraper:
         self.stats.update(samples, measuring=self.measuring)
         ts = round(t, 6)
         self.sink(
-            [{"t_s": ts, "name": s.name, "labels": s.labels, "value": s.value} for s in samples]
+            [MetricSample(t_s=ts, name=s.name, labels=s.labels, value=s.value) for s in samples]
         )
         return samples
 

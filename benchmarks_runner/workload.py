@@ -19,17 +19,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from benchmarks_runner.config import LengthDist
 from benchmarks_runner.errors import TraceFormatError
+from planner.workload import LengthDistribution, draw_lengths
 
 TraceFormat = Literal["mooncake", "burstgpt", "azure", "csv"]
 TRACE_FORMATS: tuple[str, ...] = ("mooncake", "burstgpt", "azure", "csv")
@@ -68,33 +67,20 @@ class RequestSpec:
             )
 
 
-def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> list[int]:
-    """Draw ``n`` integer lengths from ``dist`` (clipped to [min, max], never below 1)."""
-    if dist.kind == "fixed" or dist.spread == 0:
-        values = np.full(n, float(dist.mean))
-    elif dist.kind == "uniform":
-        values = rng.uniform(dist.mean - dist.spread, dist.mean + dist.spread, n)
-    elif dist.kind == "normal":
-        values = rng.normal(dist.mean, dist.spread, n)
-    else:
-        sigma = dist.spread
-        mu = math.log(dist.mean) - sigma * sigma / 2.0
-        values = rng.lognormal(mu, sigma, n)
-    upper = float(dist.max) if dist.max is not None else float("inf")
-    clipped = np.clip(np.rint(values), max(1, dist.min), upper)
-    return [int(v) for v in clipped]
-
-
 def build_synthetic_specs(
     num_requests: int,
-    input_len: LengthDist,
-    output_len: LengthDist,
+    input_len: LengthDistribution,
+    output_len: LengthDistribution,
     *,
     prefix_share: float = 0.0,
     num_prefix_groups: int = 1,
     seed: int = 0,
 ) -> list[RequestSpec]:
     """Closed-loop specs with planned length distributions and a shared-prefix share.
+
+    Lengths are :func:`planner.workload.draw_lengths` of the two distributions with ``seed``:
+    the very requests the simulator predicts for a scenario with the same distributions and
+    seed.
 
     ``prefix_share`` is the fraction of each prompt's tokens that is a prefix shared with the
     other requests of its group (``round(input_len * prefix_share)`` tokens); requests are
@@ -107,9 +93,8 @@ def build_synthetic_specs(
         raise ValueError(f"prefix_share={prefix_share}: allowed range [0, 1)")
     if num_prefix_groups < 1:
         raise ValueError(f"num_prefix_groups={num_prefix_groups}: must be >= 1")
-    rng = np.random.default_rng(seed)
-    ins = sample_lengths(input_len, num_requests, rng)
-    outs = sample_lengths(output_len, num_requests, rng)
+    drawn_in, drawn_out = draw_lengths(input_len, output_len, num_requests, seed)
+    ins, outs = [int(v) for v in drawn_in], [int(v) for v in drawn_out]
     specs: list[RequestSpec] = []
     group_len: dict[int, int] = {}
     if prefix_share > 0:
@@ -127,6 +112,19 @@ def build_synthetic_specs(
                 group = f"shared-{seed}-{g}"
         specs.append(RequestSpec(i, n_in, n_out, None, group, plen if group else 0))
     return specs
+
+
+def workload_record(
+    input_len: LengthDistribution, output_len: LengthDistribution, **extra: Any
+) -> dict[str, Any]:
+    """How run.json's ``config.workload`` keeps the planned lengths: each distribution as
+    :class:`planner.workload.LengthDistribution` dumps it (``kind``, ``mean``, ``std``, ...),
+    so the scenario of a run reads back the very distributions it was predicted with."""
+    return {
+        "input_len": input_len.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "output_len": output_len.model_dump(mode="json", by_alias=True, exclude_none=True),
+        **extra,
+    }
 
 
 def arrival_times(

@@ -9,8 +9,9 @@ from pages.charts.benchmarks import predicted_vs_measured_figure, runs_figure
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import predicted_vs_measured
-from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
+from pages.common.resources import get_catalog, get_store, measured_results
 from pages.common.runs import run_labels, run_request_latencies, runs_side_by_side
+from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from planner.store import MEASURED_COLUMNS
@@ -29,6 +30,7 @@ st.caption(
 export_slot = st.container()
 
 results = measured_results(ref, store)
+ingestion_notice(store)
 frame = pd.DataFrame([r.model_dump() for r in results], columns=MEASURED_COLUMNS)
 FIRST = ["model", "gpu", "num_gpus", "tp", "pp", "precision", "engine", "engine_version",
          "input_len", "output_len", "load", "concurrency", "request_rate", "output_tok_per_s",
@@ -81,8 +83,7 @@ fig_predicted = predicted_vs_measured_figure(shown_points)
 st.plotly_chart(fig_predicted, key="chart_predicted")
 
 st.header("Runs side by side")
-runs_generation(store)  # ingest run directories written since the last look
-runs = store.runs()
+runs = store.runs()  # what is ingested so far (measured_results above started the ingestion)
 labels = run_labels(runs)
 if not labels:
     st.info(
@@ -103,6 +104,7 @@ if not side_by_side.empty:
 latencies = run_request_latencies(store, runs, chosen_runs)
 fig_runs = runs_figure(latencies)
 st.plotly_chart(fig_runs, key="chart_runs")
+quarantine = quarantine_section(store)
 
 with export_slot:
     export_menu(
@@ -115,10 +117,12 @@ with export_slot:
             ExportSection(
                 "Runs side by side", table=side_by_side.reset_index(), figures=[fig_runs]
             ),
+            ExportSection("Quarantined run files", table=quarantine),
         ],
         {
             "Measured results": filtered,
             "Predicted against measured": shown_points,
             "Runs": side_by_side.reset_index(),
+            "Quarantined run files": quarantine,
         },
     )

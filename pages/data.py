@@ -1,14 +1,25 @@
-"""Data: the catalog with its sources and dates; the user's own prices, GPUs and models."""
+"""Data: the catalog with its sources and dates; the user's own prices, GPUs and models; the
+run files that ingestion quarantined."""
 
 from __future__ import annotations
+
+from datetime import date
 
 import pandas as pd
 import streamlit as st
 
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
-from pages.common.resources import get_catalog
+from pages.common.resources import get_catalog, get_store, runs_generation, settings
+from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.ui import planner_errors
+from planner.catalog.refresh import (
+    DEFAULT_THRESHOLD_PCT,
+    apply_refresh,
+    list_refreshes,
+    plan_refresh_from_uploads,
+    undo_refresh,
+)
 from planner.catalog.user_files import (
     TABLES,
     parse_model_config,
@@ -25,9 +36,11 @@ TABLE_TITLES = {
     "gpus": "GPUs",
     "instances": "Instances",
     "prices": "Prices",
+    "history": "Price history",
     "models": "Models",
     "measured": "Measured results",
 }
+SKYPILOT_CLOUDS = ["aws", "gcp", "azure", "oci", "lambda", "runpod", "nebius", "vast", "other"]
 FIRST_COLUMNS = {
     "models": ["hf_id", "name", "origin", "total_params", "active_params"],
     "measured": ["model", "gpu", "num_gpus", "tp", "pp", "engine", "engine_version"],
@@ -35,9 +48,9 @@ FIRST_COLUMNS = {
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def table_frame(table: str, catalog_key: str) -> pd.DataFrame:
+def table_frame(table: str, catalog_key: str, today: date, stale_days: int) -> pd.DataFrame:
     del catalog_key  # cache key: reread when a catalog file changes
-    frame = pd.DataFrame(catalog_rows(table))
+    frame = pd.DataFrame(catalog_rows(table, today=today, stale_days=stale_days))
     if frame.empty:
         return frame
     first = [c for c in FIRST_COLUMNS.get(table, []) if c in frame]
@@ -54,7 +67,23 @@ st.caption(
     f"(in `{ref.user_dir}`) are layered on top: a row with the same key replaces the embedded one."
 )
 
-frames = {TABLE_TITLES[t]: table_frame(t, ref.key) for t in TABLE_TITLES}
+stale_days = int(
+    st.number_input(
+        "A price is stale after (days)",
+        min_value=1,
+        value=settings().price_stale_days,
+        key="stale_days",
+        help="Default from SERVEWISE_PRICE_STALE_DAYS (90).",
+    )
+)
+frames = {TABLE_TITLES[t]: table_frame(t, ref.key, date.today(), stale_days) for t in TABLE_TITLES}
+stale_count = int(frames["Prices"]["stale"].sum()) if not frames["Prices"].empty else 0
+if stale_count:
+    st.badge(
+        f"{stale_count} prices older than {stale_days} days",
+        icon=":material/schedule:",
+        color="orange",
+    )
 export_menu(
     "Data",
     [ExportSection(name, table=frame) for name, frame in frames.items()],
@@ -73,6 +102,8 @@ for tab, (name, frame) in zip(tabs, frames.items(), strict=True):
                 "source": st.column_config.TextColumn("source", width="large"),
                 "as_of": st.column_config.TextColumn("as of"),
                 "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.4f"),
+                "age_days": st.column_config.NumberColumn("age (days)", format="%d"),
+                "stale": st.column_config.CheckboxColumn("stale", help="older than the setting"),
                 "kv_bytes_per_token_bf16": st.column_config.NumberColumn(
                     "KV bytes/token (bf16)", format="%d"
                 ),
@@ -120,6 +151,64 @@ with right:
                 st.toast(f"Saved {path}")
                 st.rerun()
 
+st.header("Refresh prices from SkyPilot's catalog")
+st.caption(
+    "Upload `vms.csv` files of github.com/skypilot-org/skypilot-catalog (`catalogs/v8/<cloud>/"
+    "vms.csv`). The new prices go to your catalog, dated with the snapshot's date; the old ones "
+    "move to the price history and the refresh can be undone. The embedded data is not changed. "
+    "From a terminal: `python -m planner catalog refresh --skypilot-catalog DIR`."
+)
+vms_uploads = st.file_uploader(
+    "SkyPilot vms.csv files", type=["csv"], accept_multiple_files=True, key="skypilot_upload"
+)
+cols = st.columns(3)
+cloud = cols[0].selectbox("Cloud of the files", SKYPILOT_CLOUDS, key="skypilot_cloud")
+if cloud == "other":
+    cloud = cols[0].text_input("Cloud name", key="skypilot_cloud_name")
+snapshot = cols[1].date_input("Snapshot date", value=date.today(), key="skypilot_as_of")
+threshold = cols[2].number_input(
+    "Report moves above (%)", min_value=0.0, value=DEFAULT_THRESHOLD_PCT, key="skypilot_pct"
+)
+if vms_uploads:
+    plan = None
+    with planner_errors("The SkyPilot files were not read"):
+        plan = plan_refresh_from_uploads(
+            ref.user_dir,
+            [(f.name, f.getvalue(), cloud) for f in vms_uploads],
+            ref.catalog,
+            snapshot,
+            threshold_pct=float(threshold),
+        )
+    if plan is not None:
+        st.info(f"Snapshot of {plan.as_of}: {plan.summary()}.")
+        st.dataframe(pd.DataFrame(plan.change_rows()), hide_index=True, key="table_refresh")
+        if plan.skipped:
+            st.caption("Skipped: " + "; ".join(f"{k} ({len(v)})" for k, v in plan.skipped.items()))
+        if st.button("Apply the refresh", type="primary", key="apply_refresh"):
+            record = None
+            with planner_errors("The refresh was not written"):
+                try:
+                    record = apply_refresh(ref.user_dir, plan, ref.catalog)
+                except OSError as exc:
+                    st.error(f"The refresh was not written: {exc}")
+            if record is not None:
+                st.toast(f"Refresh {record.refresh_id} written")
+                st.rerun()
+refreshes = list_refreshes(ref.user_dir)
+if refreshes:
+    newest = refreshes[0]
+    st.caption(f"Newest refresh: {newest.refresh_id} (snapshot {newest.as_of}): {newest.summary}")
+    if st.button("Undo the newest refresh", key="undo_refresh"):
+        undone = None
+        with planner_errors("The refresh was not undone"):
+            try:
+                undone = undo_refresh(ref.user_dir)
+            except OSError as exc:
+                st.error(f"The refresh was not undone: {exc}")
+        if undone is not None:
+            st.toast(f"Undid {undone.refresh_id}")
+            st.rerun()
+
 st.header("Import a model's config.json")
 left, right = st.columns([2, 1])
 config_upload = left.file_uploader("config.json", type=["json"], key="config_upload")
@@ -161,3 +250,9 @@ with st.expander("Your files"):
         if button_col.button("Delete", key=f"delete_{path}"):
             path.unlink(missing_ok=True)
             st.rerun()
+
+# The runs folder: what ingestion left out (the catalog above is read whole or not at all).
+store = get_store(ref)
+runs_generation(store)
+ingestion_notice(store)
+quarantine_section(store)

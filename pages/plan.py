@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages.charts.plan import latency_figure, pareto_figure, ranking_figure, tornado_figure
 from pages.charts.workload import length_histogram
+from pages.common.deploy import deploy_section
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import (
@@ -101,6 +102,10 @@ with st.container(border=True, key="top_recommendation"):
             )
         st.code(best.vllm_command, language="bash", wrap_lines=True)
 
+if best is not None:
+    with st.container(border=True, key="deploy"):
+        deploy_section(best, ref.catalog, scenario)
+
 utilisation_note = (
     f"at {scenario.utilisation:.0%} utilisation"
     if scenario.utilisation
@@ -131,6 +136,7 @@ shown_columns = [
     "pred_tpot_ms_p99",
     "confidence",
     "far_from_data",
+    "price_as_of",
 ]
 st.dataframe(
     ranked[shown_columns] if not ranked.empty else ranked,
@@ -146,6 +152,7 @@ st.dataframe(
         "monthly_usd": st.column_config.NumberColumn("$/month", format="$%.0f"),
         "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
         "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
+        "price_as_of": st.column_config.TextColumn("price as of"),
     },
 )
 

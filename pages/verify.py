@@ -8,6 +8,7 @@ ones from the manager, finished ones from the manager and the store's benchmark 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
-from benchmarks_runner.perf_timing import PlanSpec, coefficients_for_plan
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
+from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.navigation import ensure_app_navigation
@@ -26,8 +27,10 @@ from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from planner.catalog import PRECISIONS
+from planner.errors import RunFilesError
 from planner.perf.model import get_performance_model
-from planner.runs import calibration_problem, read_run_dir, run_signature, run_to_measured_result
+from planner.run_files import read_run_dir, run_signature
+from planner.runs import calibration_problem, run_to_measured_result
 from planner.verification import (
     compare,
     comparison_rows,
@@ -39,7 +42,6 @@ from planner.verification import (
     moves_for_result,
     plan_from_recommendation,
     scenario_of_run,
-    verification_scenario,
     vllm_config_for_plan,
     without_run,
 )
@@ -63,8 +65,9 @@ def run_manager(directory: str) -> RunManager:
 @st.cache_data(show_spinner=False, max_entries=32)
 def run_files(run_dir: str, signature: str | None) -> dict[str, Any] | None:
     del signature  # the cache key: changes whenever the run's files do
-    run = read_run_dir(Path(run_dir))
-    if run is None:
+    try:
+        run = read_run_dir(Path(run_dir))
+    except RunFilesError:
         return None
     return {
         "meta": run.meta,
@@ -159,6 +162,16 @@ output_len = int(
 num_requests = int(
     _bound(cols[4].number_input, "Requests", 1, 10**5, default_num_requests(mode, load), key="vf_n")
 )
+# The sidebar's length shapes and spreads around these means: the run sends the very requests
+# the prediction below simulates.
+input_dist = replace(scenario.input_len, mean=input_len).distribution()
+output_dist = replace(scenario.output_len, mean=output_len).distribution()
+if input_dist.kind != "fixed" or output_dist.kind != "fixed":
+    st.caption(
+        f"Lengths as the sidebar draws them: input {scenario.input_len.shape}, output "
+        f"{scenario.output_len.shape} (spread {scenario.input_len.spread:,} and "
+        f"{scenario.output_len.spread:,} tokens)."
+    )
 
 # ----- the endpoint ------------------------------------------------------------------------------
 st.subheader("Endpoint")
@@ -220,19 +233,21 @@ if plan is not None:
 
 # ----- predicted, before the run -----------------------------------------------------------------
 perf = None
+request: VerificationRequest | None = None
 if plan is not None:
+    request = VerificationRequest(
+        plan=plan,
+        input_len=input_dist,
+        output_len=output_dist,
+        num_requests=num_requests,
+        concurrency=int(load) if mode == "concurrency" else None,
+        request_rate=load if mode == "rate" else None,
+        log_dir=runs_dir / "vllm-logs",
+        **options,
+    )
     with planner_errors("No prediction for this plan"), st.spinner("Fitting the model…"):
         perf, _ = performance_model(ref, store, scenario)
-        before = perf.predict(
-            verification_scenario(
-                plan,
-                input_len=input_len,
-                output_len=output_len,
-                num_requests=num_requests,
-                concurrency=load if mode == "concurrency" else None,
-                request_rate=load if mode == "rate" else None,
-            )
-        )
+        before = perf.predict(request.scenario())
         cols = list(st.columns(4))
         cols[0].metric("Output tokens/s (predicted)", f"{before.output_tok_per_s:,.0f}")
         cols[1].metric("Median TTFT (predicted)", f"{before.ttft_ms_p50:,.0f} ms")
@@ -246,22 +261,12 @@ if plan is not None:
 
 # ----- run ---------------------------------------------------------------------------------------
 if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None or perf is None):
-    assert plan is not None and perf is not None
+    assert plan is not None and perf is not None and request is not None
     if kind == "Simulated":
-        options["coefficients"] = coefficients_for_plan(perf, PlanSpec.from_plan(plan))
+        coefficients = coefficients_for_plan(perf, PlanSpec.from_plan(plan))
+        request = replace(request, coefficients=coefficients)
     try:
-        started = manager.start_verification(
-            VerificationRequest(
-                plan=plan,
-                input_len=input_len,
-                output_len=output_len,
-                num_requests=num_requests,
-                concurrency=int(load) if mode == "concurrency" else None,
-                request_rate=load if mode == "rate" else None,
-                log_dir=runs_dir / "vllm-logs",
-                **options,
-            )
-        )
+        started = manager.start_verification(request)
         st.toast(f"Started: {started.label}")
     except (ConfigError, EndpointError) as exc:
         st.error(f"The run cannot start: {exc}")

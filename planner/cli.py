@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from planner.errors import PlannerError
 
-COMMANDS = ("catalog", "fit", "validate", "predict", "recommend")
+COMMANDS = ("catalog", "fit", "validate", "predict", "recommend", "store")
 
 
 def build_parser() -> argparse.ArgumentParser:

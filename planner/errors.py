@@ -53,3 +53,7 @@ class CatalogError(PlannerError):
 
 class StoreError(PlannerError):
     """The DuckDB store cannot be opened or written."""
+
+
+class RunFilesError(PlannerError):
+    """A run directory is missing or its run.json cannot be read."""

@@ -32,14 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.catalog.architecture import ModelArchitecture
 from planner.catalog.loader import Catalog
 from planner.catalog.schema import GPU, PRECISIONS, Instance, ModelCard
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
-from planner.memory import (
-    MemoryPlan,
-    check_parallelism,
-    kv_bytes_per_element,
-    plan_memory,
-    vllm_serve_defaults,
-)
+from planner.memory import MemoryPlan, check_parallelism, kv_bytes_per_element, plan_memory
 
 
 class LayoutCandidate(BaseModel):
@@ -55,7 +50,7 @@ class LayoutCandidate(BaseModel):
     pp: int
     dp: int
     precision: str
-    kv_cache_dtype: str
+    engine: EngineConfig = Field(description="resolved for the GPU: what the layout is judged at")
     feasible: bool
     reason: str | None = None
     notes: list[str] = Field(default_factory=list)
@@ -64,6 +59,10 @@ class LayoutCandidate(BaseModel):
     @property
     def replicas(self) -> int:
         return self.dp
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.engine.kv_cache_dtype
 
 
 def precision_support(gpu: GPU, precision: str) -> tuple[bool, str | None]:
@@ -131,22 +130,19 @@ def evaluate_layout(
     tp: int,
     pp: int = 1,
     precision: str = "bf16",
-    kv_cache_dtype: str = "auto",
-    max_model_len: int | None = None,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    enforce_eager: bool = False,
+    engine: EngineConfig | None = None,
 ) -> LayoutCandidate:
     """One candidate, with every replica of DP = GPUs / (TP x PP); infeasible ones say why.
 
-    ``max_num_seqs``/``max_num_batched_tokens`` default to what ``vllm serve`` picks for the GPU.
+    ``engine`` (default: vLLM's own settings) is resolved for the GPU: what it leaves unset is
+    what ``vllm serve`` picks there. ``engine.max_model_len`` None: the model's full context.
     """
     if nodes < 1:
         raise InvalidInputError("nodes", nodes, "an integer >= 1")
     if precision not in PRECISIONS:
         raise InvalidInputError("precision", precision, f"one of {', '.join(PRECISIONS)}")
-    kv_bytes_per_element(kv_cache_dtype)  # validates
+    config = (engine or EngineConfig()).resolved(gpu)
+    kv_cache_dtype = config.kv_cache_dtype
     gpus = nodes * instance.gpus
     common = {
         "instance": instance.instance,
@@ -156,7 +152,7 @@ def evaluate_layout(
         "tp": tp,
         "pp": pp,
         "precision": precision,
-        "kv_cache_dtype": kv_cache_dtype,
+        "engine": config,
     }
     shape = tp * pp
     if tp < 1 or pp < 1:
@@ -204,20 +200,7 @@ def evaluate_layout(
     notes = [note] if note else []
     if kv_cache_dtype.startswith("fp8") and gpu.fp8_dense_tflops is None:
         notes.append("fp8 KV cache is stored as fp8 and dequantized for attention")
-    default_seqs, default_tokens = vllm_serve_defaults(gpu)
-    plan = plan_memory(
-        model,
-        gpu,
-        tp=tp,
-        pp=pp,
-        precision=precision,
-        kv_cache_dtype=kv_cache_dtype,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs or default_seqs,
-        max_num_batched_tokens=max_num_batched_tokens or default_tokens,
-        enforce_eager=enforce_eager,
-        max_model_len=max_model_len,
-    )
+    plan = plan_memory(model, gpu, tp=tp, pp=pp, precision=precision, engine=config)
     return LayoutCandidate(
         **common,
         dp=dp,
@@ -239,18 +222,17 @@ def enumerate_layouts(
     instances: list[str] | None = None,
     max_nodes: int = 4,
     precisions: Sequence[str] = ("bf16",),
-    kv_cache_dtypes: Sequence[str] = ("auto",),
-    max_model_len: int | None = None,
-    gpu_memory_utilization: float = 0.9,
+    kv_cache_dtypes: Sequence[str] | None = None,
+    engine: EngineConfig | None = None,
     nodes: Iterable[int] | None = None,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
 ) -> list[LayoutCandidate]:
     """Every (instance, nodes, TP, PP, DP, precision, KV dtype) with TP x PP x DP = GPUs.
 
-    ``nodes`` (default 1..``max_nodes``) fixes the node counts tried. Infeasible candidates are
-    kept with their reason; TP values that do not divide the GPU count cannot form a layout and
-    are not listed (use :func:`evaluate_layout` for a specific shape).
+    ``engine`` is the settings every candidate is judged at (its ``max_model_len`` above all);
+    ``kv_cache_dtypes`` (default: the engine's) are tried in turn. ``nodes`` (default
+    1..``max_nodes``) fixes the node counts tried. Infeasible candidates are kept with their
+    reason; TP values that do not divide the GPU count cannot form a layout and are not listed
+    (use :func:`evaluate_layout` for a specific shape).
     """
     if max_nodes < 1:
         raise InvalidInputError("max_nodes", max_nodes, "an integer >= 1")
@@ -259,6 +241,12 @@ def enumerate_layouts(
     for count in node_counts:
         if count < 1:
             raise InvalidInputError("nodes", count, "integers >= 1")
+    base = engine or EngineConfig()
+    for kv_dtype in kv_cache_dtypes or ():
+        kv_bytes_per_element(kv_dtype)  # validates
+    configs = [
+        base.with_overrides(kv_cache_dtype=kv_dtype) for kv_dtype in kv_cache_dtypes or ()
+    ] or [base]
     candidates: list[LayoutCandidate] = []
     for name in names:
         instance = catalog.instance(name)
@@ -268,7 +256,7 @@ def enumerate_layouts(
             for tp in _divisors(gpus):
                 for pp in _divisors(gpus // tp):
                     for precision in precisions:
-                        for kv_dtype in kv_cache_dtypes:
+                        for config in configs:
                             candidates.append(
                                 evaluate_layout(
                                     model,
@@ -278,11 +266,7 @@ def enumerate_layouts(
                                     tp=tp,
                                     pp=pp,
                                     precision=precision,
-                                    kv_cache_dtype=kv_dtype,
-                                    max_model_len=max_model_len,
-                                    gpu_memory_utilization=gpu_memory_utilization,
-                                    max_num_seqs=max_num_seqs,
-                                    max_num_batched_tokens=max_num_batched_tokens,
+                                    engine=config,
                                 )
                             )
     return candidates

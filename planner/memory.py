@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.catalog.architecture import ModelArchitecture
 from planner.catalog.schema import BYTES_PER_PARAM, GPU, PRECISIONS, ModelCard
+from planner.engine import BLOCK_SIZES, KV_CACHE_DTYPES, EngineConfig
 from planner.errors import InvalidInputError
 from planner.workload import LengthDistribution, Workload
 
@@ -62,7 +63,7 @@ GIB = 2**30
 MIB = 2**20
 
 #: vLLM's default KV block (page) size in tokens.
-BLOCK_SIZE = 16
+BLOCK_SIZE = BLOCK_SIZES["vllm"]
 #: vLLM pads vocab-parallel embeddings to a multiple of this (DEFAULT_VOCAB_PADDING_SIZE).
 VOCAB_PADDING = 64
 #: nvidia-smi total minus what cudaMemGetInfo reports (H100 SXM and 48-GB Ada: ~479 MiB).
@@ -86,8 +87,6 @@ MXFP4_SCALE_BYTES_PER_PARAM = 1.0 / 32
 HALF_BYTES = 2.0
 #: Fallback max_model_len when a config does not state max_position_embeddings.
 DEFAULT_MAX_MODEL_LEN = 8192
-
-KV_CACHE_DTYPES = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
 def kv_bytes_per_element(kv_cache_dtype: str) -> float:
@@ -412,16 +411,6 @@ def _vllm_max_len_bytes(
     )
 
 
-def vllm_serve_defaults(gpu: GPU) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) ``vllm serve`` picks for this GPU.
-
-    vllm/engine/arg_utils.py: GPUs with >= 70 GiB that are not A100s get 1024 / 8192, the others
-    256 / 2048 (OpenAI API server usage context).
-    """
-    big = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.gpu_id.lower()
-    return (1024, 8192) if big else (256, 2048)
-
-
 def plan_memory(
     model: ModelCard | ModelArchitecture,
     gpu: GPU,
@@ -429,16 +418,13 @@ def plan_memory(
     tp: int,
     pp: int = 1,
     precision: str = "bf16",
-    kv_cache_dtype: str = "auto",
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
-    enforce_eager: bool = False,
-    max_model_len: int | None = None,
-    block_size: int = BLOCK_SIZE,
-    moe_shards: int | None = None,
+    engine: EngineConfig | None = None,
 ) -> MemoryPlan:
-    """Per-GPU memory and replica KV capacity of ``model`` on ``tp`` x ``pp`` ``gpu``s.
+    """Per-GPU memory and replica KV capacity of ``model`` on ``tp`` x ``pp`` ``gpu``s under
+    ``engine`` (default: vLLM's own settings on the GPU, :func:`planner.engine.engine_defaults`;
+    ``max_model_len`` None: the model's ``max_position_embeddings``). With attention data
+    parallelism (``engine.data_parallel_size``) each GPU holds its rank's attention and KV and
+    1/(TP x DP) of the routed experts.
 
     kv_bytes (one GPU) = total_cuda x utilisation - weights - activation - non_torch;
     blocks (stage) = kv_bytes // (block_size x KV bytes per token of the stage's layers);
@@ -449,21 +435,16 @@ def plan_memory(
     arch = _arch(model)
     check_parallelism(arch, tp, pp)
     _check_precision(precision)
-    kv_element = kv_bytes_per_element(kv_cache_dtype)
-    if not 0 < gpu_memory_utilization <= 1:
-        raise InvalidInputError(
-            "gpu_memory_utilization", gpu_memory_utilization, "a fraction in (0, 1]"
-        )
-    for name, value in (
-        ("max_num_seqs", max_num_seqs),
-        ("max_num_batched_tokens", max_num_batched_tokens),
-        ("block_size", block_size),
-    ):
-        if value < 1:
-            raise InvalidInputError(name, value, "an integer >= 1")
-    model_len = max_model_len or arch.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
-    if model_len < 1:
-        raise InvalidInputError("max_model_len", model_len, "a token count >= 1")
+    config = (engine or EngineConfig()).resolved(gpu)
+    assert config.max_num_seqs and config.max_num_batched_tokens and config.block_size
+    kv_cache_dtype = config.kv_cache_dtype
+    gpu_memory_utilization = config.gpu_memory_utilization
+    max_num_seqs, max_num_batched_tokens = config.max_num_seqs, config.max_num_batched_tokens
+    block_size, enforce_eager = config.block_size, config.enforce_eager
+    kv_element = config.kv_bytes_per_element
+    model_len = config.max_model_len or arch.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
+    # with attention data parallelism the routed experts are split over TP x DP GPUs
+    moe_shards = tp * config.data_parallel_size if arch.is_moe else tp
 
     total = gpu.memory_bytes
     reserved = DRIVER_RESERVED_BYTES if gpu.memory_reported_mib is not None else 0.0
@@ -819,6 +800,5 @@ __all__ = [
     "plan_memory",
     "pp_layer_split",
     "stage_weight_bytes",
-    "vllm_serve_defaults",
     "weight_bytes",
 ]

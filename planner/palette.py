@@ -23,8 +23,12 @@ GPU_COLORS: dict[str, str] = {
     "GH200": "#98df8a",
     "B200": "#9467bd",
     "GB200": "#c5b0d5",
+    "B300": "#6a3d9a",
+    "GB300": "#dadaeb",
+    "RTXPRO6000": "#a55194",
     "MI300X": "#d62728",
     "MI325X": "#ff9896",
+    "MI355X": "#ad494a",
 }
 
 #: Colours for GPUs outside the fixed map (none of them used above).

@@ -213,7 +213,7 @@ def parse_serve_command(command: str) -> ServeFlags:
         attention_dp, replicas, tp = dp, 1, tp // dp
     return ServeFlags(
         engine=engine,
-        model=values.get("model"),  # type: ignore[arg-type]
+        model=values.get("model"),
         tp=tp,
         pp=pp,
         attention_dp=attention_dp,
@@ -222,11 +222,11 @@ def parse_serve_command(command: str) -> ServeFlags:
         max_num_seqs=ints.get("max_num_seqs"),
         max_num_batched_tokens=ints.get("max_num_batched_tokens"),
         max_model_len=ints.get("max_model_len"),
-        gpu_memory_utilization=values.get("gpu_memory_utilization"),  # type: ignore[arg-type]
-        kv_cache_dtype=values.get("kv_cache_dtype"),  # type: ignore[arg-type]
-        enable_prefix_caching=values.get("enable_prefix_caching"),  # type: ignore[arg-type]
+        gpu_memory_utilization=values.get("gpu_memory_utilization"),
+        kv_cache_dtype=values.get("kv_cache_dtype"),
+        enable_prefix_caching=values.get("enable_prefix_caching"),
         async_scheduling=bool(values.get("async_scheduling")),
-        quantization=values.get("quantization"),  # type: ignore[arg-type]
+        quantization=values.get("quantization"),
         ignored=tuple(ignored),
     )
 

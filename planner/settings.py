@@ -37,7 +37,25 @@ class Settings(BaseSettings):
     runs_dir: Path | None = Field(
         default=None, description="Benchmark run files; default <user_data_dir>/runs."
     )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Derived data that can be rebuilt (the fitted performance model); "
+        "default <user_data_dir>/cache.",
+    )
+    fit_cache: bool = Field(
+        default=True,
+        description="Reuse a fitted performance model from cache_dir (0 to refit every time).",
+    )
+    ingest_wait_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="How long a dashboard page waits for run files being ingested in the "
+        "background before it draws what is in so far.",
+    )
     default_region: str = "us-east-1"
+    price_stale_days: int = Field(
+        default=90, ge=1, description="A price older than this many days is marked stale."
+    )
     currency: str = "USD"
 
     @field_validator("currency")
@@ -54,6 +72,10 @@ class Settings(BaseSettings):
     @property
     def runs_directory(self) -> Path:
         return self.runs_dir or self.user_data_dir / "runs"
+
+    @property
+    def cache_directory(self) -> Path:
+        return self.cache_dir or self.user_data_dir / "cache"
 
 
 @lru_cache(maxsize=1)

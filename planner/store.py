@@ -5,10 +5,12 @@ one among a team). DuckDB lets one process write a file, so:
 
 - benchmark runs never write the database: the runner writes a *run directory* of plain files
   (``run.json``, ``requests.jsonl``, ``server_metrics.jsonl``; format in
-  ``benchmarks_runner/run_files.py``), appended as requests finish, and the store ingests run
-  directories (again when they change) on :meth:`Store.ingest_runs`. A run started from the
-  command line and one started from the dashboard land the same way, and a crash of either
-  loses nothing already flushed to the run files;
+  :mod:`planner.run_files`), appended as requests finish, and the store ingests run
+  directories (again when their content changes) on :meth:`Store.ingest_runs` or, without
+  waiting, :meth:`Store.ingest_in_background` (:mod:`planner.ingest`: DuckDB reads the JSON
+  lines in bulk; a bad run or line is quarantined with its reason, :meth:`Store.run_problems`).
+  A run started from the command line and one started from the dashboard land the same way,
+  and a crash of either loses nothing already flushed to the run files;
 - a second process that finds the file locked (the dashboard holds it) opens an in-memory
   store built from the same catalog and run files instead (:func:`open_store`), read-mostly.
 
@@ -24,19 +26,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.errors import StoreError
+
+if TYPE_CHECKING:
+    from planner.ingest import IngestJob, IngestProgress
+
+log = logging.getLogger(__name__)
 
 #: Versioned migrations: (version, statements). Applied in order, once each.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -86,6 +95,25 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         2,
         [
+            # incremental, quarantining ingestion (planner.ingest)
+            "ALTER TABLE request_results ADD COLUMN scheduled_s DOUBLE",
+            "ALTER TABLE benchmark_runs ADD COLUMN content_hash VARCHAR",
+            "ALTER TABLE benchmark_runs ADD COLUMN requests_total INTEGER",
+            "ALTER TABLE benchmark_runs ADD COLUMN requests_ok INTEGER",
+            "ALTER TABLE benchmark_runs ADD COLUMN problems INTEGER",
+            """CREATE TABLE run_dirs (
+                run_dir VARCHAR PRIMARY KEY, run_id VARCHAR, signature VARCHAR,
+                content_hash VARCHAR, state VARCHAR NOT NULL, checked_at TIMESTAMP)""",
+            """CREATE TABLE run_problems (
+                run_dir VARCHAR NOT NULL, run_id VARCHAR, file VARCHAR NOT NULL, line INTEGER,
+                field VARCHAR, value VARCHAR, reason VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+                found_at TIMESTAMP)""",
+            "CREATE INDEX run_problems_dir ON run_problems (run_dir)",
+        ],
+    ),
+    (
+        3,
+        [
             # expert / attention-data parallelism, the engine knobs a run set, the dataset
             "ALTER TABLE measured_results ADD COLUMN data_parallel_size INTEGER",
             "ALTER TABLE measured_results ADD COLUMN enable_expert_parallel BOOLEAN",
@@ -126,6 +154,7 @@ class Store:
         self.path = Path(path) if path not in (None, ":memory:") else None
         self.parquet_dir = parquet_dir
         self._lock = threading.RLock()
+        self._ingest_job: IngestJob | None = None
         try:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -273,19 +302,27 @@ class Store:
     # ----- measured results --------------------------------------------------------------------
     @staticmethod
     def _insert_measured(cur: duckdb.DuckDBPyConnection, results: Iterable[MeasuredResult]) -> int:
-        rows = []
-        for result in results:
-            values = result.model_dump()
-            rows.append([_result_key(result), *[values[c] for c in MEASURED_COLUMNS]])
-        if rows:
-            placeholders = ", ".join(["?"] * (len(MEASURED_COLUMNS) + 1))
-            columns = ", ".join(["result_key", *MEASURED_COLUMNS])
-            _executemany(
-                cur,
-                f"INSERT OR REPLACE INTO measured_results ({columns}) VALUES ({placeholders})",
-                rows,
+        """Insert (or replace) measured results in one statement."""
+        results = list(results)
+        if not results:
+            return 0
+        records = [result.model_dump() for result in results]
+        table = pa.table(
+            {
+                "result_key": pa.array([_result_key(r) for r in results], type=pa.string()),
+                **{c: pa.array([record[c] for record in records]) for c in MEASURED_COLUMNS},
+            }
+        )
+        columns = ", ".join(["result_key", *MEASURED_COLUMNS])
+        cur.register("new_measured", table)
+        try:
+            cur.execute(
+                f"INSERT OR REPLACE INTO measured_results ({columns}) "
+                f"SELECT {columns} FROM new_measured"
             )
-        return len(rows)
+        finally:
+            cur.unregister("new_measured")
+        return len(records)
 
     def add_measured_results(self, results: Iterable[MeasuredResult]) -> int:
         with self._cursor() as cur:
@@ -330,111 +367,58 @@ class Store:
 
     # ----- benchmark runs ----------------------------------------------------------------------
     def ingest_runs(self, runs_dir: Path) -> list[str]:
-        """Ingest every run directory under ``runs_dir`` that is new or changed since last time.
+        """Ingest every run directory under ``runs_dir`` that is new or changed since last time
+        (see :mod:`planner.ingest`), waiting for it; returns the ids of the runs (re)ingested.
 
-        Returns the ids of the runs (re)ingested. A run directory that cannot be read is
-        skipped (and reported by :func:`planner.runs.read_run_dir` errors in the log), never
-        aborting the others.
+        A bad run directory or line never aborts the others: it is quarantined with its file,
+        line, field and reason (:meth:`run_problems`). Use :meth:`ingest_in_background` where a
+        caller must not wait.
         """
-        from planner.runs import read_run_dir, run_signature, run_to_measured_result
+        from planner.ingest import ingest
 
-        if not runs_dir.exists():
-            return []
-        known = dict(
-            self.query("SELECT run_id, files_signature FROM benchmark_runs").itertuples(
-                index=False, name=None
-            )
-        )
-        ingested = []
-        for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-            signature = run_signature(run_dir)
-            if signature is None or known.get(run_dir.name) == signature:
-                continue
-            run = read_run_dir(run_dir)
-            if run is None:
-                continue
-            measured = run_to_measured_result(run)
-            with self._cursor() as cur:
-                cur.execute("BEGIN TRANSACTION")
-                try:
-                    self._write_run(cur, run, signature)
-                    cur.execute("DELETE FROM measured_results WHERE run_id = ?", [run.run_id])
-                    if measured is not None:
-                        self._insert_measured(cur, [measured])
-                    cur.execute("COMMIT")
-                except Exception:
-                    cur.execute("ROLLBACK")
-                    raise
-            ingested.append(run.run_id)
-        return ingested
+        return ingest(self, Path(runs_dir)).ingested
 
-    @staticmethod
-    def _write_run(cur: duckdb.DuckDBPyConnection, run: Any, signature: str) -> None:
-        meta = run.meta
-        endpoint = meta.get("endpoint") or {}
-        cur.execute("DELETE FROM benchmark_runs WHERE run_id = ?", [run.run_id])
-        cur.execute("DELETE FROM request_results WHERE run_id = ?", [run.run_id])
-        cur.execute("DELETE FROM server_metric_samples WHERE run_id = ?", [run.run_id])
-        cur.execute(
-            f"INSERT INTO benchmark_runs VALUES ({', '.join(['?'] * 18)})",
-            [
-                run.run_id,
-                meta.get("status"),
-                meta.get("started_at"),
-                meta.get("finished_at"),
-                endpoint.get("base_url"),
-                endpoint.get("api"),
-                meta.get("model"),
-                endpoint.get("server_version"),
-                bool(meta.get("simulated", False)),
-                json.dumps(meta.get("config")),
-                json.dumps(meta.get("plan")),
-                json.dumps(meta.get("tokenizer")),
-                json.dumps(meta.get("summary")),
-                json.dumps(meta.get("self_checks")),
-                meta.get("error"),
-                str(run.path),
-                signature,
-                datetime.now(UTC).replace(tzinfo=None),
-            ],
+    def ingest_in_background(self, runs_dir: Path) -> IngestProgress:
+        """Start (or join) a background ingestion pass of ``runs_dir``; its live progress."""
+        return self.ingest_job.start(Path(runs_dir))
+
+    @property
+    def ingest_job(self) -> IngestJob:
+        from planner.ingest import IngestJob
+
+        with self._lock:
+            if self._ingest_job is None:
+                self._ingest_job = IngestJob(self)
+            return self._ingest_job
+
+    def run_dir_states(self) -> dict[str, tuple[str | None, str | None]]:
+        """Run directory -> (files signature, content hash) as last ingested or quarantined."""
+        frame = self.query("SELECT run_dir, signature, content_hash FROM run_dirs")
+        return {str(row[0]): (row[1], row[2]) for row in frame.itertuples(index=False, name=None)}
+
+    def run_problems(self) -> pd.DataFrame:
+        """What ingestion left out: run directory, run id, file, line, field, value, reason."""
+        frame = self.query(
+            "SELECT run_dir, run_id, file, line, field, value, reason, kind, found_at "
+            "FROM run_problems ORDER BY run_dir, file, line NULLS FIRST"
         )
-        request_columns = [
-            "request_id",
-            "request_index",
-            "warmup",
-            "start_s",
-            "first_chunk_s",
-            "first_content_s",
-            "end_s",
-            "chunk_times_s",
-            "chunk_tokens",
-            "prompt_tokens",
-            "output_tokens",
-            "input_len_target",
-            "output_len_target",
-            "status",
-            "http_status",
-            "error",
-        ]
-        rows = [[run.run_id, *[r.get(c) for c in request_columns]] for r in run.requests]
-        if rows:
-            cur.executemany(
-                f"INSERT OR REPLACE INTO request_results (run_id, {', '.join(request_columns)}) "
-                f"VALUES ({', '.join(['?'] * (len(request_columns) + 1))})",
-                rows,
-            )
-        samples = [
-            [
-                run.run_id,
-                s.get("t_s"),
-                s.get("name"),
-                json.dumps(s.get("labels") or {}),
-                s.get("value"),
-            ]
-            for s in run.server_metrics
-        ]
-        if samples:
-            cur.executemany("INSERT INTO server_metric_samples VALUES (?, ?, ?, ?, ?)", samples)
+        return frame.astype(object).where(frame.notna(), None)
+
+    @contextmanager
+    def bulk_cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of its own for bulk reading (temporary tables, ``read_json``), used without
+        the store's lock; writes through it take :meth:`write_lock`."""
+        with self._lock:
+            cursor = self._con.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        with self._lock:
+            yield
 
     def runs(self) -> pd.DataFrame:
         return self.query("SELECT * FROM benchmark_runs ORDER BY started_at DESC NULLS LAST")
@@ -456,8 +440,10 @@ def open_store(
     catalog: Catalog | None = None,
     runs_dir: Path | None = None,
     parquet_dir: Path | None = None,
+    ingest: Literal["wait", "background", "no"] = "wait",
 ) -> Store:
-    """Open the store from settings, sync the catalog and ingest new runs.
+    """Open the store from settings, sync the catalog and ingest new runs (``ingest``: wait
+    for it, start it in the background, or leave it to the caller).
 
     When another process holds the database file, fall back to an in-memory store built from
     the same catalog and run files, so a command-line tool still sees everything.
@@ -477,5 +463,8 @@ def open_store(
             raise
         store = Store(None, parquet_dir=parquet_dir)
     store.sync_catalog(catalog)
-    store.ingest_runs(runs_dir)
+    if ingest == "wait":
+        store.ingest_runs(runs_dir)
+    elif ingest == "background":
+        store.ingest_in_background(runs_dir)
     return store

@@ -34,9 +34,12 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from planner.catalog import MeasuredResult
-from planner.errors import PlannerError
+from planner.engine import EngineConfig
+from planner.errors import InvalidInputError, PlannerError
 from planner.perf.scenario import Prediction, Scenario
+from planner.run_files import RequestRecord
 from planner.vllm_command import VllmServeConfig
+from planner.workload import LengthDistribution
 
 #: Keys of a plan that describe the deployment (the store reads these).
 PLAN_KEYS = ("engine", "model", "precision", "gpu", "num_gpus", "tp", "pp", "instance", "nodes")
@@ -211,32 +214,30 @@ def vllm_config_for_plan(
     plan: dict[str, Any], *, max_model_len: int | None = None
 ) -> VllmServeConfig:
     """The ``vllm serve`` configuration of one replica of ``plan``."""
-    kv_dtype = str(plan.get("kv_cache_dtype") or "auto")
+    stated = {key: plan.get(key) for key in KNOB_KEYS if plan.get(key) is not None}
+    engine = EngineConfig.of(max_model_len=max_model_len, **stated)
     return VllmServeConfig(
         model=str(plan["model"]),
         tensor_parallel_size=int(plan.get("tp") or 1),
         pipeline_parallel_size=int(plan.get("pp") or 1),
         precision=str(plan.get("precision") or "bf16"),
-        max_num_seqs=plan.get("max_num_seqs"),
-        max_num_batched_tokens=plan.get("max_num_batched_tokens"),
-        max_model_len=max_model_len,
-        gpu_memory_utilization=float(plan.get("gpu_memory_utilization") or 0.9),
-        kv_cache_dtype="fp8" if kv_dtype.startswith("fp8") else kv_dtype,
-        enable_prefix_caching=plan.get("enable_prefix_caching"),
+        engine=engine,
     )
 
 
 def verification_scenario(
     plan: dict[str, Any],
     *,
-    input_len: int,
-    output_len: int,
+    input_len: int | LengthDistribution,
+    output_len: int | LengthDistribution,
     num_requests: int,
     concurrency: float | None = None,
     request_rate: float | None = None,
+    seed: int = 0,
 ) -> Scenario:
-    """The scenario a verification run of ``plan`` measures: one replica, fixed lengths, a
-    closed-loop ``concurrency`` or a Poisson ``request_rate``, ``num_requests`` requests."""
+    """The scenario a verification run of ``plan`` measures: one replica, lengths fixed or
+    drawn from a distribution (with ``seed``: the draw the run sends), a closed-loop
+    ``concurrency`` or a Poisson ``request_rate``, ``num_requests`` requests."""
     kv_dtype = str(plan.get("kv_cache_dtype") or "auto")
     tp, pp = int(plan.get("tp") or 1), int(plan.get("pp") or 1)
     knobs = {k: plan[k] for k in ("max_num_seqs", "max_num_batched_tokens") if plan.get(k)}
@@ -254,29 +255,53 @@ def verification_scenario(
         pp=pp,
         instance=plan.get("instance") or None,
         nodes=plan.get("nodes") or None,
-        input_len=input_len,
-        output_len=output_len,
+        **_lengths("input", input_len),
+        **_lengths("output", output_len),
         load="rate" if request_rate else "concurrency",
         concurrency=None if request_rate else concurrency,
         request_rate=request_rate or None,
         num_requests=num_requests,
         kv_cache_dtype="fp8" if kv_dtype.startswith("fp8") else "auto",
+        seed=seed,
         **knobs,
     )
+
+
+def _lengths(side: str, length: int | LengthDistribution) -> dict[str, Any]:
+    """A fixed length as ``<side>_len``, any other distribution as ``<side>_dist``."""
+    if isinstance(length, LengthDistribution):
+        if length.kind != "fixed":
+            return {f"{side}_dist": length}
+        length = length.quantile(1.0)
+    return {f"{side}_len": int(length)}
+
+
+def _planned_length(config: dict[str, Any], side: str) -> int | LengthDistribution | None:
+    """The run's planned ``<side>`` lengths: the distribution in ``config.workload`` when the
+    run recorded one, else the mean ``config.<side>_len``."""
+    recorded = (config.get("workload") or {}).get(f"{side}_len")
+    if isinstance(recorded, dict) and "kind" in recorded:
+        try:
+            return LengthDistribution.model_validate(recorded)
+        except InvalidInputError:
+            pass
+    value = config.get(f"{side}_len")
+    return int(value) if value else None
 
 
 def scenario_of_run(meta: dict[str, Any]) -> Scenario | None:
     """The scenario a run verified, from its ``run.json`` (None without a plan or a load).
 
-    Lengths and request count are the run's planned ones (``config.input_len``,
-    ``output_len``, ``num_requests``).
+    Lengths, request count and seed are the run's planned ones (the distributions in
+    ``config.workload``, else the means ``config.input_len``, ``output_len``; ``num_requests``,
+    ``seed``).
     """
     plan = meta.get("plan") or {}
     config = meta.get("config") or {}
     if not plan.get("model") or not plan.get("gpu"):
         return None
-    input_len, output_len = config.get("input_len"), config.get("output_len")
-    if not input_len or not output_len:
+    input_len, output_len = _planned_length(config, "input"), _planned_length(config, "output")
+    if input_len is None or output_len is None:
         return None
     rate = config.get("request_rate") if config.get("load") == "rate" else None
     concurrency = config.get("concurrency")
@@ -284,11 +309,12 @@ def scenario_of_run(meta: dict[str, Any]) -> Scenario | None:
         return None
     return verification_scenario(
         plan,
-        input_len=int(input_len),
-        output_len=int(output_len),
+        input_len=input_len,
+        output_len=output_len,
         num_requests=int(config.get("num_requests") or 1),
         concurrency=float(concurrency) if not rate and concurrency else None,
         request_rate=float(rate) if rate else None,
+        seed=int(config.get("seed") or 0),
     )
 
 
@@ -388,15 +414,15 @@ def comparison_rows(comparisons: Iterable[MetricComparison]) -> list[dict[str, A
     return rows
 
 
-def failure_counts(requests: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+def failure_counts(requests: Iterable[RequestRecord]) -> list[tuple[str, int]]:
     """Failed measured requests grouped by error message (HTTP status first), most common
     first: what fault injection or a real endpoint's trouble looked like from the client."""
     counts: dict[str, int] = {}
-    for row in requests:
-        if row.get("warmup") or row.get("status") == "ok":
+    for record in requests:
+        if record.warmup or record.ok:
             continue
-        status = row.get("http_status")
-        error = str(row.get("error") or "failed")
+        status = record.http_status
+        error = str(record.error or "failed")
         prefix = f"HTTP {status}"
         key = f"{prefix}: {error}" if status and status != 200 and prefix not in error else error
         counts[key] = counts.get(key, 0) + 1

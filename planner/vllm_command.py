@@ -12,6 +12,8 @@ import shlex
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.engine import EngineConfig
+
 #: Weight precision -> vLLM ``--quantization`` / ``--dtype`` flags. bf16/fp16 checkpoints need
 #: none; fp8 quantises a 16-bit checkpoint on the fly ("fp8"); int4 and fp4 need a
 #: checkpoint already quantised (AWQ/GPTQ, NVFP4/MXFP4), which vLLM detects from its config.
@@ -26,49 +28,52 @@ _PRECISION_FLAGS: dict[str, list[str]] = {
 
 
 class VllmServeConfig(BaseModel):
-    """Everything that decides a replica's ``vllm serve`` command."""
+    """Everything that decides a replica's ``vllm serve`` command: the model, its layout and
+    precision, and the engine settings (:class:`planner.engine.EngineConfig`; a setting it
+    leaves to the engine is not printed)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str
     tensor_parallel_size: int = Field(default=1, ge=1)
     pipeline_parallel_size: int = Field(default=1, ge=1)
     precision: str = "bf16"
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    max_model_len: int | None = Field(default=None, ge=1)
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    kv_cache_dtype: str = "auto"
-    enable_prefix_caching: bool | None = None
-    enable_chunked_prefill: bool | None = None
-    enforce_eager: bool = False
+    engine: EngineConfig = EngineConfig()
     host: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
 
 
 def vllm_serve_args(config: VllmServeConfig) -> list[str]:
     """The argument vector after ``vllm``: ``["serve", MODEL, "--flag", value, ...]``."""
+    engine = config.engine
     args = ["serve", config.model]
     args += ["--tensor-parallel-size", str(config.tensor_parallel_size)]
     if config.pipeline_parallel_size > 1:
         args += ["--pipeline-parallel-size", str(config.pipeline_parallel_size)]
+    if engine.data_parallel_size > 1:
+        args += ["--data-parallel-size", str(engine.data_parallel_size)]
+    if engine.enable_expert_parallel:
+        args.append("--enable-expert-parallel")
     args += _PRECISION_FLAGS.get(config.precision, [])
-    if config.max_num_seqs is not None:
-        args += ["--max-num-seqs", str(config.max_num_seqs)]
-    if config.max_num_batched_tokens is not None:
-        args += ["--max-num-batched-tokens", str(config.max_num_batched_tokens)]
-    if config.max_model_len is not None:
-        args += ["--max-model-len", str(config.max_model_len)]
-    args += ["--gpu-memory-utilization", f"{config.gpu_memory_utilization:g}"]
-    if config.kv_cache_dtype != "auto":
-        args += ["--kv-cache-dtype", config.kv_cache_dtype]
-    if config.enable_prefix_caching is True:
-        args.append("--enable-prefix-caching")
-    elif config.enable_prefix_caching is False:
-        args.append("--no-enable-prefix-caching")
-    if config.enable_chunked_prefill is True:
-        args.append("--enable-chunked-prefill")
-    if config.enforce_eager:
+    if engine.max_num_seqs is not None:
+        args += ["--max-num-seqs", str(engine.max_num_seqs)]
+    if engine.max_num_batched_tokens is not None:
+        args += ["--max-num-batched-tokens", str(engine.max_num_batched_tokens)]
+    if engine.max_model_len is not None:
+        args += ["--max-model-len", str(engine.max_model_len)]
+    args += ["--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}"]
+    if engine.kv_cache_dtype.startswith("fp8"):  # bf16/fp16 are the model's own: "auto"
+        args += ["--kv-cache-dtype", engine.kv_cache_dtype]
+    # vLLM V1 turns prefix caching on by default: say which way the plan was predicted
+    args.append(
+        "--enable-prefix-caching" if engine.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
+    args.append(
+        "--enable-chunked-prefill"
+        if engine.enable_chunked_prefill
+        else "--no-enable-chunked-prefill"
+    )
+    if engine.enforce_eager:
         args.append("--enforce-eager")
     if config.host:
         args += ["--host", config.host]

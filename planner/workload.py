@@ -133,6 +133,25 @@ class LengthDistribution(_Validated):
         return cls(kind="lognormal", mean_tokens=mean, std=std, max_tokens=max_tokens)
 
     @classmethod
+    def from_mean_spread(cls, shape: str, mean: int, spread: float) -> LengthDistribution:
+        """A shape, a mean and a spread as the sidebar and ``--input-dist/--input-spread`` give
+        them: ``spread`` is the half-width of a uniform (integers ``mean - spread`` ..
+        ``mean + spread``, at least 1) and the standard deviation in tokens of a normal or a
+        lognormal; a spread of 0 is a fixed length."""
+        if shape not in ("fixed", "uniform", "normal", "lognormal"):
+            raise InvalidInputError("shape", shape, "one of fixed, uniform, normal, lognormal")
+        if not spread >= 0:
+            raise InvalidInputError("spread", spread, "a number of tokens >= 0")
+        if shape == "fixed" or spread == 0:
+            return cls.fixed(mean)
+        if shape == "uniform":
+            half = round(spread)
+            return cls.uniform(max(1, mean - half), mean + half)
+        if shape == "normal":
+            return cls.normal(mean, spread)
+        return cls.lognormal(mean, spread)
+
+    @classmethod
     def empirical(
         cls, values: Iterable[int], weights: Iterable[float] | None = None
     ) -> LengthDistribution:
@@ -260,6 +279,16 @@ class LengthDistribution(_Validated):
         if self.kind in ("normal", "lognormal") and self.max_tokens is None:
             return self.quantile(0.9999)
         return self.quantile(1.0)
+
+
+def draw_lengths(
+    input_len: LengthDistribution, output_len: LengthDistribution, n: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and answer lengths of ``n`` requests: the prompts drawn first, then the answers,
+    from one generator seeded with ``seed``. The simulator predicts this draw and the benchmark
+    runner sends it, so a verification run measures exactly the requests that were predicted."""
+    rng = np.random.default_rng(seed)
+    return input_len.sample(n, rng), output_len.sample(n, rng)
 
 
 class ArrivalProcess(_Validated):
@@ -710,5 +739,6 @@ __all__ = [
     "SampledRequest",
     "TraceRequest",
     "Workload",
+    "draw_lengths",
     "load_trace",
 ]

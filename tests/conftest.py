@@ -15,6 +15,21 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
+@pytest.fixture(scope="session")
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the whole test session (every test, every subprocess it starts):
+    the performance model is fitted once per session, not once per process. Tests of the
+    cache itself pass their own directory."""
+    return tmp_path_factory.mktemp("servewise-cache")
+
+
+@pytest.fixture(autouse=True)
+def _session_cache(session_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(session_cache_dir))
+    # pages draw once the run files are in (a test of the background notice sets it to 0)
+    monkeypatch.setenv("SERVEWISE_INGEST_WAIT_S", "120")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_user_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -17,6 +17,7 @@ import streamlit as st
 from pages.common.resources import CatalogRef, measured_results, user_results_key
 from pages.common.scenario import Scenario
 from planner.catalog import Catalog, MeasuredResult, ModelCard
+from planner.engine import EngineConfig
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.memory import KvOccupancy, kv_occupancy, max_concurrent_sequences
 from planner.perf import PerformanceModel, Prediction, get_performance_model
@@ -80,9 +81,9 @@ def _layouts(
         instances=list(instances),
         max_nodes=2,
         precisions=precisions,
-        kv_cache_dtypes=(kv_dtype,),
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_util,
+        engine=EngineConfig.of(
+            kv_cache_dtype=kv_dtype, max_model_len=max_model_len, gpu_memory_utilization=gpu_util
+        ),
     )
 
 

@@ -4,7 +4,9 @@
   the user's own (``<user_data_dir>/catalog``), so the Data page's additions show at once;
 - the DuckDB store (``st.cache_resource``, one per database file; the dashboard process holds
   the file, see ``planner.store``), synced with the catalog whenever the catalog changes;
-- the user's measured results and benchmark runs, re-read when run directories change.
+- the user's measured results and benchmark runs: run directories are ingested in the
+  background (``planner.ingest``); a page waits at most ``SERVEWISE_INGEST_WAIT_S`` for them
+  and shows what is in so far (``pages.common.runs_folder`` says what is still coming).
 
 Downstream caches key on :attr:`CatalogRef.key` (a signature of the files), never on the
 catalog object itself, so a change of one input recomputes only what depends on it.
@@ -21,6 +23,7 @@ import streamlit as st
 
 from planner.catalog import EMBEDDED_DATA_DIR, Catalog, MeasuredResult, load_catalog
 from planner.errors import PlannerError
+from planner.ingest import IngestProgress
 from planner.settings import Settings, get_settings
 from planner.store import Store, open_store
 
@@ -83,7 +86,8 @@ def get_catalog() -> CatalogRef:
 
 @st.cache_resource(show_spinner=False)
 def _open_store(db_path: str, runs_dir: str) -> Store:
-    return open_store(Path(db_path), runs_dir=Path(runs_dir))
+    # run files are ingested in the background (runs_generation), never before a page draws
+    return open_store(Path(db_path), runs_dir=Path(runs_dir), ingest="no")
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -99,26 +103,25 @@ def get_store(ref: CatalogRef) -> Store:
     return store
 
 
-@st.cache_resource(show_spinner=False)
-def _run_generations() -> dict[str, int]:
-    """Per database file, a counter bumped whenever new or changed runs are ingested."""
-    return {}
-
-
 @st.cache_data(show_spinner=False, ttl=5)
-def _ingest(db_path: str, runs_dir: str, _store: Store) -> float:
-    """Ingest new run directories at most every few seconds; returns when it looked."""
-    if _store.ingest_runs(Path(runs_dir)):
-        generations = _run_generations()
-        generations[db_path] = generations.get(db_path, 0) + 1
+def _look_for_runs(db_path: str, runs_dir: str, _store: Store) -> float:
+    """Start a background ingestion pass at most every few seconds; returns when it looked."""
+    _store.ingest_in_background(Path(runs_dir))
     return time.time()
 
 
 def runs_generation(store: Store) -> int:
-    """Ingest new benchmark runs and return a key that changes when the runs changed."""
+    """Ingest new or changed benchmark runs in the background (waiting at most the
+    ``ingest_wait_s`` setting for them) and return a key that changes once they are in."""
     cfg = settings()
-    _ingest(str(cfg.database_file), str(cfg.runs_directory), store)
-    return _run_generations().get(str(cfg.database_file), 0)
+    _look_for_runs(str(cfg.database_file), str(cfg.runs_directory), store)
+    store.ingest_job.wait(timeout=cfg.ingest_wait_s)
+    return store.ingest_job.passes
+
+
+def ingestion_progress(store: Store) -> IngestProgress | None:
+    """The pass in flight or last finished (None before the first)."""
+    return store.ingest_job.current
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

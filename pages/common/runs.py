@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks_runner.metrics import request_times
+from planner.run_files import RequestRecord
 from planner.store import Store
 
 #: Rows of the side-by-side table: (label, where the value comes from, key).
@@ -117,8 +118,10 @@ def run_request_latencies(store: Store, runs: pd.DataFrame, run_ids: Sequence[st
     for run_id in run_ids:
         gpu = str(plans.get(run_id, {}).get("gpu") or "")
         for stored in store.run_requests(run_id).to_dict(orient="records"):
-            request = {key: _plain(value) for key, value in stored.items()}
-            if request.get("warmup"):
+            request = RequestRecord.model_validate(
+                {key: _plain(value) for key, value in stored.items() if key != "run_id"}
+            )
+            if request.warmup:
                 continue
             times = request_times(request)
             if times is None:

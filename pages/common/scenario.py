@@ -45,15 +45,7 @@ class LengthSpec:
 
     def distribution(self) -> LengthDistribution:
         """``spread`` is the half-width of a uniform and the standard deviation otherwise."""
-        if self.shape == "fixed" or self.spread == 0:
-            return LengthDistribution.fixed(self.mean)
-        if self.shape == "uniform":
-            return LengthDistribution.uniform(
-                max(1, self.mean - self.spread), self.mean + self.spread
-            )
-        if self.shape == "normal":
-            return LengthDistribution.normal(self.mean, self.spread)
-        return LengthDistribution.lognormal(self.mean, self.spread)
+        return LengthDistribution.from_mean_spread(self.shape, self.mean, self.spread)
 
 
 @dataclass(frozen=True)

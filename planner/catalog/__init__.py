@@ -22,6 +22,7 @@ from planner.catalog.schema import (
     ModelCard,
     Precision,
     Price,
+    PriceHistoryEntry,
     PricingMode,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "ModelClass",
     "Precision",
     "Price",
+    "PriceHistoryEntry",
     "PricingMode",
     "architecture_from_config",
     "load_catalog",

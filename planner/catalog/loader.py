@@ -19,7 +19,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from planner.catalog.architecture import architecture_from_config
-from planner.catalog.schema import GPU, Instance, MeasuredResult, ModelCard, Price
+from planner.catalog.schema import (
+    GPU,
+    Instance,
+    MeasuredResult,
+    ModelCard,
+    Price,
+    PriceHistoryEntry,
+)
 from planner.errors import CatalogError, UnknownEntityError
 
 EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -27,6 +34,7 @@ EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 GPUS_FILE = "gpus.csv"
 INSTANCES_FILE = "instances.csv"
 PRICES_FILE = "prices.csv"
+PRICE_HISTORY_FILE = "price_history.csv"  # user catalog only: prices a refresh replaced
 MEASURED_FILE = "measured_results.csv"
 #: the embedded catalog keeps one measured file a source family (same columns)
 MEASURED_GLOB = "measured_*.csv"
@@ -136,6 +144,8 @@ class Catalog:
     prices: list[Price] = field(default_factory=list)
     models: dict[str, ModelCard] = field(default_factory=dict)  # key: hf_id lower-cased
     measured: list[MeasuredResult] = field(default_factory=list)
+    #: prices a catalog refresh replaced, oldest first (not used for planning)
+    price_history: list[PriceHistoryEntry] = field(default_factory=list)
 
     def gpu(self, gpu_id: str) -> GPU:
         found = self.gpus.get(gpu_id)
@@ -183,6 +193,22 @@ class Catalog:
                 "price", f"{instance} in {region or 'any region'} ({pricing})", listed
             )
         return min(matches, key=lambda p: p.usd_per_hour)
+
+    def price_history_for(
+        self, instance: str, region: str | None = None, pricing: str | None = None
+    ) -> list[Price]:
+        """Every known price of ``instance`` (replaced ones and the current one), oldest first."""
+        rows: list[Price] = [*self.price_history, *self.prices]
+        return sorted(
+            (
+                p
+                for p in rows
+                if p.instance == instance
+                and (region is None or p.region == region)
+                and (pricing is None or p.pricing == pricing)
+            ),
+            key=lambda p: (p.as_of, not isinstance(p, PriceHistoryEntry)),
+        )
 
     def add_model(self, card: ModelCard) -> None:
         self.models[card.hf_id.lower()] = card
@@ -250,5 +276,8 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
         for path in measured_files:
             if path.exists():
                 catalog.measured.extend(read_records(path, MeasuredResult))
+        if not embedded and (directory / PRICE_HISTORY_FILE).exists():
+            history = read_records(directory / PRICE_HISTORY_FILE, PriceHistoryEntry)
+            catalog.price_history = sorted(history, key=lambda p: (p.superseded_on, p.as_of))
     catalog.prices = list(price_index.values())
     return catalog

@@ -126,6 +126,21 @@ class Price(_Record):
     pricing: PricingMode
     usd_per_hour: PositiveFloat
 
+    def age_days(self, today: date) -> int:
+        """Days since the price's ``as_of`` date (0 when dated today or later)."""
+        return max(0, (today - self.as_of).days)
+
+    def is_stale(self, today: date, max_age_days: int) -> bool:
+        """Older than ``max_age_days`` (the Data page's stale badge)."""
+        return self.age_days(today) > max_age_days
+
+
+class PriceHistoryEntry(Price):
+    """A price a catalog refresh replaced (``price_history.csv`` of the user's catalog)."""
+
+    superseded_on: date
+    refresh_id: str = Field(min_length=1)
+
 
 class ModelCard(BaseModel):
     """A model: its published config.json and where it came from."""

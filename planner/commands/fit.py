@@ -19,6 +19,7 @@ from typing import Any
 from planner.catalog import PRECISIONS, load_catalog, model_card_from_config
 from planner.catalog.loader import Catalog
 from planner.catalog.schema import ModelCard
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate, enumerate_layouts, evaluate_layout
 from planner.memory import KV_CACHE_DTYPES, kv_occupancy, max_concurrent_sequences
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instance", required=True, help="instance type, e.g. g6e.12xlarge")
     parser.add_argument("--nodes", type=int, default=1, help="instances (default 1)")
     parser.add_argument("--precision", default="bf16", choices=PRECISIONS)
-    parser.add_argument("--kv-dtype", default="auto", choices=KV_CACHE_DTYPES)
+    parser.add_argument("--kv-dtype", choices=KV_CACHE_DTYPES, help="default: the engine's")
     parser.add_argument("--input-len", type=int, help="prompt tokens of every request")
     parser.add_argument("--output-len", type=int, help="answer tokens of every request")
     parser.add_argument(
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--concurrency", type=int, help="requests in flight per replica")
     parser.add_argument("--max-model-len", type=int, help="vLLM --max-model-len")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    parser.add_argument("--gpu-memory-utilization", type=float, help="default: the engine's")
     parser.add_argument("--max-num-seqs", type=int, help="default: what vllm serve picks")
     parser.add_argument("--max-num-batched-tokens", type=int, help="default: vllm serve's")
     parser.add_argument("--tp", type=int, help="evaluate only this tensor-parallel size")
@@ -104,18 +105,25 @@ def layout_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     gpu = catalog.gpu(instance.gpu_id)
     workload = _workload(args)
     max_model_len = args.max_model_len or (workload.max_context() if workload else None)
-    settings = {
-        "precision": args.precision,
+    stated = {
         "kv_cache_dtype": args.kv_dtype,
         "max_model_len": max_model_len,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens,
     }
+    engine = EngineConfig.of(**{k: v for k, v in stated.items() if v is not None})
     if args.tp is not None or args.pp is not None:
         candidates = [
             evaluate_layout(
-                card, instance, gpu, nodes=args.nodes, tp=args.tp or 1, pp=args.pp or 1, **settings
+                card,
+                instance,
+                gpu,
+                nodes=args.nodes,
+                tp=args.tp or 1,
+                pp=args.pp or 1,
+                precision=args.precision,
+                engine=engine,
             )
         ]
     else:
@@ -125,11 +133,7 @@ def layout_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             instances=[instance.instance],
             nodes=[args.nodes],
             precisions=(args.precision,),
-            kv_cache_dtypes=(args.kv_dtype,),
-            max_model_len=max_model_len,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
+            engine=engine,
         )
     return [_row(c, card, workload, args) for c in candidates]
 

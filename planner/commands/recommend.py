@@ -5,7 +5,8 @@
         --slo-ttft-p99-ms 3000 --slo-tpot-p99-ms 100 --provider aws --json
 
 prints the ranked configurations (cheapest $/M output tokens first) and every rejected
-candidate with its reason. ``--csv`` and ``--html`` export the same result.
+candidate with its reason. ``--csv`` and ``--html`` export the same result; ``--emit
+k8s|skypilot|docker DIR`` writes the deployment files of the best configuration into DIR.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--provider", action="append", help="aws, gcp, azure, ... (repeatable)")
     parser.add_argument("--region", action="append", help="e.g. us-east-1 (repeatable)")
     parser.add_argument("--gpu", action="append", help="GPU id, e.g. L40S (repeatable)")
+    parser.add_argument("--instance", action="append", help="only this instance type (repeatable)")
     parser.add_argument("--pricing", default="on_demand", choices=PRICING_MODES)
     parser.add_argument("--max-nodes", type=int, default=2, help="instances per replica")
     parser.add_argument("--precision", action="append", help="bf16, fp8, ... (repeatable)")
@@ -60,6 +62,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--csv", type=Path, help="write the ranking to this CSV file")
     parser.add_argument("--html", type=Path, help="write a self-contained HTML report")
+    parser.add_argument(
+        "--emit",
+        nargs=2,
+        metavar=("TARGET", "DIR"),
+        help="write the best configuration's deployment files (k8s, skypilot or docker) to DIR",
+    )
     parser.set_defaults(func=run)
 
 
@@ -86,6 +94,7 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
                 providers=tuple(args.provider) if args.provider else None,
                 regions=tuple(args.region) if args.region else None,
                 gpus=tuple(args.gpu) if args.gpu else None,
+                instances=tuple(args.instance) if args.instance else None,
                 pricing=args.pricing,
                 max_nodes=args.max_nodes,
                 **({"precisions": tuple(args.precision)} if args.precision else {}),
@@ -101,8 +110,31 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
     return InvalidInputError(field, first.get("input"), first["msg"].removeprefix("Value error, "))
 
 
+def emit(
+    target: str, directory: Path, result: Any, request: RecommendRequest, catalog: Any
+) -> None:
+    """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
+    from planner.deploy import TARGETS, render, spec_from_recommendation, write_bundle
+
+    if target not in TARGETS:
+        raise InvalidInputError("--emit TARGET", target, f"one of {', '.join(TARGETS)}")
+    if result.best is None:
+        raise InvalidInputError(
+            "--emit", target, "a scenario with a configuration that meets the SLOs"
+        )
+    spec = spec_from_recommendation(result.best, request, catalog)
+    paths = write_bundle(render(spec, target), directory)
+    print(f"Wrote {directory}: {', '.join(p.name for p in paths)}")
+    print(f"Cold start: {spec.cold_start().describe()}")
+
+
 def run(args: argparse.Namespace) -> int:
     request = build_request(args)
+    if args.emit:
+        from planner.deploy import TARGETS
+
+        if args.emit[0] not in TARGETS:  # before the search, not after
+            raise InvalidInputError("--emit TARGET", args.emit[0], f"one of {', '.join(TARGETS)}")
     catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
     catalog.model(request.model)  # unknown model: one clear line, before any work
     print("searching configurations...", file=sys.stderr)
@@ -117,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         from planner.recommend_export import write_html
 
         write_html(result, catalog, args.html)
+    if args.emit:
+        emit(args.emit[0], Path(args.emit[1]), result, request, catalog)
     if args.json:
         print(
             json.dumps({"ranked": ranked[: args.top], "rejected": rejected}, indent=2, default=str)

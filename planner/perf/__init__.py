@@ -11,14 +11,13 @@
 Modules: :mod:`~planner.perf.step_time` (terms and ``step_time_s``), :mod:`~planner.perf.simulator`
 (vLLM V1 and TensorRT-LLM schedulers, loads), :mod:`~planner.perf.calibration` (the fit),
 :mod:`~planner.perf.uncertainty` (intervals, distance to data), :mod:`~planner.perf.model`
-(``PerformanceModel``), :mod:`~planner.perf.search` (max rate meeting an SLO),
-:mod:`~planner.perf.validation` (cross-validation).
+(``PerformanceModel``), :mod:`~planner.perf.validation` (cross-validation). The highest rate
+meeting an SLO is :func:`planner.recommend.capacity.max_rate_meeting_slo`.
 """
 
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Prediction, Scenario, TraceRequest
-from planner.perf.search import RateSearchResult, max_rate_meeting_slo
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, StepBatch, step_features, step_time_s
 
@@ -27,13 +26,11 @@ __all__ = [
     "Deployment",
     "PerformanceModel",
     "Prediction",
-    "RateSearchResult",
     "Scenario",
     "SimTrace",
     "StepBatch",
     "TraceRequest",
     "get_performance_model",
-    "max_rate_meeting_slo",
     "resolve_deployment",
     "simulate",
     "step_features",

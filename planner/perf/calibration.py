@@ -28,6 +28,7 @@ from the fit (an unmeasured GPU or release) adds the spread its level's fitted k
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -143,14 +144,20 @@ LENGTH_BIN_EDGES = (0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 0.99, 0.999, 1.0)
 def _binned(dist: LengthDistribution, mean: float) -> LengthDistribution:
     """``dist`` as a weighted handful of lengths (LENGTH_BIN_EDGES) with mean ``mean``."""
     edges = LENGTH_BIN_EDGES
-    weights = [hi - lo for lo, hi in zip(edges, edges[1:], strict=False)]
-    points = [dist.quantile((lo + hi) / 2) for lo, hi in zip(edges, edges[1:], strict=False)]
+    weights = [hi - lo for lo, hi in itertools.pairwise(edges)]
+    points = [dist.quantile((lo + hi) / 2) for lo, hi in itertools.pairwise(edges)]
     scale = mean / sum(w * v for w, v in zip(weights, points, strict=True))
     return LengthDistribution.empirical([max(1, round(v * scale)) for v in points], weights)
 
 
 def scenario_from_measured(result: MeasuredResult) -> Scenario:
-    """The scenario a measured row describes (engine defaults for everything it omits)."""
+    """The scenario a measured row describes (engine defaults for everything it omits).
+
+    An offline-batch row was run with vLLM's offline ``LLM`` class (``vllm bench
+    throughput``), whose batch budget defaults differ from ``vllm serve``'s; a row that names
+    its entrypoint, engine knobs, attention data parallelism or expert parallelism keeps them;
+    a ShareGPT or uniform-random row is simulated with varying lengths of its stated means.
+    """
     lengths: dict[str, object] = {"input_len": result.input_len, "output_len": result.output_len}
     if result.dataset == "uniform":
         lengths = {
@@ -194,6 +201,8 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
         )
         if getattr(result, name) is not None
     }
+    if result.load == "offline_batch" and "entrypoint" not in knobs:
+        knobs["entrypoint"] = "offline"
     return Scenario(
         engine=result.engine,
         engine_version=result.engine_version,
@@ -209,7 +218,7 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
         num_requests=int(result.num_requests) if result.num_requests else None,
         instance=result.instance,
         nodes=result.nodes,
-        **lengths,  # type: ignore[arg-type]
+        **lengths,
         **knobs,
     )
 

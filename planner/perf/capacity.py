@@ -1,10 +1,10 @@
 """KV-cache capacity of one replica, from the memory planner (:func:`planner.memory.plan_memory`).
 
 vLLM sizes its KV pool as ``gpu_memory_utilization`` x the GPU minus weights, activations and
-runtime; the TensorRT-LLM family takes 0.9 of the memory left after the weights
-(``KvCacheConfig.free_gpu_memory_fraction``), translated here into the equivalent
-``gpu_memory_utilization`` before the memory planner is asked. ``max_model_len`` is the longest
-request of the scenario, what a deployment would pass to ``--max-model-len``.
+runtime; the TensorRT-LLM family takes ``free_gpu_memory_fraction`` of the memory left after
+the weights (:data:`planner.engine.TRTLLM_FREE_GPU_MEMORY_FRACTION`), translated here into the
+equivalent ``gpu_memory_utilization`` before the memory planner is asked. The engine config's
+``max_model_len`` is what a deployment passes to ``--max-model-len``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.catalog import GPU, ModelCard
+from planner.engine import TRTLLM_FREE_GPU_MEMORY_FRACTION, VLLM_SERVE_SMALL_GPU, EngineConfig
 from planner.errors import InvalidInputError
 from planner.memory import MemoryPlan, plan_memory
-
-TRTLLM_FREE_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -28,70 +27,57 @@ class CapacityPlan:
 
 
 def plan_capacity(
-    card: ModelCard,
-    gpu: GPU,
-    *,
-    tp: int,
-    pp: int,
-    precision: str,
-    kv_cache_dtype: str,
-    gpu_memory_utilization: float,
-    max_num_seqs: int,
-    max_num_batched_tokens: int,
-    enforce_eager: bool,
-    max_model_len: int,
-    block_size: int,
-    trtllm: bool = False,
-    sglang: bool = False,
-    moe_shards: int | None = None,
+    card: ModelCard, gpu: GPU, *, tp: int, pp: int, precision: str, engine: EngineConfig
 ) -> CapacityPlan:
-    """Replica KV capacity in tokens; a layout that cannot start raises InvalidInputError.
+    """Replica KV capacity in tokens; a layout whose weights do not fit raises
+    InvalidInputError.
 
-    SGLang's ``mem_fraction_static`` (``gpu_memory_utilization`` here) is the share of the GPU
-    for weights and the KV pool, activations and CUDA graphs being reserved outside it, so the
-    pool is fraction x memory - weights.
+    ``engine`` is resolved (every setting stated, ``max_model_len`` included). SGLang's
+    ``mem_fraction_static`` (``gpu_memory_utilization`` of an SGLang config) is the share of the
+    GPU for the weights and the KV pool, activations and CUDA graphs being reserved outside it,
+    so its pool is fraction x memory - weights. A layout the engine's own start-up checks would
+    refuse while its weights fit (one ``max_model_len`` request does not fit the pool, vLLM's
+    free-memory check) gets room for one longest request and ``problem`` says why: a measured
+    run of it exists, or the user asked for it.
     """
+    trtllm = engine.family == "trtllm"
+    sglang = engine.family == "sglang"
+    assert engine.max_num_seqs and engine.max_num_batched_tokens and engine.block_size
+    block_size = engine.block_size
+    max_model_len = engine.max_model_len or 1
     # the sampler's profile run sizes vLLM's activation peak; TensorRT-LLM preallocates its
     # own (smaller) buffers, so it is planned at vLLM's default batch
-    seqs = min(256 if trtllm else max_num_seqs, max_num_batched_tokens)
+    seqs = VLLM_SERVE_SMALL_GPU[0] if trtllm else engine.max_num_seqs
+    seqs = min(seqs, engine.max_num_batched_tokens)
 
     def plan_at(utilization: float) -> MemoryPlan:
-        return plan_memory(
-            card,
-            gpu,
-            tp=tp,
-            pp=pp,
-            precision=precision,
-            kv_cache_dtype=kv_cache_dtype,
-            gpu_memory_utilization=utilization,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            enforce_eager=enforce_eager,
-            max_model_len=max_model_len,
-            block_size=block_size,
-            moe_shards=moe_shards,
+        config = engine.model_copy(
+            update={"gpu_memory_utilization": utilization, "max_num_seqs": seqs}
         )
+        return plan_memory(card, gpu, tp=tp, pp=pp, precision=precision, engine=config)
 
-    plan = plan_at(gpu_memory_utilization)
+    plan = plan_at(engine.gpu_memory_utilization)
     capacity = plan.kv_capacity_tokens
     problem = plan.problems[0] if plan.problems else None
     if sglang:
+        fraction = engine.gpu_memory_utilization
         pools = [
-            int((gpu_memory_utilization * plan.total_bytes - stage.weights_bytes)
+            int((fraction * plan.total_bytes - stage.weights_bytes)
                 // (block_size * stage.kv_bytes_per_token)) * block_size
             for stage in plan.stages
             if stage.kv_bytes_per_token
         ]  # fmt: skip
         capacity = max(min(pools), 0) if pools else 0
         problem = None if capacity >= max_model_len else (
-            f"SGLang's KV pool ({capacity:,} tokens at mem_fraction_static "
-            f"{gpu_memory_utilization:.3f}) is shorter than one {max_model_len:,}-token request"
+            f"SGLang's KV pool ({capacity:,} tokens at mem_fraction_static {fraction:.3f}) is "
+            f"shorter than one {max_model_len:,}-token request"
         )  # fmt: skip
     if trtllm:
         visible = plan.cuda_visible_bytes
         fixed = plan.weights_bytes + plan.activation_bytes + plan.non_torch_bytes
         usable = visible - plan.framework_overhead_bytes
-        utilization = (fixed + TRTLLM_FREE_FRACTION * max(usable - fixed, 0.0)) / visible
+        free = TRTLLM_FREE_GPU_MEMORY_FRACTION * max(usable - fixed, 0.0)
+        utilization = (fixed + free) / visible
         utilization = min(max(utilization, 0.05), usable / visible)
         plan = plan_at(utilization)
         capacity = plan.kv_capacity_tokens

@@ -19,102 +19,18 @@ import math
 from dataclasses import dataclass
 
 from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelArchitecture, ModelCard
+from planner.engine import FAMILIES, EngineConfig, sglang_defaults
 from planner.errors import InvalidInputError
-from planner.memory import vllm_serve_defaults
 from planner.perf.capacity import plan_capacity
 from planner.perf.scenario import Scenario
 
-LINK_CLASSES = ("nvlink", "pcie_p2p", "pcie_host")
 #: per-direction PCIe x16 bandwidth by generation, bytes/s (PCI-SIG: 16/32/64/128 GT/s x16).
 PCIE_BYTES_PER_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 121.0e9}
 DEFAULT_FABRIC_GBPS = 400.0
 ACTIVATION_BYTES = 2.0  # all-reduce and pipeline tensors travel in 16-bit
-KNOWN_FAMILIES = ("vllm", "trtllm", "sglang")
-#: KV block size of each engine family (vLLM 16 tokens; TensorRT-LLM tokens_per_block 32;
-#: SGLang allocates token by token (page_size 1) and is simulated in 16-token blocks).
-ENGINE_DEFAULTS = {
-    "vllm": {"block_size": 16},
-    "trtllm": {"block_size": 32},
-    "sglang": {"block_size": 16},
-}
-#: TensorRT-LLM LLM API / trtllm-bench defaults: max_batch_size 2048, max_num_tokens 8192.
-TRTLLM_DEFAULTS = (2048, 8192)
 #: vLLM V1 captures CUDA graphs for steps of up to this many tokens (compilation config
 #: max_capture_size); larger steps launch every kernel.
 VLLM_CUDA_GRAPH_MAX_TOKENS = 512
-#: SGLang's max_running_requests when not set: the request pool, min(max(tokens / context x 512,
-#: 2048), 4096) (model_runner), whose lower bound binds before the KV pool on these workloads.
-SGLANG_MAX_RUNNING_REQUESTS = 2048
-MIB = 2**20
-
-
-def engine_defaults(family: str, gpu: GPU, load: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) the engine picks when the scenario does not.
-
-    vLLM (vllm/engine/arg_utils.py, V1): ``vllm serve`` 1024 / 8192 on GPUs with >= 70 GiB
-    other than A100s, else 256 / 2048 (:func:`planner.memory.vllm_serve_defaults`); the offline
-    ``LLM`` class (load ``offline_batch``) 1024 / 16384, else 256 / 8192. SGLang: see
-    :func:`sglang_defaults`.
-    """
-    if family == "trtllm":
-        return TRTLLM_DEFAULTS
-    if family == "sglang":
-        defaults = sglang_defaults(gpu, tp=1, pp=1, dp=1)
-        return defaults.max_running_requests, defaults.chunked_prefill_size
-    seqs, batched = vllm_serve_defaults(gpu)
-    if load == "offline_batch":
-        batched = 16384 if batched >= 8192 else 8192
-    return seqs, batched
-
-
-@dataclass(frozen=True)
-class SglangDefaults:
-    """What ``python -m sglang.launch_server`` picks for a GPU and layout (0.5.x)."""
-
-    chunked_prefill_size: int  # per attention-DP rank
-    cuda_graph_max_bs: int
-    mem_fraction_static: float
-    max_running_requests: int
-    #: initial share of a running request's remaining output its admission reserves
-    #: (SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x schedule_conservativeness, x 0.3 with DP attention)
-    new_token_ratio: float
-
-
-def sglang_defaults(gpu: GPU, *, tp: int, pp: int, dp: int) -> SglangDefaults:
-    """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
-    ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
-
-    By GPU memory: < 35 GiB chunked prefill 2048 (CUDA graphs up to 24 sequences below TP 4,
-    80 from TP 4); < 60 GiB 4096 (32 / 160); < 160 GiB 8192 (256 / 512: A100 80 GB, H100,
-    H200); larger 16384 (512: B200, MI300X). mem_fraction_static (weights + KV pool over the
-    GPU) = (memory - reserved) / memory with reserved MiB = 512 + 1.5 x max(chunked prefill,
-    2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 (+ 3 x cuda_graph_max_bs x DP with DP
-    attention), at least 10 GiB on GPUs above 60 GiB. With DP attention the chunked prefill
-    size is divided by the DP size and the schedule conservativeness multiplied by 0.3.
-    """
-    mem_mib = gpu.memory_bytes / MIB
-    big = tp >= 4
-    if mem_mib < 35 * 1024:
-        chunk, graphs = 2048, (80 if big else 24)
-    elif mem_mib < 60 * 1024:
-        chunk, graphs = 4096, (160 if big else 32)
-    elif mem_mib < 160 * 1024:
-        chunk, graphs = 8192, (512 if big else 256)
-    else:
-        chunk, graphs = 16384, 512
-    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * pp / 8 * 1024
-    if dp > 1:
-        reserved += 3 * graphs * dp
-    if mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    fraction = round((mem_mib - reserved) / mem_mib, 3)
-    return SglangDefaults(
-        chunked_prefill_size=chunk // dp if dp > 1 else chunk,
-        cuda_graph_max_bs=graphs,
-        mem_fraction_static=fraction,
-        max_running_requests=SGLANG_MAX_RUNNING_REQUESTS,
-        new_token_ratio=0.7 * (0.3 if dp > 1 else 1.0),
-    )
 
 
 @dataclass(frozen=True)
@@ -229,7 +145,8 @@ class Deployment:
     link_bw: float  # per direction, bytes/s
     network_bw: float  # bytes/s between nodes
     net_boundaries: int  # pipeline boundaries that cross nodes
-    # engine
+    # engine: every setting resolved (planner.engine), max_model_len included
+    engine: EngineConfig
     block_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -269,13 +186,11 @@ def _gpu_link(gpu: GPU, instance: Instance | None) -> tuple[str, float]:
     return "pcie_p2p", pcie
 
 
-def kv_dtype_bytes(scenario: Scenario, family: str) -> float:
+def kv_dtype_bytes(engine: EngineConfig, precision: str) -> float:
     """KV element size: fp8 when asked, or (TensorRT-LLM) when the weights are FP8/FP4."""
-    if scenario.kv_cache_dtype.startswith("fp8"):
-        return 1.0
-    if family == "trtllm" and scenario.precision in ("fp8", "fp4"):
+    if engine.family == "trtllm" and precision in ("fp8", "fp4"):
         return 1.0  # trtllm-bench quantises the KV cache with FP8/NVFP4 checkpoints
-    return 2.0
+    return engine.kv_bytes_per_element
 
 
 def _validate_layout(scenario: Scenario, card: ModelCard, instance: Instance | None) -> None:
@@ -306,12 +221,13 @@ def _validate_layout(scenario: Scenario, card: ModelCard, instance: Instance | N
 def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     """Everything a step-time evaluation and the simulator need, or a typed error."""
     family = scenario.engine_family
-    if family not in ENGINE_DEFAULTS:
+    if family not in FAMILIES:
         raise InvalidInputError(
             "engine", scenario.engine, "one of vllm, tensorrt-llm, nim-tensorrt-llm, sglang"
         )
     card = catalog.model(scenario.model)
     gpu = catalog.gpu(scenario.gpu)
+    engine = resolve_engine(scenario, gpu)
     instance = catalog.instance(scenario.instance) if scenario.instance else None
     precision = scenario.precision.strip().lower()
     if precision not in BYTES_PER_PARAM:
@@ -322,8 +238,8 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     notes: list[str] = []
 
     # ----- layout of the MoE layers ----------------------------------------------------------
-    dp = scenario.data_parallel_size or 1
-    expert_parallel = bool(scenario.enable_expert_parallel) and arch.is_moe
+    dp = engine.data_parallel_size
+    expert_parallel = engine.enable_expert_parallel and arch.is_moe
     if dp > 1 and not arch.is_moe:
         raise InvalidInputError(
             "data_parallel_size",
@@ -351,7 +267,7 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     expert_bytes = expert_params * weights.experts / moe_group
 
     # ----- KV --------------------------------------------------------------------------------
-    kv_bpe = kv_dtype_bytes(scenario, family)
+    kv_bpe = kv_dtype_bytes(engine, precision)
     if arch.is_mla:
         per_layer_gpu = arch.kv_elements_per_token_per_layer() * kv_bpe  # latent replicated
     else:
@@ -415,43 +331,31 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
             "data_parallel_size", dp, f"TP x DP within one {per_node}-GPU node (the MoE group)"
         )
 
-    default_seqs, default_batched = engine_defaults(family, gpu, scenario.load)
-    utilization = scenario.gpu_memory_utilization
+    assert engine.max_num_seqs and engine.max_num_batched_tokens and engine.block_size
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
-        sg = sglang_defaults(gpu, tp=tp * dp, pp=pp, dp=dp)
-        default_seqs, default_batched = sg.max_running_requests, sg.chunked_prefill_size
-        graphs = sg.cuda_graph_max_bs
-        new_token_ratio = sg.new_token_ratio
-        if "gpu_memory_utilization" not in scenario.model_fields_set:
-            utilization = sg.mem_fraction_static
-    max_num_seqs = scenario.max_num_seqs or default_seqs
-    if family == "sglang" and scenario.max_num_seqs and dp > 1:
-        max_num_seqs = max(1, scenario.max_num_seqs // dp)  # --max-running-requests is global
-    max_batched = scenario.max_num_batched_tokens or default_batched
-    if family == "sglang" and scenario.max_num_batched_tokens and dp > 1:
-        max_batched = max(1, scenario.max_num_batched_tokens // dp)  # per DP rank
-    if not scenario.enable_chunked_prefill:
-        # without chunking a whole prompt must fit one step's budget
-        max_batched = max(max_batched, _longest_prompt(scenario))
-    block_size = ENGINE_DEFAULTS[family]["block_size"]
+        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp)
+        graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
+        updates: dict[str, object] = {}
+        if scenario.gpu_memory_utilization is None:
+            updates["gpu_memory_utilization"] = sg.mem_fraction_static
+        if dp > 1:  # --max-running-requests and --chunked-prefill-size are for all ranks
+            if scenario.max_num_seqs:
+                updates["max_num_seqs"] = max(1, scenario.max_num_seqs // dp)
+            if scenario.max_num_batched_tokens:
+                updates["max_num_batched_tokens"] = max(1, scenario.max_num_batched_tokens // dp)
+        engine = engine.model_copy(update=updates) if updates else engine
+    block_size, max_num_seqs = engine.block_size, engine.max_num_seqs
+    max_batched = engine.max_num_batched_tokens
+    assert block_size and max_num_seqs and max_batched
     plan = plan_capacity(
         card,
         gpu,
         tp=tp,
         pp=pp,
         precision=precision,
-        kv_cache_dtype="fp8" if kv_bpe == 1.0 else "auto",
-        gpu_memory_utilization=utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_batched,
-        enforce_eager=scenario.enforce_eager,
-        max_model_len=scenario.max_model_len or _longest_request(scenario),
-        block_size=block_size,
-        trtllm=family == "trtllm",
-        sglang=family == "sglang",
-        moe_shards=moe_group,
+        engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
     )
     if plan.problem is not None:
         notes.append(
@@ -496,17 +400,36 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         link_bw=link_bw,
         network_bw=network_gbps * 1e9 / 8,
         net_boundaries=net_boundaries,
+        engine=engine,
         block_size=block_size,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_batched,
         kv_capacity_tokens=plan.kv_capacity_tokens,
         weights_bytes_per_gpu=plan.weights_bytes,
         kv_dtype_bytes=kv_bpe,
-        enforce_eager=scenario.enforce_eager,
+        enforce_eager=engine.enforce_eager,
         cuda_graph_max_tokens=graphs,
         new_token_ratio=new_token_ratio,
         notes=tuple(notes),
     )
+
+
+def resolve_engine(scenario: Scenario, gpu: GPU) -> EngineConfig:
+    """The scenario's engine settings with every default filled in for ``gpu``:
+    ``max_model_len`` the longest request unless stated, and without chunked prefill a batch
+    budget of at least ``max_model_len``, as vLLM sets it (``SchedulerConfig``: a whole prompt
+    must fit one step next to the running decodes)."""
+    engine = scenario.engine_config().resolved(gpu)
+    updates: dict[str, int] = {}
+    max_model_len = engine.max_model_len or _longest_request(scenario)
+    if engine.max_model_len is None:
+        updates["max_model_len"] = max_model_len
+    assert engine.max_num_batched_tokens is not None
+    if not engine.enable_chunked_prefill:
+        updates["max_num_batched_tokens"] = max(
+            engine.max_num_batched_tokens, max_model_len, _longest_prompt(scenario)
+        )
+    return engine.model_copy(update=updates) if updates else engine
 
 
 def _longest_prompt(scenario: Scenario) -> int:

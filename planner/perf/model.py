@@ -21,12 +21,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.errors import InvalidInputError, PlannerError
+from planner.perf import fit_cache
 from planner.perf.calibration import (
     CoefficientKey,
     FitSample,
@@ -39,9 +41,9 @@ from planner.perf.calibration import (
     prior_theta,
 )
 from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.fit_cache import FitState
 from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
 from planner.perf.scenario import Prediction, Scenario
-from planner.perf.search import RateSearchResult, max_rate_meeting_slo
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
 from planner.perf.uncertainty import (
@@ -56,6 +58,16 @@ from planner.perf.uncertainty import (
     term_shares,
     widen,
 )
+
+#: The load of a scenario (what a deployment does not depend on), at a neutral value.
+_NO_LOAD: dict[str, Any] = {
+    "load": "concurrency",
+    "concurrency": 1.0,
+    "request_rate": None,
+    "num_requests": None,
+    "seed": 0,
+    "burstiness_cv": 1.0,
+}
 
 #: measured rows already simulated, by (catalog fingerprint, row): refits reuse them
 _SAMPLE_CACHE: OrderedDict[tuple[str, str], FitSample] = OrderedDict()
@@ -101,11 +113,17 @@ class PerformanceModel:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.fitted: FittedCoefficients | None = None
-        self.samples: list[FitSample] = []
-        self.excluded: list[Excluded] = []
+        self._samples: list[FitSample] = []
+        self._excluded: list[Excluded] = []
         self._points: list[MeasuredPoint] = []
         self._groups: set[tuple[str, str]] = set()
         self._seen = SeenData()
+        self._combos: list[tuple[str, str, str | None]] = []
+        #: measured results of a model restored from the fit cache, until its samples are asked
+        self._unsimulated: Sequence[MeasuredResult] | None = None
+        #: whether the fit was read from the disk cache rather than computed in this process
+        self.from_cache = False
+        self._fit_lock = threading.Lock()
         self._dep_cache: OrderedDict[str, Deployment] = OrderedDict()
         self._dep_lock = threading.Lock()
 
@@ -118,17 +136,64 @@ class PerformanceModel:
         if catalog is not None:
             self.catalog = catalog
         samples, excluded = simulate_measured(results, self.catalog)
-        self.excluded = excluded
+        self._excluded = excluded
         if not samples:
-            self.fitted, self.samples = None, []
+            self.fitted, self._samples = None, []
         else:
-            self.fitted, self.samples = calibrate(samples, self.catalog)
-        self._points = [
-            point_of(s.scenario, *_model_params(s.dep), s.dep.link_class) for s in self.samples
+            self.fitted, self._samples = calibrate(samples, self.catalog)
+        self._unsimulated = None
+        points = [
+            point_of(s.scenario, *_model_params(s.dep), s.dep.link_class) for s in self._samples
         ]
-        self._groups = {(s.family, s.gpu.lower()) for s in self.samples}
-        self._seen = SeenData.of(self.samples)
+        self._restore(
+            FitState(
+                self.fitted, points, fit_cache.combos_of(self._samples), SeenData.of(self._samples)
+            )
+        )
         return self
+
+    def _restore(self, state: FitState) -> None:
+        self.fitted = state.fitted
+        self._points = list(state.points)
+        self._combos = list(state.combos)
+        self._groups = {(family, gpu.lower()) for family, gpu, _ in state.combos}
+        self._seen = state.seen
+
+    def fit_state(self) -> FitState:
+        """What predictions need of the fit (see :mod:`planner.perf.fit_cache`)."""
+        return FitState(self.fitted, list(self._points), list(self._combos), self._seen)
+
+    @classmethod
+    def from_fit_state(
+        cls, catalog: Catalog, state: FitState, results: Sequence[MeasuredResult]
+    ) -> PerformanceModel:
+        """A model that predicts from a cached fit at once; its :attr:`samples` and
+        :attr:`excluded` (the simulated rows) are rebuilt from ``results`` when first asked."""
+        model = cls(catalog)
+        model._restore(state)
+        model._unsimulated = list(results)
+        model.from_cache = True
+        return model
+
+    def _simulated(self) -> None:
+        with self._fit_lock:
+            results = self._unsimulated
+            if results is not None:
+                cached = self.fit_state()
+                self.fit(results)
+                self._restore(cached)  # the same fit; keep the one predictions were made with
+
+    @property
+    def samples(self) -> list[FitSample]:
+        """The fitted measured rows, simulated (``planner validate``, refits)."""
+        self._simulated()
+        return self._samples
+
+    @property
+    def excluded(self) -> list[Excluded]:
+        """Measured rows left out of the fit, with the reason."""
+        self._simulated()
+        return self._excluded
 
     @property
     def coefficients(self) -> dict[str, dict[str, float]]:
@@ -140,8 +205,8 @@ class PerformanceModel:
             return {name: float(v) for name, v in zip(FEATURES, c, strict=True)}
 
         out["*"] = named(full_from_theta(self.fitted.theta0 if self.fitted else prior_theta()))
-        combos = sorted({(s.family, s.gpu, s.version) for s in self.samples}, key=str)
-        for family in sorted({s.family for s in self.samples}):
+        combos = self._combos
+        for family in sorted({family for family, _, _ in combos}):
             out[f"{family}/*"] = named(self.coefficients_for(family, "*"))
         for family, gpu, version in combos:
             out[f"{family}/{gpu}"] = named(self.coefficients_for(family, gpu))
@@ -173,19 +238,23 @@ class PerformanceModel:
 
     # ----- prediction ------------------------------------------------------------------------
     def deployment(self, scenario: Scenario) -> Deployment:
-        """Resolved constants of a scenario (cached on everything but the load)."""
-        key = scenario.model_dump_json(
-            exclude={"load", "concurrency", "request_rate", "num_requests", "seed", "burstiness_cv"}
-        )
+        """Resolved constants of a scenario, cached on the scenario less its load.
+
+        The deployment is resolved from that load-free scenario itself, so what is cached
+        cannot depend on the load it was first asked with: a prediction never depends on
+        what was predicted before it.
+        """
+        unloaded = scenario.model_copy(update=_NO_LOAD)
+        key = unloaded.model_dump_json()
         with self._dep_lock:
             dep = self._dep_cache.get(key)
         if dep is None:
-            dep = resolve_deployment(scenario, self.catalog)
+            dep = resolve_deployment(unloaded, self.catalog)
             with self._dep_lock:
                 self._dep_cache[key] = dep
                 if len(self._dep_cache) > 256:
                     self._dep_cache.popitem(last=False)
-        elif dep.scenario != scenario:
+        if dep.scenario != scenario:
             dep = _with_scenario(dep, scenario)
         return dep
 
@@ -211,19 +280,6 @@ class PerformanceModel:
             except RuntimeError as exc:
                 out.append(InvalidInputError("scenario", scenario.describe(), str(exc)))
         return out
-
-    def max_rate_meeting_slo(
-        self,
-        scenario: Scenario,
-        slo_ttft_p99_ms: float | None = None,
-        slo_tpot_p99_ms: float | None = None,
-        slo_e2e_p99_ms: float | None = None,
-        **kwargs: Any,
-    ) -> RateSearchResult:
-        """Highest Poisson rate meeting the p99 SLOs (see :mod:`planner.perf.search`)."""
-        return max_rate_meeting_slo(
-            self, scenario, slo_ttft_p99_ms, slo_tpot_p99_ms, slo_e2e_p99_ms, **kwargs
-        )
 
     def timeline(self, scenario: Scenario) -> Timeline:
         """KV occupancy, running and waiting requests over the simulated run."""
@@ -405,12 +461,19 @@ def results_fingerprint(catalog: Catalog, results: Sequence[MeasuredResult]) -> 
 
 
 def get_performance_model(
-    catalog: Catalog, user_results: Iterable[MeasuredResult] = ()
+    catalog: Catalog,
+    user_results: Iterable[MeasuredResult] = (),
+    *,
+    cache_dir: Path | None = None,
+    disk_cache: bool | None = None,
 ) -> PerformanceModel:
     """The model fitted on ``catalog.measured`` plus ``user_results``.
 
-    Cached by the content of the results and of the catalog: the same data returns the same
-    fitted model; an added run refits (reusing every row simulated before).
+    Cached by the content of the results and of the catalog, in memory and on disk
+    (:mod:`planner.perf.fit_cache`, under ``cache_dir``, default the settings' cache
+    directory; ``disk_cache=False`` or ``SERVEWISE_FIT_CACHE=0`` turns the disk off): the same
+    data returns the same fitted model, in another process too; an added run refits (reusing
+    every row this process simulated before).
     """
     results = [*catalog.measured, *user_results]
     key = results_fingerprint(catalog, results)
@@ -419,9 +482,45 @@ def get_performance_model(
         if cached is not None:
             _MODEL_CACHE.move_to_end(key)
             return cached
-    model = PerformanceModel(catalog).fit(results)
+    directory = _disk_cache_dir(cache_dir, disk_cache)
+    disk_key = fit_cache.cache_key(key)
+    state = fit_cache.load(directory, disk_key) if directory is not None else None
+    if state is not None:
+        model = PerformanceModel.from_fit_state(catalog, state, results)
+    else:
+        model = PerformanceModel(catalog).fit(results)
+        if directory is not None:
+            fit_cache.save(directory, disk_key, model.fit_state())
     with _LOCK:
         _MODEL_CACHE[key] = model
         while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
             _MODEL_CACHE.popitem(last=False)
     return model
+
+
+def fit_is_cached(
+    catalog: Catalog,
+    user_results: Iterable[MeasuredResult] = (),
+    *,
+    cache_dir: Path | None = None,
+) -> bool:
+    """Whether :func:`get_performance_model` would return at once (fitted in this process or
+    on disk), rather than fit (~10-15 s)."""
+    results = [*catalog.measured, *user_results]
+    key = results_fingerprint(catalog, results)
+    with _LOCK:
+        if key in _MODEL_CACHE:
+            return True
+    directory = _disk_cache_dir(cache_dir, None)
+    if directory is None:
+        return False
+    return fit_cache.cache_file(directory, fit_cache.cache_key(key)).is_file()
+
+
+def _disk_cache_dir(cache_dir: Path | None, enabled: bool | None) -> Path | None:
+    from planner.settings import get_settings
+
+    settings = get_settings()
+    if enabled is False or (enabled is None and not settings.fit_cache):
+        return None
+    return cache_dir or settings.cache_directory

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from planner.engine import EngineConfig, Entrypoint, KvCacheDtype, engine_family
 from planner.errors import InvalidInputError
 from planner.workload import LengthDistribution
 
@@ -21,16 +22,21 @@ LoadKind = Literal["concurrency", "rate", "offline_batch", "max_throughput", "tr
 LOADS: tuple[str, ...] = ("concurrency", "rate", "offline_batch", "max_throughput", "trace")
 Confidence = Literal["measured nearby", "interpolated", "extrapolated"]
 
-#: engine name (lower-case) -> family whose scheduler and coefficients it uses.
-ENGINE_FAMILIES: dict[str, str] = {
-    "vllm": "vllm",
-    "tensorrt-llm": "trtllm",
-    "trtllm": "trtllm",
-    "tensorrt_llm": "trtllm",
-    "nim-tensorrt-llm": "trtllm",
-    "nim": "trtllm",
-    "sglang": "sglang",
-}
+#: Scenario fields that are engine settings (:class:`planner.engine.EngineConfig` names, but
+#: ``engine_version`` for its ``version``); None: the engine's default.
+ENGINE_FIELDS: tuple[str, ...] = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "kv_cache_dtype",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "enforce_eager",
+    "enable_expert_parallel",
+    "data_parallel_size",
+    "entrypoint",
+)
 
 
 class TraceRequest(BaseModel):
@@ -69,26 +75,21 @@ class Scenario(BaseModel):
     num_requests: int | None = Field(default=None, gt=0)
     instance: str | None = None
     nodes: int | None = Field(default=None, gt=0)
-    # engine knobs (vLLM names; the TensorRT-LLM family reads max_num_seqs as max_batch_size
-    # and max_num_batched_tokens as max_num_tokens)
+    # engine settings (vLLM names; the TensorRT-LLM family reads max_num_seqs as
+    # max_batch_size and max_num_batched_tokens as max_num_tokens). None: the engine's default
+    # (planner.engine); max_model_len None: the scenario's longest request.
     max_num_seqs: int | None = Field(default=None, gt=0)
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = False
-    prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
-    kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
-    enforce_eager: bool = False
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
     max_model_len: int | None = Field(default=None, gt=0)
-    # MoE layouts: whole experts sharded over the TP x DP GPUs of a stage instead of sliced
-    # (vLLM --enable-expert-parallel, SGLang --ep-size, TensorRT-LLM ep_size), and attention
-    # data-parallel ranks inside one engine, each with its own requests and KV cache (vLLM
-    # --data-parallel-size with an MoE model, SGLang --enable-dp-attention --dp-size)
+    kv_cache_dtype: KvCacheDtype | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enforce_eager: bool | None = None
     enable_expert_parallel: bool | None = None
     data_parallel_size: int | None = Field(default=None, gt=0)
-    # how the engine is driven: an HTTP server ("serve") or directly ("offline": vLLM's LLM
-    # class, trtllm-bench); None: offline for load offline_batch, else serve
-    entrypoint: Literal["serve", "offline"] | None = None
+    entrypoint: Entrypoint | None = None
+    prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves
     burstiness_cv: float = Field(default=1.0, gt=0.0)
@@ -120,7 +121,16 @@ class Scenario(BaseModel):
     # ----- derived --------------------------------------------------------------------------
     @property
     def engine_family(self) -> str:
-        return ENGINE_FAMILIES.get(self.engine.strip().lower(), self.engine.strip().lower())
+        return engine_family(self.engine)
+
+    def engine_config(self) -> EngineConfig:
+        """The engine settings the scenario states; the rest are the engine's defaults."""
+        stated = {name: getattr(self, name) for name in ENGINE_FIELDS}
+        return EngineConfig(
+            engine=self.engine,
+            version=self.engine_version,
+            **{name: value for name, value in stated.items() if value is not None},
+        )
 
     @property
     def gpus_per_replica(self) -> int:
@@ -197,13 +207,20 @@ class Scenario(BaseModel):
                 continue
             values[key] = text
         integers = ("num_gpus", "tp", "pp", "input_len", "output_len", "num_requests", "nodes")
-        for key in (*integers, "max_num_seqs", "max_num_batched_tokens", "data_parallel_size"):
+        for key in (*integers, "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                    "data_parallel_size"):  # fmt: skip
             if key in values:
                 values[key] = _integer(key, values[key])
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
             raise _as_input_error(exc, values) from None
+
+
+def engine_fields(config: EngineConfig) -> dict[str, Any]:
+    """``config`` as :class:`Scenario` keyword arguments (``Scenario(**engine_fields(c), ...)``)."""
+    values = {name: getattr(config, name) for name in ENGINE_FIELDS}
+    return {"engine": config.engine, "engine_version": config.version, **values}
 
 
 def _integer(field: str, text: Any) -> Any:

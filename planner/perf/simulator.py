@@ -51,7 +51,7 @@ import numpy as np
 from planner.perf.deployment import Deployment
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import IDX, N_FEATURES, StepBatch, fill_step_features
-from planner.workload import LengthDistribution
+from planner.workload import LengthDistribution, draw_lengths
 
 _IDLE = IDX["idle"]
 TIMELINE_POINTS = 2000
@@ -184,22 +184,10 @@ class _Arrivals:
     outputs: np.ndarray
 
 
-def sample_lengths(dist: LengthDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
-    values = np.asarray(dist.sample(n, rng), dtype=float)
-    return np.maximum(1, np.rint(values)).astype(int)
-
-
 def _request_lengths(scenario: Scenario, n: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(scenario.seed)
-    if scenario.input_dist is not None:
-        ins = sample_lengths(scenario.input_dist, n, rng)
-    else:
-        ins = np.full(n, int(scenario.input_len or 1))
-    if scenario.output_dist is not None:
-        outs = sample_lengths(scenario.output_dist, n, rng)
-    else:
-        outs = np.full(n, int(scenario.output_len or 1))
-    return ins, outs
+    ins = scenario.input_dist or LengthDistribution.fixed(int(scenario.input_len or 1))
+    outs = scenario.output_dist or LengthDistribution.fixed(int(scenario.output_len or 1))
+    return draw_lengths(ins, outs, n, scenario.seed)
 
 
 def _arrival_times(scenario: Scenario, n: int, rate: float) -> np.ndarray:
@@ -229,7 +217,7 @@ class _Engine:
         self.budget = dep.max_num_batched_tokens
         self.max_seqs = dep.max_num_seqs
         self.reserve = dep.family == "trtllm"
-        self.chunked = dep.scenario.enable_chunked_prefill
+        self.chunked = dep.engine.enable_chunked_prefill
         self.window = dep.sliding_window
         self.running: list[_Cohort] = []  # admission order (preemption takes the last)
         self.prefilling: list[_Cohort] = []  # running cohorts not in the pool, in order
@@ -264,7 +252,7 @@ class _Engine:
         self.done: list[tuple[int, int, int, np.ndarray | None, float, np.ndarray, np.ndarray]] = []
         sc = dep.scenario
         self.prefix_tokens = 0
-        if sc.enable_prefix_caching and sc.prefix_share > 0:
+        if dep.engine.enable_prefix_caching and sc.prefix_share > 0:
             self.prefix_tokens = int(sc.prefix_share * sc.mean_input_len) // self.bs * self.bs
         self.prefix_ready = False
 

@@ -46,7 +46,7 @@ def start_sim_server(*flags: str, timeout_s: float = 20.0) -> SimServer:
         [
             sys.executable,
             "-m",
-            "benchmarks_runner.simulated_server",
+            "benchmarks_runner.simulated",
             "--host",
             "127.0.0.1",
             "--port",

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks_runner import read_run
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
+from tests.run_view import read_run
 
 from .conftest import FIXTURES, ROOT, env_with_root
 
@@ -305,3 +305,36 @@ def test_runs_land_where_the_dashboard_reads_them_by_default(
 
     store = Store(None)
     assert len(store.ingest_runs(user_dir / "runs")) == 1
+
+
+def test_a_lognormal_spread_is_a_standard_deviation_in_tokens() -> None:
+    """As the sidebar means it: --input-spread 512 of a lognormal of mean 1,024 draws lengths
+    with a standard deviation near 512 tokens (not sigma = 512 of the log, which would clip
+    almost every prompt to one token), and run.json keeps the distribution itself."""
+    import numpy as np
+
+    from benchmarks_runner.cli import build_parser, config_from_args, specs_from_args
+
+    args = build_parser().parse_args(
+        ["run", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "4",
+         "--num-requests", "4000", "--input-len", "1024", "--input-dist", "lognormal",
+         "--input-spread", "512", "--output-len", "64", "--output-dist", "uniform",
+         "--output-spread", "16"]
+    )  # fmt: skip
+    config = config_from_args(args)
+    specs = specs_from_args(args, config)
+    inputs = np.array([s.input_len for s in specs])
+    outputs = np.array([s.output_len for s in specs])
+    assert inputs.mean() == pytest.approx(1024, rel=0.05)
+    assert inputs.std() == pytest.approx(512, rel=0.1)
+    assert outputs.min() >= 48 and outputs.max() <= 80
+    assert config.workload["input_len"] == {
+        "kind": "lognormal", "mean": 1024.0, "std": 512.0, "min_tokens": 1
+    }  # fmt: skip
+    bad = _run_cli(
+        "run", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1",
+        "--num-requests", "1", "--input-len", "8", "--output-len", "8", "--input-dist",
+        "normal", "--input-spread", "-3",
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--input-spread" in bad.stderr and "-3" in bad.stderr
+    assert "Traceback" not in bad.stderr

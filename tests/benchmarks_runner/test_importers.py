@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks_runner import import_file, read_run
+from benchmarks_runner import import_file
 from benchmarks_runner.errors import ImportFormatError
+from tests.run_view import read_run
 
 from .conftest import FIXTURES
 

@@ -10,21 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config, read_run
-from benchmarks_runner.errors import ConfigError
-from benchmarks_runner.run_manager import (
-    EndpointStartError,
-    Faults,
-    ManagedRun,
-    RunManager,
-    SimulatedEndpoint,
-    VerificationRequest,
-)
+from benchmarks_runner import build_synthetic_specs, make_run_config
+from benchmarks_runner.endpoints import Faults, SimulatedEndpoint
+from benchmarks_runner.errors import ConfigError, EndpointStartError
+from benchmarks_runner.run_manager import ManagedRun, RunManager, VerificationRequest
 from benchmarks_runner.workload import RequestSpec
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel
+from planner.run_files import read_run_dir
 from planner.store import Store
+from planner.workload import LengthDistribution
+from tests.run_view import read_run
 
+EIGHT = LengthDistribution.fixed(8)
 FAST = ["--ttft-ms", "5", "--token-delay-ms", "2"]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PLAN = {
@@ -42,7 +40,7 @@ PLAN = {
 
 
 def specs(n: int, out: int = 8) -> list[RequestSpec]:
-    return build_synthetic_specs(n, LengthDist(mean=64), LengthDist(mean=out))
+    return build_synthetic_specs(n, LengthDistribution.fixed(64), LengthDistribution.fixed(out))
 
 
 def config(model: str = "sim-model", concurrency: int = 4):  # type: ignore[no-untyped-def]
@@ -169,8 +167,8 @@ def test_an_unreachable_url_fails_with_its_run_files(manager: RunManager) -> Non
 def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) -> None:
     request = VerificationRequest(
         plan=PLAN,
-        input_len=256,
-        output_len=32,
+        input_len=LengthDistribution.fixed(256),
+        output_len=LengthDistribution.fixed(32),
         num_requests=20,
         concurrency=4,
         slowdown=2.0,
@@ -192,17 +190,22 @@ def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) ->
         "faults": {"error_rate": 0.1},
     }
     rate = VerificationRequest(
-        plan=PLAN, input_len=8, output_len=8, num_requests=4, request_rate=2.5, endpoint="url",
-        base_url="http://127.0.0.1:8000", served_model="served",
+        plan=PLAN, input_len=EIGHT, output_len=EIGHT, num_requests=4, request_rate=2.5,
+        endpoint="url", base_url="http://127.0.0.1:8000", served_model="served",
     )  # fmt: skip
     cfg = rate.run_config()
     assert (cfg.load, cfg.request_rate, cfg.concurrency, cfg.model) == ("rate", 2.5, None, "served")
     assert rate.make_endpoint() is None
     with pytest.raises(EndpointStartError, match="URL"):
-        VerificationRequest(plan=PLAN, input_len=8, output_len=8, num_requests=1, concurrency=1,
-                            endpoint="url").make_endpoint()  # fmt: skip
+        VerificationRequest(plan=PLAN, input_len=EIGHT, output_len=EIGHT, num_requests=1,
+                            concurrency=1, endpoint="url").make_endpoint()  # fmt: skip
     with pytest.raises(ConfigError, match="concurrency"):
-        VerificationRequest(plan=PLAN, input_len=8, output_len=8, num_requests=1).run_config()
+        VerificationRequest(
+            plan=PLAN,
+            input_len=LengthDistribution.fixed(8),
+            output_len=LengthDistribution.fixed(8),
+            num_requests=1,
+        ).run_config()
 
 
 def test_a_verification_run_becomes_a_simulated_user_result(
@@ -211,8 +214,8 @@ def test_a_verification_run_becomes_a_simulated_user_result(
     prior = PerformanceModel(catalog).coefficients_for("vllm", "H100-SXM")
     request = VerificationRequest(
         plan=PLAN,
-        input_len=128,
-        output_len=16,
+        input_len=LengthDistribution.fixed(128),
+        output_len=LengthDistribution.fixed(16),
         num_requests=12,
         concurrency=4,
         coefficients=[float(c) for c in prior],
@@ -250,7 +253,7 @@ def test_fault_injection_fails_some_requests_and_keeps_the_rest(manager: RunMana
     summary = run.result.summary if run.result else None
     assert summary is not None and summary["completed"] + summary["failed"] == 40
     assert 0 < summary["failed"] < 40 and summary["output_throughput"] > 0
-    errors = dict(failure_counts(read_run(run.run_dir)["requests"]))  # type: ignore[arg-type]
+    errors = dict(failure_counts(read_run_dir(run.run_dir).requests))  # type: ignore[arg-type]
     assert any(e.startswith("HTTP 503") for e in errors)
     assert sum(errors.values()) == summary["failed"]
 
@@ -264,9 +267,47 @@ def test_launching_vllm_where_it_is_missing_says_how_to_install(
     if launch_readiness().ok:
         pytest.skip("vLLM and a GPU are present here")
     request = VerificationRequest(
-        plan=PLAN, input_len=8, output_len=8, num_requests=1, concurrency=1, endpoint="vllm",
-        vllm_config=vllm_config_for_plan(PLAN), log_dir=tmp_path,
+        plan=PLAN, input_len=EIGHT, output_len=EIGHT, num_requests=1, concurrency=1,
+        endpoint="vllm", vllm_config=vllm_config_for_plan(PLAN), log_dir=tmp_path,
     )  # fmt: skip
     run = manager.start_verification(request)
     assert run.wait(30) and run.state == "failed"
     assert run.error is not None and "pip install" in run.error
+
+
+def test_a_verification_run_sends_exactly_the_predicted_workload(
+    manager: RunManager, catalog: Catalog
+) -> None:
+    """Lognormal prompts (std 128 tokens, the planner's meaning of a spread) and normal answers:
+    the requests the run stored are, one for one, those the simulator predicted for the run's
+    scenario read back from run.json."""
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.simulator import simulate
+    from planner.verification import custom_plan, scenario_of_run
+
+    plan = custom_plan(MODEL, "H100-SXM")
+    request = VerificationRequest(
+        plan=plan,
+        input_len=LengthDistribution.lognormal(256, 128),
+        output_len=LengthDistribution.normal(12, 4),
+        num_requests=24,
+        concurrency=4,
+        seed=7,
+        coefficients=PerformanceModel(catalog).coefficients_for("vllm", "H100-SXM"),
+    )
+    run = manager.start_verification(request)
+    assert run.wait(90) and run.state == "completed", run.error
+    files = read_run_dir(run.run_dir)  # type: ignore[arg-type]
+    sent = sorted((r.input_len_target, r.output_len_target) for r in files.requests)
+    scenario = scenario_of_run(files.meta)
+    assert scenario == request.scenario()
+    assert scenario is not None and scenario.input_dist == request.input_len
+    trace = simulate(resolve_deployment(scenario, catalog))
+    predicted = sorted(
+        (int(i), int(o))
+        for i, o, n in zip(trace.input_len, trace.output_len, trace.count, strict=True)
+        for _ in range(int(n))
+    )
+    assert sent == predicted
+    inputs = [i for i, _ in sent]
+    assert len(set(inputs)) > 12 and 150 < sum(inputs) / len(inputs) < 400  # spread in tokens

@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 
 from benchmarks_runner import (
-    LengthDist,
     ProgressSnapshot,
     RequestSpec,
     build_synthetic_specs,
     make_run_config,
-    read_run,
     run_benchmark_sync,
 )
 from benchmarks_runner.errors import EndpointUnreachable, ModelNotServed
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
 from benchmarks_runner.sweep import run_sweep, search_max_rate
 from benchmarks_runner.workload import load_trace
+from planner.workload import LengthDistribution
+from tests.run_view import read_run
 
 from .conftest import FIXTURES
 
@@ -31,7 +31,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _specs(n: int, inp: int, out: int, seed: int = 0) -> list[RequestSpec]:
-    return build_synthetic_specs(n, LengthDist(mean=inp), LengthDist(mean=out), seed=seed)
+    return build_synthetic_specs(
+        n, LengthDistribution.fixed(inp), LengthDistribution.fixed(out), seed=seed
+    )
 
 
 def _run(base_url: str, specs: list[RequestSpec], runs: Path, **cfg: Any) -> dict[str, Any]:

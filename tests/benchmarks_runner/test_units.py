@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,20 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks_runner.config import LengthDist, make_run_config
-from benchmarks_runner.errors import ConfigError, RunFilesError, TraceFormatError
+from benchmarks_runner.config import make_run_config
+from benchmarks_runner.errors import ConfigError, TraceFormatError
 from benchmarks_runner.http_client import MalformedChunk, StreamResult, _SseParser
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS, build_vllm_result, compute_summary
 from benchmarks_runner.prompts import Calibration, PromptBuilder, fit_calibration
-from benchmarks_runner.run_files import RunWriter, new_run_id, read_run
 from benchmarks_runner.server_metrics import ScrapeStats, parse_prometheus
 from benchmarks_runner.workload import (
     RequestSpec,
     arrival_times,
     build_synthetic_specs,
     load_trace,
-    sample_lengths,
 )
+from planner.run_files import RequestRecord
+from planner.workload import LengthDistribution, draw_lengths
 
 from .conftest import FIXTURES
 
@@ -38,14 +37,15 @@ from .conftest import FIXTURES
     spread=st.floats(0, 2000),
     seed=st.integers(0, 10_000),
 )
-def test_sampled_lengths_stay_in_bounds_and_are_seeded(
+def test_synthetic_lengths_are_the_planners_draw_and_seeded(
     kind: str, mean: int, spread: float, seed: int
 ) -> None:
-    spread = min(spread, 2.0) if kind == "lognormal" else spread
-    dist = LengthDist(kind=kind, mean=mean, spread=spread, min=1, max=mean + 100)  # type: ignore[arg-type]
-    a = sample_lengths(dist, 50, np.random.default_rng(seed))
-    b = sample_lengths(dist, 50, np.random.default_rng(seed))
-    assert a == b and all(1 <= x <= mean + 100 for x in a)
+    dist = LengthDistribution.from_mean_spread(kind, mean, spread)
+    a = build_synthetic_specs(50, dist, dist, seed=seed)
+    assert a == build_synthetic_specs(50, dist, dist, seed=seed)
+    ins, outs = draw_lengths(dist, dist, 50, seed)
+    assert [s.input_len for s in a] == ins.tolist() and [s.output_len for s in a] == outs.tolist()
+    assert all(s.input_len >= 1 and s.output_len >= 1 for s in a)
 
 
 def test_arrival_times_offer_exactly_the_rate() -> None:
@@ -57,12 +57,18 @@ def test_arrival_times_offer_exactly_the_rate() -> None:
 
 def test_synthetic_prefix_share() -> None:
     specs = build_synthetic_specs(
-        6, LengthDist(mean=1000), LengthDist(mean=10), prefix_share=0.5, num_prefix_groups=2
+        6,
+        LengthDistribution.fixed(1000),
+        LengthDistribution.fixed(10),
+        prefix_share=0.5,
+        num_prefix_groups=2,
     )
     assert [s.prefix_len for s in specs] == [500] * 6
     assert {s.prefix_group for s in specs} == {"shared-0-0", "shared-0-1"}
     with pytest.raises(ValueError, match="prefix_share"):
-        build_synthetic_specs(1, LengthDist(mean=10), LengthDist(mean=10), prefix_share=1.0)
+        build_synthetic_specs(
+            1, LengthDistribution.fixed(10), LengthDistribution.fixed(10), prefix_share=1.0
+        )
 
 
 def test_mooncake_hash_ids_become_shared_prefixes() -> None:
@@ -193,26 +199,26 @@ def _row(
     ok: bool = True,
     warmup: bool = False,
     tokens: list[int] | None = None,
-) -> dict[str, Any]:
-    return {
-        "request_id": f"r{i}",
-        "request_index": i,
-        "warmup": warmup,
-        "start_s": start,
-        "first_chunk_s": chunks[0] if chunks else None,
-        "first_content_s": chunks[0] if chunks else None,
-        "end_s": chunks[-1] if chunks else start + 0.1,
-        "chunk_times_s": chunks,
-        "chunk_tokens": tokens or [1] * len(chunks),
-        "prompt_tokens": 100 if ok else None,
-        "output_tokens": out,
-        "input_len_target": 100,
-        "output_len_target": 4,
-        "status": "ok" if ok else "error",
-        "http_status": 200 if ok else 500,
-        "error": None if ok else "HTTP 500",
-        "scheduled_s": start,
-    }
+) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"r{i}",
+        request_index=i,
+        warmup=warmup,
+        scheduled_s=start,
+        start_s=start,
+        first_chunk_s=chunks[0] if chunks else None,
+        first_content_s=chunks[0] if chunks else None,
+        end_s=chunks[-1] if chunks else start + 0.1,
+        chunk_times_s=chunks,
+        chunk_tokens=tokens or [1] * len(chunks),
+        prompt_tokens=100 if ok else None,
+        output_tokens=out,
+        input_len_target=100,
+        output_len_target=4,
+        status="ok" if ok else "error",
+        http_status=200 if ok else 500,
+        error=None if ok else "HTTP 500",
+    )
 
 
 def test_summary_matches_vllm_definitions_exactly() -> None:
@@ -234,7 +240,8 @@ def test_summary_matches_vllm_definitions_exactly() -> None:
     assert s["p99_itl_ms"] == pytest.approx(np.percentile(itls, 99))
     assert s["mean_e2el_ms"] == pytest.approx((400.0 + 600.0) / 2)
     assert s["request_goodput"] == 0.5  # only request 0 has TTFT <= 150 ms
-    assert s["max_concurrent_requests"] == 1
+    # vLLM's 1-second buckets: both requests touch second 0; they never overlap in time
+    assert s["max_concurrent_requests"] == 2 and s["max_in_flight_requests"] == 1
     result = build_vllm_result(
         rows,
         s,
@@ -295,26 +302,7 @@ def test_vllm_result_key_list_is_complete() -> None:
     assert set(VLLM_RESULT_KEYS) == expected
 
 
-# ------------------------------------------------------------------------------ files
-
-
-def test_run_writer_and_reader(tmp_path: Path) -> None:
-    w = RunWriter(tmp_path)
-    assert len(w.run_id.split("-")[1]) == 6 and w.run_id.endswith(w.run_id[-6:])
-    w.write_meta(model="m", summary={"x": float("nan")})
-    w.append_requests([{"request_id": "a"}, {"request_id": "b"}])
-    w.append_metric_samples([{"t_s": 0.1, "name": "n", "labels": {}, "value": 1.0}])
-    w.close()
-    with (w.dir / "requests.jsonl").open("a") as fh:
-        fh.write('{"request_id": "c", "tor')  # a torn last line after a crash
-    data = read_run(w.dir)
-    assert [r["request_id"] for r in data["requests"]] == ["a", "b"]
-    assert data["run"]["summary"] == {"x": None} and data["run"]["status"] == "running"
-    assert len(data["server_metrics"]) == 1
-    assert not list(w.dir.glob("*.tmp"))
-    with pytest.raises(RunFilesError):
-        read_run(tmp_path / "nope")
-    assert new_run_id().count("-") == 1
+# ------------------------------------------------------------------------------ server metrics
 
 
 def test_prometheus_parsing() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks_runner.vllm_launcher import INSTALL_HINT, VllmServer, launch_readiness
+from planner.engine import EngineConfig
 from planner.vllm_command import VllmServeConfig
 
 
@@ -25,13 +26,16 @@ def test_without_vllm_the_launcher_explains_how_to_install_it() -> None:
 
 
 def test_server_argv_binds_loopback_and_carries_the_plan(tmp_path: Path) -> None:
-    config = VllmServeConfig(model="Qwen/Qwen3-8B", tensor_parallel_size=2, max_num_seqs=64)
+    config = VllmServeConfig(
+        model="Qwen/Qwen3-8B", tensor_parallel_size=2, engine=EngineConfig(max_num_seqs=64)
+    )
     server = VllmServer(config, log_path=tmp_path / "vllm.log", port=8123)
     argv = server.argv
     assert argv[argv.index("serve") + 1] == "Qwen/Qwen3-8B"
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert argv[argv.index("--port") + 1] == "8123"
     assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert argv[argv.index("--max-num-seqs") + 1] == "64"
     with pytest.raises(RuntimeError, match="not installed"):
         server.start()
     server.stop()  # nothing started: a no-op

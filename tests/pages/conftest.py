@@ -6,6 +6,7 @@ DuckDB store is built once; tests that write user files get their own (``own_use
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from benchmarks_runner.metrics import compute_summary
-from benchmarks_runner.run_files import RunWriter
+from planner.run_files import RequestRecord, RunWriter
 from planner.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,45 +25,75 @@ APP = ROOT / "app.py"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def write_run(runs_dir: Path, run_id: str, *, ttft_s: float, gap_s: float, gpu: str) -> None:
-    """A completed run as ``benchmarks_runner`` writes it: 8 requests of 4 chunks each."""
+def write_run(
+    runs_dir: Path, run_id: str, *, ttft_s: float, gap_s: float, gpu: str, plan: bool = True
+) -> None:
+    """A completed run as ``benchmarks_runner`` writes it: 8 requests of 4 chunks each (with
+    ``plan=False`` it names no plan: stored and listed, but no calibration point)."""
     writer = RunWriter(runs_dir, run_id=run_id)
     rows = []
     for i in range(8):
         start = 0.05 * i
         chunks = [start + ttft_s + k * gap_s for k in range(4)]
         rows.append(
-            {
-                "request_id": f"{run_id}-{i}",
-                "request_index": i,
-                "warmup": False,
-                "start_s": start,
-                "first_chunk_s": chunks[0],
-                "first_content_s": chunks[0],
-                "end_s": chunks[-1],
-                "chunk_times_s": chunks,
-                "chunk_tokens": [1, 1, 1, 1],
-                "prompt_tokens": 256,
-                "output_tokens": 4,
-                "input_len_target": 256,
-                "output_len_target": 4,
-                "status": "ok",
-                "http_status": 200,
-                "error": None,
-            }
+            RequestRecord(
+                request_id=f"{run_id}-{i}",
+                request_index=i,
+                start_s=start,
+                first_chunk_s=chunks[0],
+                first_content_s=chunks[0],
+                end_s=chunks[-1],
+                chunk_times_s=chunks,
+                chunk_tokens=[1, 1, 1, 1],
+                prompt_tokens=256,
+                output_tokens=4,
+                input_len_target=256,
+                output_len_target=4,
+                status="ok",
+                http_status=200,
+            )
         )
     writer.append_requests(rows)
-    summary = compute_summary(rows, duration_s=max(r["end_s"] for r in rows), max_concurrency=4)
+    summary = compute_summary(rows, duration_s=max(r.end_s or 0 for r in rows), max_concurrency=4)
     writer.write_meta(
         status="completed",
         model=MODEL,
         simulated=True,
         endpoint={"base_url": "http://127.0.0.1:9", "api": "completions"},
         config={"concurrency": 4, "num_requests": 8, "input_len": 256, "output_len": 4},
-        plan={"engine": "vllm", "model": MODEL, "gpu": gpu, "tp": 1, "pp": 1, "num_gpus": 1},
+        plan={"engine": "vllm", "model": MODEL, "gpu": gpu, "tp": 1, "pp": 1, "num_gpus": 1}
+        if plan
+        else None,
         summary=summary,
     )
     writer.close()
+
+
+#: run directories of the shared user directory that ingestion must quarantine
+BAD_LINE_RUN = "20261101T090000Z-badln0"
+BAD_META_RUN = "20261101T090500Z-badrun"
+
+
+def write_poisoned_runs(runs_dir: Path) -> None:
+    """A run with one bad line (``"start_s": "abc"``) among good ones, and a run whose run.json
+    is cut off: every page must keep working and the Benchmarks and Data pages list both.
+    Older than the good runs and without a plan, so they change no default selection."""
+    writer = RunWriter(runs_dir, run_id=BAD_LINE_RUN)
+    good = [
+        RequestRecord(request_id=f"ok-{i}", request_index=i, start_s=i, first_chunk_s=i + 0.1,
+                      end_s=i + 0.5, status="ok")
+        for i in range(3)
+    ]  # fmt: skip
+    writer.append_requests(good)
+    writer.write_meta(status="completed", model=MODEL, started_at="2026-11-01T09:00:00Z")
+    writer.close()
+    with (writer.dir / "requests.jsonl").open("a", encoding="utf-8") as handle:
+        bad = good[0].model_dump(mode="json") | {"request_id": "bad-3", "start_s": "abc"}
+        handle.write(json.dumps(bad) + "\n")
+    cut = RunWriter(runs_dir, run_id=BAD_META_RUN)
+    cut.write_meta(status="completed", model=MODEL, started_at="2026-11-01T09:05:00Z")
+    cut.close()
+    (cut.dir / "run.json").write_text('{"run_id": "' + BAD_META_RUN + '", "status": "comp')
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +101,7 @@ def pages_user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     user_dir = tmp_path_factory.mktemp("pages-user")
     write_run(user_dir / "runs", "20261129T100000Z-aaaaaa", ttft_s=0.08, gap_s=0.01, gpu="L4")
     write_run(user_dir / "runs", "20261129T110000Z-bbbbbb", ttft_s=0.30, gap_s=0.04, gpu="L40S")
+    write_poisoned_runs(user_dir / "runs")
     return user_dir
 
 

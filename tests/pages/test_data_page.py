@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -103,3 +104,56 @@ def test_a_config_json_is_imported_into_the_catalog(
     assert (own_user_dir / "catalog" / "models" / "acme__tiny-llama.json").exists()
     models = frame_with(at, "hf_id", "kv_bytes_per_token_bf16")
     assert "acme/tiny-llama" in set(models["hf_id"])
+
+
+SKYPILOT_AWS = Path(__file__).resolve().parents[1] / "planner" / "fixtures" / "skypilot" / "aws"
+
+
+def _price(at: AppTest, instance: str, region: str, pricing: str = "on_demand") -> dict:
+    prices = frame_with(at, "instance", "region", "usd_per_hour", "age_days")
+    row = prices[
+        (prices["instance"] == instance)
+        & (prices["region"] == region)
+        & (prices["pricing"] == pricing)
+    ]
+    assert len(row) == 1
+    return row.iloc[0].to_dict()
+
+
+def test_prices_show_their_age_and_a_stale_badge_past_the_setting(
+    app: Callable[..., AppTest],
+) -> None:
+    at = app(PAGE)
+    row = _price(at, "g6e.12xlarge", "us-east-1")
+    assert row["age_days"] >= 0 and "stale" in row
+    # embedded prices are dated 2026-11-29 or later: a 1-day threshold marks them stale
+    at.number_input(key="stale_days").set_value(1).run()
+    no_exception(at)
+    assert any("prices older than 1 days" in m.value for m in at.markdown)
+
+
+def test_a_skypilot_upload_refreshes_prices_with_their_date_and_can_be_undone(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    at = app(PAGE)
+    at.file_uploader(key="skypilot_upload").upload(
+        "vms.csv", (SKYPILOT_AWS / "vms.csv").read_bytes(), "text/csv"
+    )
+    at.selectbox(key="skypilot_cloud").set_value("aws")
+    at.date_input(key="skypilot_as_of").set_value(date(2026, 11, 30)).run()
+    no_exception(at)
+    assert any("moved by more than 5%" in i.value for i in at.info)
+    changes = frame_with(at, "change", "old_usd_per_hour", "new_usd_per_hour")
+    moved = changes[(changes["instance"] == "g6e.12xlarge") & (changes["region"] == "us-east-1")]
+    assert set(moved["change"]) == {"moved"}
+    assert _price(at, "g6e.12xlarge", "us-east-1")["usd_per_hour"] == 10.49264  # not yet
+    at.button(key="apply_refresh").click().run()
+    no_exception(at)
+    row = _price(at, "g6e.12xlarge", "us-east-1")
+    assert (row["usd_per_hour"], row["as_of"]) == (9.44338, "2026-11-30")
+    history = frame_with(at, "superseded_on", "refresh_id")
+    assert 10.49264 in set(history["usd_per_hour"])
+    assert (own_user_dir / "catalog" / "prices.csv").exists()
+    at.button(key="undo_refresh").click().run()
+    no_exception(at)
+    assert _price(at, "g6e.12xlarge", "us-east-1")["usd_per_hour"] == 10.49264

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from planner.catalog import load_catalog
+from planner.cli import main
 from tests.pages.conftest import frame_with, no_exception
 
 PAGE = "pages/plan.py"
@@ -104,3 +107,54 @@ def test_trade_offs_show_the_pareto_frontier_and_a_tornado(app: Callable[..., Ap
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("Pareto frontier" in spec for spec in titles)
     assert any("Sensitivity of the best" in spec for spec in titles)
+
+
+def test_a_skypilot_refresh_reranks_with_the_new_dated_price_and_undo_restores_it(
+    app: Callable[..., AppTest], own_user_dir: Path, tmp_path: Path
+) -> None:
+    at = app()
+    before = frame_with(at, "rank", "label", "usd_per_hour", "price_as_of")
+    challenger = before[before["label"].str.startswith("gpu_2x_b200_sxm6")].iloc[0]
+    assert challenger["rank"] > 1
+    # Lambda's SkyPilot layout (no AvailabilityZone); B200 x 2 at 60% of today's price
+    listed = load_catalog().price("gpu_2x_b200_sxm6", "us-east-1").usd_per_hour
+    vms = tmp_path / "lambda" / "vms.csv"
+    vms.parent.mkdir()
+    vms.write_text(
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,"
+        f"SpotPrice\ngpu_2x_b200_sxm6,B200,2.0,52.0,450.0,{listed * 0.6:.4f},us-east-1,,\n",
+        encoding="utf-8",
+    )
+    refresh = ["catalog", "refresh", "--skypilot-catalog", str(vms.parent), "--as-of"]
+    assert main([*refresh, "2026-11-30"]) == 0
+    at.run()
+    no_exception(at)
+    after = frame_with(at, "rank", "label", "usd_per_hour", "price_as_of")
+    top = after.iloc[0]
+    assert top["label"].startswith("gpu_2x_b200_sxm6")
+    assert top["price_as_of"] == "2026-11-30"
+    assert top["usd_per_hour"] == pytest.approx(challenger["usd_per_hour"] * 0.6, rel=1e-3)
+    assert any("(as of 2026-11-30)" in c.value for c in at.caption)
+    assert main(["catalog", "refresh", "--undo"]) == 0
+    at.run()
+    undone = frame_with(at, "rank", "label", "usd_per_hour", "price_as_of")
+    assert undone["label"].tolist()[:5] == before["label"].tolist()[:5]
+    assert set(undone["price_as_of"]) == set(before["price_as_of"])
+
+
+def test_the_deploy_section_shows_the_files_of_each_target_and_the_cold_start(
+    app: Callable[..., AppTest],
+) -> None:
+    at = app()
+    metrics = top_metrics(at)
+    assert metrics["Cold start (first)"].endswith(" min")
+    codes = [c.value for c in at.code]
+    assert any("kind: Deployment" in c and "/health" in c for c in codes)
+    assert any("vllm:num_requests_waiting" in c and "HorizontalPodAutoscaler" in c for c in codes)
+    at.button_group(key="deploy_target").set_value("skypilot").run()
+    no_exception(at)
+    codes = [c.value for c in at.code]
+    assert any("service:" in c and "readiness_probe:" in c for c in codes)
+    assert any("infra: runpod/US" in c for c in codes)
+    at.button_group(key="deploy_target").set_value("docker").run()
+    assert any(c.value.startswith("#!/bin/sh\ndocker run") for c in at.code)

@@ -26,6 +26,10 @@ REQUIRED_GPUS = [
     "GB200",
     "MI300X",
     "MI325X",
+    "MI355X",
+    "RTXPRO6000",
+    "B300",
+    "GB300",
 ]
 REQUIRED_MODELS = [
     "meta-llama/Llama-3.1-8B-Instruct",

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import Catalog, load_catalog
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, UnknownEntityError
 from planner.layouts import (
     LayoutCandidate,
@@ -144,7 +145,11 @@ def by_shape(candidates: list[LayoutCandidate]) -> dict[tuple[int, int], LayoutC
 def test_llama_70b_bf16_on_one_g6e_12xlarge(small: Catalog) -> None:
     model = small.model("meta-llama/Llama-3.1-70B-Instruct")
     layouts = enumerate_layouts(
-        small, model, instances=["g6e.12xlarge"], max_nodes=1, max_model_len=4096
+        small,
+        model,
+        instances=["g6e.12xlarge"],
+        max_nodes=1,
+        engine=EngineConfig(max_model_len=4096),
     )
     shapes = by_shape(layouts)
     assert set(shapes) == {(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (4, 1)}
@@ -160,7 +165,9 @@ def test_llama_70b_bf16_on_one_g6e_12xlarge(small: Catalog) -> None:
     assert not tp8.feasible
     assert tp8.reason == "TP=8 x PP=1 needs 8 GPUs a replica; 1 x g6e.12xlarge has 4"
     # ... and across two of them, TP would leave the instance
-    two = enumerate_layouts(small, model, instances=["g6e.12xlarge"], nodes=[2], max_model_len=4096)
+    two = enumerate_layouts(
+        small, model, instances=["g6e.12xlarge"], nodes=[2], engine=EngineConfig(max_model_len=4096)
+    )
     tp8_two = by_shape(two)[(8, 1)]
     assert tp8_two.reason == "TP=8 must stay inside one instance; g6e.12xlarge has 4 GPUs"
     assert by_shape(two)[(4, 2)].feasible  # PP may cross instances
@@ -207,7 +214,7 @@ def test_precision_support(small: Catalog) -> None:
         instances=["g5.2xlarge"],
         max_nodes=1,
         precisions=("fp8", "int4"),
-        max_model_len=8192,
+        engine=EngineConfig(max_model_len=8192),
     )
     assert [c.precision for c in a10g if c.feasible] == ["fp8", "int4"]
     assert a10g[0].notes and "Marlin" in a10g[0].notes[0]
@@ -223,7 +230,7 @@ def test_every_candidate_is_a_full_layout_and_every_rejection_says_why(small: Ca
         max_nodes=2,
         precisions=("bf16", "fp8"),
         kv_cache_dtypes=("auto", "fp8"),
-        max_model_len=8192,
+        engine=EngineConfig(max_model_len=8192),
     )
     assert len({c.instance for c in layouts}) == len(INSTANCE_ROWS)
     for c in layouts:
@@ -290,8 +297,7 @@ def test_a_feasible_layout_always_fits_in_memory(
         instances=[instance],
         nodes=[nodes],
         precisions=(precision,),
-        max_model_len=max_len,
-        gpu_memory_utilization=util,
+        engine=EngineConfig(max_model_len=max_len, gpu_memory_utilization=util),
     )
     for c in layouts:
         assert c.tp * c.pp * c.dp == c.gpus
@@ -318,7 +324,11 @@ def test_embedded_catalog_70b_on_g6e_12xlarge(catalog: Catalog) -> None:
     model = catalog.model("meta-llama/Llama-3.1-70B-Instruct")
     shapes = by_shape(
         enumerate_layouts(
-            catalog, model, instances=["g6e.12xlarge"], max_nodes=1, max_model_len=4096
+            catalog,
+            model,
+            instances=["g6e.12xlarge"],
+            max_nodes=1,
+            engine=EngineConfig(max_model_len=4096),
         )
     )
     assert shapes[(4, 1)].feasible
@@ -326,6 +336,10 @@ def test_embedded_catalog_70b_on_g6e_12xlarge(catalog: Catalog) -> None:
     tp4 = shapes[(4, 1)].memory
     assert tp4 is not None and abs(tp4.kv_capacity_tokens - 71_300) / 71_300 < 0.10
     tp8 = evaluate_layout(
-        model, catalog.instance("g6e.12xlarge"), catalog.gpu("L40S"), tp=8, max_model_len=4096
+        model,
+        catalog.instance("g6e.12xlarge"),
+        catalog.gpu("L40S"),
+        tp=8,
+        engine=EngineConfig(max_model_len=4096),
     )
     assert not tp8.feasible and "has 4" in (tp8.reason or "")

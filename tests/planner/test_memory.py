@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 
 from planner.catalog import GPU, architecture_from_config
 from planner.catalog.architecture import ModelArchitecture
+from planner.engine import EngineConfig, vllm_serve_defaults
 from planner.errors import InvalidInputError
 from planner.memory import (
+    MemoryPlan,
     check_parallelism,
     kv_bytes_per_token_per_layer_per_gpu,
     kv_occupancy,
@@ -26,7 +28,6 @@ from planner.memory import (
     plan_memory,
     pp_layer_split,
     stage_weight_bytes,
-    vllm_serve_defaults,
     weight_bytes,
 )
 from planner.workload import LengthDistribution, Workload
@@ -94,6 +95,21 @@ def arch(config: dict[str, Any]) -> ModelArchitecture:
     return architecture_from_config(config)
 
 
+def mem(
+    model: ModelArchitecture,
+    gpu: GPU,
+    *,
+    tp: int,
+    pp: int = 1,
+    precision: str = "bf16",
+    **engine: Any,
+) -> MemoryPlan:
+    """``plan_memory`` under vLLM's settings with ``engine`` stated (EngineConfig names)."""
+    return plan_memory(
+        model, gpu, tp=tp, pp=pp, precision=precision, engine=EngineConfig.of(**engine)
+    )
+
+
 H100_SERVE = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192, "max_model_len": 16000}
 
 
@@ -101,13 +117,13 @@ H100_SERVE = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192, "max_model_l
 
 
 def test_cuda_sees_79_18_gib_of_an_h100_and_0_9_requests_71_26() -> None:
-    plan = plan_memory(arch(LLAMA_3_8B), H100, tp=1, **H100_SERVE)
+    plan = mem(arch(LLAMA_3_8B), H100, tp=1, **H100_SERVE)
     assert plan.cuda_visible_bytes / GIB == pytest.approx(79.18, abs=0.01)
     assert plan.budget_bytes / GIB == pytest.approx(71.26, abs=0.01)
 
 
 def test_llama_3_1_8b_on_one_h100_matches_vllm() -> None:
-    plan = plan_memory(arch(LLAMA_3_8B), H100, tp=1, **H100_SERVE)
+    plan = mem(arch(LLAMA_3_8B), H100, tp=1, **H100_SERVE)
     assert plan.weights_bytes / GIB == pytest.approx(14.99, abs=0.01)  # observed 14.99
     assert plan.activation_bytes / GIB == pytest.approx(4.76, rel=0.02)  # observed 4.76
     assert plan.kv_bytes / GIB == pytest.approx(51.38, rel=0.01)  # observed 51.38
@@ -116,31 +132,31 @@ def test_llama_3_1_8b_on_one_h100_matches_vllm() -> None:
 
 
 def test_llama_3_3_70b_fp8_on_two_h100_matches_vllm() -> None:
-    plan = plan_memory(arch(LLAMA_3_70B), H100, tp=2, precision="fp8", **H100_SERVE)
+    plan = mem(arch(LLAMA_3_70B), H100, tp=2, precision="fp8", **H100_SERVE)
     assert plan.weights_bytes / GIB == pytest.approx(33.88, rel=0.005)  # observed 33.88
     assert plan.kv_bytes / GIB == pytest.approx(32.0, rel=0.01)  # observed 32.0
     # observed at TP=1: weights 67.72 GiB, "No available memory for the cache blocks"
-    single = plan_memory(arch(LLAMA_3_70B), H100, tp=1, precision="fp8", **H100_SERVE)
+    single = mem(arch(LLAMA_3_70B), H100, tp=1, precision="fp8", **H100_SERVE)
     assert single.weights_bytes / GIB == pytest.approx(67.72, rel=0.005)
     assert single.kv_bytes == 0 and single.kv_capacity_tokens == 0
     assert not single.fits and "no memory left for the KV cache" in single.problems[0]
 
 
 def test_qwen3_32b_fits_one_h100_at_16k_but_not_32k_as_vllm_reported() -> None:
-    plan = plan_memory(arch(QWEN3_32B), H100, tp=1, **H100_SERVE)
+    plan = mem(arch(QWEN3_32B), H100, tp=1, **H100_SERVE)
     assert plan.weights_bytes / GIB == pytest.approx(61.03, rel=0.005)
     assert plan.activation_bytes / GIB == pytest.approx(5.64, rel=0.02)
     assert plan.kv_bytes / GIB == pytest.approx(4.45, rel=0.03)  # observed 4.45
     assert plan.fits
-    longer = plan_memory(arch(QWEN3_32B), H100, tp=1, **{**H100_SERVE, "max_model_len": 32000})
+    longer = mem(arch(QWEN3_32B), H100, tp=1, **{**H100_SERVE, "max_model_len": 32000})
     assert not longer.fits
     assert "one 32,000-token sequence" in longer.problems[0]
-    two = plan_memory(arch(QWEN3_32B), H100, tp=2, **H100_SERVE)
+    two = mem(arch(QWEN3_32B), H100, tp=2, **H100_SERVE)
     assert two.kv_bytes / GIB == pytest.approx(34.49, rel=0.01)  # observed 34.49
 
 
 def test_tied_qwen3_0_6b_matches_vllm() -> None:
-    plan = plan_memory(arch(QWEN3_0_6B), H100, tp=1, **H100_SERVE)
+    plan = mem(arch(QWEN3_0_6B), H100, tp=1, **H100_SERVE)
     assert plan.weights_bytes / GIB == pytest.approx(1.12, abs=0.01)
     assert plan.kv_bytes / GIB == pytest.approx(64.45, rel=0.005)
 
@@ -166,7 +182,7 @@ def test_llama_3_1_70b_bf16_tp4_on_l40s_is_within_10_percent_of_vllm() -> None:
     """
     seqs, batched = vllm_serve_defaults(L40S)
     assert (seqs, batched) == (256, 2048)
-    plan = plan_memory(
+    plan = mem(
         arch(LLAMA_3_70B),
         L40S,
         tp=4,
@@ -180,7 +196,7 @@ def test_llama_3_1_70b_bf16_tp4_on_l40s_is_within_10_percent_of_vllm() -> None:
     expected_tokens = 71_300
     assert abs(plan.kv_capacity_tokens - expected_tokens) / expected_tokens < 0.10
     # vLLM's default max_model_len (131,072) needs 10 GiB a GPU: it refuses to start
-    default_len = plan_memory(
+    default_len = mem(
         arch(LLAMA_3_70B), L40S, tp=4, max_num_seqs=seqs, max_num_batched_tokens=batched
     )
     assert not default_len.fits
@@ -211,7 +227,7 @@ def test_pp_splits_layers_as_vllm_get_pp_indices() -> None:
 
 def test_pp_puts_embedding_first_and_lm_head_last_and_binds_on_the_smallest_pool() -> None:
     model = arch(LLAMA_3_70B)
-    plan = plan_memory(model, H100, tp=2, pp=2, max_model_len=8192)
+    plan = mem(model, H100, tp=2, pp=2, max_model_len=8192)
     first, last = plan.stages
     assert first.end_layer == last.first_layer == 40
     # same layers, each stage holds one of embed / lm_head: equal weights, sampler on the last
@@ -237,16 +253,16 @@ def test_mla_latent_is_not_sharded_by_tp() -> None:
 
 def test_fp8_kv_cache_doubles_the_tokens() -> None:
     model = arch(LLAMA_3_70B)
-    bf16 = plan_memory(model, H100, tp=4, max_model_len=8192)
-    fp8 = plan_memory(model, H100, tp=4, kv_cache_dtype="fp8", max_model_len=8192)
+    bf16 = mem(model, H100, tp=4, max_model_len=8192)
+    fp8 = mem(model, H100, tp=4, kv_cache_dtype="fp8", max_model_len=8192)
     assert fp8.kv_bytes_per_token == bf16.kv_bytes_per_token / 2 == 163_840
     assert fp8.kv_capacity_tokens == pytest.approx(2 * bf16.kv_capacity_tokens, abs=32)
 
 
 def test_outside_the_budget_cuda_graphs_and_startup_memory() -> None:
     model = arch(LLAMA_3_8B)
-    eager = plan_memory(model, H100, tp=1, enforce_eager=True, max_model_len=8192)
-    graphs = plan_memory(model, H100, tp=1, max_model_len=8192)
+    eager = mem(model, H100, tp=1, enforce_eager=True, max_model_len=8192)
+    graphs = mem(model, H100, tp=1, max_model_len=8192)
     assert eager.cuda_graph_bytes == 0 and graphs.cuda_graph_bytes == GIB
     assert eager.kv_bytes == graphs.kv_bytes  # vLLM's budget does not see CUDA graphs
     assert graphs.free_bytes == pytest.approx(eager.free_bytes - GIB)
@@ -255,9 +271,9 @@ def test_outside_the_budget_cuda_graphs_and_startup_memory() -> None:
     )
     assert parts == pytest.approx(graphs.budget_bytes)
     # utilisation 1.0: the CUDA context already holds memory, vLLM refuses to start
-    full = plan_memory(model, H100, tp=1, gpu_memory_utilization=1.0, max_model_len=8192)
+    full = mem(model, H100, tp=1, gpu_memory_utilization=1.0, max_model_len=8192)
     assert not full.fits and "refuses to start" in full.problems[-1]
-    tight = plan_memory(model, H100, tp=1, gpu_memory_utilization=0.985, max_model_len=8192)
+    tight = mem(model, H100, tp=1, gpu_memory_utilization=0.985, max_model_len=8192)
     assert tight.fits and any("CUDA graphs" in w for w in tight.warnings)
 
 
@@ -271,7 +287,11 @@ def test_outside_the_budget_cuda_graphs_and_startup_memory() -> None:
         ({"tp": 0}, "tp", "an integer >= 1"),
         ({"tp": 1, "pp": 81}, "pp", "at most the 80 layers"),
         ({"tp": 1, "gpu_memory_utilization": 0.0}, "gpu_memory_utilization", "(0, 1]"),
-        ({"tp": 1, "gpu_memory_utilization": 1.2}, "gpu_memory_utilization", "(0, 1]"),
+        (
+            {"tp": 1, "gpu_memory_utilization": 1.2},
+            "gpu_memory_utilization",
+            "(0, 1]",
+        ),
         ({"tp": 1, "precision": "fp12"}, "precision", "bf16, fp16, fp8, int8, int4, fp4"),
         ({"tp": 1, "kv_cache_dtype": "int2"}, "kv_cache_dtype", "fp8"),
         ({"tp": 1, "max_num_seqs": 0}, "max_num_seqs", ">= 1"),
@@ -281,7 +301,7 @@ def test_invalid_input_names_field_value_and_allowed(
     kwargs: dict[str, Any], field: str, allowed: str
 ) -> None:
     with pytest.raises(InvalidInputError) as info:
-        plan_memory(arch(LLAMA_3_70B), H100, **kwargs)
+        mem(arch(LLAMA_3_70B), H100, **kwargs)
     assert info.value.field == field
     assert allowed in str(info.value)
     assert repr(info.value.value) in str(info.value)
@@ -298,7 +318,7 @@ def test_tp_must_divide_or_be_a_multiple_of_kv_heads() -> None:
 
 
 def l40s_plan() -> Any:
-    return plan_memory(
+    return mem(
         arch(LLAMA_3_70B),
         L40S,
         tp=4,
@@ -333,13 +353,13 @@ def test_max_concurrent_sequences_counts_whole_blocks_of_the_tail() -> None:
 
 def test_sliding_windows_cap_per_sequence_kv() -> None:
     mistral = arch(MISTRAL_7B_V01)
-    plan = plan_memory(mistral, L40S, tp=1, max_model_len=32768)
+    plan = mem(mistral, L40S, tp=1, max_model_len=32768)
     at_4k = max_concurrent_sequences(plan, 4096, model=mistral, cap_at_max_num_seqs=False)
     at_32k = max_concurrent_sequences(plan, 32768, model=mistral, cap_at_max_num_seqs=False)
     assert at_32k == plan.kv_capacity_blocks // (4096 // 16 + 1)
     assert at_4k >= at_32k
     gpt_oss = arch(GPT_OSS_120B)
-    plan = plan_memory(gpt_oss, H100, tp=2, precision="fp4", max_model_len=131072)
+    plan = mem(gpt_oss, H100, tp=2, precision="fp4", max_model_len=131072)
     long = max_concurrent_sequences(plan, 131072, model=gpt_oss, cap_at_max_num_seqs=False)
     # half the layers hold 129 tokens: about 2x the sequences of a model without windows
     assert long == max_concurrent_sequences(plan, 131072, cap_at_max_num_seqs=False)
@@ -351,7 +371,7 @@ def test_sliding_windows_cap_per_sequence_kv() -> None:
 
 def test_linear_attention_state_is_a_fixed_cost_per_sequence() -> None:
     model = arch(QWEN3_NEXT_80B)
-    plan = plan_memory(model, H100, tp=2, precision="fp8", max_model_len=32768)
+    plan = mem(model, H100, tp=2, precision="fp8", max_model_len=32768)
     assert plan.linear_state_bytes == model.linear_state_bytes_per_sequence()
     assert plan.kv_bytes_per_token == 24_576
     stage = plan.stages[0]
@@ -441,10 +461,10 @@ def test_a_plan_that_fits_fits(
     model = arch(config)
     if (hidden // 128) % tp or pp > layers:
         with pytest.raises(InvalidInputError):
-            plan_memory(model, H100, tp=tp, pp=pp)
+            mem(model, H100, tp=tp, pp=pp)
         return
     gpu = make_gpu("G", gpu_gib * 1.07, gpu_gib * 1024)
-    plan = plan_memory(
+    plan = mem(
         model,
         gpu,
         tp=tp,

@@ -13,12 +13,14 @@ import pytest
 
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel, get_performance_model
+from planner.perf.scenario import Scenario
 from planner.recommend import (
     CapacityCache,
     Demand,
     RecommendRequest,
     SearchSpace,
     Slo,
+    max_rate_meeting_slo,
     pareto_cost_vs_latency,
     pareto_throughput_vs_interactivity,
     perf_predictor,
@@ -216,3 +218,24 @@ def test_concurrency_demand_buys_replicas_that_hold_it_inside_the_slo(
     smaller = recommend(catalog, fewer, perf_predictor(catalog, fewer, perf))
     assert smaller.best is not None and result.best is not None
     assert smaller.best.usd_per_hour <= result.best.usd_per_hour
+
+
+def test_max_rate_meeting_slo_is_the_edge_of_the_slo(perf: PerformanceModel) -> None:
+    base = Scenario(
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpu="L40S",
+        input_len=1024,
+        output_len=256,
+        load="rate",
+        request_rate=1.0,
+        num_requests=300,
+    )
+    tight = max_rate_meeting_slo(perf, base, Slo(ttft_p99_ms=1500, tpot_p99_ms=60))
+    loose = max_rate_meeting_slo(perf, base, Slo(ttft_p99_ms=6000, tpot_p99_ms=200))
+    assert 0 < tight.max_rate <= loose.max_rate <= loose.saturation_rate
+    assert tight.prediction is not None
+    assert tight.prediction.ttft_ms_p99 <= 1500 and tight.prediction.tpot_ms_p99 <= 60
+    assert tight.limited_by in ("ttft", "tpot")
+    over = perf.predict(base.model_copy(update={"request_rate": tight.max_rate * 1.25}))
+    assert over.ttft_ms_p99 > 1500 or over.tpot_ms_p99 > 60
+    assert tight.evaluations <= 14

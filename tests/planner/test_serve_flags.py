@@ -14,7 +14,8 @@ def test_vllm_tensor_parallel_and_knobs() -> None:
         "--max-model-len=32768 --gpu-memory-utilization 0.85 --async-scheduling"
     )
     assert flags.engine == "vllm" and flags.model == "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"
-    assert (flags.tp, flags.pp, flags.attention_dp, flags.ep_size, flags.replicas) == (4, 1, 1, 1, 1)
+    layout = (flags.tp, flags.pp, flags.attention_dp, flags.ep_size, flags.replicas)
+    assert layout == (4, 1, 1, 1, 1)
     assert flags.max_num_batched_tokens == 16384 and flags.max_model_len == 32768
     assert flags.gpu_memory_utilization == 0.85 and flags.async_scheduling
 

@@ -12,7 +12,8 @@ from planner.catalog import Catalog
 from planner.errors import InvalidInputError
 from planner.perf.scenario import Prediction, Scenario
 from planner.recommend import EngineSettings, Recommendation
-from planner.runs import RunFiles, run_to_measured_result
+from planner.run_files import RequestRecord, RunFiles
+from planner.runs import run_to_measured_result
 from planner.verification import (
     METRICS,
     compare,
@@ -35,6 +36,7 @@ from planner.verification import (
     without_run,
 )
 from planner.vllm_command import vllm_serve_args
+from planner.workload import LengthDistribution
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -120,8 +122,11 @@ def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result() -> 
     assert scenario_of_run({"plan": None, "config": config}) is None
     rate = scenario_of_run(meta | {"config": config | {"load": "rate", "request_rate": 1.5}})
     assert rate is not None and (rate.load, rate.request_rate) == ("rate", 1.5)
-    requests = [{"status": "ok", "warmup": False, "input_len_target": 256,
-                 "output_len_target": 32}] * 3  # fmt: skip
+    requests = [
+        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
+                      input_len_target=256, output_len_target=32, status="ok")
+        for i in range(3)
+    ]  # fmt: skip
     result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
     assert result is not None and result.simulated and result.num_gpus == 2
     assert measured_values(result) == {
@@ -136,13 +141,18 @@ def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result() -> 
 
 
 def test_failures_defaults_and_loads() -> None:
-    rows: list[dict[str, Any]] = [
-        {"status": "ok"},
+    shapes: list[dict[str, Any]] = [
+        {"status": "ok", "first_chunk_s": 0.1},
         {"status": "error", "http_status": 500, "error": "HTTP 500: boom"},
         {"status": "error", "http_status": 500, "error": "HTTP 500: boom"},
         {"status": "error", "http_status": 200, "error": "connection dropped"},
         {"status": "error", "http_status": 503, "error": "busy", "warmup": True},
     ]
+    rows = [
+        RequestRecord.model_validate({"request_id": f"r{i}", "request_index": i, "start_s": 0.0}
+                                     | shape)
+        for i, shape in enumerate(shapes)
+    ]  # fmt: skip
     assert failure_counts(rows) == [("HTTP 500: boom", 2), ("connection dropped", 1)]
     assert default_load("concurrency", 32, 3) == 11.0
     assert default_load("concurrency", 500, 1, max_num_seqs=64) == 64.0
@@ -199,8 +209,8 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     """Verify 8B on H100 against a simulated endpoint twice as slow as the model: the run is
     ingested as a user result, and the refitted prediction of that configuration moves toward
     the measurement."""
-    from benchmarks_runner.perf_timing import PlanSpec, coefficients_for_plan
     from benchmarks_runner.run_manager import RunManager, VerificationRequest
+    from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
     from planner.perf.model import get_performance_model
     from planner.store import Store
 
@@ -208,8 +218,8 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     plan = custom_plan(MODEL, "H100-SXM")
     request = VerificationRequest(
         plan=plan,
-        input_len=256,
-        output_len=48,
+        input_len=LengthDistribution.fixed(256),
+        output_len=LengthDistribution.fixed(48),
         num_requests=24,
         concurrency=4,
         slowdown=2.0,

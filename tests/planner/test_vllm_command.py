@@ -12,6 +12,7 @@ import shlex
 import tomllib
 from pathlib import Path
 
+from planner.engine import EngineConfig
 from planner.vllm_command import VllmServeConfig, vllm_serve_args, vllm_serve_command
 
 DOCUMENTED_FLAGS_0_27_1 = {
@@ -72,14 +73,16 @@ def test_every_flag_is_documented_for_the_pinned_version() -> None:
         tensor_parallel_size=4,
         pipeline_parallel_size=2,
         precision="fp8",
-        max_num_seqs=128,
-        max_num_batched_tokens=4096,
-        max_model_len=8192,
-        gpu_memory_utilization=0.92,
-        kv_cache_dtype="fp8",
-        enable_prefix_caching=True,
-        enable_chunked_prefill=True,
-        enforce_eager=True,
+        engine=EngineConfig(
+            max_num_seqs=128,
+            max_num_batched_tokens=4096,
+            max_model_len=8192,
+            gpu_memory_utilization=0.92,
+            kv_cache_dtype="fp8",
+            enable_prefix_caching=True,
+            enable_chunked_prefill=True,
+            enforce_eager=True,
+        ),
         host="127.0.0.1",
         port=8000,
     )
@@ -90,12 +93,47 @@ def test_every_flag_is_documented_for_the_pinned_version() -> None:
 
 
 def test_command_line_round_trips_through_a_shell() -> None:
-    config = VllmServeConfig(
-        model="Qwen/Qwen3-32B", tensor_parallel_size=2, enable_prefix_caching=False
-    )
+    config = VllmServeConfig(model="Qwen/Qwen3-32B", tensor_parallel_size=2)
     line = vllm_serve_command(config)
     assert line == (
         "vllm serve Qwen/Qwen3-32B --tensor-parallel-size 2 --dtype bfloat16 "
-        "--gpu-memory-utilization 0.9 --no-enable-prefix-caching"
+        "--gpu-memory-utilization 0.9 --no-enable-prefix-caching --enable-chunked-prefill"
     )
     assert shlex.split(line)[1:] == vllm_serve_args(config)
+
+
+#: Flags the MoE layouts and a plan without chunked prefill add: vLLM's expert-parallel
+#: deployment guide (docs.vllm.ai, v0.10.1.1, "Expert Parallel Deployment": EP with
+#: --enable-expert-parallel, attention DP with --data-parallel-size) and the negated boolean
+#: form every engine switch has (argparse.BooleanOptionalAction, as --no-enable-prefix-caching).
+MOE_AND_NEGATED_FLAGS = {
+    "--data-parallel-size",
+    "--enable-expert-parallel",
+    "--no-enable-chunked-prefill",
+}
+
+
+def test_every_engine_setting_reaches_the_command_line() -> None:
+    engine = EngineConfig(
+        max_num_seqs=64,
+        max_num_batched_tokens=2048,
+        max_model_len=2560,
+        gpu_memory_utilization=0.85,
+        kv_cache_dtype="fp8_e4m3",
+        enable_chunked_prefill=False,
+        enable_expert_parallel=True,
+        data_parallel_size=2,
+    )
+    args = vllm_serve_args(VllmServeConfig(model="Qwen/Qwen3-30B-A3B", engine=engine))
+    flags = {a for a in args if a.startswith("--")}
+    assert flags <= DOCUMENTED_FLAGS_0_27_1 | MOE_AND_NEGATED_FLAGS
+    for flag, value in (
+        ("--max-num-seqs", "64"),
+        ("--max-num-batched-tokens", "2048"),
+        ("--max-model-len", "2560"),
+        ("--gpu-memory-utilization", "0.85"),
+        ("--kv-cache-dtype", "fp8_e4m3"),
+        ("--data-parallel-size", "2"),
+    ):
+        assert args[args.index(flag) + 1] == value
+    assert {"--no-enable-chunked-prefill", "--enable-expert-parallel"} <= flags

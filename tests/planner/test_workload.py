@@ -312,3 +312,20 @@ def test_empty_and_malformed_traces_name_the_file_and_field(tmp_path: Path) -> N
         load_trace(tmp_path / "missing.csv")
     with pytest.raises(InvalidInputError, match="format"):
         load_trace(tmp_path / "plain.csv", "parquet")  # type: ignore[arg-type]
+
+
+def test_mean_and_spread_mean_one_thing_for_every_shape() -> None:
+    """The sidebar's and the runner's (``--input-spread``) reading of a spread."""
+    make = LengthDistribution.from_mean_spread
+    assert make("lognormal", 100, 0) == LengthDistribution.fixed(100)
+    assert make("uniform", 100, 30) == LengthDistribution.uniform(70, 130)
+    assert make("uniform", 10, 30) == LengthDistribution.uniform(1, 40)
+    assert make("normal", 100, 30) == LengthDistribution.normal(100, 30)
+    lognormal = make("lognormal", 1000, 500)
+    assert lognormal == LengthDistribution.lognormal(1000, 500)
+    draws = lognormal.sample(20_000, np.random.default_rng(0))
+    assert draws.std() == pytest.approx(500, rel=0.05)  # a standard deviation in tokens
+    with pytest.raises(InvalidInputError, match="shape"):
+        make("zipf", 100, 1)
+    with pytest.raises(InvalidInputError, match="spread"):
+        make("normal", 100, -1)

@@ -12,19 +12,19 @@ from planner.perf.model import PerformanceModel
 
 HEADER = (
     "scenario_id,engine,engine_version,model,precision,gpu,num_gpus,tp,pp,input_len,output_len,"
-    "load,concurrency,request_rate,num_requests,instance,nodes,note\n"
+    "load,concurrency,request_rate,num_requests,instance,nodes,entrypoint,note\n"
 )
 ROWS = [
     "brief,vllm,0.10.0,deepseek-ai/deepseek-r1-distill-llama-70b,bf16,L40S,4,4,1,2048,512,"
-    "offline_batch,30,,30,g6e.12xlarge,1,the brief's case",
-    "unknown,vllm,,acme/NotAModel,bf16,L40S,4,4,1,2048,512,concurrency,30,,30,,,bad model",
+    "offline_batch,30,,30,g6e.12xlarge,1,offline,the brief's case",
+    "unknown,vllm,,acme/NotAModel,bf16,L40S,4,4,1,2048,512,concurrency,30,,30,,,,bad model",
     "tp3,vllm,,meta-llama/Llama-3.1-70B-Instruct,bf16,H100-SXM,3,3,1,2048,512,concurrency,8,"
-    ",,,,TP=3 for 64 heads",
+    ",,,,,TP=3 for 64 heads",
     "negative,vllm,,meta-llama/Llama-3.1-8B-Instruct,bf16,H100-SXM,1,1,1,-20,512,concurrency,8,"
-    ",,,,negative length",
+    ",,,,,negative length",
     "rate,tensorrt-llm,0.14.0,meta-llama/Llama-3.1-8B-Instruct,bf16,h100-sxm,1,1,1,467,256,rate,"
-    ',8,500,,,"passes, through"',
-    "badgpu,vllm,,meta-llama/Llama-3.1-8B-Instruct,bf16,Z9000,1,1,1,467,256,concurrency,8,,,,,",
+    ',8,500,,,,"passes, through"',
+    "badgpu,vllm,,meta-llama/Llama-3.1-8B-Instruct,bf16,Z9000,1,1,1,467,256,concurrency,8,,,,,,",
 ]
 
 
@@ -53,6 +53,44 @@ def test_predict_writes_errors_for_bad_rows_and_predicts_the_rest(
     for key in ("unknown", "tp3", "negative", "badgpu"):
         assert rows[key]["pred_output_tok_per_s"] == ""
     assert "predicted 2 of 6 scenarios" in capsys.readouterr().out
+
+
+#: The brief's case as 30 requests started at once, written as an offline batch and as a closed
+#: loop of 30 with 30 requests, under vllm serve (no entrypoint) and vLLM's offline class.
+BRIEF = "vllm,0.10.0,deepseek-ai/deepseek-r1-distill-llama-70b,bf16,L40S,4,4,1,2048,512"
+EQUIVALENT = {
+    "serve_offline_batch": f"{BRIEF},offline_batch,30,,30,g6e.12xlarge,1,,",
+    "serve_closed_loop": f"{BRIEF},concurrency,30,,30,g6e.12xlarge,1,,",
+    "llm_offline_batch": f"{BRIEF},offline_batch,30,,30,g6e.12xlarge,1,offline,",
+    "llm_closed_loop": f"{BRIEF},concurrency,30,,30,g6e.12xlarge,1,offline,",
+}
+
+
+def _predict(tmp_path: Path, names: list[str]) -> dict[str, float]:
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    lines = [f"{name},{EQUIVALENT[name]}" for name in names]
+    source.write_text(HEADER + "\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["predict", "--scenarios", str(source), "--out", str(out), "--public-only"]) == 0
+    return {
+        r["scenario_id"]: float(r["pred_total_tok_per_s"])
+        for r in csv.DictReader(out.open(encoding="utf-8"))
+    }
+
+
+def test_equivalent_loads_predict_the_same_whatever_was_predicted_before(
+    tmp_path: Path, model: PerformanceModel
+) -> None:
+    together = _predict(tmp_path, list(EQUIVALENT))
+    # an offline batch of 30 is a closed loop of 30 with 30 requests: 30 requests at once
+    assert together["serve_offline_batch"] == together["serve_closed_loop"]
+    assert together["llm_offline_batch"] == together["llm_closed_loop"]
+    # vLLM's offline class batches 8,192 tokens a step on an L40S, vllm serve 2,048
+    assert together["llm_offline_batch"] > together["serve_offline_batch"]
+    # a row's prediction does not depend on the rows before it
+    for name in EQUIVALENT:
+        assert _predict(tmp_path, [name]) == {name: together[name]}
+    backwards = _predict(tmp_path, list(reversed(EQUIVALENT)))
+    assert backwards == together
 
 
 def test_predict_reports_a_missing_file_without_a_traceback(

@@ -13,13 +13,9 @@ from planner.perf.simulator import simulate
 from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_time_s
 from planner.workload import LengthDistribution
 
-C = full_coefficients(
-    # in the order of step_time.FITTED (expert_gemm after gemm, moe_layers after layers)
-    np.array(
-        [1.0, 0.25, 0.4, 0.3, 1.0, 0.5, 0.6, 1.4, 1.5, 1.3, 1.5, 3, 11, 1, 1.2, 1, 1.2, 1.0, 1.6]
-        + [0.15]
-    )
-)
+#: a coefficient per fitted term, in the order of step_time.FITTED
+FITTED_COEFFICIENTS = [1.0, 0.25, 0.4, 0.3, 1.0, 0.5, 0.6, 1.4, 1.5, 1.3, 1.5, 3, 11, 1, 1.2, 1]
+C = full_coefficients(np.array([*FITTED_COEFFICIENTS, 1.2, 1.0, 1.6, 0.15]))
 
 
 def _scenario(**kw: object) -> Scenario:
@@ -91,6 +87,24 @@ def test_chunked_prefill_splits_long_prompts_over_the_token_budget(catalog: Cata
     trace = simulate(dep)
     # ceil(20000 / 2048) = 10 prefill steps, then one decode step, per request
     assert trace.steps == 3 * 11
+
+
+def test_without_chunked_prefill_a_long_prompt_stalls_the_running_decodes(
+    catalog: Catalog,
+) -> None:
+    # vLLM without chunked prefill: max_num_batched_tokens >= max_model_len, so a 16,000-token
+    # prompt is prefilled in one step next to the decodes, which all wait for it
+    lengths = LengthDistribution.empirical([256, 16000], [19, 1])
+    kw = {"input_len": None, "input_dist": lengths, "output_len": 128, "concurrency": 32,
+          "num_requests": 160}  # fmt: skip
+    off = resolve_deployment(_scenario(enable_chunked_prefill=False, **kw), catalog)
+    assert off.max_num_batched_tokens >= 16000 + 128
+    on = resolve_deployment(_scenario(max_num_batched_tokens=2048, **kw), catalog)
+    step = step_time_s(StepBatch.of([400] * 31, [(16000, 0)]), off, C)
+    stalled = run_metrics(simulate(off), C, 1)
+    chunked = run_metrics(simulate(on), C, 1)
+    assert stalled.itl_s.max() == pytest.approx(step, rel=0.1)
+    assert chunked.itl_s.max() < 0.5 * stalled.itl_s.max()
 
 
 def test_poisson_rate_idles_between_sparse_requests(catalog: Catalog) -> None:

@@ -24,14 +24,14 @@ Requests beyond ``max_num_seqs`` queue in the server (``--max-concurrency``), so
 part of TTFT is real waiting, not a formula. Step times are memoised on (batch, lengths rounded
 to 1/32 of their value): a step costs ~30 us to price and a run asks for one per chunk.
 
-The fit behind the coefficients takes ~10 s; :func:`coefficients_for_plan` caches the vector on
-disk by the content of the catalog and its measured results, so a second start is ~1 s, and the
-dashboard passes its own (possibly refitted) vector with ``--coefficients``.
+The fit behind the coefficients takes ~10-15 s once: the fitted model is cached on disk
+(:mod:`planner.perf.fit_cache`, shared with the dashboard and the command line), so a start
+with a cached fit answers ``/health`` in about a second; the dashboard passes its own (possibly
+refitted) vector with ``--coefficients``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -41,28 +41,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from benchmarks_runner.simulated_server import TokenTiming
-
-if TYPE_CHECKING:
-    from planner.catalog import Catalog
-    from planner.perf.deployment import Deployment
-    from planner.perf.model import PerformanceModel
-    from planner.perf.scenario import Scenario
+from benchmarks_runner.simulated.timing import TokenTiming
+from planner.catalog import Catalog, load_catalog
+from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.model import PerformanceModel, get_performance_model
+from planner.perf.scenario import Scenario
+from planner.perf.step_time import FEATURES, StepBatch, step_time_s
+from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
-
-#: A coefficient vector on disk is valid for this layout of the step terms only.
-CACHE_VERSION = 1
 
 
 @dataclass(frozen=True)
 class PlanSpec:
     """What the simulated server imitates: one replica of a plan (``python -m
-    benchmarks_runner.simulated_server --model HF_ID --gpu ID --tp N ...``)."""
+    benchmarks_runner.simulated --model HF_ID --gpu ID --tp N ...``)."""
 
     model: str
     gpu: str
@@ -74,17 +71,25 @@ class PlanSpec:
     instance: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-    kv_cache_dtype: str = "auto"
-    enable_prefix_caching: bool = False
-    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str | None = None  # None here and below: the engine's default
+    enable_prefix_caching: bool | None = None
+    gpu_memory_utilization: float | None = None
 
     @classmethod
     def from_plan(cls, plan: dict[str, Any]) -> PlanSpec:
         """From a run's ``plan`` object (keys as ``planner.verification`` writes them)."""
         knobs = {
             key: plan[key]
-            for key in ("max_num_seqs", "max_num_batched_tokens", "engine_version", "instance")
-            if plan.get(key)
+            for key in (
+                "max_num_seqs",
+                "max_num_batched_tokens",
+                "engine_version",
+                "instance",
+                "kv_cache_dtype",
+                "enable_prefix_caching",
+                "gpu_memory_utilization",
+            )
+            if plan.get(key) is not None
         }
         return cls(
             model=str(plan["model"]),
@@ -93,16 +98,11 @@ class PlanSpec:
             pp=int(plan.get("pp") or 1),
             precision=str(plan.get("precision") or "bf16"),
             engine=str(plan.get("engine") or "vllm"),
-            kv_cache_dtype=str(plan.get("kv_cache_dtype") or "auto"),
-            enable_prefix_caching=bool(plan.get("enable_prefix_caching") or False),
-            gpu_memory_utilization=float(plan.get("gpu_memory_utilization") or 0.9),
             **knobs,
         )
 
     def scenario(self, input_len: int = 1024, output_len: int = 256) -> Scenario:
         """A one-replica scenario of the plan (the lengths only bound ``max_model_len``)."""
-        from planner.perf.scenario import Scenario
-
         return Scenario(
             engine=self.engine,
             engine_version=self.engine_version,
@@ -119,7 +119,7 @@ class PlanSpec:
             concurrency=1,
             max_num_seqs=self.max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens,
-            kv_cache_dtype="fp8" if self.kv_cache_dtype.startswith("fp8") else "auto",
+            kv_cache_dtype=self.kv_cache_dtype,
             enable_prefix_caching=self.enable_prefix_caching,
             gpu_memory_utilization=self.gpu_memory_utilization,
         )
@@ -161,7 +161,6 @@ class PerfTiming:
     def _step_uncached(
         self, decodes: float, context: float, prefills: float, prefill_tokens: float
     ) -> float:
-        from planner.perf.step_time import StepBatch, step_time_s
 
         dep = self.deployment
         batch = StepBatch()
@@ -234,45 +233,9 @@ def coefficients_for_plan(model: PerformanceModel, spec: PlanSpec) -> list[float
     return [float(v) for v in model.coefficients_of(spec.scenario())]
 
 
-def _cache_file(cache_dir: Path, catalog: Catalog, spec: PlanSpec) -> Path:
-    from planner.perf.model import results_fingerprint
-    from planner.perf.step_time import FEATURES
-
-    digest = hashlib.sha256()
-    digest.update(results_fingerprint(catalog, list(catalog.measured)).encode())
-    digest.update(json.dumps([CACHE_VERSION, list(FEATURES)]).encode())
-    digest.update(json.dumps([spec.engine, spec.engine_version, spec.gpu.lower()]).encode())
-    return cache_dir / f"perf-coefficients-{digest.hexdigest()[:20]}.json"
-
-
-def cached_coefficients(catalog: Catalog, spec: PlanSpec, cache_dir: Path | None) -> list[float]:
-    """Coefficients of the model fitted on ``catalog.measured``, cached under ``cache_dir``."""
-    from planner.perf.model import get_performance_model
-
-    path = _cache_file(cache_dir, catalog, spec) if cache_dir is not None else None
-    if path is not None and path.is_file():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(stored, list) and all(isinstance(v, int | float) for v in stored):
-                return [float(v) for v in stored]
-        except (OSError, ValueError):
-            pass
-    vector = coefficients_for_plan(get_performance_model(catalog), spec)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(vector), encoding="utf-8")
-            tmp.replace(path)
-        except OSError as exc:  # a read-only cache only costs the next start a fit
-            log.warning("coefficients not cached in %s: %s", path, exc)
-    return vector
-
-
 def parse_coefficients(text: str) -> list[float]:
     """``--coefficients``: a JSON list over the step terms, a JSON object by term name, or the
     path of a file holding either."""
-    from planner.perf.step_time import FEATURES
 
     source = text.strip()
     if not source.startswith(("[", "{")):
@@ -307,17 +270,14 @@ def perf_timing_for_plan(
     coefficients: Sequence[float] | None = None,
     slowdown: float = 1.0,
     tokens_per_chunk: int = 1,
-    cache_dir: Path | None = None,
 ) -> PerfTiming:
     """A :class:`PerfTiming` for ``spec``: the deployment resolved against the catalog (the
-    user's catalog files included), coefficients given or fitted (cached under ``cache_dir``).
+    user's catalog files included), coefficients given or those of the fitted model (read from
+    the fit cache, :mod:`planner.perf.fit_cache`, when any process fitted it before).
 
     Raises :class:`planner.errors.PlannerError` naming the field when the plan does not resolve
     (unknown model or GPU, TP not dividing the heads, ...).
     """
-    from planner.catalog import load_catalog
-    from planner.perf.deployment import resolve_deployment
-    from planner.settings import get_settings
 
     if catalog is None:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
@@ -325,12 +285,6 @@ def perf_timing_for_plan(
     vector = (
         list(coefficients)
         if coefficients is not None
-        else cached_coefficients(catalog, spec, cache_dir)
+        else coefficients_for_plan(get_performance_model(catalog), spec)
     )
     return PerfTiming(dep, vector, slowdown=slowdown, tokens_per_chunk=tokens_per_chunk)
-
-
-def default_cache_dir() -> Path:
-    from planner.settings import get_settings
-
-    return get_settings().user_data_dir / "cache"

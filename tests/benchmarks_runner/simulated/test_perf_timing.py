@@ -13,17 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks_runner.perf_timing import (
+from benchmarks_runner.endpoints import SimulatedEndpoint
+from benchmarks_runner.errors import EndpointStartError
+from benchmarks_runner.simulated.perf_timing import (
     PerfTiming,
     PlanSpec,
     parse_coefficients,
     perf_timing_for_plan,
 )
-from benchmarks_runner.run_manager import EndpointStartError, SimulatedEndpoint
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
 from planner.perf.step_time import FEATURES, StepBatch, step_time_s
+from planner.workload import LengthDistribution
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SPEC = PlanSpec(model=MODEL, gpu="H100-SXM", tp=1)
@@ -167,7 +169,7 @@ def test_cli_serves_a_plan_with_perf_timing(prior: list[float]) -> None:
 
 def test_cli_rejects_a_bad_plan_in_one_line() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks_runner.simulated_server", "--model", MODEL,
+        [sys.executable, "-m", "benchmarks_runner.simulated", "--model", MODEL,
          "--gpu", "H100-SXM", "--tp", "3", "--coefficients", json.dumps([1.0] * len(FEATURES))],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -187,9 +189,9 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
 ) -> None:
     """Closed loop of 32: every request, also the first one admitted alone, decodes at the
     pace of the full batch; one request alone decodes faster (latency grows with load)."""
-    from benchmarks_runner import LengthDist, build_synthetic_specs, make_run_config
-    from benchmarks_runner.run_files import read_run
+    from benchmarks_runner import build_synthetic_specs, make_run_config
     from benchmarks_runner.run_manager import RunManager
+    from tests.run_view import read_run
 
     manager = RunManager(tmp_path)  # runs in its own thread: no event loop of the test's
 
@@ -201,7 +203,9 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
         tpots = {}
         for concurrency in (1, 32):
             config = make_run_config(base_url=base, model=MODEL, concurrency=concurrency)
-            specs = build_synthetic_specs(concurrency, LengthDist(mean=512), LengthDist(mean=24))
+            specs = build_synthetic_specs(
+                concurrency, LengthDistribution.fixed(512), LengthDistribution.fixed(24)
+            )
             run = manager.start(config, specs)
             assert run.wait(60) and run.run_dir is not None, run.error
             rows = [r for r in read_run(run.run_dir)["requests"] if r["status"] == "ok"]
@@ -214,3 +218,34 @@ def test_the_server_paces_tokens_at_the_batch_running_now(
     # paced at admission only, the first of the 32 (admitted alone) would decode at `alone`
     assert batch[0] > 1.5 * alone
     assert float(np.median(batch)) > 2 * alone
+
+
+# ----- start-up with and without a cached fit -------------------------------------------------
+def test_a_start_with_a_cached_fit_listens_without_fitting(
+    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planner.perf.model import fit_is_cached, get_performance_model
+
+    get_performance_model(catalog)  # the session's cached fit (fitted here if no test did yet)
+    assert fit_is_cached(catalog)
+    flags = ["--model", MODEL, "--gpu", "L4", "--tp", "1"]
+    log = tmp_path / "server.log"
+    endpoint = SimulatedEndpoint(flags, log_path=log)
+    assert endpoint.start(threading.Event()).startswith("http://127.0.0.1:")
+    endpoint.stop()
+    assert "fitting the performance model" not in log.read_text()
+    # with an empty cache it says so before it fits (and before it listens)
+    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks_runner.simulated", "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()
+        assert "fitting the performance model before listening: no cached fit yet" in said
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

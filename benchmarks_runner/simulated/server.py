@@ -1,6 +1,6 @@
 """A simulated OpenAI-compatible LLM server for tests, demos and client benchmarks.
 
-Run: ``python -m benchmarks_runner.simulated_server --port 0 [options]``; it prints
+Run: ``python -m benchmarks_runner.simulated --port 0 [options]``; it prints
 ``LISTENING <port>`` on stdout once it accepts connections. It is marked as simulated in
 ``/v1/models`` (``owned_by: servewise-simulated``) and by an ``x-servewise-simulated: 1``
 header on every response, so the runner records ``simulated: true``.
@@ -10,15 +10,16 @@ Endpoints: ``/v1/completions`` and ``/v1/chat/completions`` (streaming and not;
 ``ignore_eos`` and ``min_tokens`` honoured), ``/v1/models``, ``/version``, ``/health`` and
 ``/metrics`` with vLLM's metric names.
 
-Timing comes from a :class:`TimingModel`: given the number of running requests and the
-request's input and output lengths it returns the TTFT and the per-token delay. The default
-:class:`FixedTiming` ignores load; ``--gpu ID --tp N [--pp N]`` (with ``--model HF_ID``)
-selects :class:`benchmarks_runner.perf_timing.PerfTiming`, the performance model's step time
-for that plan (continuous batching: latency grows with load; ``max_num_seqs`` and the KV
-capacity come from the plan), and ``--slowdown F`` makes either F times slower. Token *i*
-(0-based) is ready at ``TTFT + i * token_delay`` after admission, on absolute deadlines so
-delays do not accumulate; a chunk of several tokens is sent when its last token is ready. A
-load-aware model paces each later chunk at the batch running at that moment instead.
+Timing comes from a :class:`~benchmarks_runner.simulated.timing.TimingModel`: given the
+number of running requests and the request's input and output lengths it returns the TTFT and
+the per-token delay. The default ``FixedTiming`` ignores load; ``--gpu ID --tp N [--pp N]``
+(with ``--model HF_ID``) selects :class:`~benchmarks_runner.simulated.perf_timing.PerfTiming`,
+the performance model's step time for that plan (continuous batching: latency grows with load;
+``max_num_seqs`` and the KV capacity come from the plan), and ``--slowdown F`` makes either F
+times slower. Token *i* (0-based) is ready at ``TTFT + i * token_delay`` after admission, on
+absolute deadlines so delays do not accumulate; a chunk of several tokens is sent when its last
+token is ready. A load-aware model paces each later chunk at the batch running at that moment
+instead.
 
 Prompt tokens are counted as ``round(words * tokens_per_word)`` (+ a chat-template overhead
 for chat), so the runner's calibration can be tested against a tokenizer that is not 1:1.
@@ -26,9 +27,7 @@ for chat), so the runner's calibration can be tested against a tokenizer that is
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import json
 import math
 import random
@@ -37,45 +36,15 @@ import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
+
+from benchmarks_runner.simulated.timing import FixedTiming, TimingModel, TokenTiming
 
 SIMULATED_OWNER = "servewise-simulated"
 CHAT_OVERHEAD_TOKENS = 8
 PREFIX_BLOCK_WORDS = 16
-
-
-@dataclass(frozen=True, slots=True)
-class TokenTiming:
-    ttft_s: float
-    token_delay_s: float
-    tokens_per_chunk: int = 1
-
-
-class TimingModel(Protocol):
-    """Timing of one request given the load when it is admitted.
-
-    A model may also define ``live_token_delay_s(running, input_len, output_len) -> float``:
-    then every chunk after the first is paced at the delay for the batch running at that
-    moment (continuous batching), not at the one seen on admission.
-    """
-
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FixedTiming:
-    """Same TTFT and per-token delay whatever the load."""
-
-    ttft_ms: float = 20.0
-    token_delay_ms: float = 10.0
-    tokens_per_chunk: int = 1
-
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming:
-        return TokenTiming(
-            self.ttft_ms / 1000.0, self.token_delay_ms / 1000.0, max(1, self.tokens_per_chunk)
-        )
 
 
 @dataclass
@@ -527,161 +496,6 @@ def create_app(options: ServerOptions, timing: TimingModel | None = None) -> web
     return app
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks_runner.simulated_server",
-        description="Simulated OpenAI-compatible streaming server (marked as simulated).",
-    )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    p.add_argument(
-        "--model",
-        action="append",
-        dest="models",
-        help="served model name (repeatable; default sim-model)",
-    )
-    p.add_argument("--ttft-ms", type=float, default=20.0)
-    p.add_argument("--token-delay-ms", type=float, default=10.0)
-    p.add_argument("--tokens-per-chunk", type=int, default=1)
-    p.add_argument(
-        "--error-rate", type=float, default=0.0, help="fraction answered with --error-status"
-    )
-    p.add_argument("--error-status", type=int, default=500, help="HTTP status of those (5xx)")
-    p.add_argument(
-        "--drop-rate",
-        type=float,
-        default=0.0,
-        help="fraction whose connection is closed mid-stream",
-    )
-    p.add_argument(
-        "--malformed-rate", type=float, default=0.0, help="fraction that get a garbage SSE chunk"
-    )
-    p.add_argument("--stall-rate", type=float, default=0.0)
-    p.add_argument("--stall-s", type=float, default=1.0)
-    p.add_argument(
-        "--max-concurrency",
-        type=int,
-        default=None,
-        help="requests beyond it queue (vllm:num_requests_waiting)",
-    )
-    p.add_argument("--kv-capacity-tokens", type=int, default=None)
-    p.add_argument("--tokens-per-word", type=float, default=1.0)
-    p.add_argument(
-        "--reasoning-tokens",
-        type=int,
-        default=0,
-        help="chat: first N tokens stream as reasoning_content",
-    )
-    p.add_argument(
-        "--eos-after",
-        type=int,
-        default=None,
-        help="stop after N tokens unless ignore_eos/min_tokens say otherwise",
-    )
-    p.add_argument(
-        "--reject-extensions",
-        action="store_true",
-        help="answer 400 to ignore_eos, min_tokens, continuous_usage_stats",
-    )
-    p.add_argument("--api-key", default=None, help="require this bearer key")
-    p.add_argument("--seed", type=int, default=0)
-    perf = p.add_argument_group(
-        "performance-model timing",
-        "--gpu selects it: the first --model is the Hugging Face id of the plan's model",
-    )
-    perf.add_argument(
-        "--timing",
-        choices=("auto", "fixed", "perf"),
-        default="auto",
-        help="auto: perf when --gpu is given, else fixed (--ttft-ms, --token-delay-ms)",
-    )
-    perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
-    perf.add_argument("--tp", type=int, default=1)
-    perf.add_argument("--pp", type=int, default=1)
-    perf.add_argument("--precision", default="bf16")
-    perf.add_argument("--instance", default=None, help="catalog instance (its GPU links)")
-    perf.add_argument("--engine-version", default=None)
-    perf.add_argument("--max-num-seqs", type=int, default=None)
-    perf.add_argument("--max-num-batched-tokens", type=int, default=None)
-    perf.add_argument("--kv-cache-dtype", default="auto")
-    perf.add_argument(
-        "--coefficients",
-        default=None,
-        help="step-time coefficients (JSON list or object, or a file): skips the model fit",
-    )
-    p.add_argument(
-        "--slowdown", type=float, default=1.0, help="every delay times this factor (> 0)"
-    )
-    return p
-
-
-@dataclass(frozen=True, slots=True)
-class SlowedTiming:
-    """Another timing model, ``factor`` times slower."""
-
-    inner: TimingModel
-    factor: float
-
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming:
-        tm = self.inner.timing(running, input_len, output_len)
-        return TokenTiming(
-            tm.ttft_s * self.factor, tm.token_delay_s * self.factor, tm.tokens_per_chunk
-        )
-
-
-def _timing_from_args(
-    args: argparse.Namespace, options: ServerOptions
-) -> tuple[TimingModel, ServerOptions]:
-    """The timing model the flags ask for; perf timing also sets the plan's max_num_seqs and
-    KV capacity on the options unless given. Raises SystemExit with a one-line reason."""
-    mode = args.timing
-    if mode == "auto":
-        mode = "perf" if args.gpu else "fixed"
-    if not args.slowdown > 0:
-        raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
-    if mode == "fixed":
-        fixed = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
-        return (fixed if args.slowdown == 1.0 else SlowedTiming(fixed, args.slowdown)), options
-    if not args.gpu:
-        raise SystemExit("--timing perf needs --gpu ID (and --model HF_ID, --tp N)")
-    from benchmarks_runner.perf_timing import (
-        PlanSpec,
-        default_cache_dir,
-        parse_coefficients,
-        perf_timing_for_plan,
-    )
-    from planner.errors import PlannerError
-
-    spec = PlanSpec(
-        model=options.models[0],
-        gpu=args.gpu,
-        tp=args.tp,
-        pp=args.pp,
-        precision=args.precision,
-        engine_version=args.engine_version,
-        instance=args.instance,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        kv_cache_dtype=args.kv_cache_dtype,
-    )
-    try:
-        coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
-        timing = perf_timing_for_plan(
-            spec,
-            coefficients=coefficients,
-            slowdown=args.slowdown,
-            tokens_per_chunk=args.tokens_per_chunk,
-            cache_dir=default_cache_dir(),
-        )
-    except (PlannerError, ValueError) as exc:
-        raise SystemExit(f"cannot time the plan: {exc}") from None
-    if options.max_concurrency is None:
-        options.max_concurrency = timing.max_num_seqs
-    if options.kv_capacity_tokens is None:
-        options.kv_capacity_tokens = timing.kv_capacity_tokens
-    return timing, options
-
-
 async def serve(options: ServerOptions, timing: TimingModel, host: str, port: int) -> None:
     app = create_app(options, timing)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -698,37 +512,3 @@ async def serve(options: ServerOptions, timing: TimingModel, host: str, port: in
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    options = ServerOptions(
-        models=args.models or ["sim-model"],
-        error_rate=args.error_rate,
-        error_status=args.error_status,
-        drop_rate=args.drop_rate,
-        malformed_rate=args.malformed_rate,
-        stall_rate=args.stall_rate,
-        stall_s=args.stall_s,
-        max_concurrency=args.max_concurrency,
-        kv_capacity_tokens=args.kv_capacity_tokens,
-        tokens_per_word=args.tokens_per_word,
-        reasoning_tokens=args.reasoning_tokens,
-        eos_after=args.eos_after,
-        reject_extensions=args.reject_extensions,
-        api_key=args.api_key,
-        seed=args.seed,
-    )
-    timing, options = _timing_from_args(args, options)
-    with (
-        contextlib.suppress(KeyboardInterrupt),
-        asyncio.Runner(
-            loop_factory=lambda: asyncio.SelectorEventLoop(PreciseEpollSelector())
-        ) as runner,
-    ):
-        runner.run(serve(options, timing, args.host, args.port))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

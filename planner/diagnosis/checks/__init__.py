@@ -1,0 +1,27 @@
+"""The checks, one a mistake of the triage list, in the list's order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from planner.diagnosis.checks import cost, host, kv, latency, parallelism, throughput
+from planner.diagnosis.evidence import RunEvidence
+from planner.diagnosis.findings import Finding
+from planner.diagnosis.whatif import DiagnosisContext
+
+Check = Callable[[RunEvidence, DiagnosisContext], Finding]
+
+CHECKS: dict[str, Check] = {
+    "workload_realism": throughput.check_workload_realism,
+    "small_batch": throughput.check_small_batch,
+    "kv_sizing": kv.check,
+    "prefix_reuse": throughput.check_prefix_reuse,
+    "prefill_stalls": latency.check_prefill_stalls,
+    "queueing": latency.check_queueing,
+    "model_size": cost.check_model_size,
+    "parallelism_links": parallelism.check,
+    "host_overhead": host.check,
+    "accounting": cost.check_accounting,
+}
+
+__all__ = ["CHECKS", "Check"]

@@ -1,0 +1,330 @@
+"""Engine settings of one replica: one typed object, and the only place their defaults live.
+
+:class:`EngineConfig` is what a plan, a layout, the memory planner, the performance model's
+scenario, the ``vllm serve`` command and the simulated server all take. A field left ``None``
+(``max_num_seqs``, ``max_num_batched_tokens``, ``block_size``) means "what the engine picks on
+the GPU"; :func:`engine_defaults` and :meth:`EngineConfig.resolved` fill them in, so a resolved
+config says exactly what the engine runs with.
+
+Defaults and where they come from:
+
+- vLLM ``vllm serve`` (vllm/engine/arg_utils.py, V1, OpenAI API server usage context): GPUs
+  with >= 70 GiB that are not A100s get max_num_seqs 1024 and max_num_batched_tokens 8192, the
+  others 256 / 2048. vLLM's offline ``LLM`` class (``vllm bench throughput``) keeps the seqs and
+  takes 16384 batched tokens on the large GPUs, 8192 on the others
+  (:func:`vllm_offline_defaults`: what a measured offline-batch row ran with).
+  gpu_memory_utilization 0.9, KV block 16 tokens, chunked prefill on (V1), prefix caching off
+  unless asked, CUDA graphs on (enforce_eager off).
+- TensorRT-LLM (LLM API / trtllm-bench): max_batch_size 2048, max_num_tokens 8192,
+  tokens_per_block 32, and the KV pool is ``free_gpu_memory_fraction`` 0.9 of the memory left
+  after the weights (``KvCacheConfig``).
+- SGLang 0.5.x (python/sglang/srt/server_args.py, ``_handle_gpu_memory_settings`` and
+  ``_handle_data_parallelism``; :func:`sglang_defaults`): chunked prefill 2048 tokens on GPUs
+  under 35 GiB, 4096 under 60 GiB, 8192 under 160 GiB (A100 80 GB, H100, H200), 16384 above
+  (B200, MI300X), divided by the DP size with DP attention; max_running_requests from its
+  request pool, at least 2048; radix (prefix) cache on; ``mem_fraction_static`` and the CUDA
+  graph batch limit depend on the layout (:func:`sglang_runtime`).
+
+Expert and attention data parallelism (MoE models): ``enable_expert_parallel`` shards whole
+experts over the ranks instead of slicing each one by TP (vLLM ``--enable-expert-parallel``,
+SGLang ``--ep-size``); ``data_parallel_size`` > 1 runs attention data-parallel inside one engine
+(vLLM ``--data-parallel-size``, SGLang ``--enable-dp-attention``), each rank holding only its own
+requests' KV. Replicas behind a load balancer are not counted here (a layout's DP is).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from planner.catalog.schema import GPU
+from planner.errors import InvalidInputError
+
+GIB = 2**30
+
+KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
+#: How the engine is started: a server (``vllm serve``) or vLLM's offline ``LLM`` class
+#: (``vllm bench throughput``), which picks larger batch budgets.
+Entrypoint = Literal["serve", "offline"]
+
+#: engine name (lower-case) -> family whose scheduler, defaults and coefficients it uses.
+ENGINE_FAMILIES: dict[str, str] = {
+    "vllm": "vllm",
+    "tensorrt-llm": "trtllm",
+    "trtllm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "nim-tensorrt-llm": "trtllm",
+    "nim": "trtllm",
+    "sglang": "sglang",
+}
+FAMILIES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
+
+#: vLLM's gpu_memory_utilization default (the share of the GPU its budget may use).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: TensorRT-LLM ``KvCacheConfig.free_gpu_memory_fraction``: share of the memory left after the
+#: weights that becomes the KV pool.
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+#: KV block (page) size in tokens of each family (vLLM 16; TensorRT-LLM tokens_per_block 32).
+BLOCK_SIZES: dict[str, int] = {"vllm": 16, "trtllm": 32, "sglang": 16}
+#: (max_num_seqs, max_num_batched_tokens) of ``vllm serve`` on small GPUs (and A100s).
+VLLM_SERVE_SMALL_GPU = (256, 2048)
+#: ... on GPUs with >= 70 GiB that are not A100s.
+VLLM_SERVE_LARGE_GPU = (1024, 8192)
+#: TensorRT-LLM LLM API / trtllm-bench: max_batch_size, max_num_tokens.
+TRTLLM_LIMITS = (2048, 8192)
+
+
+def engine_family(engine: str) -> str:
+    """The family an engine name belongs to (``nim-tensorrt-llm`` -> ``trtllm``)."""
+    name = engine.strip().lower()
+    return ENGINE_FAMILIES.get(name, name)
+
+
+def check_engine(engine: str) -> str:
+    """The engine's family, or InvalidInputError naming the engines that are known."""
+    family = engine_family(engine)
+    if family not in FAMILIES:
+        known = ", ".join(sorted(set(ENGINE_FAMILIES)))
+        raise InvalidInputError("engine", engine, f"one of {known}")
+    return family
+
+
+class EngineConfig(BaseModel):
+    """Everything an engine is started with that moves memory, throughput or latency.
+
+    ``max_model_len`` None: the longest request of the workload (a scenario) or the model's
+    ``max_position_embeddings`` (the memory planner with no workload). ``entrypoint``: a server
+    or vLLM's offline class; it only changes the defaults of the batch budget.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str = "vllm"
+    version: str | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float = Field(default=DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    kv_cache_dtype: KvCacheDtype = "auto"
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+    enforce_eager: bool = False
+    block_size: int | None = Field(default=None, ge=1)
+    enable_expert_parallel: bool = False
+    data_parallel_size: int = Field(default=1, ge=1)
+    entrypoint: Entrypoint = "serve"
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        try:
+            check_engine(engine)
+        except InvalidInputError as exc:
+            raise ValueError(exc.allowed) from None  # pydantic names the field and the value
+        return engine
+
+    @classmethod
+    def of(cls, **values: object) -> EngineConfig:
+        """Validated from loose values (a form, a file); a bad one raises InvalidInputError
+        naming the field, the value and what is allowed."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "engine settings"
+            message = _ALLOWED.get(field) or str(first["msg"]).removeprefix("Value error, ")
+            raise InvalidInputError(field, values.get(field), message) from None
+
+    @property
+    def family(self) -> str:
+        return engine_family(self.engine)
+
+    @property
+    def is_resolved(self) -> bool:
+        return None not in (self.max_num_seqs, self.max_num_batched_tokens, self.block_size)
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        """``auto`` keeps the model's 16-bit dtype; fp8 halves it."""
+        return 1.0 if self.kv_cache_dtype.startswith("fp8") else 2.0
+
+    def resolved(self, gpu: GPU) -> EngineConfig:
+        """This config with what it leaves to the engine filled in for ``gpu``."""
+        if self.is_resolved:
+            return self
+        defaults = engine_defaults(
+            self.engine,
+            gpu,
+            entrypoint=self.entrypoint,
+            data_parallel_size=self.data_parallel_size,
+        )
+        updates: dict[str, object] = {
+            "max_num_seqs": self.max_num_seqs or defaults.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens
+            or defaults.max_num_batched_tokens,
+            "block_size": self.block_size or defaults.block_size,
+        }
+        if "enable_prefix_caching" not in self.model_fields_set:
+            updates["enable_prefix_caching"] = defaults.enable_prefix_caching
+        return self.model_copy(update=updates)
+
+    def with_overrides(self, **values: object) -> EngineConfig:
+        """A copy with ``values`` set, validated as :meth:`of` validates."""
+        return type(self).of(**{**self.model_dump(), **values})
+
+    @property
+    def label(self) -> str:
+        """``seqs 256, batch 8192 tok`` and what differs from the engine's usual switches."""
+        parts = [f"seqs {self.max_num_seqs or 'default'}"]
+        parts.append(f"batch {self.max_num_batched_tokens or 'default'} tok")
+        if not self.enable_chunked_prefill:
+            parts.append("no chunked prefill")
+        if self.enable_prefix_caching:
+            parts.append("prefix caching")
+        if self.enforce_eager:
+            parts.append("eager")
+        if self.enable_expert_parallel:
+            parts.append("expert parallel")
+        if self.data_parallel_size > 1:
+            parts.append(f"attention DP {self.data_parallel_size}")
+        return ", ".join(parts)
+
+
+_WHOLE = "an integer >= 1"
+#: What each setting allows, in the words an error shows.
+_ALLOWED: dict[str, str] = {
+    "max_num_seqs": _WHOLE,
+    "max_num_batched_tokens": _WHOLE,
+    "max_model_len": "a token count >= 1",
+    "block_size": _WHOLE,
+    "data_parallel_size": _WHOLE,
+    "gpu_memory_utilization": "a fraction in (0, 1]",
+    "kv_cache_dtype": f"one of {', '.join(KV_CACHE_DTYPES)}",
+    "entrypoint": "serve or offline",
+}
+
+
+def vllm_serve_defaults(gpu: GPU) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) ``vllm serve`` picks for this GPU."""
+    large = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.gpu_id.lower()
+    return VLLM_SERVE_LARGE_GPU if large else VLLM_SERVE_SMALL_GPU
+
+
+def vllm_offline_defaults(gpu: GPU) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) of vLLM's offline ``LLM`` class on this GPU."""
+    seqs, batched = vllm_serve_defaults(gpu)
+    return seqs, 16384 if batched >= 8192 else 8192
+
+
+def engine_defaults(
+    engine: str, gpu: GPU, *, entrypoint: Entrypoint = "serve", data_parallel_size: int = 1
+) -> EngineConfig:
+    """The resolved config ``engine`` starts with on ``gpu`` when nothing is set."""
+    family = check_engine(engine)
+    prefix_caching = False
+    if family == "trtllm":
+        seqs, batched = TRTLLM_LIMITS
+    elif family == "sglang":
+        sg = sglang_defaults(gpu, data_parallel_size)
+        seqs, batched, prefix_caching = sg.max_running_requests, sg.chunked_prefill_size, True
+    elif entrypoint == "offline":
+        seqs, batched = vllm_offline_defaults(gpu)
+    else:
+        seqs, batched = vllm_serve_defaults(gpu)
+    return EngineConfig(
+        engine=engine,
+        entrypoint=entrypoint,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
+        block_size=BLOCK_SIZES[family],
+        enable_prefix_caching=prefix_caching,
+        data_parallel_size=data_parallel_size,
+    )
+
+
+#: SGLang's max_running_requests when not set: its request pool,
+#: min(max(KV tokens / context length x 512, 2048), 4096) (model_runner), whose lower bound
+#: binds before the KV pool on the workloads here.
+SGLANG_MAX_RUNNING_REQUESTS = 2048
+#: SGLang's initial new-token ratio (SGLANG_INIT_NEW_TOKEN_RATIO) x schedule_conservativeness
+SGLANG_NEW_TOKEN_RATIO = 0.7
+MIB = 2**20
+
+
+class SglangDefaults(BaseModel):
+    """What ``python -m sglang.launch_server`` picks for a GPU and layout (0.5.x)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chunked_prefill_size: int  # per attention-DP rank
+    cuda_graph_max_bs: int
+    mem_fraction_static: float
+    max_running_requests: int
+    #: share of a running request's remaining output its admission reserves at first
+    new_token_ratio: float
+
+
+def _sglang_tier(gpu: GPU, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory and TP."""
+    mem_mib = gpu.memory_bytes / MIB
+    big = tp >= 4
+    if mem_mib < 35 * 1024:
+        return 2048, (80 if big else 24)
+    if mem_mib < 60 * 1024:
+        return 4096, (160 if big else 32)
+    if mem_mib < 160 * 1024:
+        return 8192, (512 if big else 256)
+    return 16384, 512
+
+
+def sglang_defaults(
+    gpu: GPU, data_parallel_size: int = 1, *, tp: int = 1, pp: int = 1
+) -> SglangDefaults:
+    """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
+    ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
+
+    By GPU memory: < 35 GiB chunked prefill 2048 (CUDA graphs up to 24 sequences below TP 4,
+    80 from TP 4); < 60 GiB 4096 (32 / 160); < 160 GiB 8192 (256 / 512: A100 80 GB, H100,
+    H200); larger 16384 (512: B200, MI300X). ``mem_fraction_static`` (weights + KV pool over
+    the GPU) = (memory - reserved) / memory, reserved MiB = 512 + 1.5 x max(chunked prefill,
+    2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 (+ 3 x cuda_graph_max_bs x DP with DP
+    attention), at least 10 GiB on GPUs above 60 GiB; ``tp`` here is ``--tp-size``, every GPU
+    of a stage. With DP attention the chunked prefill size is divided by the DP size and the
+    schedule conservativeness (the new-token ratio) multiplied by 0.3.
+    """
+    chunk, graphs = _sglang_tier(gpu, tp)
+    mem_mib = gpu.memory_bytes / MIB
+    dp = data_parallel_size
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * pp / 8 * 1024
+    if dp > 1:
+        reserved += 3 * graphs * dp
+    if mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return SglangDefaults(
+        chunked_prefill_size=chunk // dp if dp > 1 else chunk,
+        cuda_graph_max_bs=graphs,
+        mem_fraction_static=round((mem_mib - reserved) / mem_mib, 3),
+        max_running_requests=SGLANG_MAX_RUNNING_REQUESTS,
+        new_token_ratio=SGLANG_NEW_TOKEN_RATIO * (0.3 if dp > 1 else 1.0),
+    )
+
+
+__all__ = [
+    "BLOCK_SIZES",
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "ENGINE_FAMILIES",
+    "FAMILIES",
+    "KV_CACHE_DTYPES",
+    "TRTLLM_FREE_GPU_MEMORY_FRACTION",
+    "EngineConfig",
+    "Entrypoint",
+    "KvCacheDtype",
+    "check_engine",
+    "engine_defaults",
+    "engine_family",
+    "sglang_defaults",
+    "vllm_offline_defaults",
+    "vllm_serve_defaults",
+]

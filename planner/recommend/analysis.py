@@ -1,0 +1,180 @@
+"""What the ranking says beyond its order: Pareto frontiers (throughput per GPU against speed
+per user, cost against latency) and the sensitivity of the best choice to +-N% on its inputs
+(tornado data)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from planner.catalog import Catalog
+from planner.errors import InvalidInputError
+from planner.layouts import LayoutCandidate
+from planner.recommend.request import (
+    Predictor,
+    Recommendation,
+    RecommendationResult,
+    RecommendRequest,
+)
+from planner.recommend.search import recommend
+
+
+def pareto_front(
+    points: Sequence[tuple[float, float]], *, maximise: tuple[bool, bool]
+) -> list[int]:
+    """Indices of the points no other point beats on both axes (ties kept)."""
+    signs = [1.0 if m else -1.0 for m in maximise]
+    front = []
+    for i, (x, y) in enumerate(points):
+        xi, yi = x * signs[0], y * signs[1]
+        dominated = any(
+            (ox * signs[0] >= xi and oy * signs[1] >= yi)
+            and (ox * signs[0] > xi or oy * signs[1] > yi)
+            for j, (ox, oy) in enumerate(points)
+            if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return front
+
+
+def pareto_throughput_vs_interactivity(result: RecommendationResult) -> list[Recommendation]:
+    """Output tok/s per GPU against tok/s per user (1000 / p99 TPOT): both to maximise."""
+    points = [
+        (
+            r.pred_output_tok_per_s_per_replica / max(r.tp * r.pp, 1),
+            1000.0 / r.pred_tpot_ms_p99 if r.pred_tpot_ms_p99 > 0 else 0.0,
+        )
+        for r in result.ranked
+    ]
+    return [result.ranked[i] for i in pareto_front(points, maximise=(True, True))]
+
+
+def pareto_cost_vs_latency(result: RecommendationResult) -> list[Recommendation]:
+    """$/M output tokens against p99 TTFT: both to minimise."""
+    points = [(r.usd_per_million_output_tokens, r.pred_ttft_ms_p99) for r in result.ranked]
+    return [result.ranked[i] for i in pareto_front(points, maximise=(False, False))]
+
+
+class SensitivityRow(BaseModel):
+    factor: str
+    change_pct: float
+    best: str | None
+    usd_per_million_output_tokens: float | None
+    delta_pct: float | None = Field(description="change of the best $/M output vs the base case")
+    best_changed: bool
+
+
+SENSITIVITY_CONTENDERS = 3
+
+SENSITIVITY_FACTORS = ("price", "input_len", "output_len", "prefix_share", "utilisation")
+
+
+def _scaled_prices(catalog: Catalog, factor: float) -> Catalog:
+    scaled = [
+        p.model_copy(update={"usd_per_hour": p.usd_per_hour * factor}) for p in catalog.prices
+    ]
+    return Catalog(
+        gpus=catalog.gpus,
+        instances=catalog.instances,
+        prices=scaled,
+        models=catalog.models,
+        measured=catalog.measured,
+    )
+
+
+def sensitivity(
+    catalog: Catalog,
+    request: RecommendRequest,
+    predictor: Predictor,
+    *,
+    change_pct: float = 20.0,
+    base: RecommendationResult | None = None,
+    layouts: Sequence[LayoutCandidate] | None = None,
+) -> list[SensitivityRow]:
+    """How the best choice and its $/M output tokens move when one input moves by +-change_pct.
+
+    Data for a tornado chart: one row per factor and direction.
+    """
+    if not 0 < change_pct < 100:
+        raise InvalidInputError("change_pct", change_pct, "between 0 and 100 (exclusive)")
+    base = base or recommend(catalog, request, predictor, layouts=layouts)
+    base_best = base.best
+    if base_best is not None:
+        # Re-search only the leading instance types with the winning engine settings: the
+        # question is how the choice among the contenders moves, and it stays interactive.
+        contenders = tuple(dict.fromkeys(r.instance for r in base.ranked[:SENSITIVITY_CONTENDERS]))
+        settings = base_best.engine_settings
+        narrowed = request.search.model_copy(
+            update={
+                "instances": contenders,
+                "max_num_seqs": (settings.max_num_seqs,),
+                "max_num_batched_tokens": (settings.max_num_batched_tokens,),
+                "chunked_prefill": (settings.enable_chunked_prefill,),
+            }
+        )
+        request = request.model_copy(update={"search": narrowed})
+    rows = []
+    for factor in SENSITIVITY_FACTORS:
+        for sign in (-1.0, 1.0):
+            scale = 1.0 + sign * change_pct / 100
+            varied_catalog = catalog
+            varied = request
+            if factor == "price":
+                varied_catalog = _scaled_prices(catalog, scale)
+            elif factor == "input_len":
+                varied = request.model_copy(
+                    update={
+                        "input_len": max(1, round(request.input_len * scale)),
+                        "input_dist": None,
+                    }
+                )
+            elif factor == "output_len":
+                varied = request.model_copy(
+                    update={
+                        "output_len": max(1, round(request.output_len * scale)),
+                        "output_dist": None,
+                    }
+                )
+            elif factor == "prefix_share":
+                share = min(
+                    0.95,
+                    max(
+                        0.0,
+                        request.prefix_share * scale if request.prefix_share else 0.1 * (sign > 0),
+                    ),
+                )
+                varied = request.model_copy(update={"prefix_share": share})
+            else:
+                current = base_best.utilisation if base_best else 0.5
+                demand = request.demand.model_copy(
+                    update={"utilisation": min(1.0, current * scale)}
+                )
+                varied = request.model_copy(update={"demand": demand})
+            result = recommend(
+                varied_catalog,
+                varied,
+                predictor,
+                layouts=layouts if factor in ("price", "utilisation") else None,
+            )
+            best = result.best
+            delta = None
+            if best and base_best:
+                delta = 100 * (
+                    best.usd_per_million_output_tokens / base_best.usd_per_million_output_tokens - 1
+                )
+            rows.append(
+                SensitivityRow(
+                    factor=factor,
+                    change_pct=sign * change_pct,
+                    best=best.label if best else None,
+                    usd_per_million_output_tokens=best.usd_per_million_output_tokens
+                    if best
+                    else None,
+                    delta_pct=delta,
+                    best_changed=(best.label if best else None)
+                    != (base_best.label if base_best else None),
+                )
+            )
+    return rows

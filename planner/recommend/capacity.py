@@ -1,0 +1,303 @@
+"""How much load one replica carries inside the SLO, as the performance model predicts it.
+
+- :func:`search_capacity`: bisection for the highest load (a request rate, or requests in
+  flight) whose predicted p99 TTFT, p99 TPOT (and p99 E2E) meet the SLO; latency grows with
+  load, so the edge is found in a handful of predictions.
+- :class:`CapacityCache`: those searches memoised on everything a prediction depends on, so a
+  change of price, region, pricing mode, utilisation or demand re-ranks without predicting.
+- :func:`perf_predictor`: the performance model (:mod:`planner.perf`) as the recommender's
+  predictor of one replica of a layout.
+- :func:`max_rate_meeting_slo`: the same search for one scenario of a fitted model, bounded by
+  the rate the deployment completes at full batch.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from planner.catalog import Catalog
+from planner.errors import InvalidInputError
+from planner.layouts import LayoutCandidate
+from planner.perf.scenario import Prediction, Scenario
+from planner.recommend.request import (
+    EngineSettings,
+    PredictKind,
+    Predictor,
+    RecommendRequest,
+    Slo,
+)
+
+if TYPE_CHECKING:
+    from planner.perf.model import PerformanceModel
+
+#: What limits a replica's load: an SLO, or the throughput of a full batch.
+Limit = Literal["ttft", "tpot", "e2e", "saturation", "none"]
+
+
+# ----- the SLO search ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CapacityResult:
+    """The highest load one replica sustains inside the SLO, and the prediction there.
+
+    ``limited_by``: what stops more load (the SLO that broke first above ``max_load``, or
+    ``saturation`` when the highest load searched meets the SLO)."""
+
+    max_load: float  # req/s (rate) or sequences (concurrency); 0 when even the least fails
+    prediction: Prediction | None
+    reason: str | None
+    limited_by: Limit = "none"
+
+
+def slo_violations(prediction: Prediction, slo: Slo) -> list[tuple[Limit, str]]:
+    """Each p99 of ``prediction`` above its SLO: (which, in words)."""
+    broken: list[tuple[Limit, str]] = []
+    ttft, tpot, e2e = prediction.ttft_ms_p99, prediction.tpot_ms_p99, prediction.e2e_ms_p99
+    if slo.ttft_p99_ms is not None and ttft > slo.ttft_p99_ms:
+        broken.append(("ttft", f"p99 TTFT {ttft:,.0f} ms > SLO {slo.ttft_p99_ms:,.0f} ms"))
+    if slo.tpot_p99_ms is not None and tpot > slo.tpot_p99_ms:
+        broken.append(("tpot", f"p99 TPOT {tpot:,.1f} ms > SLO {slo.tpot_p99_ms:,.1f} ms"))
+    if slo.e2e_p99_ms is not None and e2e > slo.e2e_p99_ms:
+        broken.append(("e2e", f"p99 E2E {e2e:,.0f} ms > SLO {slo.e2e_p99_ms:,.0f} ms"))
+    return broken
+
+
+def search_capacity(
+    predict_at: Callable[[float], Prediction],
+    slo: Slo,
+    *,
+    kind: Literal["rate", "concurrency"],
+    lowest: float,
+    highest: float,
+    steps: int = 7,
+) -> CapacityResult:
+    """Bisection for the highest load meeting the SLO (latency grows with load).
+
+    ``predict_at(load)`` returns a prediction. Rates are bisected geometrically, concurrency
+    in whole requests. With no SLO at all the answer is the load at which throughput stops
+    growing, approximated by ``highest``.
+    """
+    low_prediction = predict_at(lowest)
+    broken = slo_violations(low_prediction, slo)
+    if broken:
+        unit = "req/s" if kind == "rate" else "concurrent requests"
+        reason = f"even at {lowest:g} {unit}: {'; '.join(text for _, text in broken)}"
+        return CapacityResult(0.0, low_prediction, reason, broken[0][0])
+    high_prediction = predict_at(highest)
+    broken = slo_violations(high_prediction, slo)
+    if not broken:
+        return CapacityResult(highest, high_prediction, None, "saturation")
+    good, good_prediction, bad, limit = lowest, low_prediction, highest, broken[0][0]
+    for _ in range(steps):
+        if kind == "concurrency" and bad - good <= 1:
+            break
+        mid = math.sqrt(good * bad) if kind == "rate" else float(int((good + bad) / 2))
+        prediction = predict_at(mid)
+        broken = slo_violations(prediction, slo)
+        if broken:
+            bad, limit = mid, broken[0][0]
+        else:
+            good, good_prediction = mid, prediction
+    return CapacityResult(good, good_prediction, None, limit)
+
+
+class CapacityCache:
+    """Memo of capacity searches keyed by everything a prediction depends on: the predictor
+    (a refitted model is another predictor), the hardware (not the instance name: providers
+    selling the same box share it), layout, engine settings, workload and SLO."""
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[tuple[Any, ...], CapacityResult] = {}
+        self.max_entries = max_entries
+        self.misses = 0
+
+    def get_or_compute(
+        self, key: tuple[Any, ...], compute: Callable[[], CapacityResult]
+    ) -> CapacityResult:
+        with self._lock:
+            if key in self._data:
+                return self._data[key]
+        result = compute()
+        with self._lock:
+            if len(self._data) >= self.max_entries:  # oldest first: dicts keep insertion order
+                del self._data[next(iter(self._data))]
+            self._data[key] = result
+            self.misses += 1
+        return result
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+CAPACITY_CACHE = CapacityCache()
+
+
+def saturated_capacity(
+    predictor: Predictor, layout: LayoutCandidate, settings: EngineSettings
+) -> CapacityResult:
+    prediction = predictor(layout, settings, "saturation", float(settings.max_num_seqs))
+    return CapacityResult(float(settings.max_num_seqs), prediction, None)
+
+
+def replica_capacity(
+    predictor: Predictor,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+    request: RecommendRequest,
+    kind: Literal["rate", "concurrency"],
+    saturated: CapacityResult,
+) -> CapacityResult:
+    if kind == "concurrency":
+        # No replica ever holds more than the whole demand: search only up to it.
+        return search_capacity(
+            lambda load: predictor(layout, settings, "concurrency", load),
+            request.slo,
+            kind="concurrency",
+            lowest=1,
+            highest=float(concurrency_ceiling(request, settings)),
+        )
+    # The rate bracket comes from the replica's saturated throughput, so a tiny model on a
+    # big GPU and a 405B model on L4s are searched over rates that matter for them.
+    assert saturated.prediction is not None
+    ceiling = max(float(saturated.prediction.output_tok_per_s) / request.output_len * 1.2, 1e-3)
+    return search_capacity(
+        lambda load: predictor(layout, settings, "rate", load),
+        request.slo,
+        kind="rate",
+        lowest=ceiling / 200,
+        highest=ceiling,
+    )
+
+
+def concurrency_ceiling(request: RecommendRequest, settings: EngineSettings) -> int:
+    return min(settings.max_num_seqs, request.demand.concurrency or settings.max_num_seqs)
+
+
+# ----- the performance model as a predictor -------------------------------------------------------
+class PerfPredictor:
+    """One replica of a layout predicted by :mod:`planner.perf` (a :data:`Predictor`).
+
+    Rate searches simulate ``RATE_SEARCH_REQUESTS`` Poisson arrivals: enough for a p99 that
+    moves smoothly with the rate, few enough to search hundreds of candidates in seconds.
+    ``cache_key`` names the fitted model: a refit is another predictor.
+    """
+
+    def __init__(self, catalog: Catalog, request: RecommendRequest, perf: PerformanceModel):
+        self.catalog = catalog
+        self.request = request
+        self.perf = perf
+        self.card = catalog.model(request.model)
+        self.cache_key = ("perf", id(perf))
+
+    def __call__(
+        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+    ) -> Prediction:
+        catalog, request, card = self.catalog, self.request, self.card
+        inst = catalog.instance(layout.instance)
+        gpus = layout.tp * layout.pp
+        scenario = Scenario(
+            engine=request.engine,
+            model=card.hf_id,
+            precision=layout.precision,
+            gpu=inst.gpu_id,
+            num_gpus=gpus,
+            tp=layout.tp,
+            pp=layout.pp,
+            input_len=None if request.input_dist else request.input_len,
+            output_len=None if request.output_dist else request.output_len,
+            input_dist=request.input_dist,
+            output_dist=request.output_dist,
+            load="rate" if kind == "rate" else "concurrency",  # saturation: a full closed loop
+            request_rate=load if kind == "rate" else None,
+            concurrency=None if kind == "rate" else load,
+            num_requests=_requests_to_simulate(kind, load),
+            instance=layout.instance,
+            nodes=math.ceil(gpus / inst.gpus),
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            enable_chunked_prefill=settings.enable_chunked_prefill,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            prefix_share=request.prefix_share,
+            kv_cache_dtype=layout.kv_cache_dtype,
+        )
+        return self.perf.predict(scenario)
+
+
+def perf_predictor(
+    catalog: Catalog, request: RecommendRequest, model: PerformanceModel | None = None
+) -> PerfPredictor:
+    """The performance model fitted on ``catalog.measured`` (or ``model``) as a predictor."""
+    from planner.perf.model import get_performance_model
+
+    return PerfPredictor(catalog, request, model or get_performance_model(catalog))
+
+
+RATE_SEARCH_REQUESTS = 160
+
+
+def _requests_to_simulate(kind: PredictKind, load: float) -> int:
+    if kind == "rate":
+        return RATE_SEARCH_REQUESTS
+    if kind == "saturation":  # two waves of a full batch: past ramp-up, cheap to simulate
+        return max(int(load) * 2, 64)
+    return max(int(load) * 4, 64)
+
+
+# ----- the highest rate of one scenario -----------------------------------------------------------
+@dataclass(frozen=True)
+class RateSearchResult:
+    """Highest Poisson rate meeting the SLO, the prediction there, and what binds."""
+
+    max_rate: float  # requests/s (0 when even a trickle misses the SLO)
+    saturation_rate: float  # requests/s the deployment completes at full batch
+    prediction: Prediction | None  # at max_rate
+    limited_by: Limit
+    evaluations: int
+
+
+def saturation_rate(model: PerformanceModel, scenario: Scenario) -> float:
+    """Requests/s at full batch: a closed loop with as many requests in flight as the engine
+    schedules (``max_num_seqs``, at most what the KV cache holds), four rounds of them."""
+    dep = model.deployment(scenario)
+    per_seq = scenario.mean_input_len + scenario.mean_output_len
+    fit_kv = max(1, int(dep.kv_capacity_tokens / max(per_seq, 1.0)))
+    in_flight = max(1, min(dep.max_num_seqs, fit_kv)) * dep.replicas
+    closed = scenario.model_copy(
+        update={
+            "load": "concurrency",
+            "concurrency": float(in_flight),
+            "num_requests": max(4 * in_flight, 64),
+            "request_rate": None,
+        }
+    )
+    return model.predict(closed).request_per_s
+
+
+def max_rate_meeting_slo(
+    model: PerformanceModel, scenario: Scenario, slo: Slo, *, num_requests: int = 300
+) -> RateSearchResult:
+    """The highest Poisson rate of ``scenario`` whose predicted p99s meet ``slo``: the
+    :func:`search_capacity` bisection between 1% and 98% of the saturation rate, each step a
+    ``num_requests``-request simulation with the same seed (the same arrival pattern scaled,
+    which keeps the p99s monotone in the rate)."""
+    if num_requests < 1:
+        raise InvalidInputError("num_requests", num_requests, "an integer >= 1")
+    saturation = saturation_rate(model, scenario)
+    evaluations = 1
+
+    def at(rate: float) -> Prediction:
+        nonlocal evaluations
+        evaluations += 1
+        update = {"load": "rate", "request_rate": rate, "num_requests": num_requests}
+        return model.predict(scenario.model_copy(update={**update, "concurrency": None}))
+
+    found = search_capacity(
+        at, slo, kind="rate", lowest=saturation * 0.01, highest=saturation * 0.98
+    )
+    prediction = found.prediction if found.max_load > 0 else None
+    return RateSearchResult(found.max_load, saturation, prediction, found.limited_by, evaluations)

@@ -1,0 +1,131 @@
+"""What a candidate that meets the SLO costs: replicas for the demand, instances, $/hour,
+$/M output and total tokens at the observed utilisation, $/request and $/month, with the
+arithmetic of :mod:`planner.cost`."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from planner.catalog import Catalog, Price
+from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
+from planner.engine import EngineConfig
+from planner.layouts import LayoutCandidate
+from planner.recommend.capacity import CapacityResult
+from planner.recommend.request import EngineSettings, Recommendation, RecommendRequest
+from planner.vllm_command import VllmServeConfig, vllm_serve_command
+
+
+def cost_recommendation(
+    catalog: Catalog,
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+    capacity: CapacityResult,
+    price: Price,
+    kind: Literal["rate", "concurrency"],
+) -> Recommendation:
+    """The candidate at ``price``: replicas = ceil(peak / capacity of one replica) + spares,
+    grouped DP to an instance group; utilisation = average demand / capacity bought (or the
+    observed one); $/M tokens and $/request at the throughput actually served."""
+    demand = request.demand
+    prediction = capacity.prediction
+    assert prediction is not None
+    inst = catalog.instance(layout.instance)
+    replica_output_tps = float(prediction.output_tok_per_s)
+    if kind == "rate":
+        per_replica_rps = capacity.max_load
+        peak = demand.peak or 0.0
+        needed = math.ceil(peak / per_replica_rps - 1e-9) if peak else 1
+        average_rps = demand.avg_rate_rps or peak
+    else:
+        assert demand.concurrency is not None
+        per_replica_rps = replica_output_tps / request.output_len
+        needed = math.ceil(demand.concurrency / capacity.max_load - 1e-9)
+        average_rps = per_replica_rps * demand.concurrency / capacity.max_load
+    replicas = max(needed, 1) + demand.spare_replicas
+    replicas_per_group = max(layout.dp, 1)
+    groups = math.ceil(replicas / replicas_per_group)
+    instances_total = groups * layout.nodes
+    usd_per_hour = instances_total * price.usd_per_hour
+    capacity_rps = replicas * per_replica_rps
+    utilisation = demand.utilisation or min(1.0, average_rps / capacity_rps)
+    served_rps = capacity_rps * utilisation
+    output_tps = served_rps * request.output_len
+    total_tps = served_rps * (request.input_len + request.output_len)
+    per_million_output = usd_per_million_tokens(usd_per_hour, output_tps)
+    per_million_total = usd_per_million_tokens(usd_per_hour, total_tps)
+    return Recommendation(
+        provider=inst.provider,
+        instance=layout.instance,
+        region=price.region,
+        pricing=price.pricing,
+        gpu=inst.gpu_id,
+        nodes=layout.nodes,
+        gpus=layout.tp * layout.pp * replicas_per_group,
+        tp=layout.tp,
+        pp=layout.pp,
+        dp=replicas_per_group,
+        precision=layout.precision,
+        kv_cache_dtype=layout.kv_cache_dtype,
+        engine_settings=settings,
+        replicas=replicas,
+        instances_total=instances_total,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_output_tokens=per_million_output,
+        usd_per_million_total_tokens=per_million_total,
+        usd_per_request=cost_per_request(usd_per_hour, served_rps),
+        monthly_usd=usd_per_hour * HOURS_PER_MONTH,
+        utilisation=utilisation,
+        max_rps_per_replica=per_replica_rps,
+        pred_output_tok_per_s_per_replica=replica_output_tps,
+        pred_ttft_ms_p99=float(prediction.ttft_ms_p99),
+        pred_ttft_ms_p99_low=prediction.ttft_ms_p99_low,
+        pred_ttft_ms_p99_high=prediction.ttft_ms_p99_high,
+        pred_tpot_ms_p99=float(prediction.tpot_ms_p99),
+        pred_tpot_ms_p99_low=prediction.tpot_ms_p99_low,
+        pred_tpot_ms_p99_high=prediction.tpot_ms_p99_high,
+        pred_e2e_ms_p99=prediction.e2e_ms_p99,
+        kv_occupancy_peak=prediction.kv_occupancy_max,
+        confidence=prediction.confidence,
+        far_from_data=prediction.far_from_data,
+        vllm_command=vllm_serve_command(
+            VllmServeConfig(
+                model=catalog.model(request.model).hf_id,
+                tensor_parallel_size=layout.tp,
+                pipeline_parallel_size=layout.pp,
+                precision=layout.precision,
+                engine=EngineConfig(
+                    max_num_seqs=settings.max_num_seqs,
+                    max_num_batched_tokens=settings.max_num_batched_tokens,
+                    max_model_len=request.input_len + request.output_len,
+                    kv_cache_dtype=layout.kv_cache_dtype,
+                    enable_prefix_caching=settings.enable_prefix_caching,
+                    enable_chunked_prefill=settings.enable_chunked_prefill,
+                ),
+            )
+        ),
+        price_source=price.source,
+        price_as_of=price.as_of.isoformat(),
+    )
+
+
+def usd_per_hour_bound(
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+    saturated: CapacityResult,
+    usd_per_instance_hour: float,
+    kind: Literal["rate", "concurrency"],
+) -> float:
+    """The least this candidate can cost: replicas at their saturated throughput."""
+    demand = request.demand
+    if kind == "rate":
+        assert saturated.prediction is not None
+        ceiling_rps = float(saturated.prediction.output_tok_per_s) / request.output_len
+        needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
+    else:
+        needed = math.ceil((demand.concurrency or 1) / settings.max_num_seqs - 1e-9)
+    replicas = max(needed, 1) + demand.spare_replicas
+    groups = math.ceil(replicas / max(layout.dp, 1))
+    return groups * layout.nodes * usd_per_instance_hour

@@ -1,0 +1,209 @@
+"""What a recommendation is asked (model, workload, demand, SLO, search space) and what it
+answers (ranked plans, rejected candidates with their reasons), and the table rows of both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner.catalog import PricingMode
+from planner.errors import InvalidInputError
+from planner.layouts import LayoutCandidate
+from planner.perf.scenario import Prediction
+from planner.workload import LengthDistribution
+
+
+# ----- inputs ------------------------------------------------------------------------------------
+class Slo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    ttft_p99_ms: float | None = Field(default=None, gt=0)
+    tpot_p99_ms: float | None = Field(default=None, gt=0)
+    e2e_p99_ms: float | None = Field(default=None, gt=0)
+
+
+class Demand(BaseModel):
+    """The load to serve: an average and a peak request rate (req/s), or a concurrency."""
+
+    model_config = ConfigDict(frozen=True)
+
+    avg_rate_rps: float | None = Field(default=None, gt=0)
+    peak_rate_rps: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    spare_replicas: int = Field(default=1, ge=0)
+    #: observed average utilisation of the capacity bought; None: average rate / capacity.
+    utilisation: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_load(self) -> Demand:
+        if self.avg_rate_rps is None and self.concurrency is None:
+            raise InvalidInputError(
+                "demand", "neither rate nor concurrency", "give avg_rate_rps or concurrency"
+            )
+        peak, avg = self.peak_rate_rps, self.avg_rate_rps
+        if peak is not None and avg is not None and peak < avg:
+            raise InvalidInputError(
+                "peak_rate_rps", self.peak_rate_rps, f">= avg_rate_rps ({self.avg_rate_rps})"
+            )
+        return self
+
+    @property
+    def peak(self) -> float | None:
+        return self.peak_rate_rps or self.avg_rate_rps
+
+
+class EngineSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+
+    @property
+    def label(self) -> str:
+        parts = [f"seqs {self.max_num_seqs}", f"batch {self.max_num_batched_tokens} tok"]
+        if not self.enable_chunked_prefill:
+            parts.append("no chunked prefill")
+        if self.enable_prefix_caching:
+            parts.append("prefix caching")
+        return ", ".join(parts)
+
+
+class SearchSpace(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    providers: tuple[str, ...] | None = None
+    regions: tuple[str, ...] | None = None
+    gpus: tuple[str, ...] | None = None
+    instances: tuple[str, ...] | None = None
+    pricing: PricingMode = "on_demand"
+    max_nodes: int = Field(default=2, ge=1, le=16)
+    precisions: tuple[str, ...] = ("bf16", "fp8")
+    kv_cache_dtypes: tuple[str, ...] = ("auto",)
+    max_num_seqs: tuple[int, ...] = (64, 256)
+    max_num_batched_tokens: tuple[int, ...] = (2048, 8192)
+    chunked_prefill: tuple[bool, ...] = (True,)
+    prefix_caching: tuple[bool, ...] | None = None  # None: on only when the workload shares
+
+
+class RecommendRequest(BaseModel):
+    """What to plan for. ``input_len``/``output_len`` are the mean lengths (costs per request
+    use them); ``input_dist``/``output_dist``, when given, are what the predictions sample."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    input_len: int = Field(gt=0)
+    output_len: int = Field(gt=0)
+    input_dist: LengthDistribution | None = None
+    output_dist: LengthDistribution | None = None
+    prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    demand: Demand
+    slo: Slo = Slo()
+    search: SearchSpace = SearchSpace()
+    engine: str = "vllm"
+
+
+# ----- what the performance model must provide ---------------------------------------------------
+#: What a predictor is asked: "rate" (req/s), "concurrency" (requests in flight),
+#: "saturation" (a full batch in flight, only to bound throughput: may be simulated coarsely).
+PredictKind = Literal["rate", "concurrency", "saturation"]
+
+#: (layout, engine settings, load kind, load) -> prediction of one replica.
+Predictor = Callable[[LayoutCandidate, "EngineSettings", PredictKind, float], Prediction]
+
+
+# ----- outputs -----------------------------------------------------------------------------------
+class Recommendation(BaseModel):
+    rank: int = 0
+    provider: str
+    instance: str
+    region: str
+    pricing: str
+    gpu: str
+    nodes: int = Field(description="instances per replica group (TP x PP x DP of the layout)")
+    gpus: int = Field(description="GPUs of one layout (all its replicas)")
+    tp: int
+    pp: int
+    dp: int
+    precision: str
+    kv_cache_dtype: str
+    engine_settings: EngineSettings
+    replicas: int
+    instances_total: int
+    usd_per_hour: float
+    usd_per_million_output_tokens: float
+    usd_per_million_total_tokens: float
+    usd_per_request: float
+    monthly_usd: float
+    utilisation: float
+    max_rps_per_replica: float
+    pred_output_tok_per_s_per_replica: float
+    pred_ttft_ms_p99: float
+    pred_ttft_ms_p99_low: float | None = None
+    pred_ttft_ms_p99_high: float | None = None
+    pred_tpot_ms_p99: float
+    pred_tpot_ms_p99_low: float | None = None
+    pred_tpot_ms_p99_high: float | None = None
+    pred_e2e_ms_p99: float | None = None
+    kv_occupancy_peak: float | None = None
+    confidence: str = "extrapolated"
+    far_from_data: bool = True
+    vllm_command: str
+    price_source: str
+    price_as_of: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.instance} TP{self.tp} PP{self.pp} {self.precision}"
+
+
+class Rejected(BaseModel):
+    instance: str
+    nodes: int
+    tp: int
+    pp: int
+    dp: int
+    precision: str
+    kv_cache_dtype: str = "auto"
+    engine_settings: str = ""
+    reason: str
+
+
+class RecommendationResult(BaseModel):
+    request: RecommendRequest
+    ranked: list[Recommendation]
+    rejected: list[Rejected]
+    evaluations: int = Field(description="performance-model predictions made (cache misses)")
+
+    @property
+    def best(self) -> Recommendation | None:
+        return self.ranked[0] if self.ranked else None
+
+
+# ----- table rows --------------------------------------------------------------------------------
+RANKING_COLUMNS = [
+    "rank", "provider", "instance", "region", "pricing", "gpu", "nodes", "tp", "pp", "dp",
+    "precision", "kv_cache_dtype", "engine_settings", "replicas", "instances_total",
+    "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_total_tokens",
+    "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",
+    "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",
+    "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "kv_occupancy_peak", "confidence",
+    "far_from_data", "vllm_command", "price_source", "price_as_of",
+]  # fmt: skip
+
+
+def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
+    rows = []
+    for rec in result.ranked:
+        row = rec.model_dump()
+        row["engine_settings"] = rec.engine_settings.label
+        rows.append({c: row.get(c) for c in RANKING_COLUMNS})
+    return rows
+
+
+def rejected_rows(result: RecommendationResult) -> list[dict[str, Any]]:
+    return [r.model_dump() for r in result.rejected]

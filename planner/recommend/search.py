@@ -1,0 +1,348 @@
+"""The search: the cheapest configurations that meet the SLOs, and why the others lose.
+
+For one model, workload, demand and SLO:
+
+1. every feasible layout of every catalog instance that passes the filters (provider, region,
+   GPU, pricing mode), up to ``max_nodes`` instances per replica, for each precision and KV
+   cache dtype asked for (``planner.layouts``); a layout that does not fit is rejected with
+   the layouts module's reason;
+2. one saturated prediction per layout bounds what it can cost at best; layouts are searched
+   cheapest bound first, and those that cannot make the shortlist are rejected with the bound;
+3. for each remaining layout and each point of a small grid of engine settings (max_num_seqs,
+   max_num_batched_tokens, chunked prefill, prefix caching), the highest load one replica
+   sustains inside the SLO (:mod:`planner.recommend.capacity`);
+4. replicas, instances and costs (:mod:`planner.recommend.costing`); ranked by $/M output
+   tokens, the cheapest layout of each instance type and precision kept, every rejected
+   candidate with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from planner.catalog import Catalog, Price
+from planner.layouts import LayoutCandidate, enumerate_layouts
+from planner.recommend.capacity import (
+    CAPACITY_CACHE,
+    CapacityCache,
+    CapacityResult,
+    concurrency_ceiling,
+    replica_capacity,
+    saturated_capacity,
+)
+from planner.recommend.costing import cost_recommendation, usd_per_hour_bound
+from planner.recommend.request import (
+    EngineSettings,
+    Predictor,
+    Recommendation,
+    RecommendationResult,
+    RecommendRequest,
+    Rejected,
+    SearchSpace,
+)
+
+
+def filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
+    names = []
+    for name, inst in catalog.instances.items():
+        if search.providers and inst.provider not in search.providers:
+            continue
+        if search.gpus and inst.gpu_id not in search.gpus:
+            continue
+        if search.instances and name not in search.instances:
+            continue
+        if not prices_in_scope(catalog, name, search):
+            continue
+        names.append(name)
+    return names
+
+
+def prices_in_scope(catalog: Catalog, instance: str, search: SearchSpace) -> list[Price]:
+    return [
+        p
+        for p in catalog.prices_for(instance, pricing=search.pricing)
+        if not search.regions or p.region in search.regions
+    ]
+
+
+def engine_grid(search: SearchSpace, prefix_share: float) -> list[EngineSettings]:
+    prefix = search.prefix_caching
+    if prefix is None:
+        prefix = (True,) if prefix_share > 0 else (False,)
+    return [
+        EngineSettings(
+            max_num_seqs=seqs,
+            max_num_batched_tokens=tokens,
+            enable_chunked_prefill=chunked,
+            enable_prefix_caching=cache,
+        )
+        for seqs, tokens, chunked, cache in itertools.product(
+            search.max_num_seqs, search.max_num_batched_tokens, search.chunked_prefill, prefix
+        )
+    ]
+
+
+def recommend(
+    catalog: Catalog,
+    request: RecommendRequest,
+    predictor: Predictor,
+    *,
+    layouts: Sequence[LayoutCandidate] | None = None,
+    cache: CapacityCache = CAPACITY_CACHE,
+) -> RecommendationResult:
+    """Rank every candidate by $/M output tokens; keep every rejected one with its reason.
+
+    ``predictor(layout, settings, kind, load)`` returns a performance prediction for one
+    replica of ``layout`` at ``load`` (req/s for ``kind == "rate"``, sequences in flight for
+    ``"concurrency"``). ``layouts`` defaults to ``planner.layouts.enumerate_layouts`` over the
+    filtered instances.
+    """
+    card = catalog.model(request.model)
+    search = request.search
+    if layouts is None:
+        instances = filtered_instances(catalog, search)
+        layouts = enumerate_layouts(
+            catalog,
+            card,
+            instances=instances,
+            max_nodes=search.max_nodes,
+            precisions=search.precisions,
+            kv_cache_dtypes=search.kv_cache_dtypes,
+        )
+    kind: Literal["rate", "concurrency"] = (
+        "concurrency" if request.demand.concurrency is not None else "rate"
+    )
+    rejected: list[Rejected] = []
+    misses_before = cache.misses
+    grid = engine_grid(search, request.prefix_share)
+
+    # Phase 1: one saturated prediction per layout (at the grid's largest batch) bounds what
+    # the layout can cost at best; layouts are then searched cheapest bound first.
+    widest = max(grid, key=lambda s: (s.max_num_seqs, s.max_num_batched_tokens))
+    bounded: list[tuple[float, Any, dict[str, Any], CapacityResult]] = []
+    for layout in _replica_layouts(layouts):
+        base = _rejected_base(layout)
+        if not layout.feasible:
+            rejected.append(Rejected(**base, reason=layout.reason or "does not fit"))
+            continue
+        cheapest = min(p.usd_per_hour for p in prices_in_scope(catalog, layout.instance, search))
+        if kind == "rate":
+            saturated = cache.get_or_compute(
+                ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
+                functools.partial(saturated_capacity, predictor, layout, widest),
+            )
+        else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
+            saturated = CapacityResult(float(widest.max_num_seqs), None, None)
+        bound = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
+        bounded.append((bound, layout, base, saturated))
+    bounded.sort(key=lambda item: item[0])
+
+    # Phase 2: the exact SLO search over the engine grid, for as long as a layout can still
+    # make the shortlist.
+    ranked: list[Recommendation] = []
+    best_per_configuration: dict[tuple[Any, ...], float] = {}
+    searched_layouts: dict[int, tuple[Any, dict[str, Any], CapacityResult]] = {}
+
+    def evaluate(
+        layout: LayoutCandidate,
+        base: dict[str, Any],
+        saturated: CapacityResult,
+        settings: EngineSettings,
+    ) -> None:
+        capacity = cache.get_or_compute(
+            (
+                "slo",
+                *_prediction_key(catalog, predictor, request, layout, settings),
+                request.slo,
+                kind,
+                concurrency_ceiling(request, settings) if kind == "concurrency" else None,
+            ),
+            functools.partial(
+                replica_capacity, predictor, layout, settings, request, kind, saturated
+            ),
+        )
+        if capacity.reason is not None or capacity.prediction is None:
+            rejected.append(
+                Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
+            )
+            return
+        config = _configuration_key(layout)
+        for price in prices_in_scope(catalog, layout.instance, search):
+            rec = cost_recommendation(catalog, request, layout, settings, capacity, price, kind)
+            ranked.append(rec)
+            best_per_configuration[config] = min(
+                rec.usd_per_hour, best_per_configuration.get(config, math.inf)
+            )
+
+    for bound, layout, base, saturated in bounded:
+        config = _configuration_key(layout)
+        shortlist = sorted(best_per_configuration.values())
+        if len(shortlist) >= SHORTLIST and bound > shortlist[SHORTLIST - 1]:
+            rejected.append(
+                Rejected(
+                    **base,
+                    reason=(
+                        f"cannot make the top {SHORTLIST}: even saturated it needs at least "
+                        f"${bound:,.2f}/h, the {SHORTLIST}th cheapest found costs "
+                        f"${shortlist[SHORTLIST - 1]:,.2f}/h"
+                    ),
+                )
+            )
+            continue
+        if config in best_per_configuration and bound > best_per_configuration[config]:
+            held = best_per_configuration[config]
+            rejected.append(
+                Rejected(
+                    **base,
+                    reason=(
+                        f"even saturated it needs ${bound:,.2f}/h; another layout of the same "
+                        f"instance meets the SLO for ${held:,.2f}/h"
+                    ),
+                )
+            )
+            continue
+        # The widest settings first; the rest of the grid only for the shortlist (below).
+        searched_layouts[id(layout)] = (layout, base, saturated)
+        evaluate(layout, base, saturated, widest)
+
+    # Phase 3: the other engine settings, for the layouts of the shortlisted configurations.
+    shortlisted = sorted(best_per_configuration, key=best_per_configuration.__getitem__)
+    shortlisted_set = set(shortlisted[:SHORTLIST])
+    for layout, base, saturated in searched_layouts.values():
+        if _configuration_key(layout) not in shortlisted_set:
+            continue
+        for settings in grid:
+            if settings != widest:
+                evaluate(layout, base, saturated, settings)
+    ranked.sort(key=_rank_key)
+    ranked, beaten = _best_per_configuration(ranked)
+    rejected.extend(beaten)
+    for i, rec in enumerate(ranked, start=1):
+        rec.rank = i
+    return RecommendationResult(
+        request=request,
+        ranked=ranked,
+        rejected=rejected,
+        evaluations=cache.misses - misses_before,
+    )
+
+
+#: Hardware configurations (instance, precision, KV dtype) searched exactly; the rest are
+#: ruled out by a cost bound from their saturated throughput.
+SHORTLIST = 12
+
+
+def _rejected_base(layout: LayoutCandidate) -> dict[str, Any]:
+    return {
+        "instance": layout.instance,
+        "nodes": layout.nodes,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "dp": layout.dp,
+        "precision": layout.precision,
+        "kv_cache_dtype": layout.kv_cache_dtype,
+    }
+
+
+def _configuration_key(layout: LayoutCandidate) -> tuple[Any, ...]:
+    return (layout.instance, layout.precision, layout.kv_cache_dtype)
+
+
+def _prediction_key(
+    catalog: Catalog,
+    predictor: Predictor,
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+) -> tuple[Any, ...]:
+    """Everything a prediction depends on (prices, demand and utilisation are not)."""
+    inst = catalog.instance(layout.instance)
+    hardware = (inst.gpu_id, inst.gpus, inst.gpu_link, inst.gpu_link_bw_gbps, inst.network_gbps)
+    return (
+        getattr(predictor, "cache_key", id(predictor)),
+        request.model.lower(),
+        request.engine,
+        hardware,
+        layout.tp,
+        layout.pp,
+        layout.precision,
+        layout.kv_cache_dtype,
+        settings,
+        request.input_len,
+        request.output_len,
+        request.input_dist,
+        request.output_dist,
+        request.prefix_share,
+    )
+
+
+def _rank_key(rec: Recommendation) -> tuple[float, ...]:
+    # Equal bills (same instances bought) are told apart by headroom, then latency.
+    headroom = rec.replicas * rec.max_rps_per_replica
+    return (rec.usd_per_million_output_tokens, rec.usd_per_hour, -headroom, rec.pred_ttft_ms_p99)
+
+
+def _replica_layouts(layouts: Sequence[LayoutCandidate]) -> list[Any]:
+    """One layout per (instance, TP, PP, precision, KV dtype): the fewest instances that hold
+    one replica. A layout with DP > 1 only repeats replicas, which the replica count covers."""
+    best: dict[tuple[Any, ...], Any] = {}
+    for layout in layouts:
+        key = (
+            layout.instance,
+            layout.tp,
+            layout.pp,
+            layout.precision,
+            layout.kv_cache_dtype,
+        )
+        held = best.get(key)
+        if held is None or (layout.feasible, -layout.nodes, -layout.dp) > (
+            held.feasible,
+            -held.nodes,
+            -held.dp,
+        ):
+            best[key] = layout
+    return list(best.values())
+
+
+def _best_per_configuration(
+    ranked: list[Recommendation],
+) -> tuple[list[Recommendation], list[Rejected]]:
+    """Keep the cheapest layout, engine settings and region of each instance type and
+    precision; the other layouts of it are rejected, saying what beat them."""
+    best: dict[tuple[Any, ...], Recommendation] = {}
+    kept, beaten = [], []
+    seen_layouts: set[tuple[Any, ...]] = set()
+    for rec in ranked:
+        key = (rec.instance, rec.precision, rec.kv_cache_dtype)
+        layout_key = (*key, rec.tp, rec.pp)
+        if key not in best:
+            best[key] = rec
+            kept.append(rec)
+            seen_layouts.add(layout_key)
+            continue
+        if layout_key in seen_layouts:
+            continue  # the same layout in a dearer region or with other engine settings
+        seen_layouts.add(layout_key)
+        winner = best[key]
+        beaten.append(
+            Rejected(
+                instance=rec.instance,
+                nodes=rec.nodes,
+                tp=rec.tp,
+                pp=rec.pp,
+                dp=rec.dp,
+                precision=rec.precision,
+                kv_cache_dtype=rec.kv_cache_dtype,
+                engine_settings=rec.engine_settings.label,
+                reason=(
+                    f"meets the SLO at ${rec.usd_per_million_output_tokens:,.2f}/M output "
+                    f"tokens; TP{winner.tp} PP{winner.pp} on the same instance does it for "
+                    f"${winner.usd_per_million_output_tokens:,.2f}/M"
+                ),
+            )
+        )
+    return kept, beaten

@@ -1,0 +1,208 @@
+"""The fitted performance model on disk: reused by a new process, rebuilt when stale or corrupt.
+
+These tests use their own cache directories (not the session-wide one of tests/conftest.py)
+and a small catalog (the vLLM rows on L4 and L40S) so that each fit takes a second or two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.catalog import Catalog
+from planner.perf import fit_cache
+from planner.perf import model as model_module
+from planner.perf.model import fit_is_cached, get_performance_model, results_fingerprint
+from planner.perf.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO = Scenario(
+    engine="vllm",
+    model="meta-llama/Llama-3.1-8B-Instruct",
+    gpu="L40S",
+    input_len=1024,
+    output_len=256,
+    concurrency=16,
+    num_requests=64,
+    instance="g6e.2xlarge",
+)
+
+
+@pytest.fixture(scope="module")
+def small(catalog: Catalog) -> Catalog:
+    rows = [m for m in catalog.measured if m.engine == "vllm" and m.gpu in ("L4", "L40S")]
+    assert len(rows) >= 20
+    return dataclasses.replace(catalog, measured=rows)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory() -> Iterator[None]:
+    """Every test starts as a new process would: nothing fitted in memory (what other tests
+    fitted is put back afterwards)."""
+    kept = dict(model_module._MODEL_CACHE)
+    model_module._MODEL_CACHE.clear()
+    yield
+    model_module._MODEL_CACHE.clear()
+    model_module._MODEL_CACHE.update(kept)
+
+
+def _only_file(directory: Path) -> Path:
+    files = list(directory.glob("perf-fit-*.npz"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_a_second_load_reads_the_fit_and_predicts_exactly_the_same(
+    small: Catalog, tmp_path: Path
+) -> None:
+    assert not fit_is_cached(small, cache_dir=tmp_path)
+    fitted = get_performance_model(small, cache_dir=tmp_path)
+    assert not fitted.from_cache
+    _only_file(tmp_path)
+    model_module._MODEL_CACHE.clear()
+    assert fit_is_cached(small, cache_dir=tmp_path)
+    loaded = get_performance_model(small, cache_dir=tmp_path)
+    assert loaded.from_cache and loaded is not fitted
+    assert loaded.coefficients == fitted.coefficients
+    assert loaded.predict(SCENARIO) == fitted.predict(SCENARIO)
+    # what only the simulated rows know is rebuilt when asked, and is the same
+    assert len(loaded.samples) == len(fitted.samples)
+    assert [e.reason for e in loaded.excluded] == [e.reason for e in fitted.excluded]
+    assert loaded.predict(SCENARIO) == fitted.predict(SCENARIO)
+
+
+def test_a_new_process_uses_the_cache_without_simulating(small: Catalog, tmp_path: Path) -> None:
+    """The whole catalog's fit, cached by this process, is read by another one."""
+    get_performance_model(small, cache_dir=tmp_path)
+    code = (
+        "import dataclasses, sys; from pathlib import Path;"
+        "from planner.catalog import load_catalog;"
+        "from planner.perf import model as m;"
+        "c = load_catalog();"
+        "rows = [r for r in c.measured if r.engine == 'vllm' and r.gpu in ('L4', 'L40S')];"
+        "small = dataclasses.replace(c, measured=rows);"
+        f"p = m.get_performance_model(small, cache_dir=Path({str(tmp_path)!r}));"
+        "print(p.from_cache, len(m._SAMPLE_CACHE))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "0"]  # no measured row simulated
+
+
+def test_the_key_follows_the_results_the_catalog_and_the_code(
+    small: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = fit_cache.cache_key(results_fingerprint(small, small.measured))
+    fewer = small.measured[:-1]
+    assert fit_cache.cache_key(results_fingerprint(small, fewer)) != base
+    faster = dict(small.gpus)
+    faster["L4"] = faster["L4"].model_copy(update={"memory_bw_gbps": 400.0})
+    other_catalog = dataclasses.replace(small, gpus=faster)
+    assert fit_cache.cache_key(results_fingerprint(other_catalog, small.measured)) != base
+    monkeypatch.setattr(fit_cache, "code_version", lambda: "a changed step-time term")
+    assert fit_cache.cache_key(results_fingerprint(small, small.measured)) != base
+
+
+def test_a_fit_of_other_code_is_not_read(
+    small: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    get_performance_model(small, cache_dir=tmp_path)
+    model_module._MODEL_CACHE.clear()
+    monkeypatch.setattr(fit_cache, "code_version", lambda: "the simulator changed")
+    again = get_performance_model(small, cache_dir=tmp_path)
+    assert not again.from_cache
+    assert len(list(tmp_path.glob("perf-fit-*.npz"))) == 2
+
+
+def _corrupt_truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _corrupt_garbage(path: Path) -> None:
+    path.write_bytes(b"not a zip file at all")
+
+
+def _corrupt_tampered_array(path: Path) -> None:
+    """A valid file whose theta0 was changed but whose header (checksum) was not."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["theta0"] = arrays["theta0"] + 1.0
+    with path.open("wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def _corrupt_other_key(path: Path) -> None:
+    """A well-formed fit written for other data, renamed into this key's place."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    header = json.loads(str(arrays["header"][()]))
+    header["key"] = "0" * 32
+    arrays["header"] = np.array(json.dumps(header))
+    with path.open("wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def _corrupt_pickled_object(path: Path) -> None:
+    """An object array (would need pickle to load): refused, never unpickled."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["theta0"] = np.array([object()] * 3, dtype=object)
+    with path.open("wb") as handle:
+        np.savez(handle, **arrays)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        _corrupt_truncated,
+        _corrupt_garbage,
+        _corrupt_tampered_array,
+        _corrupt_other_key,
+        _corrupt_pickled_object,
+    ],
+)
+def test_a_corrupt_or_foreign_cache_is_rebuilt_never_trusted(
+    small: Catalog, tmp_path: Path, corrupt: object
+) -> None:
+    fitted = get_performance_model(small, cache_dir=tmp_path)
+    expected = fitted.predict(SCENARIO)
+    path = _only_file(tmp_path)
+    corrupt(path)  # type: ignore[operator]
+    model_module._MODEL_CACHE.clear()
+    rebuilt = get_performance_model(small, cache_dir=tmp_path)
+    assert not rebuilt.from_cache
+    assert rebuilt.predict(SCENARIO) == expected
+    # and the rebuilt fit replaced the bad file
+    model_module._MODEL_CACHE.clear()
+    assert zipfile.is_zipfile(_only_file(tmp_path))
+    assert get_performance_model(small, cache_dir=tmp_path).from_cache
+
+
+def test_the_cache_can_be_turned_off_and_a_read_only_directory_only_costs_a_fit(
+    small: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    off = get_performance_model(small, cache_dir=tmp_path, disk_cache=False)
+    assert not off.from_cache and not list(tmp_path.iterdir())
+    blocked = tmp_path / "a-file-not-a-directory"
+    blocked.write_text("")
+    model_module._MODEL_CACHE.clear()
+    model = get_performance_model(small, cache_dir=blocked / "cache")
+    assert not model.from_cache and model.fitted is not None
+
+
+def test_only_the_newest_fits_are_kept(
+    small: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = get_performance_model(small, cache_dir=tmp_path).fit_state()
+    for i in range(fit_cache.KEEP_FILES + 3):
+        fit_cache.save(tmp_path, f"{i:032d}", state)
+    assert len(list(tmp_path.glob("perf-fit-*.npz"))) == fit_cache.KEEP_FILES

@@ -1,0 +1,78 @@
+"""Engine settings: one typed object, the engines' defaults per GPU, errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.engine import EngineConfig, engine_defaults
+from planner.errors import InvalidInputError
+
+
+@pytest.fixture(scope="module")
+def gpus() -> dict[str, object]:
+    return dict(load_catalog().gpus)
+
+
+def test_vllm_serve_defaults_follow_the_gpu(gpus: dict) -> None:
+    # vllm/engine/arg_utils.py: >= 70 GiB and not an A100 -> 1024 / 8192, else 256 / 2048
+    h100 = engine_defaults("vllm", gpus["H100-SXM"])
+    l40s = engine_defaults("vllm", gpus["L40S"])
+    a100 = engine_defaults("vllm", gpus["A100-80GB-SXM"])
+    assert (h100.max_num_seqs, h100.max_num_batched_tokens) == (1024, 8192)
+    assert (l40s.max_num_seqs, l40s.max_num_batched_tokens) == (256, 2048)
+    assert (a100.max_num_seqs, a100.max_num_batched_tokens) == (256, 2048)
+    assert h100.gpu_memory_utilization == 0.9 and h100.block_size == 16
+    assert h100.enable_chunked_prefill and not h100.enable_prefix_caching
+    assert h100.is_resolved and h100.max_model_len is None
+
+
+def test_offline_class_and_trtllm_defaults(gpus: dict) -> None:
+    offline = engine_defaults("vllm", gpus["L40S"], entrypoint="offline")
+    assert (offline.max_num_seqs, offline.max_num_batched_tokens) == (256, 8192)
+    big = engine_defaults("vllm", gpus["H100-SXM"], entrypoint="offline")
+    assert big.max_num_batched_tokens == 16384
+    trt = engine_defaults("nim-tensorrt-llm", gpus["H100-SXM"])
+    assert (trt.max_num_seqs, trt.max_num_batched_tokens, trt.block_size) == (2048, 8192, 32)
+    assert trt.family == "trtllm"
+
+
+def test_resolved_keeps_what_is_stated(gpus: dict) -> None:
+    stated = EngineConfig(max_num_seqs=64, gpu_memory_utilization=0.8, kv_cache_dtype="fp8")
+    resolved = stated.resolved(gpus["H100-SXM"])
+    assert resolved.max_num_seqs == 64 and resolved.max_num_batched_tokens == 8192
+    assert resolved.gpu_memory_utilization == 0.8 and resolved.kv_bytes_per_element == 1.0
+    assert resolved.resolved(gpus["L40S"]) is resolved  # nothing left to fill in
+
+
+def test_an_engine_config_round_trips_through_json() -> None:
+    config = EngineConfig(
+        engine="sglang",
+        version="0.4.6",
+        max_num_seqs=128,
+        max_model_len=2560,
+        enable_expert_parallel=True,
+        data_parallel_size=4,
+    )
+    assert EngineConfig.model_validate(config.model_dump(mode="json")) == config
+    assert "expert parallel" in config.label and "attention DP 4" in config.label
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "allowed"),
+    [
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization", "a fraction in (0, 1]"),
+        ({"max_num_seqs": 0}, "max_num_seqs", "an integer >= 1"),
+        ({"data_parallel_size": 0}, "data_parallel_size", "an integer >= 1"),
+        ({"kv_cache_dtype": "int2"}, "kv_cache_dtype", "one of auto, bf16"),
+        ({"engine": "tgi"}, "engine", "one of nim, nim-tensorrt-llm, sglang"),
+        ({"max_num_sequences": 8}, "max_num_sequences", "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_settings_name_the_field_the_value_and_what_is_allowed(
+    values: dict, field: str, allowed: str
+) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        EngineConfig.of(**values)
+    assert info.value.field == field
+    assert allowed in str(info.value) and repr(next(iter(values.values()))) in str(info.value)
