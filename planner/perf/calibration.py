@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
+from scipy.sparse import csc_matrix
+from scipy.sparse.linalg import spsolve
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
@@ -607,17 +609,29 @@ def _levenberg_marquardt(
     f2 = ROBUST_SCALE**2
     for _ in range(max_iter):
         J = jacobian(x)
-        w = np.ones(r.size)
-        w[:n_data] = 1.0 / np.sqrt(1.0 + r[:n_data] ** 2 / f2)
-        Jw = J * w[:, None]
-        A = Jw.T @ J
-        g = Jw.T @ r
+        w = 1.0 / np.sqrt(1.0 + r[:n_data] ** 2 / f2)
+        Jd = J[:n_data]
+        Jw = Jd * w[:, None]
+        A = Jw.T @ Jd
+        g = Jw.T @ r[:n_data]
+        # the prior rows are diagonal (one a parameter): added without a dense product
+        prior = J[n_data:]
+        if prior.shape[0] == prior.shape[1]:
+            d = np.diag(prior)
+            A[np.diag_indices_from(A)] += d * d
+            g += d * r[n_data:]
+        else:
+            A += prior.T @ prior
+            g += prior.T @ r[n_data:]
         diag = np.maximum(np.diag(A), 1e-12)
         improved = False
         for _ in range(12):
-            try:
-                step = np.linalg.solve(A + lam * np.diag(diag), -g)
-            except np.linalg.LinAlgError:
+            damped = A.copy()
+            damped[np.diag_indices_from(damped)] += lam * diag
+            # the normal matrix is ~70% zeros (parameters of keys that never share a row):
+            # a sparse LU is faster than a dense solve and needs no BLAS threads
+            step = spsolve(csc_matrix(damped), -g)
+            if not np.all(np.isfinite(step)):
                 lam *= 10
                 continue
             x_new = x + step
@@ -741,9 +755,10 @@ def fit_coefficients(
     J = jacobian(x)
     # robust scale of the data residuals and the Gauss-Newton covariance of the parameters
     scale = max(float(np.median(np.abs(res))) * 1.4826 if n_data else 1.0, 0.05)
-    weights = np.ones(n_data + n_params)
-    weights[:n_data] = 1.0 / np.sqrt(1.0 + (res / ROBUST_SCALE) ** 2) / scale**2
-    hess = (J * weights[:, None]).T @ J
+    weights = 1.0 / np.sqrt(1.0 + (res / ROBUST_SCALE) ** 2) / scale**2
+    Jd = J[:n_data]
+    hess = (Jd * weights[:, None]).T @ Jd
+    hess[np.diag_indices_from(hess)] += np.diag(J[n_data:]) ** 2
     try:
         cov = np.linalg.inv(hess)
     except np.linalg.LinAlgError:

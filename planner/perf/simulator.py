@@ -376,7 +376,8 @@ class _Engine:
         if n_ok <= 0:
             self._preempt(co, co.count)
             return False
-        self._preempt(co.split(co.count - n_ok), co.count - n_ok, listed=False)
+        extra = co.count - n_ok  # before the split shrinks co
+        self._preempt(co.split(extra), extra, listed=False)
         return True
 
     # ----- one step --------------------------------------------------------------------------

@@ -231,6 +231,7 @@ def _padded_rows_table(tile: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 _LOG_LAMBDA, _PADDED_ROWS = _padded_rows_table(MOE_TILE_ROWS)
+_PADDING = _PADDED_ROWS - np.exp(_LOG_LAMBDA)
 
 
 def padded_rows_per_expert(lam: float) -> float:
@@ -239,7 +240,8 @@ def padded_rows_per_expert(lam: float) -> float:
     ``MOE_TILE_ROWS x P(n >= 1)`` when it is small."""
     if lam <= 1e-4:
         return MOE_TILE_ROWS * lam
-    return float(np.interp(math.log(lam), _LOG_LAMBDA, _PADDED_ROWS))
+    # the padding (rows - lambda) varies smoothly with log(lambda): interpolate that
+    return lam + float(np.interp(math.log(lam), _LOG_LAMBDA, _PADDING))
 
 
 def ep_imbalance(lam: float, num_experts: int, ranks: int) -> float:
