@@ -199,7 +199,7 @@ class PerfPredictor:
     ) -> Prediction:
         catalog, request, card = self.catalog, self.request, self.card
         inst = catalog.instance(layout.instance)
-        gpus = layout.tp * layout.pp
+        gpus = layout.gpus_per_replica
         scenario = Scenario(
             engine=request.engine,
             model=card.hf_id,
@@ -224,6 +224,8 @@ class PerfPredictor:
             enable_prefix_caching=settings.enable_prefix_caching,
             prefix_share=request.prefix_share,
             kv_cache_dtype=layout.kv_cache_dtype,
+            data_parallel_size=layout.attention_dp if layout.attention_dp > 1 else None,
+            enable_expert_parallel=layout.expert_parallel or None,
         )
         return self.perf.predict(scenario)
 

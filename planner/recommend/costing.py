@@ -10,9 +10,12 @@ from typing import Literal
 from planner.catalog import Catalog, Price
 from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
 from planner.engine import EngineConfig
+from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.recommend.capacity import CapacityResult
 from planner.recommend.request import EngineSettings, Recommendation, RecommendRequest
+from planner.sglang_command import SglangServeConfig, sglang_launch_command
+from planner.trtllm_command import TrtllmServeConfig, trtllm_serve_command
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
 
@@ -55,6 +58,27 @@ def cost_recommendation(
     total_tps = served_rps * (request.input_len + request.output_len)
     per_million_output = usd_per_million_tokens(usd_per_hour, output_tps)
     per_million_total = usd_per_million_tokens(usd_per_hour, total_tps)
+    model = catalog.model(request.model).hf_id
+    engine_config = EngineConfig(
+        engine=request.engine,
+        max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_model_len=request.input_len + request.output_len,
+        kv_cache_dtype=layout.kv_cache_dtype,
+        enable_prefix_caching=settings.enable_prefix_caching,
+        enable_chunked_prefill=settings.enable_chunked_prefill,
+        data_parallel_size=layout.attention_dp,
+        enable_expert_parallel=layout.expert_parallel,
+    )
+    vllm_command = vllm_serve_command(
+        VllmServeConfig(
+            model=model,
+            tensor_parallel_size=layout.tp,
+            pipeline_parallel_size=layout.pp,
+            precision=layout.precision,
+            engine=engine_config.model_copy(update={"engine": "vllm"}),
+        )
+    )
     return Recommendation(
         provider=inst.provider,
         instance=layout.instance,
@@ -62,10 +86,12 @@ def cost_recommendation(
         pricing=price.pricing,
         gpu=inst.gpu_id,
         nodes=layout.nodes,
-        gpus=layout.tp * layout.pp * replicas_per_group,
+        gpus=layout.gpus_per_replica * replicas_per_group,
         tp=layout.tp,
         pp=layout.pp,
         dp=replicas_per_group,
+        attention_dp=layout.attention_dp,
+        expert_parallel=layout.expert_parallel,
         precision=layout.precision,
         kv_cache_dtype=layout.kv_cache_dtype,
         engine_settings=settings,
@@ -89,22 +115,9 @@ def cost_recommendation(
         kv_occupancy_peak=prediction.kv_occupancy_max,
         confidence=prediction.confidence,
         far_from_data=prediction.far_from_data,
-        vllm_command=vllm_serve_command(
-            VllmServeConfig(
-                model=catalog.model(request.model).hf_id,
-                tensor_parallel_size=layout.tp,
-                pipeline_parallel_size=layout.pp,
-                precision=layout.precision,
-                engine=EngineConfig(
-                    max_num_seqs=settings.max_num_seqs,
-                    max_num_batched_tokens=settings.max_num_batched_tokens,
-                    max_model_len=request.input_len + request.output_len,
-                    kv_cache_dtype=layout.kv_cache_dtype,
-                    enable_prefix_caching=settings.enable_prefix_caching,
-                    enable_chunked_prefill=settings.enable_chunked_prefill,
-                ),
-            )
-        ),
+        uncertain_because=list(prediction.uncertain_because),
+        vllm_command=vllm_command,
+        launch_command=launch_command(request.engine, model, layout, engine_config),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
     )
@@ -129,3 +142,23 @@ def usd_per_hour_bound(
     replicas = max(needed, 1) + demand.spare_replicas
     groups = math.ceil(replicas / max(layout.dp, 1))
     return groups * layout.nodes * usd_per_instance_hour
+
+
+def launch_command(engine: str, model: str, layout: LayoutCandidate, config: EngineConfig) -> str:
+    """The command that starts one replica of ``layout`` on ``engine``."""
+    family = config.family
+    common = {
+        "model": model,
+        "tensor_parallel_size": layout.tp,
+        "pipeline_parallel_size": layout.pp,
+        "precision": layout.precision,
+        "engine": config,
+    }
+    if family == "sglang":
+        return sglang_launch_command(SglangServeConfig(**common))
+    if family == "trtllm":
+        try:
+            return trtllm_serve_command(TrtllmServeConfig(**common))
+        except InvalidInputError as exc:
+            return f"# {exc}"
+    return vllm_serve_command(VllmServeConfig(**common))

@@ -245,6 +245,7 @@ def _rejected_base(layout: LayoutCandidate) -> dict[str, Any]:
         "dp": layout.dp,
         "precision": layout.precision,
         "kv_cache_dtype": layout.kv_cache_dtype,
+        "moe_layout": layout.moe_label.strip(),
     }
 
 
@@ -269,6 +270,8 @@ def _prediction_key(
         hardware,
         layout.tp,
         layout.pp,
+        layout.attention_dp,
+        layout.expert_parallel,
         layout.precision,
         layout.kv_cache_dtype,
         settings,
@@ -295,6 +298,8 @@ def _replica_layouts(layouts: Sequence[LayoutCandidate]) -> list[Any]:
             layout.instance,
             layout.tp,
             layout.pp,
+            layout.attention_dp,
+            layout.expert_parallel,
             layout.precision,
             layout.kv_cache_dtype,
         )
@@ -318,7 +323,7 @@ def _best_per_configuration(
     seen_layouts: set[tuple[Any, ...]] = set()
     for rec in ranked:
         key = (rec.instance, rec.precision, rec.kv_cache_dtype)
-        layout_key = (*key, rec.tp, rec.pp)
+        layout_key = (*key, rec.tp, rec.pp, rec.attention_dp, rec.expert_parallel)
         if key not in best:
             best[key] = rec
             kept.append(rec)
