@@ -33,6 +33,7 @@ from planner.perf.model import PerformanceModel
 from planner.perf.uncertainty import CALIBRATION_FILE
 from planner.perf.validation import (
     SCHEMES,
+    SUMMARY_FILE,
     HeldOut,
     calibrate_interval_multipliers,
     cross_validate,
@@ -53,6 +54,7 @@ LIMIT_MOE = 0.30
 LIMIT_COVERAGE = 0.65
 #: the folds whose figures the README and the Benchmarks page quote, in this order
 HEADLINE_SCHEMES = ("source", "class", "random")
+
 DEFAULT_SCHEMES = ("source", "class", "gpu", "model", "random")
 
 
@@ -70,6 +72,12 @@ def register(subparsers: Any) -> None:
         "--public-only", action="store_true", help="use the public results only, not user runs"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--write-summary",
+        action="store_true",
+        help=f"write the headline figures of the folds run to {SUMMARY_FILE.name} (what the "
+        "Benchmarks page shows)",
+    )
     parser.add_argument(
         "--calibrate-intervals",
         action="store_true",
@@ -183,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
             )
     if calibration is not None:
         _write_calibration(calibration, report)
+    if args.write_summary:
+        _write_summary(report)
     if args.json:
         print(json.dumps(report, indent=2, default=float))
         return 0
@@ -266,6 +276,47 @@ def _write_calibration(multipliers: list[float], report: dict[str, Any]) -> None
         "as_of": date.today().isoformat(),
     }
     Path(CALIBRATION_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def _write_summary(report: dict[str, Any]) -> None:
+    keep = (
+        "title",
+        "median_ape_output_tok_per_s",
+        "p90_ape_output_tok_per_s",
+        "median_ape_output_tok_per_s_moe",
+        "median_ape_output_tok_per_s_dense",
+        "interval_coverage_80",
+        "interval_coverage_80_moe",
+        "vllm_median",
+        "sglang_median",
+        "trtllm_median",
+        "vllm_coverage",
+        "sglang_coverage",
+        "trtllm_coverage",
+    )
+    payload = {
+        "as_of": date.today().isoformat(),
+        "command": "python -m planner validate --public-only --write-summary",
+        "fitted_rows": report["rows"],
+        "stored_rows": report["stored_rows"],
+        "predicted_rows": report["predicted_rows"],
+        "schemes": {
+            scheme: {k: entry[k] for k in keep}
+            | {
+                "groups": [
+                    {k: r[k] for k in ("engine", "group", "rows", "coverage")}
+                    | {
+                        "median": r["output_tok_per_s_median"],
+                        "p90": r["output_tok_per_s_p90"],
+                    }
+                    for r in entry["rows"]
+                    if r["engine"] == "all" or r["group"] == "all"
+                ]
+            }
+            for scheme, entry in report["schemes"].items()
+        },
+    }
+    Path(SUMMARY_FILE).write_text(json.dumps(payload, indent=1, default=float) + "\n")
 
 
 def _roofline_median(

@@ -26,9 +26,12 @@ throughput falls inside the predicted 80% interval.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -407,3 +410,37 @@ def calibrate_interval_multipliers(held: Sequence[HeldOut], target: float = 0.8)
     for n in range(1, len(out)):
         out[n] = max(out[n], out[n - 1])
     return out
+
+
+#: the headline held-out figures ``python -m planner validate --write-summary`` writes
+SUMMARY_FILE = Path(__file__).resolve().parents[2] / "data" / "validation_summary.json"
+
+
+def validation_summary(path: Path | None = None) -> dict[str, Any] | None:
+    """The stored held-out figures (None when the file is missing or unreadable)."""
+    try:
+        loaded = json.loads((path or SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row a fold: its median, p90, MoE and dense medians, per-engine medians, coverage
+    (fractions; NaN where a fold has no such rows)."""
+    rows = []
+    for entry in summary.get("schemes", {}).values():
+        rows.append(
+            {
+                "fold": entry["title"],
+                "median": entry["median_ape_output_tok_per_s"],
+                "p90": entry["p90_ape_output_tok_per_s"],
+                "MoE median": entry["median_ape_output_tok_per_s_moe"],
+                "dense median": entry["median_ape_output_tok_per_s_dense"],
+                "vLLM": entry["vllm_median"],
+                "SGLang": entry["sglang_median"],
+                "TensorRT-LLM": entry["trtllm_median"],
+                "80% interval coverage": entry["interval_coverage_80"],
+            }
+        )
+    return rows
