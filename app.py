@@ -12,8 +12,10 @@ import streamlit as st
 from pages.common.navigation import ensure_app_navigation
 from pages.common.resources import get_catalog
 from pages.common.scenario import SCENARIO_KEY, scenario_sidebar
+from pages.common.url_params import remember_url
 
 ensure_app_navigation()
+remember_url()  # the link as sent, before a widget corrects it
 st.set_page_config(layout="wide", page_title="Servewise", page_icon=":material/bolt:")
 
 # One flat menu along the top, in the order a planning meeting walks through it. URL paths
@@ -29,6 +31,7 @@ PAGES = [
     st.Page("pages/cost.py", title="Cost", icon=":material/payments:"),
     st.Page("pages/benchmarks.py", title="Benchmarks", icon=":material/speed:"),
     st.Page("pages/verify.py", title="Verify", icon=":material/fact_check:"),
+    st.Page("pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
     st.Page("pages/data.py", title="Data", icon=":material/table:"),
 ]
 

@@ -1,9 +1,13 @@
 """Command line: ``python -m benchmarks_runner run|sweep|search|import|diagnose ...``.
 
-Exit codes: 0 the run completed (even if some requests failed); 130 cancelled by SIGINT (run
-files written, status ``cancelled``); 2 bad configuration; 3 endpoint unusable (unreachable,
-model not served, probe failed, auth); 4 the run was aborted (error rate above
-``--max-error-rate``). Every non-zero exit prints one line ``error: <reason>`` on stderr.
+Exit codes: 0 the run completed (some requests may have failed, at most
+``--max-failed-share`` of them); 130 cancelled by SIGINT, 143 by SIGTERM (run files written,
+status ``cancelled``); 2 bad configuration; 3 endpoint unusable before the run (unreachable,
+model not served, probe failed, auth); 4 the run failed: the endpoint was lost mid-run, no
+request succeeded, more than ``--max-failed-share`` of them failed, or the error rate went
+above ``--max-error-rate`` (run files written with every row collected, status ``failed`` and
+the reason). Every non-zero exit prints one line ``error: <reason>`` on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import signal
 import sys
@@ -20,7 +25,7 @@ from typing import Any
 
 from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import BenchmarkError, ConfigError
-from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark
+from benchmarks_runner.runner import ProgressSnapshot, RunResult, check_endpoint, run_benchmark
 from benchmarks_runner.workload import (
     TRACE_FORMATS,
     RequestSpec,
@@ -30,20 +35,24 @@ from benchmarks_runner.workload import (
     with_arrivals,
     workload_record,
 )
-from planner.errors import InvalidInputError
+from planner.commands.args import (
+    ArgumentError,
+    OneLineParser,
+    fraction,
+    number,
+    positive_int,
+    print_error,
+)
+from planner.credentials import parse_endpoint_url
+from planner.errors import InvalidInputError, PlannerError
+from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
+EXIT_TERMINATED = 143
 EXIT_ABORTED = 4
-
-
-class _ArgError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, no usage dump
-        raise _ArgError(message)
+EXIT_BUG = 1
+TOKENS = positive_int(MAX_REQUEST_TOKENS)
 
 
 def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
@@ -66,7 +75,7 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
 
 def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     g = p.add_argument_group("workload")
-    g.add_argument("--input-len", type=int, default=None)
+    g.add_argument("--input-len", type=TOKENS, default=None)
     g.add_argument(
         "--input-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
@@ -75,7 +84,7 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
         "(as the dashboard's sidebar)"
     )
     g.add_argument("--input-spread", type=float, default=0.0, help=spread_help)
-    g.add_argument("--output-len", type=int, default=None)
+    g.add_argument("--output-len", type=TOKENS, default=None)
     g.add_argument(
         "--output-dist", choices=["fixed", "uniform", "normal", "lognormal"], default="fixed"
     )
@@ -87,7 +96,7 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
         help="fraction of each prompt shared with its prefix group",
     )
     g.add_argument("--prefix-groups", type=int, default=1)
-    g.add_argument("--num-requests", type=int, default=None)
+    g.add_argument("--num-requests", type=positive_int(10_000_000), default=None)
     g.add_argument("--trace", type=Path, default=None)
     g.add_argument("--trace-format", choices=list(TRACE_FORMATS), default=None)
     g.add_argument(
@@ -107,8 +116,26 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     )
     lg.add_argument("--warmup", type=int, default=0)
     lg.add_argument("--duration-s", type=float, default=None)
-    lg.add_argument("--max-error-rate", type=float, default=None)
-    lg.add_argument("--seed", type=int, default=0)
+    lg.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        help="abort the run once more than this share of requests failed (after 20)",
+    )
+    lg.add_argument(
+        "--max-failed-share",
+        type=float,
+        default=0.5,
+        help="a run that went to its end with more than this share of failed requests is "
+        "'failed' (exit 4); default 0.5",
+    )
+    lg.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="draws lengths, arrivals and prompt text (default: lengths and arrivals from 0, "
+        "prompts fresh each run)",
+    )
     o = p.add_argument_group("request and output")
     o.add_argument("--no-ignore-eos", action="store_true")
     o.add_argument("--no-min-tokens", action="store_true")
@@ -125,7 +152,13 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
     o.add_argument("--no-server-metrics", action="store_true")
     o.add_argument("--metrics-path", default="/metrics")
     o.add_argument("--label", default=None)
-    o.add_argument("--plan", type=Path, default=None, help="JSON file of the plan verified")
+    o.add_argument(
+        "--plan",
+        default=None,
+        metavar="FILE[#RANK]",
+        help="the plan verified: a JSON plan file, or FILE#N, the recommendation ranked N in a "
+        "saved 'python -m planner recommend --json'",
+    )
     o.add_argument(
         "--runs-dir",
         type=Path,
@@ -136,11 +169,11 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m benchmarks_runner",
         description="Drive an OpenAI-compatible endpoint and store what it measures.",
     )
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     run = sub.add_parser("run", help="one benchmark run")
     _add_endpoint_args(run)
     _add_workload_args(run, load=True)
@@ -159,10 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     se = sub.add_parser("search", help="highest request rate that meets the --goodput SLOs")
     _add_endpoint_args(se)
     _add_workload_args(se, load=False)
-    se.add_argument("--attainment", type=float, default=0.9)
-    se.add_argument("--start-rate", type=float, default=1.0)
-    se.add_argument("--max-rate", type=float, default=1000.0)
-    se.add_argument("--max-runs", type=int, default=8)
+    rate = number(low=0, high=1_000_000, low_open=True)
+    se.add_argument("--attainment", type=fraction(), default=0.9)
+    se.add_argument("--start-rate", type=rate, default=1.0)
+    se.add_argument("--max-rate", type=rate, default=1000.0)
+    se.add_argument("--max-runs", type=positive_int(1_000), default=8)
     dg = sub.add_parser(
         "diagnose",
         help="a run, a result file or a live endpoint against the ten ways a cluster wastes money",
@@ -176,9 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dg.add_argument("--base-url", default=None, help="watch this live endpoint's /metrics instead")
     dg.add_argument(
-        "--duration", type=float, default=60.0, help="seconds to watch the endpoint (--base-url)"
+        "--duration",
+        type=number(low=0, high=7 * 86_400, low_open=True),
+        default=60.0,
+        help="seconds to watch the endpoint (--base-url)",
     )
-    dg.add_argument("--interval-s", type=float, default=1.0, help="seconds between scrapes")
+    dg.add_argument(
+        "--interval-s",
+        type=number(low=0, high=3_600, low_open=True),
+        default=1.0,
+        help="seconds between scrapes",
+    )
     dg.add_argument("--metrics-path", default="/metrics")
     dg.add_argument(
         "--api-key-env", default=None, help="name of the environment variable holding the API key"
@@ -202,6 +244,31 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where run files go (default: the dashboard's, <SERVEWISE_USER_DATA_DIR>/runs)",
     )
+    ip = im.add_argument_group(
+        "plan",
+        "what the tool measured, so the run calibrates the model: --plan FILE[#RANK], or --gpu "
+        "with the layout and engine flags",
+    )
+    ip.add_argument(
+        "--plan",
+        default=None,
+        metavar="FILE[#RANK]",
+        help="a JSON plan file, or FILE#N: the recommendation ranked N in a saved "
+        "'python -m planner recommend --json'",
+    )
+    ip.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
+    ip.add_argument("--tp", type=positive_int(1024), default=1)
+    ip.add_argument("--pp", type=positive_int(1024), default=1)
+    ip.add_argument("--precision", default="bf16")
+    ip.add_argument("--engine", default="vllm")
+    ip.add_argument("--engine-version", default=None)
+    ip.add_argument("--instance", default=None, help="catalog instance (its GPU links)")
+    ip.add_argument("--max-num-seqs", type=positive_int(1_000_000), default=None)
+    ip.add_argument("--max-num-batched-tokens", type=positive_int(100_000_000), default=None)
+    ip.add_argument("--kv-cache-dtype", default=None)
+    ip.add_argument(
+        "--plan-model", default=None, help="Hugging Face id (default: the model the tool names)"
+    )
     return p
 
 
@@ -215,12 +282,46 @@ def _parse_kv(items: list[str], what: str, sep: str) -> dict[str, str]:
     return out
 
 
+def _parse_goodput(items: list[str]) -> dict[str, float]:
+    """``ttft:500 tpot:50`` as milliseconds by SLO name; ConfigError naming a bad item."""
+    out = {}
+    for key, text in _parse_kv(items, "--goodput", ":").items():
+        allowed = "KEY:MS with KEY one of ttft, tpot, e2el and MS a number of ms > 0"
+        if key not in ("ttft", "tpot", "e2el"):
+            raise ConfigError(f"--goodput={key}:{text} is not allowed: {allowed}")
+        try:
+            out[key] = finite_number("--goodput", text, low=0, low_open=True)
+        except InvalidInputError:
+            raise ConfigError(f"--goodput={key}:{text} is not allowed: {allowed}") from None
+    return out
+
+
+def _option_error(exc: ConfigError) -> ConfigError:
+    """A configuration error in the words of the command line: ``read_timeout_s=-1: ...``
+    becomes ``--read-timeout-s=-1: ...``."""
+    text = str(exc)
+    match = re.match(r"([a-z][a-z_]*)(\.[a-z_]+)?=", text)
+    if match is None:
+        return exc
+    field = match.group(1)
+    option = _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+    return ConfigError(option + text[len(field) :])
+
+
+_OPTION_OF_FIELD = {
+    "goodput_slos_ms": "--goodput",
+    "metrics_url": "--metrics-path",
+    "api": "--endpoint",
+    "base_url": "--base-url",
+}
+
+
 def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
     trace = getattr(args, "trace", None)
     conc = getattr(args, "concurrency", None)
     rate = getattr(args, "request_rate", None)
     load = "trace" if trace else ("rate" if rate is not None else "concurrency")
-    slos = {k: float(v) for k, v in _parse_kv(args.goodput, "--goodput", ":").items()}
+    slos = _parse_goodput(args.goodput)
     try:
         percentiles = [float(x) for x in args.percentiles.split(",") if x.strip()]
     except ValueError:
@@ -269,7 +370,9 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
         warmup=args.warmup,
         duration_s=args.duration_s,
         max_error_rate=args.max_error_rate,
-        seed=args.seed,
+        max_failed_share=args.max_failed_share,
+        seed=args.seed or 0,
+        prompt_seed=args.seed,
         ignore_eos=not args.no_ignore_eos,
         use_min_tokens=not args.no_min_tokens,
         temperature=args.temperature,
@@ -282,7 +385,10 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
         workload=workload,
     )
     fields.update(override)
-    return make_run_config(**fields)
+    try:
+        return make_run_config(**fields)
+    except ConfigError as exc:
+        raise _option_error(exc) from None
 
 
 def length_distributions(
@@ -336,7 +442,7 @@ def specs_from_args(args: argparse.Namespace, config: RunConfig) -> list[Request
             out_d,
             prefix_share=args.prefix_share,
             num_prefix_groups=args.prefix_groups,
-            seed=args.seed,
+            seed=args.seed or 0,
         )
     except ValueError as exc:
         raise ConfigError(f"workload: {str(exc).splitlines()[0]}") from None
@@ -389,7 +495,7 @@ def print_summary(result: RunResult) -> None:
     print("=" * 18 + " Serving Benchmark Result " + "=" * 18)
     rows = [
         ("Run", result.run_id),
-        ("Status", result.status),
+        ("Status", result.status if result.error is None else f"{result.status}: {result.error}"),
         ("Successful requests", s.get("completed")),
         ("Failed requests", s.get("failed")),
         ("Benchmark duration (s)", s.get("duration")),
@@ -416,36 +522,44 @@ def print_summary(result: RunResult) -> None:
     print(f"run files: {result.run_dir}")
 
 
+#: The signal that cancelled the last run (SIGINT or SIGTERM), None when none did.
+_cancelled_by: list[signal.Signals] = []
+
+
 async def _with_sigint(coro_factory: Any) -> Any:
+    """Run with SIGINT and SIGTERM cancelling the run (its rows are kept, its files written)."""
     loop = asyncio.get_running_loop()
     cancel = asyncio.Event()
-    installed = False
-    try:
-        loop.add_signal_handler(signal.SIGINT, cancel.set)
-        installed = True
-    except (NotImplementedError, RuntimeError):
-        pass
+    installed: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not _cancelled_by:
+            _cancelled_by.append(sig)
+        cancel.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
     try:
         return await coro_factory(cancel)
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
-def _load_plan(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--plan {path}: cannot read a JSON object ({exc})") from None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"--plan {path}: must hold a JSON object")
-    return obj
+def _load_plan(reference: str | None) -> dict[str, Any] | None:
+    from benchmarks_runner.plans import load_plan
+
+    return None if reference is None else load_plan(reference)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if args.trace is not None and config.preflight:
+        asyncio.run(check_endpoint(config))  # before reading a trace that may be large
     specs = specs_from_args(args, config)
     plan = _load_plan(args.plan)
     bar = ProgressBar(not args.no_progress)
@@ -461,8 +575,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         shutil.copyfile(result.result_json_path, args.result_json)
     print_summary(result)
     if result.status == "cancelled":
-        print("error: cancelled by SIGINT; rows collected so far are kept", file=sys.stderr)
-        return EXIT_CANCELLED
+        sig = _cancelled_by[0] if _cancelled_by else signal.SIGINT
+        print(f"error: cancelled by {sig.name}; rows collected so far are kept", file=sys.stderr)
+        return EXIT_TERMINATED if sig == signal.SIGTERM else EXIT_CANCELLED
     if result.status == "failed":
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_ABORTED
@@ -502,7 +617,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_search(args: argparse.Namespace) -> int:
     from benchmarks_runner.sweep import search_max_rate
 
-    slos = {k: float(v) for k, v in _parse_kv(args.goodput, "--goodput", ":").items()}
+    slos = _parse_goodput(args.goodput)
     if not slos:
         raise ConfigError("--goodput is required for search, e.g. --goodput ttft:500 tpot:50")
     base = config_from_args(
@@ -528,10 +643,42 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from benchmarks_runner.importers import import_file
+    from benchmarks_runner.importers import read_file, write_run
+    from benchmarks_runner.plans import checked_plan, plan_from_flags
+    from planner.catalog import load_catalog
+    from planner.run_files import read_run_dir
+    from planner.runs import calibration_problem
+    from planner.settings import get_settings
 
-    for run_dir in import_file(args.format, args.file, args.runs_dir):
+    if args.plan is not None and args.gpu is not None:
+        raise ConfigError("--plan and --gpu: give the plan one way, not both")
+    runs = read_file(args.format, args.file)  # every run checked before one is written
+    plan = _load_plan(args.plan)
+    if plan is None and args.gpu is not None:
+        plan = plan_from_flags(
+            model=args.plan_model or "",
+            gpu=args.gpu,
+            tp=args.tp,
+            pp=args.pp,
+            precision=args.precision,
+            engine=args.engine,
+            engine_version=args.engine_version,
+            instance=args.instance,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            kv_cache_dtype=args.kv_cache_dtype,
+        )
+    if plan is not None:
+        if args.plan_model:
+            plan["model"] = args.plan_model
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        plan = checked_plan(plan, catalog, model=runs[0].model)
+    for run in runs:
+        run_dir = write_run(args.runs_dir, run, plan)
         print(run_dir)
+        problem = calibration_problem(read_run_dir(run_dir))
+        status = "a calibration point" if problem is None else f"not a calibration point: {problem}"
+        print(f"{run_dir.name}: {status}", file=sys.stderr)
     return 0
 
 
@@ -548,6 +695,12 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
     if (args.source is None) == (args.base_url is None):
         raise ConfigError("diagnose needs a run directory or result file, or --base-url URL")
+    endpoint = None
+    if args.base_url is not None:  # checked before the model is fitted; its user info leaves
+        try:
+            endpoint = parse_endpoint_url(args.base_url, "--base-url")
+        except InvalidInputError as exc:
+            raise ConfigError(str(exc)) from None
     plan = read_plan(args.plan)
     try:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
@@ -556,22 +709,21 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             print("fitting the performance model for the what-ifs ...", file=sys.stderr)
             model = get_performance_model(catalog)
         results: list[Diagnosis] = []
-        if args.base_url is not None:
+        if endpoint is not None:
             api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-            print(f"watching {args.base_url}{args.metrics_path} for {args.duration:g} s ...",
+            print(f"watching {endpoint.url}{args.metrics_path} for {args.duration:g} s ...",
                   file=sys.stderr)  # fmt: skip
             samples, watched = asyncio.run(
                 watch_endpoint(
-                    args.base_url,
+                    endpoint.url,
                     args.duration,
                     interval_s=args.interval_s,
                     metrics_path=args.metrics_path,
                     api_key=api_key,
+                    basic_auth=endpoint.basic_auth,
                 )
             )
-            ev = evidence_from_scrape(
-                samples, duration_s=watched, base_url=args.base_url, plan=plan
-            )
+            ev = evidence_from_scrape(samples, duration_s=watched, base_url=endpoint.url, plan=plan)
             results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
         else:
             with scratch_dir() as scratch:
@@ -606,15 +758,18 @@ def main(argv: list[str] | None = None) -> int:
             "diagnose": _cmd_diagnose,
         }[args.command]
         return handler(args)
-    except _ArgError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ArgumentError, PlannerError) as exc:
+        print_error(str(exc))
         return 2
     except BenchmarkError as exc:
-        print(
-            f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-            file=sys.stderr,
-        )
+        print_error(str(exc) or type(exc).__name__)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        print_error("interrupted")
         return EXIT_CANCELLED
+    except OSError as exc:  # a file named on the command line cannot be read or written
+        print_error(f"{exc.filename or 'file'}: {exc.strerror or exc}")
+        return 2
+    except Exception as exc:  # a bug: still one line, never a traceback
+        print_error(f"unexpected {type(exc).__name__}: {exc} (please report this)")
+        return EXIT_BUG

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from benchmarks_runner.errors import ConfigError
+from planner.credentials import is_credential_header, parse_endpoint_url
+from planner.errors import InvalidInputError
 
 Api = Literal["completions", "chat"]
 LoadPattern = Literal["concurrency", "rate", "trace"]
@@ -24,7 +26,13 @@ class RunConfig(BaseModel):
     ``base_url`` is the server root without ``/v1`` (as in ``vllm bench serve --base-url``).
     The API key comes from ``api_key`` or from the environment variable ``api_key_env``; it is
     sent as ``Authorization: Bearer`` and never written to run files, logs or exports
-    (:meth:`public_dict`).
+    (:meth:`public_dict`). User info in ``base_url`` (``http://user:pass@host``) is taken out
+    on validation: ``base_url`` keeps the URL without it and ``basic_auth`` the
+    ``Authorization: Basic`` value sent instead (never stored, like the key).
+
+    ``seed`` draws the lengths and arrivals; ``prompt_seed`` the prompt text (None: a fresh one
+    each run, recorded in run.json, so a second run does not hit the prefix cache the first one
+    filled; give one to send the same prompts again).
 
     ``continuous_usage_stats`` (vLLM's per-chunk usage) is off by default so the request body
     is the one ``vllm bench serve`` sends; turn it on to get exact per-chunk token deltas from
@@ -32,13 +40,14 @@ class RunConfig(BaseModel):
     ``usage`` either way).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     base_url: str = Field(min_length=1)
     model: str = Field(min_length=1)
     api: Api = "completions"
     api_key: SecretStr | None = None
     api_key_env: str | None = None
+    basic_auth: SecretStr | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     tls_verify: bool = True
     tls_ca_file: str | None = None
@@ -56,8 +65,12 @@ class RunConfig(BaseModel):
     warmup: int = Field(default=0, ge=0, le=100_000)
     duration_s: float | None = Field(default=None, gt=0, le=7 * 86_400)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    #: A run that went to its end with more than this share of its requests failed is
+    #: ``failed`` (None: any share but all): it measured the failures, not the serving.
+    max_failed_share: float | None = Field(default=0.5, ge=0, le=1)
     min_requests_for_error_rate: int = Field(default=20, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0)
+    prompt_seed: int | None = Field(default=None, ge=0)
 
     ignore_eos: bool = True
     use_min_tokens: bool = True
@@ -75,10 +88,27 @@ class RunConfig(BaseModel):
     label: str | None = None
     workload: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _user_info_to_header(cls, data: Any) -> Any:
+        """``http://user:pass@host`` -> ``http://host`` and an ``Authorization: Basic``."""
+        if not isinstance(data, dict) or not isinstance(data.get("base_url"), str):
+            return data
+        try:
+            parsed = parse_endpoint_url(data["base_url"])
+        except InvalidInputError as exc:
+            raise ValueError(str(exc)) from None
+        if parsed.basic_auth is None:
+            return data
+        if data.get("api_key") or data.get("api_key_env"):
+            raise ValueError(
+                f"base_url={parsed.url!r} with user:password@: an API key is given too, and "
+                "only one of them can be the Authorization header; drop one of the two"
+            )
+        return {**data, "base_url": parsed.url, "basic_auth": parsed.basic_auth}
+
     @model_validator(mode="after")
     def _check_consistency(self) -> RunConfig:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url={self.base_url!r}: must start with http:// or https://")
         if self.load == "concurrency" and self.concurrency is None:
             raise ValueError(
                 "concurrency=None: load 'concurrency' needs concurrency >= 1 "
@@ -117,10 +147,21 @@ class RunConfig(BaseModel):
             return value
         return None
 
+    def resolved_basic_auth(self) -> str | None:
+        return self.basic_auth.get_secret_value() if self.basic_auth is not None else None
+
+    def secrets(self) -> list[str]:
+        """What must never be written: the key, the basic-auth value, the values of headers
+        whose names say they carry a credential."""
+        values = [self.resolved_api_key(), self.resolved_basic_auth()]
+        values += [v for k, v in self.headers.items() if is_credential_header(k)]
+        return [v for v in values if v]
+
     def public_dict(self) -> dict[str, Any]:
         """The configuration as written into run.json: no key, header values redacted."""
-        data = self.model_dump(mode="json", exclude={"api_key"})
+        data = self.model_dump(mode="json", exclude={"api_key", "basic_auth"})
         data["api_key_set"] = self.api_key is not None or bool(self.api_key_env)
+        data["basic_auth_set"] = self.basic_auth is not None
         data["headers"] = {k: "<redacted>" for k in self.headers}
         return data
 

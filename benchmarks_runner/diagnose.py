@@ -78,17 +78,17 @@ def load_runs(path: Path, scratch: Path) -> list[RunFiles]:
     return [read_run_dir(d) for d in import_file(fmt, path, scratch)]
 
 
-def read_plan(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
+def read_plan(reference: str | Path | None) -> dict[str, Any] | None:
+    """``--plan FILE[#RANK]`` (:func:`benchmarks_runner.plans.load_plan`), None without one."""
+    from benchmarks_runner.plans import load_plan
+
+    if reference is None:
         return None
-    try:
-        plan = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--plan {path}: not a readable JSON object ({exc})") from None
-    if not isinstance(plan, dict) or not plan.get("model") or not plan.get("gpu"):
+    plan = load_plan(reference)
+    if not plan.get("model") or not plan.get("gpu"):
         raise ConfigError(
-            f"--plan {path}: must be a JSON object with at least 'model' and 'gpu' (and 'tp', "
-            "'pp', 'instance', engine settings as the Verify page writes them)"
+            f"--plan {reference}: must be a JSON object with at least 'model' and 'gpu' (and "
+            "'tp', 'pp', 'instance', engine settings as the Verify page writes them)"
         )
     return plan
 
@@ -100,6 +100,7 @@ async def watch_endpoint(
     interval_s: float = 1.0,
     metrics_path: str = "/metrics",
     api_key: str | None = None,
+    basic_auth: str | None = None,
     progress: Any = None,
 ) -> tuple[list[MetricSample], float]:
     """Every ``vllm:`` sample of ``metrics_path`` (histogram buckets included), scraped every
@@ -112,7 +113,9 @@ async def watch_endpoint(
     if not interval_s > 0:
         raise ConfigError(f"--interval-s {interval_s}: must be > 0 seconds")
     samples: list[MetricSample] = []
-    async with EndpointClient(base_url, api_key=api_key, connect_timeout_s=5.0) as client:
+    async with EndpointClient(
+        base_url, api_key=api_key, basic_auth=basic_auth, connect_timeout_s=5.0
+    ) as client:
         t0 = time.monotonic()
         next_t = t0
         scrapes = 0

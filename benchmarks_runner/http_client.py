@@ -5,12 +5,14 @@ with the server pinned to one, aiohttp's C HTTP parser keeps up with several hun
 requests/s at concurrency 1024, where httpx's pure-Python h11 stack loses most of its
 throughput. Nothing else in the package imports aiohttp's client; swap it here if needed.
 
-Streaming semantics follow ``vllm bench serve`` (see domain.md): a request's start is taken
-just before the POST; every SSE message with non-empty ``choices`` is a chunk with one
-timestamp; the first is the first token, the last ends the request; ``usage`` is read from
-the last message that carries it (never summed). Per-chunk token deltas come from cumulative
-per-chunk usage when the server sends it (vLLM ``continuous_usage_stats``), else 1 per chunk
-with text. The API key travels only in the Authorization header and is never logged.
+Streaming semantics follow ``vllm bench serve`` of vLLM 0.33 (see domain.md): a request's
+start is taken just before the POST; every SSE message whose ``choices`` carry output is a
+chunk with one timestamp (on completions every ``choices`` message; on chat one with content,
+reasoning or a tool call, not the opening ``{"role": "assistant", "content": ""}``); the first
+is the first token, the last ends the request; ``usage`` is read from the last message that
+carries it (never summed). Per-chunk token deltas come from cumulative per-chunk usage when
+the server sends it (vLLM ``continuous_usage_stats``), else 1 per chunk with output. The
+API key travels only in the Authorization header and is never logged.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import json
 import json.scanner
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from benchmarks_runner.errors import AuthenticationFailed, EndpointUnreachable
+from planner.credentials import Scrubber, is_credential_header
 
 _perf = time.perf_counter
 
@@ -56,6 +60,8 @@ class StreamResult:
     http_status: int | None = None
     error: str | None = None
     per_chunk_usage: bool = False
+    #: the request failed below HTTP (refused, reset, cut mid-stream): maybe the endpoint is gone
+    transport_error: bool = False
 
     @property
     def ok(self) -> bool:
@@ -93,6 +99,7 @@ class EndpointClient:
         base_url: str,
         *,
         api_key: str | None = None,
+        basic_auth: str | None = None,
         headers: dict[str, str] | None = None,
         tls: TlsOptions | None = None,
         connect_timeout_s: float = 10.0,
@@ -103,7 +110,13 @@ class EndpointClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
+        self._basic_auth = basic_auth
         self._extra_headers = dict(headers or {})
+        # Error texts are what a server sends back: one that echoes headers would echo these.
+        self.scrubber = Scrubber(
+            [api_key, basic_auth]
+            + [v for k, v in self._extra_headers.items() if is_credential_header(k)]
+        )
         self._tls = tls or TlsOptions()
         self._timeout = aiohttp.ClientTimeout(
             total=request_timeout_s, sock_connect=connect_timeout_s, sock_read=read_timeout_s
@@ -146,6 +159,8 @@ class EndpointClient:
         h = {"Content-Type": "application/json", **self._extra_headers}
         if self._api_key:
             h["Authorization"] = f"Bearer {self._api_key}"
+        elif self._basic_auth:
+            h["Authorization"] = self._basic_auth
         if request_id is not None:
             h["x-request-id"] = request_id
         return h
@@ -166,7 +181,7 @@ class EndpointClient:
                 return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
             raise EndpointUnreachable(
-                f"cannot reach {url}: {one_line(str(exc) or type(exc).__name__)}"
+                f"cannot reach {url}: {self._one_line(str(exc) or type(exc).__name__, 300)}"
             ) from None
 
     async def get_json(
@@ -197,7 +212,7 @@ class EndpointClient:
                 body = await resp.read()
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
             raise EndpointUnreachable(
-                f"cannot reach {url}: {one_line(str(exc) or type(exc).__name__)}"
+                f"cannot reach {url}: {self._one_line(str(exc) or type(exc).__name__, 300)}"
             ) from None
         try:
             return resp.status, json.loads(body)
@@ -221,20 +236,25 @@ class EndpointClient:
                 result.http_status = resp.status
                 if resp.status != 200:
                     text = (await resp.content.read(2000)).decode(errors="replace")
-                    result.error = f"HTTP {resp.status}: {one_line(text, 200)}"
+                    result.error = f"HTTP {resp.status}: {self._one_line(text, 200)}"
                     return
-                await _consume_sse(resp, result, chat)
+                await _consume_sse(resp, result, chat, self._one_line)
         except asyncio.CancelledError:
             result.error = "cancelled before completion"
             raise
         except MalformedChunk as exc:
-            result.error = f"malformed SSE chunk: {one_line(str(exc), 120)}"
+            result.error = f"malformed SSE chunk: {self._one_line(str(exc), 120)}"
         except TimeoutError:
             result.error = "timeout: no data within the read timeout or request timeout"
         except (aiohttp.ClientError, OSError) as exc:
-            result.error = f"{type(exc).__name__}: {one_line(str(exc), 200)}"
+            result.error = f"{type(exc).__name__}: {self._one_line(str(exc), 200)}"
+            result.transport_error = True
         if result.error is None and not result.chunk_times:
             result.error = "no choices chunk received (HTTP 200 with an empty stream)"
+
+    def _one_line(self, text: str, limit: int) -> str:
+        """A server's text for a stored error: secrets out first, then cut to one line."""
+        return one_line(self.scrubber.text(text), limit)
 
 
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
@@ -252,8 +272,13 @@ def _decode(payload: bytes) -> Any:
     return obj
 
 
-async def _consume_sse(resp: aiohttp.ClientResponse, res: StreamResult, chat: bool) -> None:
-    parser = _SseParser(res, chat)
+async def _consume_sse(
+    resp: aiohttp.ClientResponse,
+    res: StreamResult,
+    chat: bool,
+    error_text: Callable[[str, int], str] = one_line,
+) -> None:
+    parser = _SseParser(res, chat, error_text)
     event = parser.event
     buf = b""
     async for data in resp.content.iter_any():
@@ -283,9 +308,12 @@ async def _consume_sse(resp: aiohttp.ClientResponse, res: StreamResult, chat: bo
 class _SseParser:
     """Turns SSE events into chunk timestamps, token deltas and usage on a StreamResult."""
 
-    __slots__ = ("chat", "last_cum", "res")
+    __slots__ = ("chat", "error_text", "last_cum", "res")
 
-    def __init__(self, res: StreamResult, chat: bool) -> None:
+    def __init__(
+        self, res: StreamResult, chat: bool, error_text: Callable[[str, int], str] = one_line
+    ) -> None:
+        self.error_text = error_text
         self.res = res
         self.chat = chat
         self.last_cum = 0
@@ -313,9 +341,22 @@ class _SseParser:
             if self.chat:
                 delta = c0.get("delta") or {}
                 content = delta.get("content")
-                text = content or delta.get("reasoning_content") or delta.get("reasoning")
+                # vLLM 0.33 streams reasoning in `reasoning` (older servers and other engines in
+                # `reasoning_content`); a tool-call delta is output too. An opening chunk with
+                # only the role (and empty content) is not.
+                output = (
+                    content
+                    or delta.get("reasoning")
+                    or delta.get("reasoning_content")
+                    or delta.get("tool_calls")
+                )
             else:
-                content = text = c0.get("text")
+                content = c0.get("text")
+                output = True  # every completions chunk counts, even an empty text (vLLM)
+            if not output:
+                if usage:  # per-chunk usage of a chunk that carries no output
+                    self._usage_only(usage)
+                return
             if res.first_chunk is None:
                 res.first_chunk = now
             if content and res.first_content is None:
@@ -332,17 +373,22 @@ class _SseParser:
                     if pt is not None:
                         res.prompt_tokens = pt
                     return
-            res.chunk_tokens.append(1 if text else 0)
+            res.chunk_tokens.append(1 if (content or self.chat) else 0)
             if not usage:
                 return
         elif obj.get("error") is not None:
             err = obj["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
-            res.error = f"server error in stream: {one_line(str(msg), 200)}"
+            res.error = f"server error in stream: {self.error_text(str(msg), 200)}"
         if usage:
-            pt = usage.get("prompt_tokens")
-            if pt is not None:
-                res.prompt_tokens = int(pt)
-            ct2 = usage.get("completion_tokens")
-            if ct2 is not None:
-                res.output_tokens = int(ct2)
+            self._usage_only(usage)
+
+    def _usage_only(self, usage: dict[str, Any]) -> None:
+        res = self.res
+        pt = usage.get("prompt_tokens")
+        if pt is not None:
+            res.prompt_tokens = int(pt)
+        ct = usage.get("completion_tokens")
+        if ct is not None:
+            res.output_tokens = int(ct)
+            self.last_cum = max(self.last_cum, int(ct))

@@ -7,8 +7,9 @@ counts and fit ``prompt_tokens = tokens_per_word * words + overhead_tokens``; pr
 then sized with that fit. After the run, the deviation between each request's
 server-reported prompt tokens and its target is reported in run.json ``tokenizer``.
 
-Shared prefixes: the text of a prefix group is a deterministic function of the group id, so
-every member starts with the same bytes. Trace block groups (``blocks:<size>:<ids>``) are
+Shared prefixes: the text of a prefix group is a deterministic function of the builder's seed
+and the group id, so every member starts with the same bytes (and another run's seed, other
+bytes). Trace block groups (``blocks:<size>:<ids>``) are
 built block by block, so two chains share exactly their common leading blocks.
 """
 
@@ -108,7 +109,7 @@ class PromptBuilder:
         block_words = self.calibration.words_for(block_tokens, with_overhead=False)
         out: list[str] = []
         for h in ids_s.split(","):
-            out.extend(_words(f"block-{h}", block_words))
+            out.extend(_words(f"block-{self.seed}-{h}", block_words))
             if len(out) >= words:
                 break
         return " ".join(out[:words])
@@ -121,7 +122,7 @@ class PromptBuilder:
             if group.startswith(BLOCK_GROUP_PREFIX):
                 text = self._block_prefix(group, words)
             else:
-                text = " ".join(_words(f"prefix-{group}", words))
+                text = " ".join(_words(f"prefix-{self.seed}-{group}", words))
             self._prefix_cache[key] = text
         return text
 

@@ -40,8 +40,14 @@ from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
 from benchmarks_runner.errors import BenchmarkError, EndpointStartError
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
-from benchmarks_runner.workload import RequestSpec, build_synthetic_specs, workload_record
+from benchmarks_runner.workload import (
+    RequestSpec,
+    build_synthetic_specs,
+    with_arrivals,
+    workload_record,
+)
 from planner.perf.scenario import Scenario
+from planner.perf.simulator import request_arrivals
 from planner.run_files import RUN_JSON, list_runs
 from planner.verification import verification_scenario
 from planner.workload import LengthDistribution
@@ -103,9 +109,12 @@ class VerificationRequest:
         )
 
     def specs(self) -> list[RequestSpec]:
-        return build_synthetic_specs(
+        """The requests the prediction simulates: its lengths and, at a rate, its arrivals."""
+        specs = build_synthetic_specs(
             self.num_requests, self.input_len, self.output_len, seed=self.seed
         )
+        arrivals = request_arrivals(self.scenario())
+        return specs if arrivals is None else with_arrivals(specs, arrivals.tolist())
 
     def scenario(self) -> Scenario:
         """The scenario the run is predicted by: this plan, these lengths, load and seed."""
@@ -126,6 +135,7 @@ class VerificationRequest:
                 coefficients=self.coefficients,
                 slowdown=self.slowdown,
                 faults=self.faults,
+                scenario=self.scenario(),
             )
         if self.endpoint == "vllm":
             if self.vllm_config is None:

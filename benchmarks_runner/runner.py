@@ -9,8 +9,12 @@ and ``trace`` (the specs' own arrival times, optional cap). Warm-up requests run
 are stored with ``warmup: true`` and excluded from the summary. The run stops when every spec
 was sent and finished, when ``duration_s`` has passed (no new request is sent; those in flight
 finish), when the error rate exceeds ``max_error_rate`` (in-flight requests are cancelled; run
-status ``failed``), or on cancel (in-flight requests cancelled and stored as errors; status
-``cancelled``). In every case run.json, the summary and result.json are written.
+status ``failed``), when the endpoint is lost (a request failed below HTTP and the endpoint no
+longer answers: status ``failed``, ``endpoint lost after N successful requests``), or on cancel
+(in-flight requests cancelled and stored as errors; status ``cancelled``). A run that went to
+its end is ``failed`` all the same when no request succeeded or more than
+``max_failed_share`` of them failed: its figures would measure the failures, not the serving.
+In every case run.json, the summary and result.json are written, with every row collected.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
+import secrets
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +39,7 @@ from benchmarks_runner.config import RunConfig
 from benchmarks_runner.errors import (
     BenchmarkError,
     EndpointError,
+    EndpointUnreachable,
     ModelNotServed,
     ProbeFailed,
 )
@@ -237,6 +244,8 @@ class _Run:
         self.loop_lags: list[float] = []
         self.scraper: MetricsScraper | None = None
         self._seq = 0
+        self._liveness: asyncio.Task[None] | None = None
+        self._last_liveness = -math.inf
 
     # ------------------------------------------------------------------ one request
 
@@ -270,6 +279,8 @@ class _Run:
         self.records.append(record)
         self.writer.append_requests([record])
         if warmup:
+            if res.transport_error:
+                self._check_endpoint_soon(record.error or "connection failed")
             return
         live = self.live
         live.done += 1
@@ -279,6 +290,8 @@ class _Run:
                 live.ttfts_ms.append((res.first_chunk - res.start) * 1000)
         else:
             live.failed += 1
+            if res.transport_error:
+                self._check_endpoint_soon(record.error or "connection failed")
             cfg = self.config
             if (
                 cfg.max_error_rate is not None
@@ -307,6 +320,32 @@ class _Run:
         self._record(spec, res, warmup, due, _perf())
 
     # ------------------------------------------------------------------ control
+
+    def _check_endpoint_soon(self, error: str) -> None:
+        """A request failed below HTTP: is the endpoint still there? (one check at a time, at
+        most one a second; a server that drops streams but answers stays in the run)."""
+        now = _perf()
+        running = self._liveness is not None and not self._liveness.done()
+        if self.stop_reason is not None or running or now - self._last_liveness < 1.0:
+            return
+        self._last_liveness = now
+        self._liveness = asyncio.get_running_loop().create_task(self._check_endpoint(error))
+
+    async def _check_endpoint(self, error: str) -> None:
+        try:
+            await self.client.get("/v1/models", timeout_s=min(5.0, self.config.connect_timeout_s))
+        except EndpointUnreachable:
+            live = self.live
+            self.stop(
+                f"endpoint lost after {live.done - live.failed} successful requests "
+                f"({live.done} of {self.total} finished); last error: {error}",
+                status="failed",
+            )
+
+    async def finish_checks(self) -> None:
+        if self._liveness is not None and not self._liveness.done():
+            self._liveness.cancel()
+            await asyncio.gather(self._liveness, return_exceptions=True)
 
     def stop(self, reason: str, *, status: str) -> None:
         """Stop sending and cancel in-flight requests (they are stored as errors)."""
@@ -478,6 +517,10 @@ async def run_benchmark(
     if specs:  # planned means at top level, as the store reads them
         public["input_len"] = round(sum(s.input_len for s in specs) / len(specs))
         public["output_len"] = round(sum(s.output_len for s in specs) / len(specs))
+        # the share of prompt tokens that are a prefix shared with other requests, as sent
+        # (a group's prefix is cut to its shortest prompt: less than the planned share)
+        shared = sum(s.prefix_len for s in specs if s.prefix_group)
+        public["shared_prefix_share"] = round(shared / max(1, sum(s.input_len for s in specs)), 4)
     writer.write_meta(
         endpoint={
             "base_url": config.root_url,
@@ -492,19 +535,9 @@ async def run_benchmark(
     )
     gc_state = _quiet_gc()
     try:
-        api_key = config.resolved_api_key()
-        client = EndpointClient(
-            config.root_url,
-            api_key=api_key,
-            headers=config.headers,
-            tls=TlsOptions(
-                config.tls_verify, config.tls_ca_file, config.tls_client_cert, config.tls_client_key
-            ),
-            connect_timeout_s=config.connect_timeout_s,
-            read_timeout_s=config.read_timeout_s,
-            request_timeout_s=config.request_timeout_s,
-        )
-        async with client:
+        for secret in config.secrets():
+            writer.scrubber.add(secret)
+        async with client_for(config) as client:
             return await _run_with_client(config, specs, writer, client, progress, cancel)
     except BenchmarkError as exc:
         writer.write_meta(status="failed", finished_at=utc_now_iso(), error=one_line(str(exc)))
@@ -524,6 +557,30 @@ async def run_benchmark(
     finally:
         _restore_gc(gc_state)
         writer.close()
+
+
+def client_for(config: RunConfig) -> EndpointClient:
+    """The endpoint client of a run (raises ConfigError when the key's variable is unset)."""
+    return EndpointClient(
+        config.root_url,
+        api_key=config.resolved_api_key(),
+        basic_auth=config.resolved_basic_auth(),
+        headers=config.headers,
+        tls=TlsOptions(
+            config.tls_verify, config.tls_ca_file, config.tls_client_cert, config.tls_client_key
+        ),
+        connect_timeout_s=config.connect_timeout_s,
+        read_timeout_s=config.read_timeout_s,
+        request_timeout_s=config.request_timeout_s,
+    )
+
+
+async def check_endpoint(config: RunConfig) -> EndpointInfo:
+    """The preflight of a run alone (does /v1/models list the model?): a run that must read a
+    large trace first learns in a second that the endpoint is not there. Raises what
+    :func:`preflight` raises."""
+    async with client_for(config) as client:
+        return await preflight(client, config.model)
 
 
 def _quiet_gc() -> tuple[int, int, int]:
@@ -554,13 +611,17 @@ async def _run_with_client(
     info = EndpointInfo([], False, None)
     if config.preflight:
         info = await preflight(client, config.model)
-    builder = PromptBuilder(Calibration(), seed=config.seed)
+    prompt_seed = config.prompt_seed
+    if prompt_seed is None:  # prompts of their own: no prefix-cache hits on an earlier run's
+        prompt_seed = secrets.randbits(31)
+    builder = PromptBuilder(Calibration(), seed=prompt_seed)
     features = ServerFeatures()
     notes: list[str] = []
     if config.preflight:
         calibration, features, notes = await probe_server(client, config, builder)
-        builder = PromptBuilder(calibration, seed=config.seed)
+        builder = PromptBuilder(calibration, seed=prompt_seed)
     tokenizer = builder.calibration.as_dict() | {
+        "prompt_seed": prompt_seed,
         "features_accepted": {
             "ignore_eos": features.ignore_eos,
             "min_tokens": features.min_tokens,
@@ -655,7 +716,16 @@ async def _run_with_client(
         for t in background:
             t.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-    if run.scraper is not None and run.status != "cancelled":
+        await run.finish_checks()
+    if run.status == "completed":
+        problem = run_outcome_problem([r for r in run.records if not r.warmup], config)
+        if problem is not None:
+            run.status, run.stop_reason = "failed", problem
+    if (
+        run.scraper is not None
+        and run.status != "cancelled"
+        and "endpoint lost" not in (run.stop_reason or "")
+    ):
         await run.scraper.scrape_once()  # final sample for counter deltas
     duration = phase_end - run.phase_start
     measured = [r for r in run.records if not r.warmup]
@@ -736,6 +806,30 @@ async def _run_with_client(
         run.stop_reason if run.status != "completed" else None,
         result,
     )
+
+
+def run_outcome_problem(records: Sequence[RequestRecord], config: RunConfig) -> str | None:
+    """Why a run that went to its end measured nothing usable, in words; None if it did.
+
+    No request measured, none succeeded, or more than ``config.max_failed_share`` failed.
+    """
+    if not records:
+        return "no request was measured"
+    failed = [r for r in records if not r.ok]
+    if not failed:
+        return None
+    common, times = Counter(r.error or "failed" for r in failed).most_common(1)[0]
+    why = f"most common error ({times}x): {common}"
+    if len(failed) == len(records):
+        return f"no request succeeded: {len(failed)} of {len(records)} failed; {why}"
+    share = len(failed) / len(records)
+    limit = config.max_failed_share
+    if limit is not None and share > limit:
+        return (
+            f"{len(failed)} of {len(records)} requests failed ({share:.0%}, more than the "
+            f"{limit:.0%} max_failed_share allows); {why}"
+        )
+    return None
 
 
 def run_benchmark_sync(

@@ -28,11 +28,14 @@ from typing import Any, Literal
 import numpy as np
 
 from benchmarks_runner.errors import TraceFormatError
+from planner.input_checks import MAX_REQUEST_TOKENS
 from planner.workload import LengthDistribution, draw_lengths
 
 TraceFormat = Literal["mooncake", "burstgpt", "azure", "csv"]
 TRACE_FORMATS: tuple[str, ...] = ("mooncake", "burstgpt", "azure", "csv")
 MOONCAKE_BLOCK_TOKENS = 512
+#: Tokens one request of a trace may ask for (the planner's limit of a request's length).
+MAX_TRACE_TOKENS = MAX_REQUEST_TOKENS
 BLOCK_GROUP_PREFIX = "blocks:"
 
 
@@ -175,32 +178,54 @@ class TraceRow:
     hash_ids: tuple[int, ...] = ()
 
 
-def _read_mooncake(path: Path) -> list[TraceRow]:
+def _finite(value: float, what: str) -> float:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{what}={value}: a finite number is required")
+    return value
+
+
+def _length(value: Any, what: str) -> int:
+    number = int(value)
+    if number != float(value) or abs(number) > MAX_TRACE_TOKENS:
+        raise ValueError(f"{what}={value}: a whole token count up to {MAX_TRACE_TOKENS:,}")
+    return number
+
+
+def _read_mooncake(path: Path, max_rows: int | None) -> list[TraceRow]:
     rows: list[TraceRow] = []
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
+            if max_rows is not None and len(rows) >= max_rows:
+                break
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
-                rows.append(
-                    TraceRow(
-                        float(obj["timestamp"]) / 1000.0,
-                        int(obj["input_length"]),
-                        int(obj["output_length"]),
-                        tuple(int(h) for h in obj.get("hash_ids") or ()),
-                    )
+                row = TraceRow(
+                    _finite(float(obj["timestamp"]), "timestamp") / 1000.0,
+                    _length(obj["input_length"], "input_length"),
+                    _length(obj["output_length"], "output_length"),
+                    tuple(int(h) for h in obj.get("hash_ids") or ()),
                 )
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
                 raise TraceFormatError(
                     f"{path}:{lineno}: not a Mooncake record (needs timestamp ms, "
                     f"input_length, output_length, hash_ids): {exc}"
                 ) from None
+            if row.input_len >= 1 and row.output_len >= 1:
+                rows.append(row)
     return rows
 
 
 def _read_csv(
-    path: Path, ts_col: str, in_col: str, out_col: str, fmt: str, *, datetime_ts: bool = False
+    path: Path,
+    ts_col: str,
+    in_col: str,
+    out_col: str,
+    fmt: str,
+    *,
+    datetime_ts: bool = False,
+    max_rows: int | None = None,
 ) -> list[TraceRow]:
     rows: list[TraceRow] = []
     with path.open(encoding="utf-8", newline="") as fh:
@@ -209,21 +234,27 @@ def _read_csv(
         missing = [c for c in (ts_col, in_col, out_col) if c not in fields]
         if missing:
             raise TraceFormatError(
-                f"{path}: not a {fmt} trace: missing column(s) {missing}; found {fields}"
+                f"{path}: not a {fmt} trace: missing column(s) {missing}; found {fields[:12]}"
             )
         first_dt: datetime | None = None
         for lineno, raw in enumerate(reader, 2):
-            rec = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+            if max_rows is not None and len(rows) >= max_rows:
+                break
+            rec = {k.strip(): (v or "").strip() for k, v in raw.items() if isinstance(k, str)}
             try:
                 if datetime_ts:
                     dt = _parse_datetime(rec[ts_col])
                     first_dt = first_dt or dt
                     ts = (dt - first_dt).total_seconds()
                 else:
-                    ts = float(rec[ts_col])
-                rows.append(TraceRow(ts, int(float(rec[in_col])), int(float(rec[out_col]))))
-            except (KeyError, ValueError) as exc:
+                    ts = _finite(float(rec[ts_col]), ts_col)
+                row = TraceRow(
+                    ts, _length(float(rec[in_col]), in_col), _length(float(rec[out_col]), out_col)
+                )
+            except (KeyError, ValueError, OverflowError) as exc:
                 raise TraceFormatError(f"{path}:{lineno}: bad {fmt} row: {exc}") from None
+            if row.input_len >= 1 and row.output_len >= 1:
+                rows.append(row)
     return rows
 
 
@@ -236,20 +267,50 @@ def _parse_datetime(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def read_trace(path: Path, fmt: TraceFormat) -> list[TraceRow]:
-    """Parse a trace file into rows with timestamps in seconds (unsorted, unshifted)."""
+def read_trace(path: Path, fmt: TraceFormat, *, max_rows: int | None = None) -> list[TraceRow]:
+    """Parse a trace file into rows with timestamps in seconds (unsorted, unshifted).
+
+    The file is streamed: with ``max_rows``, reading stops after that many usable rows (those
+    with input and output >= 1), the first of the file, whatever its size. Without it the whole
+    file is read, and a file larger than the setting ``SERVEWISE_MAX_TRACE_MB`` is refused.
+    """
     if not path.is_file():
         raise TraceFormatError(f"trace file {path} does not exist")
-    if fmt == "mooncake":
-        return _read_mooncake(path)
-    if fmt == "burstgpt":
-        return _read_csv(path, "Timestamp", "Request tokens", "Response tokens", fmt)
-    if fmt == "azure":
-        return _read_csv(
-            path, "TIMESTAMP", "ContextTokens", "GeneratedTokens", fmt, datetime_ts=True
-        )
-    if fmt == "csv":
-        return _read_csv(path, "timestamp", "input_tokens", "output_tokens", fmt)
+    if max_rows is None:
+        from planner.settings import get_settings
+
+        limit_mb = get_settings().max_trace_mb
+        if path.stat().st_size > limit_mb * 1e6:
+            raise TraceFormatError(
+                f"trace file {path} is {path.stat().st_size / 1e6:,.1f} MB: at most "
+                f"{limit_mb:g} MB are read whole (the setting SERVEWISE_MAX_TRACE_MB raises the "
+                "limit; --num-requests reads only the first requests of any size of file)"
+            )
+    try:
+        if fmt == "mooncake":
+            return _read_mooncake(path, max_rows)
+        if fmt == "burstgpt":
+            return _read_csv(
+                path, "Timestamp", "Request tokens", "Response tokens", fmt, max_rows=max_rows
+            )
+        if fmt == "azure":
+            return _read_csv(
+                path,
+                "TIMESTAMP",
+                "ContextTokens",
+                "GeneratedTokens",
+                fmt,
+                datetime_ts=True,
+                max_rows=max_rows,
+            )
+        if fmt == "csv":
+            return _read_csv(
+                path, "timestamp", "input_tokens", "output_tokens", fmt, max_rows=max_rows
+            )
+    except UnicodeDecodeError:
+        raise TraceFormatError(f"trace file {path}: not UTF-8 text") from None
+    except csv.Error as exc:
+        raise TraceFormatError(f"trace file {path}: not a well-formed CSV ({exc})") from None
     raise TraceFormatError(f"trace format {fmt!r} is not known; available: {TRACE_FORMATS}")
 
 
@@ -315,7 +376,10 @@ def load_trace(
     time_scale: float = 1.0,
     max_requests: int | None = None,
 ) -> list[RequestSpec]:
-    """Read a trace file and build timed specs (see :func:`specs_from_trace_rows`)."""
+    """Read a trace file and build timed specs (see :func:`specs_from_trace_rows`): the
+    first ``max_requests`` usable requests of the file (streamed), or all of them."""
     return specs_from_trace_rows(
-        read_trace(path, fmt), time_scale=time_scale, max_requests=max_requests
+        read_trace(path, fmt, max_rows=max_requests),
+        time_scale=time_scale,
+        max_requests=max_requests,
     )

@@ -14,6 +14,7 @@ from pages.common.runs import run_labels, run_request_latencies, runs_side_by_si
 from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.perf.validation import summary_rows, validation_summary
 from planner.store import MEASURED_COLUMNS
 
@@ -49,9 +50,7 @@ columns = st.columns(len(FILTERS))
 filtered = frame
 for column, (field, label) in zip(columns, FILTERS, strict=True):
     options = sorted(frame[field].dropna().unique().tolist(), key=str.lower)
-    chosen = column.multiselect(
-        label, options, key=f"bm_{field}", bind="query-params", placeholder="All"
-    )
+    chosen = bound(column.multiselect, label, options, key=f"bm_{field}", placeholder="All")
     if chosen:
         filtered = filtered[filtered[field].isin(chosen)]
 
@@ -113,12 +112,12 @@ if not labels:
         "No benchmark run is stored yet. Runs written by `python -m benchmarks_runner run` "
         "(or the dashboard) into the runs directory appear here."
     )
-chosen_runs = st.multiselect(
+chosen_runs = bound(
+    st.multiselect,
     "Runs",
     list(labels),
     default=list(labels)[:2],
     key="bm_runs",
-    bind="query-params",
     max_selections=6,
 )
 side_by_side = runs_side_by_side(runs, chosen_runs)

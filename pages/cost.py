@@ -18,6 +18,7 @@ from pages.common.tables import (
     utilisation_curves,
 )
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -39,12 +40,12 @@ with (
     result = recommendations(ref, get_store(ref), scenario)
 ranked = result.ranked if result else []
 labels = {deployment_label(rec): rec for rec in ranked[:30]}
-chosen = st.multiselect(
+chosen = bound(
+    st.multiselect,
     "Deployments",
     list(labels),
     default=list(labels)[:3],
     key="cost_deployments",
-    bind="query-params",
     help="The 30 cheapest of the Plan page's ranking.",
 )
 recs = [labels[label] for label in chosen]
@@ -66,30 +67,30 @@ elif ranked:
 else:
     default_avg, default_peak = 1.0, 2.0
 left, middle, right, spare_col = st.columns(4)
-shape = left.selectbox(
+shape = bound(
+    left.selectbox,
     "Shape of a day",
     ["business", "evening", "flat"],
     help="business: a working day peaking at 14:00; evening: consumer traffic peaking at "
     "20:00; flat: the average all day.",
     key="cost_shape",
-    bind="query-params",
 )
-avg_rps = middle.number_input(
+avg_rps = bound(
+    middle.number_input,
     "Average (requests/s)",
     min_value=0.01,
     value=float(default_avg),
     key="cost_avg",
-    bind="query-params",
 )
-peak_rps = right.number_input(
+peak_rps = bound(
+    right.number_input,
     "Peak (requests/s)",
     min_value=0.01,
     value=float(max(default_peak, default_avg)),
     key="cost_peak",
-    bind="query-params",
 )
-spares = spare_col.number_input(
-    "Spare replicas", min_value=0, max_value=16, value=1, key="cost_spares", bind="query-params"
+spares = bound(
+    spare_col.number_input, "Spare replicas", min_value=0, max_value=16, value=1, key="cost_spares"
 )
 if scenario.load_mode == "concurrency":
     st.caption(
@@ -97,7 +98,7 @@ if scenario.load_mode == "concurrency":
         "to serve at the peak and average concurrency. Change them freely."
     )
 if peak_rps < avg_rps:
-    st.error(f"Peak ({peak_rps:g}) is below the average ({avg_rps:g}): using the average.")
+    st.warning(f"Peak ({peak_rps:g}) is below the average ({avg_rps:g}): using the average.")
     peak_rps = avg_rps
 demand = demand_curve(str(shape), float(avg_rps), float(peak_rps))
 monthly = monthly_rows([], demand, int(spares))

@@ -13,6 +13,7 @@ from pages.common.navigation import ensure_app_navigation
 from pages.common.resources import get_catalog, get_store, runs_generation, settings
 from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.catalog.refresh import (
     DEFAULT_THRESHOLD_PCT,
     apply_refresh,
@@ -114,11 +115,11 @@ for tab, (name, frame) in zip(tabs, frames.items(), strict=True):
 st.header("Add or override prices, instances and GPUs")
 left, right = st.columns([1, 2])
 with left:
-    table = st.selectbox(
+    table = bound(
+        st.selectbox,
         "Table",
         list(TABLES),
         key="data_table",
-        bind="query-params",
     )
     st.download_button(
         f"Empty {TABLES[table].file} with its columns",

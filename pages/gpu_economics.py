@@ -23,6 +23,7 @@ from pages.common.tables import (
     spec_frame,
 )
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.cost import FIGURE_1_INSTANCES, gpu_economics
 
 ensure_app_navigation()
@@ -42,17 +43,17 @@ export_slot = st.container()
 regions = sorted({p.region for p in catalog.prices if p.pricing == scenario.pricing})
 left, middle, right = st.columns([1, 1, 2])
 default_region = settings().default_region
-region = left.selectbox(
+region = bound(
+    left.selectbox,
     "Region of the prices",
     regions or [default_region],
     index=regions.index(default_region) if default_region in regions else 0,
     key="econ_region",
-    bind="query-params",
 )
-figure_one = middle.toggle(
+figure_one = bound(
+    middle.toggle,
     "Figure 1 instances (2xlarge)",
     key="econ_fig1",
-    bind="query-params",
     help="Price L40S, A10G and L4 at g6e/g5/g6.2xlarge, as the brief's Figure 1 does, "
     "instead of each GPU's cheapest instance.",
 )
@@ -102,13 +103,13 @@ st.caption(
 left, right = st.columns(2)
 fig_tokens = token_cost_figure(costs, utilisation=utilisation)
 left.plotly_chart(fig_tokens, key="chart_tokens")
-metric = right.segmented_control(
+metric = bound(
+    right.segmented_control,
     "Compare $/token against",
     list(SPEC_METRICS),
     default="TFLOPS",
     required=True,
     key="econ_metric",
-    bind="query-params",
     help="TFLOPS: $ per dense BF16 TFLOP-hour; memory: $ per GB-hour; bandwidth: $ per "
     "(GB/s)-hour.",
 )

@@ -13,6 +13,7 @@ from pages.common.resources import get_catalog
 from pages.common.scenario import current_scenario
 from pages.common.tables import default_layouts, layout_label, memory_frame
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -27,34 +28,34 @@ st.caption(
 export_slot = st.container()
 
 left, middle, right = st.columns(3)
-kv_dtype = left.segmented_control(
+kv_dtype = bound(
+    left.segmented_control,
     "KV cache dtype",
     ["auto", "fp8"],
     default="auto",
     required=True,
     key="kv_dtype",
-    bind="query-params",
     help="auto: the weights' 16-bit type. fp8 halves the bytes per token.",
 )
-gpu_util = middle.slider(
+gpu_util = bound(
+    middle.slider,
     "gpu_memory_utilization",
     min_value=0.50,
     max_value=0.98,
     value=0.90,
     step=0.01,
     key="kv_gpu_util",
-    bind="query-params",
     help="vLLM's budget: the share of the GPU it may use for weights, activations and KV.",
 )
 default_concurrency = int(scenario.load_peak) if scenario.load_mode == "concurrency" else 32
-concurrency = right.number_input(
+concurrency = bound(
+    right.number_input,
     "Requests in flight per replica",
     min_value=1,
     max_value=4096,
     value=max(1, default_concurrency),
     step=1,
     key="kv_concurrency",
-    bind="query-params",
 )
 
 workload = scenario.workload()
@@ -70,12 +71,12 @@ if not labels:
         f"{scenario.model_id} fits no instance that passes the scenario's filters "
         "(providers, regions, pricing, precisions). The reasons are on the Plan page."
     )
-chosen = st.multiselect(
+chosen = bound(
+    st.multiselect,
     "Layouts",
     list(labels),
     default=[layout_label(layout) for layout in default_layouts(layouts)],
     key="kv_layouts",
-    bind="query-params",
     help="Default: on each GPU type, the smallest deployment that holds the model.",
 )
 selected = [labels[label] for label in chosen]

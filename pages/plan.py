@@ -21,6 +21,7 @@ from pages.common.resources import get_catalog, get_store
 from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.recommend import ranking_rows, rejected_rows
 from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
 
@@ -159,13 +160,13 @@ st.dataframe(
 
 st.subheader("Why not…?")
 instances = sorted(ref.catalog.instances)
-asked = st.selectbox(
+asked = bound(
+    st.selectbox,
     "Why not this instance?",
     instances,
     index=None,
     placeholder="Pick an instance",
     key="why",
-    bind="query-params",
 )
 if asked:
     for line in why_not(

@@ -17,17 +17,20 @@ import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
-from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
+from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
+from pages.common.diagnosis import HANDED_PLAN
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import performance_model, recommendations
 from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound, url_field
 from planner.catalog import PRECISIONS
-from planner.errors import RunFilesError
+from planner.credentials import parse_endpoint_url
+from planner.errors import PlannerError, RunFilesError
 from planner.perf.model import get_performance_model
 from planner.run_files import read_run_dir, run_signature
 from planner.runs import calibration_problem, run_to_measured_result
@@ -77,11 +80,6 @@ def run_files(run_dir: str, signature: str | None) -> dict[str, Any] | None:
     }
 
 
-def _bound(widget: Any, *args: Any, key: str, **kwargs: Any) -> Any:
-    """A widget whose value lives in the URL (a shared link reproduces the run's settings)."""
-    return widget(*args, key=key, bind="query-params", **kwargs)
-
-
 manager = run_manager(str(runs_dir))
 st.title("Verify")
 st.caption(
@@ -92,15 +90,17 @@ st.caption(
 
 # ----- the plan ----------------------------------------------------------------------------------
 st.subheader("Plan")
-source = st.segmented_control(
+handed = st.session_state.get(HANDED_PLAN)  # a fix's plan from the Diagnose page
+source = bound(
+    st.segmented_control,
     "Plan to verify",
-    ["Recommended", "Custom"],
+    ["Recommended", "Custom", *(["Diagnosis"] if handed else [])],
     default="Recommended",
     required=True,
     key="vf_source",
-    bind="query-params",
     help="Recommended: one of the Plan page's ranked plans for the scenario. Custom: any GPU "
-    "and layout for the scenario's model.",
+    "and layout for the scenario's model. Diagnosis: the plan a fix on the Diagnose page leads "
+    "to.",
 )
 plan: dict[str, Any] | None = None
 replicas, max_rps = 1, None
@@ -124,14 +124,17 @@ if source == "Recommended":
         rec = ranked[int(pick or 0)]
         plan = plan_from_recommendation(rec, scenario.model_id)
         replicas, max_rps = rec.replicas, rec.max_rps_per_replica
+elif source == "Diagnosis" and handed:
+    plan = dict(handed)
+    st.caption(f"From the diagnosis: {plan.get('derived_from', {}).get('diagnosis_fix', '')}")
 else:
     gpus = sorted(ref.catalog.gpus)
     cols = list(st.columns(4))
     default_gpu = gpus.index("H100-SXM") if "H100-SXM" in gpus else 0
-    gpu = cols[0].selectbox("GPU", gpus, default_gpu, key="vf_gpu", bind="query-params")
-    tp = cols[1].number_input("TP", 1, 64, 1, key="vf_tp", bind="query-params")
-    pp = cols[2].number_input("PP", 1, 64, 1, key="vf_pp", bind="query-params")
-    precision = cols[3].selectbox("Precision", PRECISIONS, key="vf_precision", bind="query-params")
+    gpu = bound(cols[0].selectbox, "GPU", gpus, default_gpu, key="vf_gpu")
+    tp = bound(cols[1].number_input, "TP", 1, 64, 1, key="vf_tp")
+    pp = bound(cols[2].number_input, "PP", 1, 64, 1, key="vf_pp")
+    precision = bound(cols[3].selectbox, "Precision", PRECISIONS, key="vf_precision")
     plan = custom_plan(scenario.model_id, str(gpu), tp=int(tp), pp=int(pp), precision=precision)
 if plan is not None:
     st.caption(f"{scenario.model_id} on {plan['label']}: one replica is verified.")
@@ -139,28 +142,28 @@ if plan is not None:
 # ----- the load ----------------------------------------------------------------------------------
 st.subheader("Load")
 cols = list(st.columns(5))
-mode = cols[0].selectbox(
+mode = bound(
+    cols[0].selectbox,
     "Load",
     ["concurrency", "rate"],
     index=0 if scenario.load_mode == "concurrency" else 1,
     key="vf_load",
-    bind="query-params",
     help="concurrency: a closed loop of that many requests in flight; rate: Poisson arrivals.",
 )
 peak = default_load(mode, scenario.load_peak, replicas, (plan or {}).get("max_num_seqs"))
 if mode == "concurrency":
-    load = float(_bound(cols[1].number_input, "Concurrency", 1, 10_000, int(peak), key="vf_c"))
+    load = float(bound(cols[1].number_input, "Concurrency", 1, 10_000, int(peak), key="vf_c"))
 else:
     rate = min(peak, max_rps or peak)
-    load = float(_bound(cols[1].number_input, "Requests/s", 0.01, 10_000.0, rate, key="vf_rate"))
+    load = float(bound(cols[1].number_input, "Requests/s", 0.01, 10_000.0, rate, key="vf_rate"))
 input_len = int(
-    _bound(cols[2].number_input, "Input tokens", 1, 1_000_000, scenario.input_len.mean, key="vf_in")
+    bound(cols[2].number_input, "Input tokens", 1, 1_000_000, scenario.input_len.mean, key="vf_in")
 )
 output_len = int(
-    _bound(cols[3].number_input, "Output tokens", 1, 10**5, scenario.output_len.mean, key="vf_out")
+    bound(cols[3].number_input, "Output tokens", 1, 10**5, scenario.output_len.mean, key="vf_out")
 )
 num_requests = int(
-    _bound(cols[4].number_input, "Requests", 1, 10**5, default_num_requests(mode, load), key="vf_n")
+    bound(cols[4].number_input, "Requests", 1, 10**5, default_num_requests(mode, load), key="vf_n")
 )
 # The sidebar's length shapes and spreads around these means: the run sends the very requests
 # the prediction below simulates.
@@ -175,13 +178,13 @@ if input_dist.kind != "fixed" or output_dist.kind != "fixed":
 
 # ----- the endpoint ------------------------------------------------------------------------------
 st.subheader("Endpoint")
-kind = st.segmented_control(
+kind = bound(
+    st.segmented_control,
     "Endpoint",
     ["Simulated", "URL", "vLLM"],
     default="Simulated",
     required=True,
     key="vf_endpoint",
-    bind="query-params",
     help="Simulated: a local server timed by the performance model. URL: a running "
     "OpenAI-compatible server. vLLM: start `vllm serve` for the plan here (needs a GPU).",
 )
@@ -192,12 +195,12 @@ if kind == "Simulated":
         "A local server that streams like vLLM, timed by the performance model for this plan "
         "(continuous batching: latency grows with load). Its results are labelled simulated."
     )
-    options["slowdown"] = _bound(
+    options["slowdown"] = bound(
         st.number_input, "Slowdown (x the model)", 0.1, 20.0, 1.0, key="vf_slow"
     )
     with st.expander("Fault injection"):
         rates = [
-            col.number_input(label, 0.0, 1.0, key=key, bind="query-params")
+            bound(col.number_input, label, 0.0, 1.0, key=key)
             for col, label, key in zip(
                 st.columns(4),
                 ("HTTP 500 rate", "Dropped mid-stream", "Malformed chunk", "Stalls (1 s)"),
@@ -208,16 +211,20 @@ if kind == "Simulated":
         options["faults"] = Faults(*rates)
 elif kind == "URL":
     cols = list(st.columns([3, 2, 2, 1]))
-    url = _bound(
-        cols[0].text_input, "Base URL (no /v1)", placeholder="http://host:8000", key="vf_url"
-    )
+    url = url_field(cols[0], "Base URL (no /v1)", placeholder="http://host:8000", key="vf_url")
     options["base_url"] = url.strip()
     options["api_key"] = cols[1].text_input("API key", type="password", key="vf_key") or None
     served = cols[2].text_input("Served model name", (plan or {}).get("model", ""), key="vf_served")
     options["served_model"] = served.strip() or None
-    options["api"] = _bound(cols[3].selectbox, "API", ["completions", "chat"], key="vf_api")
+    options["api"] = bound(cols[3].selectbox, "API", ["completions", "chat"], key="vf_api")
     if not options["base_url"]:
         blocker = "Enter the endpoint's base URL."
+    else:
+        try:
+            parse_endpoint_url(options["base_url"], "Base URL")
+        except PlannerError as exc:
+            blocker = str(exc)
+            st.warning(blocker)
 elif plan is not None:
     readiness = launch_readiness()
     blocker = None if readiness.ok else readiness.message
@@ -263,12 +270,14 @@ if plan is not None:
 if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None or perf is None):
     assert plan is not None and perf is not None and request is not None
     if kind == "Simulated":
-        coefficients = coefficients_for_plan(perf, PlanSpec.from_plan(plan))
+        coefficients = coefficients_for_plan(perf, request.scenario())
         request = replace(request, coefficients=coefficients)
     try:
         started = manager.start_verification(request)
         st.toast(f"Started: {started.label}")
-    except (ConfigError, EndpointError) as exc:
+    except ConfigError as exc:  # what was entered: a notice, not an error
+        st.warning(f"The run cannot start: {exc}")
+    except EndpointError as exc:
         st.error(f"The run cannot start: {exc}")
 if blocker:
     st.caption(blocker)

@@ -43,7 +43,10 @@ a short random suffix, e.g. ``20261129T235959Z-a1b2c3``. It holds:
     died (:func:`writer_stopped`): such a run is marked ``interrupted`` by the store on its
     next start, its collected requests kept.
 
-The API key and the Authorization header are never written to any of these files.
+The API key and the Authorization header are never written to any of these files: the writer
+passes every string it writes through a :class:`~planner.credentials.Scrubber` that knows the
+run's secrets (``RunWriter.scrubber.add``) and redacts anything that looks like a credential,
+as a last line behind the runner, which keeps them out in the first place.
 
 One reader, :func:`read_run_dir`, for everyone. Its rule for JSON lines
 (:func:`read_json_lines`): a last line without its newline that does not parse is a *torn*
@@ -70,6 +73,7 @@ from typing import IO, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from planner.credentials import Scrubber
 from planner.errors import RunFilesError
 
 RUN_JSON = "run.json"
@@ -446,6 +450,7 @@ class RunWriter:
     """Creates a run directory and writes its files as the contract above says."""
 
     def __init__(self, runs_dir: Path, run_id: str | None = None) -> None:
+        self.scrubber = Scrubber()
         self.run_id = run_id or new_run_id()
         self.dir = Path(runs_dir) / self.run_id
         self.dir.mkdir(parents=True, exist_ok=False)
@@ -482,13 +487,19 @@ class RunWriter:
         self.meta["run_id"] = self.run_id
         if self.meta["status"] not in RUN_STATUSES:
             raise ValueError(f"status={self.meta['status']!r}: allowed {RUN_STATUSES}")
-        write_json_atomic(self.dir / RUN_JSON, self.meta)
+        write_json_atomic(self.dir / RUN_JSON, self.scrubber.value(self.meta))
 
     def append_requests(self, records: Sequence[RequestRecord]) -> None:
-        self._requests.append_many(records)
+        self._requests.append_many(
+            r if r.error is None else r.model_copy(update={"error": self.scrubber.text(r.error)})
+            for r in records
+        )
 
     def append_metric_samples(self, samples: Sequence[MetricSample]) -> None:
-        self._metrics.append_many(samples)
+        self._metrics.append_many(
+            s.model_copy(update={"labels": self.scrubber.value(s.labels)}) if s.labels else s
+            for s in samples
+        )
 
     def sync(self) -> None:
         self._requests.sync()
@@ -496,7 +507,7 @@ class RunWriter:
 
     def write_result(self, result: dict[str, Any]) -> Path:
         path = self.dir / RESULT_JSON
-        write_json_atomic(path, result)
+        write_json_atomic(path, self.scrubber.value(result))
         return path
 
     def close(self) -> None:

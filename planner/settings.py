@@ -11,8 +11,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from planner.errors import InvalidInputError
 
 
 def _default_user_data_dir() -> Path:
@@ -36,6 +38,18 @@ class Settings(BaseSettings):
     )
     runs_dir: Path | None = Field(
         default=None, description="Benchmark run files; default <user_data_dir>/runs."
+    )
+    max_upload_mb: float = Field(
+        default=5.0,
+        gt=0,
+        description="Largest catalog CSV or config.json accepted (upload or file), in MB; the "
+        "embedded catalog's largest file is 0.16 MB.",
+    )
+    max_trace_mb: float = Field(
+        default=1024.0,
+        gt=0,
+        description="Largest request trace read (file or upload), in MB; traces are streamed, "
+        "so memory stays bounded whatever the size.",
     )
     cache_dir: Path | None = Field(
         default=None,
@@ -80,4 +94,11 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    """The settings; a bad environment variable raises InvalidInputError naming it."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "SERVEWISE_" + str(first["loc"][0]).upper() if first["loc"] else "SERVEWISE_*"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InvalidInputError(name, first.get("input"), message) from None

@@ -18,6 +18,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+from array import array
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
 
 LengthKind = Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
 ArrivalKind = Literal["closed_loop", "poisson", "gamma", "trace"]
@@ -35,6 +38,11 @@ TraceFormat = Literal["mooncake", "burstgpt", "azure", "csv", "auto"]
 
 #: Tokens per ``hash_ids`` block in Mooncake traces (Alibaba Bailian traces use 16).
 MOONCAKE_BLOCK_TOKENS = 512
+#: Requests of a trace a Workload keeps to replay in order (the file's first ones); lengths,
+#: contexts, rates and the shared prefix are counted over every request of the trace.
+TRACE_REPLAY_REQUESTS = 100_000
+#: Tokens of one request a trace may record.
+MAX_TRACE_TOKENS = MAX_REQUEST_TOKENS
 #: Window over which :attr:`Workload.peak_rate` of a trace is measured, seconds.
 PEAK_WINDOW_S = 60.0
 #: Points of the quantile grid used to integrate the mean of clipped continuous distributions.
@@ -421,6 +429,9 @@ class Workload(_Validated):
     peak_rate: float | None = None
     source: str | None = None
     trace: tuple[TraceRequest, ...] | None = None
+    #: A trace's input + output tokens per request, over all of its requests (``trace`` may
+    #: hold only the first ones): what the KV cache must hold.
+    context_len: LengthDistribution | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
@@ -519,6 +530,8 @@ class Workload(_Validated):
         """
         if not 0 <= q <= 1:
             raise InvalidInputError("quantile", q, "a probability in [0, 1]")
+        if self.context_len is not None:
+            return self.context_len.quantile(q)
         if self.trace:
             totals = np.array([r.input_len + r.output_len for r in self.trace])
         elif self.input_len.kind == "fixed" and self.output_len.kind == "fixed":
@@ -530,6 +543,8 @@ class Workload(_Validated):
 
     def max_context(self) -> int:
         """Longest input + output the workload produces (what max_model_len must cover)."""
+        if self.context_len is not None:
+            return self.context_len.max()
         if self.trace:
             return max(r.input_len + r.output_len for r in self.trace)
         return self.input_len.max() + self.output_len.max()
@@ -538,132 +553,206 @@ class Workload(_Validated):
 # ----- traces ---------------------------------------------------------------------------------
 
 
-def _fail(path: Path, field: str, value: Any, allowed: str) -> InvalidInputError:
-    return InvalidInputError(f"{path.name}: {field}", value, allowed)
+def _fail(name: str, field: str, value: Any, allowed: str) -> InvalidInputError:
+    return InvalidInputError(f"{name}: {field}", value, allowed)
 
 
-def _positive_int(path: Path, where: str, value: Any) -> int:
+def _positive_int(name: str, where: str, value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > MAX_TRACE_TOKENS:
+            raise _fail(name, where, value, f"a token count <= {MAX_TRACE_TOKENS:,}")
+        return value
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise _fail(path, where, value, "an integer token count") from None
+        raise _fail(name, where, value, "an integer token count") from None
     if not math.isfinite(number) or number != int(number):
-        raise _fail(path, where, value, "an integer token count")
+        raise _fail(name, where, value, "an integer token count")
+    if abs(number) > MAX_TRACE_TOKENS:
+        raise _fail(name, where, value, f"a token count <= {MAX_TRACE_TOKENS:,}")
     return int(number)
 
 
-def _seconds(path: Path, where: str, value: Any) -> float:
-    text = str(value).strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    # Azure traces write "2023-11-16 18:15:46.6805900": 7 fractional digits.
-    head, _, frac = text.partition(".")
-    frac = "".join(ch for ch in frac if ch.isdigit())[:6]
-    try:
-        stamp = datetime.fromisoformat(head + (f".{frac.ljust(6, '0')}" if frac else ""))
-    except ValueError:
-        raise _fail(path, where, value, "seconds or an ISO date-time") from None
-    return stamp.timestamp()
+def _seconds(name: str, where: str, value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            number = float(text)
+        except ValueError:
+            # Azure traces write "2023-11-16 18:15:46.6805900": 7 fractional digits.
+            head, _, frac = text.partition(".")
+            frac = "".join(ch for ch in frac if ch.isdigit())[:6]
+            try:
+                stamp = datetime.fromisoformat(head + (f".{frac.ljust(6, '0')}" if frac else ""))
+            except ValueError:
+                raise _fail(name, where, value, "seconds or an ISO date-time") from None
+            return stamp.timestamp()
+    if not math.isfinite(number):
+        raise _fail(name, where, value, "a finite time")
+    return number
 
 
-def _finish(
-    path: Path,
-    fmt: str,
-    rows: list[TraceRequest],
-    skipped: int,
-) -> Workload:
-    if not rows:
-        detail = f" ({skipped} rows had a zero or negative length)" if skipped else ""
-        raise _fail(path, "rows", 0, f"at least one request with input and output >= 1{detail}")
-    rows.sort(key=lambda r: r.timestamp_s)
-    inputs = [r.input_len for r in rows]
-    outputs = [r.output_len for r in rows]
-    timestamps = [r.timestamp_s for r in rows]
-    duration = timestamps[-1] - timestamps[0]
-    avg_rate = (len(rows) - 1) / duration if duration > 0 and len(rows) > 1 else None
+class _TraceTally:
+    """What a trace's requests add up to, counted as they stream by: length and context
+    histograms, every arrival time (8 bytes a request), prompt and shared-prefix tokens, and
+    the first :data:`TRACE_REPLAY_REQUESTS` requests themselves (what a Workload replays)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.inputs: Counter[int] = Counter()
+        self.outputs: Counter[int] = Counter()
+        self.contexts: Counter[int] = Counter()
+        self.timestamps = array("d")
+        self.kept: list[TraceRequest] = []
+        self.prompt_tokens = 0
+        self.shared_tokens = 0
+        self.skipped = 0
+
+    def add(
+        self,
+        timestamp_s: float,
+        input_len: int,
+        output_len: int,
+        prefix_group: int | None = None,
+        prefix_len: int = 0,
+    ) -> None:
+        self.inputs[input_len] += 1
+        self.outputs[output_len] += 1
+        self.contexts[input_len + output_len] += 1
+        self.timestamps.append(timestamp_s)
+        self.prompt_tokens += input_len
+        self.shared_tokens += prefix_len
+        if len(self.kept) < self.keep:
+            self.kept.append(
+                TraceRequest(
+                    timestamp_s=timestamp_s,
+                    input_len=input_len,
+                    output_len=output_len,
+                    prefix_group=prefix_group,
+                    prefix_len=prefix_len,
+                )
+            )
+
+    @property
+    def count(self) -> int:
+        return len(self.timestamps)
+
+
+def _histogram(counts: Counter[int]) -> LengthDistribution:
+    values = sorted(counts)
+    return LengthDistribution.empirical(values, [float(counts[v]) for v in values])
+
+
+def _finish(name: str, fmt: str, tally: _TraceTally) -> Workload:
+    if not tally.count:
+        detail = f" ({tally.skipped} rows had a zero or negative length)" if tally.skipped else ""
+        raise _fail(name, "rows", 0, f"at least one request with input and output >= 1{detail}")
+    timestamps = np.frombuffer(tally.timestamps, dtype=float)
+    if np.any(np.diff(timestamps) < 0):
+        timestamps = np.sort(timestamps)
+    duration = float(timestamps[-1] - timestamps[0])
+    count = tally.count
+    avg_rate = (count - 1) / duration if duration > 0 and count > 1 else None
     peak_rate = _peak_rate(timestamps) if avg_rate is not None else None
     if peak_rate is not None and avg_rate is not None:
         peak_rate = max(peak_rate, avg_rate)
-    prompt_tokens = sum(inputs)
-    shared = sum(r.prefix_len for r in rows)
+    kept = sorted(tally.kept, key=lambda r: r.timestamp_s)
+    replayed = "" if len(kept) == count else f", the first {len(kept):,} of {count:,} replayed"
     return Workload(
-        input_len=_histogram(inputs),
-        output_len=_histogram(outputs),
-        arrival=ArrivalProcess.trace(timestamps),
-        prefix_share=min(shared / prompt_tokens, 0.999) if prompt_tokens else 0.0,
-        num_requests=len(rows),
+        input_len=_histogram(tally.inputs),
+        output_len=_histogram(tally.outputs),
+        context_len=_histogram(tally.contexts),
+        arrival=ArrivalProcess.trace([r.timestamp_s for r in kept]),
+        prefix_share=(
+            min(tally.shared_tokens / tally.prompt_tokens, 0.999) if tally.prompt_tokens else 0.0
+        ),
+        num_requests=count,
         avg_rate=avg_rate,
         peak_rate=peak_rate,
-        source=f"{fmt} trace {path.name}",
-        trace=tuple(rows),
+        source=f"{fmt} trace {name}{replayed}",
+        trace=tuple(kept),
     )
 
 
-def _histogram(lengths: Sequence[int]) -> LengthDistribution:
-    values, counts = np.unique(np.asarray(lengths, dtype=np.int64), return_counts=True)
-    return LengthDistribution.empirical(values.tolist(), counts.astype(float).tolist())
-
-
-def _peak_rate(timestamps: Sequence[float]) -> float:
+def _peak_rate(timestamps: np.ndarray) -> float:
     """Most requests in any window of :data:`PEAK_WINDOW_S` (or the whole trace if shorter)."""
-    ts = np.asarray(timestamps, dtype=float)
+    ts = timestamps
     window = min(PEAK_WINDOW_S, ts[-1] - ts[0])
     ends = np.searchsorted(ts, ts + window, side="right")
     best = int((ends - np.arange(len(ts))).max())
     return best / window
 
 
-def _read_mooncake(path: Path) -> tuple[list[TraceRequest], int]:
-    rows: list[TraceRequest] = []
-    skipped = 0
-    seen_blocks: set[int] = set()
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise _fail(path, f"line {line_no}", line.strip()[:40], "a JSON object") from None
-            if not isinstance(record, dict):
-                raise _fail(path, f"line {line_no}", record, "a JSON object")
-            for key in ("timestamp", "input_length", "output_length"):
-                if key not in record:
-                    raise _fail(path, f"line {line_no} '{key}'", None, "a number (Mooncake format)")
-            input_len = _positive_int(
-                path, f"line {line_no} 'input_length'", record["input_length"]
-            )
-            output_len = _positive_int(
-                path, f"line {line_no} 'output_length'", record["output_length"]
-            )
-            if input_len < 1 or output_len < 1:
-                skipped += 1
-                continue
-            hash_ids = record.get("hash_ids") or []
-            if not isinstance(hash_ids, list):
-                raise _fail(path, f"line {line_no} 'hash_ids'", hash_ids, "a list of integers")
-            # The leading blocks an earlier request already sent form a cached prefix.
-            shared_blocks = 0
-            for block in hash_ids:
-                if block in seen_blocks:
-                    shared_blocks += 1
-                else:
-                    break
-            seen_blocks.update(hash_ids)
-            prefix_len = min(shared_blocks * MOONCAKE_BLOCK_TOKENS, input_len - 1)
-            rows.append(
-                TraceRequest(
-                    timestamp_s=_seconds(path, f"line {line_no} 'timestamp'", record["timestamp"])
-                    / 1000.0,
-                    input_len=input_len,
-                    output_len=output_len,
-                    prefix_group=int(hash_ids[0]) if prefix_len > 0 else None,
-                    prefix_len=max(prefix_len, 0),
-                )
-            )
-    return rows, skipped
+class _SeenBlocks:
+    """Mooncake ``hash_ids`` already sent: a bitmap for the small non-negative ids real traces
+    use (one bit each, grown as ids grow, at most 32 MiB), a capped set for any other id."""
+
+    BITMAP_IDS = 1 << 28
+    SET_CAP = 1_000_000
+
+    def __init__(self) -> None:
+        self.bits = bytearray()
+        self.others: set[int] = set()
+
+    def __contains__(self, block: int) -> bool:
+        if 0 <= block < self.BITMAP_IDS:
+            byte = block >> 3
+            return byte < len(self.bits) and bool(self.bits[byte] & (1 << (block & 7)))
+        return block in self.others
+
+    def add(self, block: int) -> None:
+        if 0 <= block < self.BITMAP_IDS:
+            byte = block >> 3
+            if byte >= len(self.bits):
+                self.bits.extend(bytes(max(byte + 1 - len(self.bits), len(self.bits))))
+            self.bits[byte] |= 1 << (block & 7)
+        elif len(self.others) < self.SET_CAP:
+            self.others.add(block)
+
+
+def _read_mooncake(lines: Iterable[str], name: str, tally: _TraceTally) -> None:
+    seen = _SeenBlocks()
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise _fail(name, f"line {line_no}", line.strip()[:40], "a JSON object") from None
+        if not isinstance(record, dict):
+            raise _fail(name, f"line {line_no}", record, "a JSON object")
+        for key in ("timestamp", "input_length", "output_length"):
+            if key not in record:
+                raise _fail(name, f"line {line_no} '{key}'", None, "a number (Mooncake format)")
+        input_len = _positive_int(name, f"line {line_no} 'input_length'", record["input_length"])
+        output_len = _positive_int(name, f"line {line_no} 'output_length'", record["output_length"])
+        if input_len < 1 or output_len < 1:
+            tally.skipped += 1
+            continue
+        hash_ids = record.get("hash_ids") or []
+        if not isinstance(hash_ids, list) or not all(
+            isinstance(h, int) and not isinstance(h, bool) for h in hash_ids
+        ):
+            raise _fail(name, f"line {line_no} 'hash_ids'", hash_ids, "a list of integers")
+        # The leading blocks an earlier request already sent form a cached prefix.
+        shared_blocks = 0
+        for block in hash_ids:
+            if block not in seen:
+                break
+            shared_blocks += 1
+        for block in hash_ids[shared_blocks:]:
+            seen.add(block)
+        prefix_len = min(shared_blocks * MOONCAKE_BLOCK_TOKENS, input_len - 1)
+        timestamp = _seconds(name, f"line {line_no} 'timestamp'", record["timestamp"])
+        tally.add(
+            timestamp / 1000.0,
+            input_len,
+            output_len,
+            int(hash_ids[0]) if prefix_len > 0 else None,
+            max(prefix_len, 0),
+        )
 
 
 _CSV_COLUMNS: dict[str, tuple[str, str, str]] = {
@@ -673,35 +762,42 @@ _CSV_COLUMNS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _read_csv(path: Path, fmt: str) -> tuple[list[TraceRequest], int]:
+def _read_csv(lines: Iterable[str], name: str, fmt: str, tally: _TraceTally) -> None:
     ts_col, in_col, out_col = _CSV_COLUMNS[fmt]
-    rows: list[TraceRequest] = []
-    skipped = 0
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        for column in (ts_col, in_col, out_col):
-            if column not in header:
-                raise _fail(path, f"column '{column}'", None, f"present in a {fmt} trace header")
-        for line_no, raw in enumerate(reader, start=2):
-            row = {(k or "").strip(): v for k, v in raw.items()}
-            input_len = _positive_int(path, f"row {line_no} '{in_col}'", row.get(in_col))
-            output_len = _positive_int(path, f"row {line_no} '{out_col}'", row.get(out_col))
-            if input_len < 1 or output_len < 1:
-                skipped += 1  # BurstGPT logs failed requests with 0 response tokens
+    reader = csv.reader(lines)
+    header = [h.strip() for h in next(reader, [])]
+    for column in (ts_col, in_col, out_col):
+        if column not in header:
+            raise _fail(name, f"column '{column}'", None, f"present in a {fmt} trace header")
+    ts_at, in_at, out_at = header.index(ts_col), header.index(in_col), header.index(out_col)
+    width = max(ts_at, in_at, out_at) + 1
+    for line_no, row in enumerate(reader, start=2):
+        if len(row) < width:
+            if not row:
                 continue
-            rows.append(
-                TraceRequest(
-                    timestamp_s=_seconds(path, f"row {line_no} '{ts_col}'", row.get(ts_col)),
-                    input_len=input_len,
-                    output_len=output_len,
-                )
+            raise _fail(name, f"row {line_no}", ",".join(row)[:40], f"{len(header)} columns")
+        try:  # the fast path of well-formed rows: plain integers and seconds
+            input_len, output_len = int(row[in_at]), int(row[out_at])
+            timestamp = float(row[ts_at])
+            plain = (
+                abs(input_len) <= MAX_TRACE_TOKENS
+                and abs(output_len) <= MAX_TRACE_TOKENS
+                and timestamp - timestamp == 0.0  # finite
             )
-    return rows, skipped
+        except ValueError:
+            plain = False
+        if not plain:  # the slow path names what is wrong, or accepts 12.0 and ISO times
+            input_len = _positive_int(name, f"row {line_no} '{in_col}'", row[in_at])
+            output_len = _positive_int(name, f"row {line_no} '{out_col}'", row[out_at])
+            timestamp = _seconds(name, f"row {line_no} '{ts_col}'", row[ts_at])
+        if input_len < 1 or output_len < 1:
+            tally.skipped += 1  # BurstGPT logs failed requests with 0 response tokens
+            continue
+        tally.add(timestamp, input_len, output_len)
 
 
-def _detect_format(path: Path) -> str:
-    if path.suffix.lower() in (".jsonl", ".json"):
+def _detect_format(path: Path, name: str) -> str:
+    if path.suffix.lower() in (".jsonl", ".json") or name.lower().endswith((".jsonl", ".json")):
         return "mooncake"
     with path.open(newline="", encoding="utf-8") as handle:
         header = {h.strip() for h in next(csv.reader(handle), [])}
@@ -709,28 +805,57 @@ def _detect_format(path: Path) -> str:
         if all(c in header for c in columns):
             return fmt
     known = "; ".join(f"{f}: {', '.join(c)}" for f, c in _CSV_COLUMNS.items())
-    raise _fail(path, "header", sorted(header), f"the columns of a known trace ({known})")
+    raise _fail(name, "header", sorted(header)[:12], f"the columns of a known trace ({known})")
 
 
-def load_trace(path: str | Path, format: TraceFormat = "auto") -> Workload:
+def load_trace(
+    path: str | Path,
+    format: TraceFormat = "auto",
+    *,
+    name: str | None = None,
+    max_mb: float | None = None,
+) -> Workload:
     """Read a request trace into a :class:`Workload` that replays it.
 
-    Lengths become empirical histograms, timestamps a ``trace`` arrival process, ``avg_rate`` the
-    requests/s over the trace and ``peak_rate`` the busiest 60-s window. Mooncake ``hash_ids``
-    that an earlier request already sent count as a shared prefix (512 tokens a block).
-    Rows with a zero length (BurstGPT's failed requests) are skipped. An empty or malformed
-    trace raises :class:`InvalidInputError` naming the file, the row and the field.
+    The file is streamed: lengths become empirical histograms (and so does input + output, the
+    context each request holds), timestamps a ``trace`` arrival process, ``avg_rate`` the
+    requests/s over the trace and ``peak_rate`` the busiest 60-s window, all counted over every
+    request; the Workload keeps the first :data:`TRACE_REPLAY_REQUESTS` requests to replay.
+    Mooncake ``hash_ids`` that an earlier request already sent count as a shared prefix (512
+    tokens a block). Rows with a zero length (BurstGPT's failed requests) are skipped.
+
+    ``name`` is the file name errors and the workload's ``source`` show (an upload's own name,
+    not where it was saved); ``max_mb`` the largest file read, by default the setting
+    ``SERVEWISE_MAX_TRACE_MB``. An empty, malformed or too large trace raises
+    :class:`InvalidInputError` naming the file, the row and the field (or the setting).
     """
     path = Path(path)
+    shown = name or path.name
     if format not in ("mooncake", "burstgpt", "azure", "csv", "auto"):
         raise InvalidInputError("format", format, "one of mooncake, burstgpt, azure, csv, auto")
     if not path.is_file():
-        raise InvalidInputError("trace", str(path), "an existing trace file")
-    if path.stat().st_size == 0:
-        raise _fail(path, "rows", 0, "at least one request (the file is empty)")
-    fmt = _detect_format(path) if format == "auto" else format
-    rows, skipped = _read_mooncake(path) if fmt == "mooncake" else _read_csv(path, fmt)
-    return _finish(path, fmt, rows, skipped)
+        raise InvalidInputError("trace", str(name or path), "an existing trace file")
+    size = path.stat().st_size
+    if size == 0:
+        raise _fail(shown, "rows", 0, "at least one request (the file is empty)")
+    if max_mb is None:
+        from planner.settings import get_settings
+
+        max_mb = get_settings().max_trace_mb
+    check_file_size(shown, size, max_mb, "SERVEWISE_MAX_TRACE_MB")
+    try:
+        fmt = _detect_format(path, shown) if format == "auto" else format
+        tally = _TraceTally(TRACE_REPLAY_REQUESTS)
+        with path.open(newline="", encoding="utf-8") as handle:
+            if fmt == "mooncake":
+                _read_mooncake(handle, shown, tally)
+            else:
+                _read_csv(handle, shown, fmt, tally)
+    except UnicodeDecodeError:
+        raise _fail(shown, "encoding", "not UTF-8", "a UTF-8 text file") from None
+    except csv.Error as exc:
+        raise _fail(shown, "CSV", str(exc), "a well-formed CSV trace") from None
+    return _finish(shown, fmt, tally)
 
 
 __all__ = [

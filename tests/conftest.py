@@ -23,11 +23,24 @@ def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("servewise-cache")
 
 
-@pytest.fixture(autouse=True)
-def _session_cache(session_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(session_cache_dir))
-    # pages draw once the run files are in (a test of the background notice sets it to 0)
-    monkeypatch.setenv("SERVEWISE_INGEST_WAIT_S", "120")
+@pytest.fixture(scope="session", autouse=True)
+def _session_environment(
+    session_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Set before any session-wide fixture runs (a session fixture that fits the model must
+    not read or write the developer's own cache): the session cache, a session user data
+    directory (each test gets its own on top, below), and pages that draw once the run files
+    are in (a test of the background notice sets the wait to 0)."""
+    from planner.settings import get_settings
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SERVEWISE_CACHE_DIR", str(session_cache_dir))
+    patch.setenv("SERVEWISE_USER_DATA_DIR", str(tmp_path_factory.mktemp("servewise-session")))
+    patch.setenv("SERVEWISE_INGEST_WAIT_S", "120")
+    get_settings.cache_clear()
+    yield
+    patch.undo()
+    get_settings.cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,12 @@
 """``python -m benchmarks_runner.simulated``: start the simulated server from the command line.
 
 Prints ``LISTENING <port>`` on stdout once it accepts connections (``--port 0`` picks a free
-port). ``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model
+port). ``--scenario JSON`` (the planner's Scenario, as a prediction was made for it) or
+``--gpu ID --tp N [--pp N]`` with ``--model HF_ID`` times it by the performance model's engine
 for that plan; otherwise ``--ttft-ms`` and ``--token-delay-ms`` fix its timing.
+
+A bad flag or a value out of range is one line ``error: --flag=value is not allowed: ...``
+on stderr and exit code 2, as for the other command lines; so is an address it cannot listen on.
 """
 
 from __future__ import annotations
@@ -11,59 +15,87 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from benchmarks_runner.simulated.server import PreciseEpollSelector, ServerOptions, serve
-from benchmarks_runner.simulated.timing import FixedTiming, SlowedTiming, TimingModel
+from benchmarks_runner.simulated.timing import FixedTiming, TimingModel
+from planner.commands.args import (
+    ArgumentError,
+    OneLineParser,
+    fraction,
+    number,
+    positive_int,
+    print_error,
+)
+
+#: The catalog's weight precisions (planner.catalog.schema.PRECISIONS, without importing the
+#: catalog: a fixed-timing server starts at once).
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+
+MS = number(low=0, high=3_600_000)  # a delay in ms: up to an hour
+SHARE = fraction(zero=True)
+COUNT = positive_int(10_000_000)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m benchmarks_runner.simulated",
         description="Simulated OpenAI-compatible streaming server (marked as simulated).",
     )
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument(
+        "--port", type=number(low=0, high=65_535, integer=True), default=0, help="0: a free port"
+    )
     p.add_argument(
         "--model",
         action="append",
         dest="models",
         help="served model name (repeatable; default sim-model)",
     )
-    p.add_argument("--ttft-ms", type=float, default=20.0)
-    p.add_argument("--token-delay-ms", type=float, default=10.0)
-    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--ttft-ms", type=MS, default=20.0)
+    p.add_argument("--token-delay-ms", type=MS, default=10.0)
+    p.add_argument("--tokens-per-chunk", type=positive_int(10_000), default=1)
     p.add_argument(
-        "--error-rate", type=float, default=0.0, help="fraction answered with --error-status"
+        "--error-rate", type=SHARE, default=0.0, help="fraction answered with --error-status"
     )
-    p.add_argument("--error-status", type=int, default=500, help="HTTP status of those (5xx)")
+    p.add_argument(
+        "--error-status",
+        type=number(low=400, high=599, integer=True),
+        default=500,
+        help="HTTP status of those (4xx or 5xx)",
+    )
     p.add_argument(
         "--drop-rate",
-        type=float,
+        type=SHARE,
         default=0.0,
         help="fraction whose connection is closed mid-stream",
     )
     p.add_argument(
-        "--malformed-rate", type=float, default=0.0, help="fraction that get a garbage SSE chunk"
+        "--malformed-rate", type=SHARE, default=0.0, help="fraction that get a garbage SSE chunk"
     )
-    p.add_argument("--stall-rate", type=float, default=0.0)
-    p.add_argument("--stall-s", type=float, default=1.0)
+    p.add_argument("--stall-rate", type=SHARE, default=0.0)
+    p.add_argument("--stall-s", type=number(low=0, high=3_600), default=1.0)
     p.add_argument(
         "--max-concurrency",
-        type=int,
+        type=COUNT,
         default=None,
         help="requests beyond it queue (vllm:num_requests_waiting)",
     )
-    p.add_argument("--kv-capacity-tokens", type=int, default=None)
-    p.add_argument("--tokens-per-word", type=float, default=1.0)
+    p.add_argument("--kv-capacity-tokens", type=COUNT, default=None)
+    p.add_argument("--tokens-per-word", type=number(low=0, high=100, low_open=True), default=1.0)
     p.add_argument(
         "--reasoning-tokens",
-        type=int,
+        type=number(low=0, high=10_000_000, integer=True),
         default=0,
-        help="chat: first N tokens stream as reasoning_content",
+        help="chat: the first N tokens stream as delta.reasoning (as vLLM 0.33)",
     )
     p.add_argument(
         "--eos-after",
-        type=int,
+        type=COUNT,
         default=None,
         help="stop after N tokens unless ignore_eos/min_tokens say otherwise",
     )
@@ -73,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         help="answer 400 to ignore_eos, min_tokens, continuous_usage_stats",
     )
     p.add_argument("--api-key", default=None, help="require this bearer key")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=number(low=0, integer=True), default=0)
     perf = p.add_argument_group(
         "performance-model timing",
         "--gpu selects it: the first --model is the Hugging Face id of the plan's model",
@@ -82,19 +114,26 @@ def _parser() -> argparse.ArgumentParser:
         "--timing",
         choices=("auto", "fixed", "perf"),
         default="auto",
-        help="auto: perf when --gpu is given, else fixed (--ttft-ms, --token-delay-ms)",
+        help="auto: perf when --gpu or --scenario is given, else fixed (--ttft-ms, "
+        "--token-delay-ms)",
+    )
+    perf.add_argument(
+        "--scenario",
+        default=None,
+        help="the planner's Scenario (JSON, or a file) the server serves one replica of: the "
+        "deployment the prediction of that scenario used (instead of --gpu, --tp, ...)",
     )
     perf.add_argument("--gpu", default=None, help="catalog GPU id, e.g. H100-SXM")
-    perf.add_argument("--tp", type=int, default=1)
-    perf.add_argument("--pp", type=int, default=1)
-    perf.add_argument("--precision", default="bf16")
+    perf.add_argument("--tp", type=positive_int(1_024), default=1)
+    perf.add_argument("--pp", type=positive_int(1_024), default=1)
+    perf.add_argument("--precision", default="bf16", choices=PRECISIONS)
     perf.add_argument("--instance", default=None, help="catalog instance (its GPU links)")
     perf.add_argument("--engine-version", default=None)
-    perf.add_argument("--max-num-seqs", type=int, default=None)
-    perf.add_argument("--max-num-batched-tokens", type=int, default=None)
+    perf.add_argument("--max-num-seqs", type=COUNT, default=None)
+    perf.add_argument("--max-num-batched-tokens", type=COUNT, default=None)
     perf.add_argument("--kv-cache-dtype", default=None, help="default: the engine's")
     perf.add_argument(
-        "--gpu-memory-utilization", type=float, default=None, help="default: the engine's"
+        "--gpu-memory-utilization", type=fraction(), default=None, help="default: the engine's"
     )
     perf.add_argument(
         "--coefficients",
@@ -102,7 +141,10 @@ def _parser() -> argparse.ArgumentParser:
         help="step-time coefficients (JSON list or object, or a file): skips the model fit",
     )
     p.add_argument(
-        "--slowdown", type=float, default=1.0, help="every delay times this factor (> 0)"
+        "--slowdown",
+        type=number(low=0, high=1_000, low_open=True),
+        default=1.0,
+        help="every delay times this factor (> 0)",
     )
     return p
 
@@ -110,46 +152,49 @@ def _parser() -> argparse.ArgumentParser:
 def _timing_from_args(
     args: argparse.Namespace, options: ServerOptions
 ) -> tuple[TimingModel, ServerOptions]:
-    """The timing model the flags ask for; perf timing also sets the plan's max_num_seqs and
-    KV capacity on the options unless given. Raises SystemExit with a one-line reason."""
+    """The timing model the flags ask for. Raises SystemExit with a one-line reason."""
     mode = args.timing
     if mode == "auto":
-        mode = "perf" if args.gpu else "fixed"
+        mode = "perf" if args.gpu or args.scenario else "fixed"
     if not args.slowdown > 0:
         raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
     if mode == "fixed":
-        fixed = FixedTiming(args.ttft_ms, args.token_delay_ms, args.tokens_per_chunk)
-        return (fixed if args.slowdown == 1.0 else SlowedTiming(fixed, args.slowdown)), options
-    if not args.gpu:
-        raise SystemExit("--timing perf needs --gpu ID (and --model HF_ID, --tp N)")
+        slow = args.slowdown
+        return FixedTiming(args.ttft_ms * slow, args.token_delay_ms * slow), options
+    if not args.gpu and not args.scenario:
+        raise SystemExit("--timing perf needs --scenario, or --gpu ID (with --model HF_ID, --tp N)")
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
-    from benchmarks_runner.simulated.perf_timing import (
-        PlanSpec,
-        parse_coefficients,
-        perf_timing_for_plan,
-    )
+    from benchmarks_runner.simulated.perf_timing import PlanSpec, engine_timing, parse_coefficients
     from planner.catalog import load_catalog
     from planner.errors import PlannerError
     from planner.perf.model import fit_is_cached
+    from planner.perf.scenario import Scenario
     from planner.settings import get_settings
 
-    spec = PlanSpec(
-        model=options.models[0],
-        gpu=args.gpu,
-        tp=args.tp,
-        pp=args.pp,
-        precision=args.precision,
-        engine_version=args.engine_version,
-        instance=args.instance,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        kv_cache_dtype=args.kv_cache_dtype,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-    )
     try:
+        plan: PlanSpec | Scenario
+        if args.scenario:
+            plan = _scenario(args.scenario, Scenario)
+        else:
+            plan = PlanSpec(
+                model=options.models[0],
+                gpu=args.gpu,
+                tp=args.tp,
+                pp=args.pp,
+                precision=args.precision,
+                engine_version=args.engine_version,
+                instance=args.instance,
+                max_num_seqs=args.max_num_seqs,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                kv_cache_dtype=args.kv_cache_dtype,
+                gpu_memory_utilization=args.gpu_memory_utilization,
+            )
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        if isinstance(plan, PlanSpec):  # unknown names: said at once, before any fit
+            catalog.model(plan.model)
+            catalog.gpu(plan.gpu)
         if coefficients is None and not fit_is_cached(catalog):
             why = (
                 "no cached fit yet (once, ~10-15 s; later starts read it from the cache)"
@@ -157,24 +202,53 @@ def _timing_from_args(
                 else "the fit cache is off (SERVEWISE_FIT_CACHE=0)"
             )
             print(f"fitting the performance model before listening: {why}", file=sys.stderr)
-        timing = perf_timing_for_plan(
-            spec,
-            catalog=catalog,
-            coefficients=coefficients,
-            slowdown=args.slowdown,
-            tokens_per_chunk=args.tokens_per_chunk,
+        timing = engine_timing(
+            plan, catalog=catalog, coefficients=coefficients, slowdown=args.slowdown
         )
     except (PlannerError, ValueError) as exc:
         raise SystemExit(f"cannot time the plan: {exc}") from None
-    if options.max_concurrency is None:
-        options.max_concurrency = timing.max_num_seqs
-    if options.kv_capacity_tokens is None:
-        options.kv_capacity_tokens = timing.kv_capacity_tokens
+    # the engine queues beyond max_num_seqs and holds the KV: no server-side cap of its own
+    options.max_concurrency = None
     return timing, options
 
 
+def _scenario(text: str, scenario_type: type[Any]) -> Any:
+    """``--scenario``: JSON of a Scenario, or the path of a file holding it."""
+    source = text.strip()
+    if not source.startswith("{"):
+        try:
+            source = Path(source).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"--scenario {text!r}: not JSON and not a readable file") from exc
+    try:
+        return scenario_type.model_validate_json(source)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "scenario"
+        raise ValueError(f"--scenario: {where}: {first['msg']}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Serve until interrupted; 2 with one ``error:`` line for what cannot be served."""
+    try:
+        args = _parser().parse_args(argv)
+    except ArgumentError as exc:
+        print_error(str(exc))
+        return 2
+    try:
+        return _serve(args)
+    except SystemExit as exc:  # the reasons _timing_from_args gives, in one line
+        if isinstance(exc.code, str):
+            print_error(exc.code)
+            return 2
+        raise
+    except OSError as exc:  # the address: in use, not local, not a host
+        where = f"--host {args.host} --port {args.port}"
+        print_error(f"cannot listen on {where}: {exc.strerror or exc}")
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
     options = ServerOptions(
         models=args.models or ["sim-model"],
         error_rate=args.error_rate,
@@ -187,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         kv_capacity_tokens=args.kv_capacity_tokens,
         tokens_per_word=args.tokens_per_word,
         reasoning_tokens=args.reasoning_tokens,
+        tokens_per_chunk=max(1, args.tokens_per_chunk),
         eos_after=args.eos_after,
         reject_extensions=args.reject_extensions,
         api_key=args.api_key,

@@ -1,30 +1,22 @@
-"""Token timing for the simulated server from the performance model's step time.
+"""The simulated server timed by the performance model itself: one timing model, not two.
 
-:class:`PerfTiming` implements the simulated server's ``TimingModel`` for one plan (model, GPU,
-TP x PP, precision, engine knobs): the server calls it when a request is admitted with the
-number of requests running, and again before each chunk (``live_token_delay_s``) so a request's
-pace follows the batch as it grows and shrinks (continuous batching: latency grows with load).
+:class:`EngineTiming` is the server's ``TimingModel`` for one replica of a plan: the predictor's
+own engine (:class:`planner.perf.simulator.LiveEngine`: the scheduler of
+:func:`planner.perf.simulator.simulate` with the fitted step-time coefficients) stepped in real
+time. Requests join its waiting queue as they arrive; each step is scheduled as the simulator
+schedules it (admission under ``max_num_seqs``, the token budget and the KV blocks; chunked
+prefill; preemption of the latest request when blocks run out) and lasts ``c . terms`` seconds
+(times ``slowdown``, a server slower than the model, for recalibration tests); the tokens a
+step produced are streamed at its end. A load the runner sends therefore measures what the
+predictor predicts for it; the difference left is the real one of any server: a request that
+arrives while a step runs waits for the next.
 
-One engine step of a batch of ``B`` running requests of ``I`` prompt and ``O`` output tokens is
-priced with :func:`planner.perf.step_time.step_time_s` on the plan's resolved
-:class:`~planner.perf.deployment.Deployment` and the fitted coefficients:
+Prompt tokens found in the server's prefix cache skip their prefill (whole blocks), when the
+plan enables prefix caching.
 
-- token delay = one steady-state step: ``B`` sequences of which a share ``1/O`` is prefilling
-  (every request spends one step of its ``O`` in prefill), decodes attending to
-  ``I + O/2`` tokens on average;
-- TTFT = half a steady-state step (a request arrives mid-step and waits for the next; none
-  when the engine is idle) plus the
-  steps that prefill its prompt *and the prompts admitted before it that have no first token
-  yet* (vLLM schedules waiting prefills first-come-first-served) next to the decodes of the
-  others, in chunks of what is left of ``max_num_batched_tokens`` (chunked prefill): a burst of
-  arrivals spreads its TTFTs as the engine's does;
-- both times ``slowdown`` (a server slower than the model predicts, for recalibration tests).
-
-Requests beyond ``max_num_seqs`` queue in the server (``--max-concurrency``), so the queueing
-part of TTFT is real waiting, not a formula. Step times are memoised on (batch, lengths rounded
-to 1/32 of their value): a step costs ~30 us to price and a run asks for one per chunk.
-
-The fit behind the coefficients takes ~10-15 s once: the fitted model is cached on disk
+The deployment comes from a :class:`~planner.perf.scenario.Scenario` (``--scenario``: the exact
+scenario the prediction was made for) or from a :class:`PlanSpec` (``--gpu --tp ...``). The fit
+behind the coefficients takes ~10-15 s once: the fitted model is cached on disk
 (:mod:`planner.perf.fit_cache`, shared with the dashboard and the command line), so a start
 with a cached fit answers ``/health`` in about a second; the dashboard passes its own (possibly
 refitted) vector with ``--coefficients``.
@@ -32,25 +24,24 @@ refitted) vector with ``--coefficients``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import math
-import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks_runner.simulated.timing import TokenTiming
 from planner.catalog import Catalog, load_catalog
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
-from planner.perf.step_time import FEATURES, StepBatch, step_time_s
+from planner.perf.simulator import LiveEngine
+from planner.perf.step_time import FEATURES
 from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -125,8 +116,28 @@ class PlanSpec:
         )
 
 
-class PerfTiming:
-    """``TimingModel`` of the simulated server priced by the performance model's step time."""
+#: Closed loop: the predictor counts a client's turnaround as zero (the request that replaces a
+#: finished one joins the very next step). The next step's batch waits for as many new requests
+#: as the last step finished, at most this long and half that step; the step still ends on time.
+RETURN_WAIT_S = 0.02
+#: Requests that arrive together (a closed loop's first ones, an offline batch) within this long
+#: of the first start a step from idle together, as the predictor admits them at once.
+IDLE_GATHER_S = 0.005
+#: The clock keeps absolute step deadlines, but forgives an event loop that fell further behind.
+MAX_LAG_S = 0.05
+
+
+@dataclass
+class _Waiter:
+    """A stream's view of its request, updated at the end of every step."""
+
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    produced: int = 0
+    finished: bool = False
+
+
+class EngineTiming:
+    """``TimingModel`` of the simulated server: the performance model's engine in real time."""
 
     def __init__(
         self,
@@ -134,109 +145,133 @@ class PerfTiming:
         coefficients: Sequence[float] | np.ndarray,
         *,
         slowdown: float = 1.0,
-        tokens_per_chunk: int = 1,
-        clock: Callable[[], float] = time.monotonic,
+        prefix_caching: bool | None = None,
     ) -> None:
         if not slowdown > 0:
             raise ValueError(f"slowdown={slowdown}: must be > 0")
         self.deployment = deployment
         self.coefficients = np.asarray(coefficients, dtype=float)
         self.slowdown = float(slowdown)
-        self.tokens_per_chunk = max(1, int(tokens_per_chunk))
-        self._clock = clock  # the server's clock (its deadlines are on loop.time: monotonic)
-        self._step = lru_cache(maxsize=65_536)(self._step_uncached)
-        # (first-token deadline, prompt tokens) of admitted requests still prefilling
-        self._prefilling: deque[tuple[float, float]] = deque()
+        self.prefix_caching = (
+            deployment.scenario.enable_prefix_caching if prefix_caching is None else prefix_caching
+        )
+        self.engine = LiveEngine(deployment, self.coefficients)
+        self.steps = 0
+        self.closed_loop = deployment.scenario.load not in ("rate", "trace")
+        self._submitted = 0
+        self._waiters: dict[int, _Waiter] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
-    # ----- what the server needs besides the timing --------------------------------------------
+    # ----- what the server reports (EngineState) ------------------------------------------------
     @property
     def max_num_seqs(self) -> int:
-        return int(self.deployment.max_num_seqs)
+        return self.engine.max_num_seqs
 
     @property
     def kv_capacity_tokens(self) -> int:
-        return int(self.deployment.kv_capacity_tokens)
+        return self.engine.kv_capacity_tokens
 
-    # ----- step prices -------------------------------------------------------------------------
-    def _step_uncached(
-        self, decodes: float, context: float, prefills: float, prefill_tokens: float
-    ) -> float:
+    @property
+    def running(self) -> int:
+        return self.engine.running
 
-        dep = self.deployment
-        batch = StepBatch()
-        if decodes > 0:
-            batch.add_decode(decodes, context, dep.sliding_window)
-        if prefills > 0 and prefill_tokens > 0:
-            batch.add_prefill(prefills, prefill_tokens, 0.0, dep.sliding_window)
-        if batch.seqs <= 0:
-            return 0.0
-        return max(0.0, step_time_s(batch, dep, self.coefficients))
+    @property
+    def waiting(self) -> int:
+        return self.engine.waiting
 
-    def steady_step_s(self, running: int, input_len: int, output_len: int) -> float:
-        """One engine step with ``running`` requests in their steady mix of prefill and decode."""
-        b = max(1, int(running))
-        i, o = _bucket(input_len), _bucket(max(1, output_len))
-        prefilling = b / o
-        return self._step(b - prefilling, i + o / 2.0, prefilling, float(i))
+    @property
+    def kv_usage(self) -> float:
+        return self.engine.kv_usage
 
-    def prefill_s(
-        self, running: int, input_len: int, queued_prompts: int = 0, queued_tokens: float = 0.0
-    ) -> float:
-        """Steps that prefill a prompt of ``input_len`` after ``queued_prompts`` earlier prompts
-        of ``queued_tokens`` in all, next to the decodes of the other running requests."""
-        dep = self.deployment
-        i = _bucket(input_len)
-        prompts = 1 + max(0, queued_prompts)
-        tokens = i + _bucket(queued_tokens) if queued_tokens > 0 else i
-        decodes = max(0, int(running) - prompts)
-        budget = max(1, int(dep.max_num_batched_tokens) - decodes)
-        steps = max(1, math.ceil(tokens / budget))
-        per_step = min(float(prompts), prompts / steps + 1.0)  # prompts a step touches
-        chunk = tokens / steps / per_step
-        return steps * self._step(float(decodes), i, per_step, _bucket(chunk))
+    @property
+    def preemptions(self) -> int:
+        return self.engine.preemptions
 
-    # ----- TimingModel -------------------------------------------------------------------------
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming:
-        now = self._clock()
-        pending = self._prefilling
-        while pending and pending[0][0] <= now:
-            pending.popleft()
-        queued_tokens = sum(tokens for _, tokens in pending)
-        step = self.steady_step_s(running, input_len, output_len)
-        wait = 0.5 * step if running > 1 else 0.0  # an idle engine starts at once
-        ttft = wait + self.prefill_s(running, input_len, len(pending), queued_tokens)
-        ttft *= self.slowdown
-        # deadlines stay ordered: a later admission never gets its first token earlier
-        due = max(now + ttft, pending[-1][0] if pending else 0.0)
-        pending.append((due, float(input_len)))
-        return TokenTiming(
-            ttft_s=due - now,
-            token_delay_s=step * self.slowdown,
-            tokens_per_chunk=self.tokens_per_chunk,
-        )
+    # ----- TimingModel ----------------------------------------------------------------------------
+    async def tokens(
+        self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0
+    ) -> AsyncGenerator[int, None]:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        cached = cached_tokens if self.prefix_caching else 0
+        rid = self.engine.submit(prompt_tokens, output_tokens, cached)
+        self._submitted += 1
+        waiter = _Waiter()
+        self._waiters[rid] = waiter
+        self._wake.set()
+        sent = 0
+        try:
+            while not waiter.finished:
+                await waiter.ready.wait()
+                waiter.ready.clear()
+                if waiter.produced > sent:
+                    sent = waiter.produced
+                    yield sent
+        finally:
+            self._waiters.pop(rid, None)
+            self.engine.cancel(rid)  # a finished request is only forgotten
 
-    def live_token_delay_s(self, running: int, input_len: int, output_len: int) -> float:
-        """Seconds per token at the batch running now (asked by the server before each chunk)."""
-        return self.steady_step_s(running, input_len, output_len) * self.slowdown
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        clock = loop.time()  # when the next step starts
+        expected, wait_s, seen = 0, 0.0, 0
+        while True:
+            if self.engine.idle:
+                self._wake.clear()
+                await self._wake.wait()
+                clock = loop.time()
+                if self.closed_loop:
+                    await _sleep_until(loop, clock + IDLE_GATHER_S)
+            elif expected:
+                await self._arrivals(loop, seen + expected, clock + wait_s)
+            seconds = self.engine.step()
+            if seconds is None:  # nothing fits yet: wait for a request to come or go
+                self._wake.clear()
+                await self._wake.wait()
+                clock = loop.time()
+                continue
+            self.steps += 1
+            duration = seconds * self.slowdown
+            clock = max(clock, loop.time() - MAX_LAG_S) + duration
+            await _sleep_until(loop, clock)
+            seen = self._submitted
+            expected = self.engine.finished_last_step if self.closed_loop else 0
+            wait_s = min(RETURN_WAIT_S, duration / 2)
+            # what each request has at this step's end, read now: the next step, scheduled
+            # before its stream runs again, must not show early
+            for rid, waiter in self._waiters.items():
+                waiter.produced = self.engine.generated(rid)
+                waiter.finished = self.engine.finished(rid)
+                waiter.ready.set()
+
+    async def _arrivals(self, loop: asyncio.AbstractEventLoop, count: int, deadline: float) -> None:
+        """Until ``count`` requests have been submitted in all, or ``deadline``."""
+        while self._submitted < count:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
 
 
-def _bucket(tokens: float) -> float:
-    """Round to ~3% (1/32 of the value, at least 1): keeps the memo small, the price unchanged."""
-    t = max(1.0, float(tokens))
-    step = 2.0 ** max(0, math.floor(math.log2(t)) - 5)
-    return float(round(t / step) * step)
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    delay = deadline - loop.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
 
 
 # ----- building one from a plan ----------------------------------------------------------------
-def coefficients_for_plan(model: PerformanceModel, spec: PlanSpec) -> list[float]:
-    """The fitted coefficient vector the model would use to predict ``spec``."""
-    return [float(v) for v in model.coefficients_of(spec.scenario())]
+def coefficients_for_plan(model: PerformanceModel, plan: PlanSpec | Scenario) -> list[float]:
+    """The fitted coefficient vector the model uses to predict ``plan``."""
+    scenario = plan.scenario() if isinstance(plan, PlanSpec) else plan
+    return [float(v) for v in model.coefficients_of(scenario)]
 
 
 def parse_coefficients(text: str) -> list[float]:
     """``--coefficients``: a JSON list over the step terms, a JSON object by term name, or the
     path of a file holding either."""
-
     source = text.strip()
     if not source.startswith(("[", "{")):
         try:
@@ -263,28 +298,28 @@ def parse_coefficients(text: str) -> list[float]:
     return values
 
 
-def perf_timing_for_plan(
-    spec: PlanSpec,
+def engine_timing(
+    plan: PlanSpec | Scenario,
     *,
     catalog: Catalog | None = None,
     coefficients: Sequence[float] | None = None,
     slowdown: float = 1.0,
-    tokens_per_chunk: int = 1,
-) -> PerfTiming:
-    """A :class:`PerfTiming` for ``spec``: the deployment resolved against the catalog (the
-    user's catalog files included), coefficients given or those of the fitted model (read from
-    the fit cache, :mod:`planner.perf.fit_cache`, when any process fitted it before).
+) -> EngineTiming:
+    """An :class:`EngineTiming` for one replica of ``plan``: the deployment resolved against
+    the catalog (the user's catalog files included), coefficients given or those of the fitted
+    model (read from the fit cache, :mod:`planner.perf.fit_cache`, when any process fitted it
+    before).
 
     Raises :class:`planner.errors.PlannerError` naming the field when the plan does not resolve
     (unknown model or GPU, TP not dividing the heads, ...).
     """
-
     if catalog is None:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-    dep = resolve_deployment(spec.scenario(), catalog)
+    scenario = plan.scenario() if isinstance(plan, PlanSpec) else plan
+    dep = resolve_deployment(scenario, catalog)
     vector = (
         list(coefficients)
         if coefficients is not None
-        else coefficients_for_plan(get_performance_model(catalog), spec)
+        else coefficients_for_plan(get_performance_model(catalog), scenario)
     )
-    return PerfTiming(dep, vector, slowdown=slowdown, tokens_per_chunk=tokens_per_chunk)
+    return EngineTiming(dep, vector, slowdown=slowdown)

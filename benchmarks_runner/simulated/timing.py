@@ -1,58 +1,72 @@
-"""How long the simulated server takes: the timing models it is given.
+"""How long the simulated server takes: the timing models it streams by.
 
-A :class:`TimingModel` returns, for a request admitted with ``running`` requests in the batch,
-its TTFT and per-token delay (:class:`TokenTiming`). :class:`FixedTiming` ignores load;
-:class:`SlowedTiming` slows another model down; the performance model's own timing is
-:class:`benchmarks_runner.simulated.perf_timing.PerfTiming`.
+A :class:`TimingModel` turns one admitted request (prompt tokens, output tokens, prompt tokens
+found in the prefix cache) into its output tokens over time: :meth:`TimingModel.tokens` is an
+async iterator of the request's cumulative token count, each value yielded when that many
+tokens are ready (1 at the first token, ``output_tokens`` at the last). Closing the iterator
+early (the client went away) releases the request.
+
+- :class:`FixedTiming`: the same TTFT and per-token delay whatever the load (tests, client
+  benchmarks);
+- :class:`~benchmarks_runner.simulated.perf_timing.EngineTiming`: the performance model's own
+  engine, stepped in real time (the plan's continuous batching, queueing and KV capacity).
+
+A model that also has :class:`EngineState` reports the server's running and waiting requests,
+KV usage and preemptions from its engine.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Protocol
-
-
-@dataclass(frozen=True, slots=True)
-class TokenTiming:
-    ttft_s: float
-    token_delay_s: float
-    tokens_per_chunk: int = 1
+from typing import Protocol, runtime_checkable
 
 
 class TimingModel(Protocol):
-    """Timing of one request given the load when it is admitted.
+    def tokens(
+        self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0
+    ) -> AsyncGenerator[int, None]:
+        """The request's cumulative output tokens, each yielded when ready."""
+        ...
 
-    A model may also define ``live_token_delay_s(running, input_len, output_len) -> float``:
-    then every chunk after the first is paced at the delay for the batch running at that
-    moment (continuous batching), not at the one seen on admission.
-    """
 
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming: ...
+@runtime_checkable
+class EngineState(Protocol):
+    """What a timing model with its own engine knows about the batch."""
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def kv_usage(self) -> float: ...
+
+    @property
+    def preemptions(self) -> int: ...
+
+    @property
+    def kv_capacity_tokens(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
 class FixedTiming:
-    """Same TTFT and per-token delay whatever the load."""
+    """Token *i* (0-based) is ready ``ttft_ms + i * token_delay_ms`` after admission, on
+    absolute deadlines so delays do not accumulate; load and cached prefixes change nothing."""
 
     ttft_ms: float = 20.0
     token_delay_ms: float = 10.0
-    tokens_per_chunk: int = 1
 
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming:
-        return TokenTiming(
-            self.ttft_ms / 1000.0, self.token_delay_ms / 1000.0, max(1, self.tokens_per_chunk)
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SlowedTiming:
-    """Another timing model, ``factor`` times slower."""
-
-    inner: TimingModel
-    factor: float
-
-    def timing(self, running: int, input_len: int, output_len: int) -> TokenTiming:
-        tm = self.inner.timing(running, input_len, output_len)
-        return TokenTiming(
-            tm.ttft_s * self.factor, tm.token_delay_s * self.factor, tm.tokens_per_chunk
-        )
+    async def tokens(
+        self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0
+    ) -> AsyncGenerator[int, None]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        ttft, delay = self.ttft_ms / 1000.0, self.token_delay_ms / 1000.0
+        for i in range(max(1, output_tokens)):
+            wait = start + ttft + i * delay - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            yield i + 1

@@ -3,8 +3,9 @@
 The scenario's widgets are drawn by ``app.py`` (the main script) before the page runs, with
 ``bind="query-params"``: their values live in the URL, survive page switches, and a shared
 link reproduces the view. Values equal to their defaults are left out of the URL, so the
-default scenario's link is clean. A URL value that is no longer valid (a model since removed)
-is dropped by Streamlit and the default is shown.
+default scenario's link is clean. A URL value that is not valid (a model since removed, a
+negative length, a typo) is not used: the widget shows its default and a notice under it names
+the parameter, the value and what is allowed (``pages.common.url_params``).
 
 Uploaded files (a model's config.json, a request trace) cannot travel in a URL: they stay in
 the session, and the sidebar says so.
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages.common.url_params import bound
 from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard, model_card_from_config
 from planner.errors import PlannerError
+from planner.input_checks import check_file_size
 from planner.workload import LengthDistribution, Workload, load_trace
 
 SHAPES = ("fixed", "uniform", "normal", "lognormal")
@@ -134,7 +137,9 @@ class Scenario:
     def workload(self) -> Workload:
         """The workload the planner sees (the uploaded trace's, when one is used)."""
         if self.trace is not None:
-            return cached_trace(self.trace.path, self.trace.format, self.trace.digest)
+            return cached_trace(
+                self.trace.path, self.trace.format, self.trace.digest, self.trace.name
+            )
         return Workload(
             input_len=self.input_len.distribution(),
             output_len=self.output_len.distribution(),
@@ -142,9 +147,9 @@ class Scenario:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def cached_trace(path: str, fmt: str, digest: str) -> Workload:
+def cached_trace(path: str, fmt: str, digest: str, name: str | None = None) -> Workload:
     del digest  # part of the cache key: same path, new bytes
-    return load_trace(Path(path), fmt)  # type: ignore[arg-type]
+    return load_trace(Path(path), fmt, name=name)  # type: ignore[arg-type]
 
 
 # ----- uploads --------------------------------------------------------------------------------
@@ -174,6 +179,12 @@ def _on_model_upload() -> None:
 
 def parse_config_upload(data: bytes, name: str) -> tuple[ModelCard | None, str | None]:
     """A model card from an uploaded config.json, or the message saying why it is not one."""
+    from pages.common.resources import settings
+
+    try:
+        check_file_size(name, len(data), settings().max_upload_mb, "SERVEWISE_MAX_UPLOAD_MB")
+    except PlannerError as exc:
+        return None, str(exc)
     try:
         config = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -187,10 +198,17 @@ def parse_config_upload(data: bytes, name: str) -> tuple[ModelCard | None, str |
 
 
 def _on_trace_upload() -> None:
+    from pages.common.resources import settings
+
     upload = st.session_state.get("trace_upload")
     st.session_state.pop(UPLOADED_TRACE_ERROR, None)
     st.session_state.pop(UPLOADED_TRACE, None)
     if upload is None:
+        return
+    try:  # before reading the bytes: a trace larger than the setting stays unread
+        check_file_size(upload.name, upload.size, settings().max_trace_mb, "SERVEWISE_MAX_TRACE_MB")
+    except PlannerError as exc:
+        st.session_state[UPLOADED_TRACE_ERROR] = str(exc)
         return
     data = upload.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:16]
@@ -211,32 +229,32 @@ def _model_options(catalog: Catalog) -> list[str]:
 
 def _length_inputs(prefix: str, title: str, mean: int, spread: int) -> LengthSpec:
     st.markdown(f"**{title}**")
-    shape = st.selectbox(
+    shape = bound(
+        st.selectbox,
         "Shape",
         SHAPES,
         key=f"{prefix}_shape",
-        bind="query-params",
         help="fixed: every request the same; uniform: mean ± spread; normal and lognormal: "
         "mean and standard deviation (lognormal has a long right tail, like real prompts).",
     )
     left, right = st.columns(2)
-    mean_tokens = left.number_input(
+    mean_tokens = bound(
+        left.number_input,
         "Mean (tokens)",
         min_value=1,
         max_value=1_000_000,
         value=mean,
         step=64,
         key=f"{prefix}_mean",
-        bind="query-params",
     )
-    spread_tokens = right.number_input(
+    spread_tokens = bound(
+        right.number_input,
         "Spread (tokens)",
         min_value=0,
         max_value=1_000_000,
         value=spread,
         step=64,
         key=f"{prefix}_spread",
-        bind="query-params",
         disabled=shape == "fixed",
         help="Half-width for uniform, standard deviation for normal and lognormal.",
     )
@@ -257,9 +275,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             model_id = ""
         else:
             default = options.index(PREFERRED_MODEL) if PREFERRED_MODEL in options else 0
-            model_id = st.selectbox(
-                "Model", options, index=default, key="model", bind="query-params"
-            )
+            model_id = bound(st.selectbox, "Model", options, index=default, key="model")
         st.file_uploader(
             "…or upload a config.json",
             type=["json"],
@@ -269,32 +285,30 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             "import it on the Data page.",
         )
         if st.session_state.get(UPLOADED_MODEL_ERROR):
-            st.error(st.session_state[UPLOADED_MODEL_ERROR])
-        precisions = st.multiselect(
+            st.warning(st.session_state[UPLOADED_MODEL_ERROR])
+        precisions = bound(
+            st.multiselect,
             "Weight precisions to consider",
             PRECISIONS,
             default=["bf16", "fp8"],
             key="precision",
-            bind="query-params",
             help="bf16/fp16: the published weights; fp8: quantised on load; int4/fp4 need a "
             "quantised checkpoint.",
         )
 
         # --- workload
         st.subheader("Workload")
-        source = st.segmented_control(
+        source = bound(
+            st.segmented_control,
             "Request lengths from",
             ["distributions", "trace"],
             default="distributions",
             required=True,
             key="source",
-            bind="query-params",
         )
         trace: TraceRef | None = None
         if source == "trace":
-            trace_format = st.selectbox(
-                "Trace format", TRACE_FORMATS, key="trace_format", bind="query-params"
-            )
+            trace_format = bound(st.selectbox, "Trace format", TRACE_FORMATS, key="trace_format")
             st.file_uploader(
                 "Trace file (Mooncake JSONL, BurstGPT, Azure or timestamp,input_tokens,"
                 "output_tokens CSV)",
@@ -303,88 +317,90 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
                 on_change=_on_trace_upload,
             )
             saved = st.session_state.get(UPLOADED_TRACE)
-            if saved is None:
+            if st.session_state.get(UPLOADED_TRACE_ERROR):
+                st.warning(f"The trace cannot be used: {st.session_state[UPLOADED_TRACE_ERROR]}")
+            elif saved is None:
                 st.info("No trace uploaded yet: the distributions below are used.")
             else:
                 name, path, digest = saved
                 trace = TraceRef(name=name, path=path, digest=digest, format=str(trace_format))
                 try:
-                    cached_trace(trace.path, trace.format, trace.digest)
+                    cached_trace(trace.path, trace.format, trace.digest, trace.name)
                 except PlannerError as exc:
-                    st.error(f"The trace cannot be used: {exc}")
+                    st.warning(f"The trace cannot be used: {exc}")
                     trace = None
         input_len = _length_inputs("in", "Input (prompt) length", 2048, 0)
         output_len = _length_inputs("out", "Output (answer) length", 512, 0)
 
         # --- load and SLOs
         st.subheader("Load and SLOs")
-        load_mode = st.segmented_control(
+        load_mode = bound(
+            st.segmented_control,
             "Load given as",
             LOAD_MODES,
             default="concurrency",
             required=True,
             key="load",
-            bind="query-params",
             help="concurrency: requests in flight at once (a closed loop of users); rate: "
             "requests arriving per second.",
         )
         unit = "requests in flight" if load_mode == "concurrency" else "requests/s"
         left, right = st.columns(2)
-        load_avg = left.number_input(
+        load_avg = bound(
+            left.number_input,
             f"Average ({unit})",
             min_value=0.1,
             max_value=100_000.0,
             value=16.0 if load_mode == "concurrency" else 2.0,
             step=1.0,
             key=f"avg_{load_mode}",
-            bind="query-params",
         )
-        load_peak = right.number_input(
+        load_peak = bound(
+            right.number_input,
             f"Peak ({unit})",
             min_value=0.1,
             max_value=100_000.0,
             value=32.0 if load_mode == "concurrency" else 5.0,
             step=1.0,
             key=f"peak_{load_mode}",
-            bind="query-params",
             help="Capacity is bought for the peak; the average decides utilisation.",
         )
         if load_peak < load_avg:
-            st.error(
+            st.warning(
                 f"Peak ({load_peak:g}) is below the average ({load_avg:g}): the peak must be at "
                 "least the average. Using the average as the peak."
             )
             load_peak = load_avg
         left, right = st.columns(2)
-        ttft = left.number_input(
+        ttft = bound(
+            left.number_input,
             "p99 TTFT ≤ (ms)",
             min_value=0,
             max_value=600_000,
             value=3000,
             step=100,
             key="ttft_ms",
-            bind="query-params",
             help="Time to first token, 99th percentile. 0: no limit.",
         )
-        tpot = right.number_input(
+        tpot = bound(
+            right.number_input,
             "p99 TPOT ≤ (ms)",
             min_value=0,
             max_value=10_000,
             value=100,
             step=5,
             key="tpot_ms",
-            bind="query-params",
             help="Time per output token after the first, 99th percentile. 0: no limit.",
         )
 
         # --- where and what price
         st.subheader("Where and at what price")
         providers = sorted({inst.provider for inst in catalog.instances.values()})
-        chosen_providers = st.multiselect(
+        chosen_providers = bound(
+            st.multiselect,
             "Providers",
             providers,
             key="providers",
-            bind="query-params",
             placeholder="All providers",
         )
         regions = sorted(
@@ -394,29 +410,29 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
                 if not chosen_providers or p.provider in chosen_providers
             }
         )
-        chosen_regions = st.multiselect(
-            "Regions", regions, key="regions", bind="query-params", placeholder="All regions"
+        chosen_regions = bound(
+            st.multiselect, "Regions", regions, key="regions", placeholder="All regions"
         )
-        pricing = st.selectbox(
+        pricing = bound(
+            st.selectbox,
             "Pricing",
             PRICING_MODES,
             key="pricing",
-            bind="query-params",
         )
-        manual = st.toggle(
+        manual = bound(
+            st.toggle,
             "Set the observed utilisation",
             key="util_manual",
-            bind="query-params",
             help="Off: utilisation is the average demand over the capacity bought for the peak.",
         )
-        utilisation = st.slider(
+        utilisation = bound(
+            st.slider,
             "Observed utilisation (%)",
             min_value=5,
             max_value=100,
             value=60,
             step=5,
             key="util",
-            bind="query-params",
             disabled=not manual,
             help="Share of the bought capacity doing useful work on average. A GPU at 20% "
             "costs 5x per token what it costs at 100%.",

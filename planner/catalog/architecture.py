@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.catalog.limits import check_config_sizes
+
 LayerKind = Literal["full", "sliding", "linear"]
 ModelClass = Literal[
     "dense GQA",
@@ -370,7 +372,8 @@ def _moe_layers(config: dict[str, Any], num_layers: int, num_experts: int) -> tu
 def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
     """Parse a Hugging Face ``config.json`` (already loaded as a dict).
 
-    Raises ``ValueError`` naming the missing field when the config lacks what the planner needs.
+    Raises ``ValueError`` naming the field when the config lacks what the planner needs or a
+    size is beyond what any published model uses (:mod:`planner.catalog.limits`).
     """
     text_config = config.get("text_config")
     if isinstance(text_config, dict) and "num_hidden_layers" not in config:
@@ -381,6 +384,7 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
             raise ValueError(
                 f"config.json field '{key}' is {config.get(key)!r}: a positive integer is required"
             )
+    check_config_sizes(config)
     model_type = str(config.get("model_type", "unknown"))
     hidden = int(config["hidden_size"])
     layers = int(config["num_hidden_layers"])

@@ -29,7 +29,7 @@ from planner.catalog.loader import (
     model_card_from_config,
     read_records,
 )
-from planner.errors import CatalogError
+from planner.errors import CatalogError, InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,17 @@ def _write_rows(path: Path, record: type[BaseModel], rows: list[BaseModel]) -> N
     path.write_text(buffer.getvalue(), encoding="utf-8")
 
 
+def _check_upload_size(name: str, data: bytes) -> None:
+    """An upload larger than the setting ``SERVEWISE_MAX_UPLOAD_MB`` is refused unread."""
+    from planner.input_checks import check_file_size
+    from planner.settings import get_settings
+
+    try:
+        check_file_size(name, len(data), get_settings().max_upload_mb, "SERVEWISE_MAX_UPLOAD_MB")
+    except InvalidInputError as exc:
+        raise CatalogError(name, None, None, f"{exc.value} is too large: {exc.allowed}") from None
+
+
 def stage_table_upload(
     user_dir: Path,
     table: str,
@@ -114,6 +125,7 @@ def stage_table_upload(
     the merged catalog does not load.
     """
     spec = TABLES[table]
+    _check_upload_size(name, data)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -162,6 +174,7 @@ def parse_model_config(data: bytes, name: str, hf_id: str = "") -> tuple[dict[st
 
     Raises :class:`CatalogError` naming the file and the problem.
     """
+    _check_upload_size(name, data)
     try:
         config = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:

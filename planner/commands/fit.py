@@ -19,12 +19,16 @@ from typing import Any
 from planner.catalog import PRECISIONS, load_catalog, model_card_from_config
 from planner.catalog.loader import Catalog
 from planner.catalog.schema import ModelCard
+from planner.commands.args import fraction, positive_int
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, check_file_size
 from planner.layouts import LayoutCandidate, enumerate_layouts, evaluate_layout
 from planner.memory import KV_CACHE_DTYPES, kv_occupancy, max_concurrent_sequences
 from planner.settings import get_settings
 from planner.workload import Workload, load_trace
+
+TOKENS = positive_int(MAX_REQUEST_TOKENS)
 
 
 def register(subparsers: Any) -> None:
@@ -33,24 +37,32 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--model", required=True, help="Hugging Face id, or a config.json path")
     parser.add_argument("--instance", required=True, help="instance type, e.g. g6e.12xlarge")
-    parser.add_argument("--nodes", type=int, default=1, help="instances (default 1)")
+    parser.add_argument("--nodes", type=positive_int(64), default=1, help="instances (default 1)")
     parser.add_argument("--precision", default="bf16", choices=PRECISIONS)
     parser.add_argument("--kv-dtype", choices=KV_CACHE_DTYPES, help="default: the engine's")
-    parser.add_argument("--input-len", type=int, help="prompt tokens of every request")
-    parser.add_argument("--output-len", type=int, help="answer tokens of every request")
+    parser.add_argument("--input-len", type=TOKENS, help="prompt tokens of every request")
+    parser.add_argument("--output-len", type=TOKENS, help="answer tokens of every request")
     parser.add_argument(
         "--workload",
         type=Path,
         help="a trace (Mooncake JSONL, BurstGPT/Azure/plain CSV) or a Workload JSON file",
     )
-    parser.add_argument("--concurrency", type=int, help="requests in flight per replica")
-    parser.add_argument("--max-model-len", type=int, help="vLLM --max-model-len")
-    parser.add_argument("--gpu-memory-utilization", type=float, help="default: the engine's")
-    parser.add_argument("--max-num-seqs", type=int, help="default: what vllm serve picks")
-    parser.add_argument("--max-num-batched-tokens", type=int, help="default: vllm serve's")
-    parser.add_argument("--tp", type=int, help="evaluate only this tensor-parallel size")
-    parser.add_argument("--pp", type=int, help="evaluate only this pipeline-parallel size")
-    parser.add_argument("--quantile", type=float, default=0.99, help="context quantile (0.99)")
+    parser.add_argument(
+        "--concurrency", type=positive_int(MAX_LOAD), help="requests in flight per replica"
+    )
+    parser.add_argument("--max-model-len", type=TOKENS, help="vLLM --max-model-len")
+    parser.add_argument("--gpu-memory-utilization", type=fraction(), help="default: the engine's")
+    parser.add_argument(
+        "--max-num-seqs", type=positive_int(MAX_LOAD), help="default: what vllm serve picks"
+    )
+    parser.add_argument("--max-num-batched-tokens", type=TOKENS, help="default: vllm serve's")
+    parser.add_argument(
+        "--tp", type=positive_int(1_024), help="evaluate only this tensor-parallel size"
+    )
+    parser.add_argument(
+        "--pp", type=positive_int(1_024), help="evaluate only this pipeline-parallel size"
+    )
+    parser.add_argument("--quantile", type=fraction(), default=0.99, help="context quantile (0.99)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
@@ -58,8 +70,12 @@ def register(subparsers: Any) -> None:
 def _model(catalog: Catalog, ref: str) -> ModelCard:
     path = Path(ref)
     if path.suffix == ".json" and path.is_file():
+        limit_mb = get_settings().max_upload_mb
+        check_file_size(path.name, path.stat().st_size, limit_mb, "SERVEWISE_MAX_UPLOAD_MB")
         try:
             config = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidInputError("--model", ref, "a UTF-8 config.json file") from None
         except json.JSONDecodeError as exc:
             raise InvalidInputError("--model", ref, f"a valid config.json ({exc.msg})") from None
         return model_card_from_config(config, file=path.name)

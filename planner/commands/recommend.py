@@ -19,10 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.catalog import PRICING_MODES, load_catalog
+from planner.catalog import PRICING_MODES, Catalog, load_catalog
+from planner.commands.args import fraction, number, positive_int
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.recommend import (
     Demand,
+    RecommendationResult,
     RecommendRequest,
     SearchSpace,
     Slo,
@@ -33,32 +36,65 @@ from planner.recommend import (
 )
 from planner.settings import get_settings
 
+TOKENS = positive_int(MAX_REQUEST_TOKENS)
+RATE = number(low=0, high=MAX_LOAD, low_open=True)
+SLO = number(low=0, high=MAX_SLO_MS, low_open=True)
+#: What the pydantic fields are called on the command line.
+OPTION_OF_FIELD = {
+    "avg_rate_rps": "--rate",
+    "peak_rate_rps": "--peak-rate",
+    "ttft_p99_ms": "--slo-ttft-p99-ms",
+    "tpot_p99_ms": "--slo-tpot-p99-ms",
+    "e2e_p99_ms": "--slo-e2e-p99-ms",
+    "providers": "--provider",
+    "regions": "--region",
+    "gpus": "--gpu",
+    "instances": "--instance",
+    "precisions": "--precision",
+}
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "recommend", help="rank the cheapest configurations meeting the SLOs"
     )
     parser.add_argument("--model", required=True, help="Hugging Face id")
-    parser.add_argument("--input-len", type=int, required=True, help="prompt tokens")
-    parser.add_argument("--output-len", type=int, required=True, help="answer tokens")
+    parser.add_argument("--input-len", type=TOKENS, required=True, help="prompt tokens")
+    parser.add_argument("--output-len", type=TOKENS, required=True, help="answer tokens")
     load = parser.add_mutually_exclusive_group(required=True)
-    load.add_argument("--rate", type=float, help="average requests per second")
-    load.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
-    parser.add_argument("--peak-rate", type=float, help="peak requests per second")
-    parser.add_argument("--slo-ttft-p99-ms", type=float, help="p99 time to first token, ms")
-    parser.add_argument("--slo-tpot-p99-ms", type=float, help="p99 time per output token, ms")
-    parser.add_argument("--slo-e2e-p99-ms", type=float, help="p99 end-to-end latency, ms")
+    load.add_argument("--rate", type=RATE, help="average requests per second")
+    load.add_argument(
+        "--concurrency", type=positive_int(MAX_LOAD), help="requests in flight (closed loop)"
+    )
+    parser.add_argument("--peak-rate", type=RATE, help="peak requests per second")
+    parser.add_argument("--slo-ttft-p99-ms", type=SLO, help="p99 time to first token, ms")
+    parser.add_argument("--slo-tpot-p99-ms", type=SLO, help="p99 time per output token, ms")
+    parser.add_argument("--slo-e2e-p99-ms", type=SLO, help="p99 end-to-end latency, ms")
     parser.add_argument("--provider", action="append", help="aws, gcp, azure, ... (repeatable)")
     parser.add_argument("--region", action="append", help="e.g. us-east-1 (repeatable)")
     parser.add_argument("--gpu", action="append", help="GPU id, e.g. L40S (repeatable)")
     parser.add_argument("--instance", action="append", help="only this instance type (repeatable)")
     parser.add_argument("--pricing", default="on_demand", choices=PRICING_MODES)
-    parser.add_argument("--max-nodes", type=int, default=2, help="instances per replica")
+    parser.add_argument(
+        "--max-nodes", type=positive_int(16), default=2, help="instances per replica"
+    )
     parser.add_argument("--precision", action="append", help="bf16, fp8, ... (repeatable)")
-    parser.add_argument("--spare-replicas", type=int, default=1, help="N+spare (default 1)")
-    parser.add_argument("--utilisation", type=float, help="observed average utilisation (0-1]")
-    parser.add_argument("--prefix-share", type=float, default=0.0, help="shared prompt share")
-    parser.add_argument("--top", type=int, default=20, help="ranked rows to print")
+    parser.add_argument(
+        "--spare-replicas",
+        type=number(low=0, high=1_000, integer=True),
+        default=1,
+        help="N+spare (default 1)",
+    )
+    parser.add_argument("--utilisation", type=fraction(), help="observed average utilisation (0-1]")
+    parser.add_argument(
+        "--prefix-share",
+        type=fraction(zero=True, one=False),
+        default=0.0,
+        help="shared prompt share",
+    )
+    parser.add_argument(
+        "--top", type=positive_int(100_000), default=20, help="ranked rows to print"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--csv", type=Path, help="write the ranking to this CSV file")
     parser.add_argument("--html", type=Path, help="write a self-contained HTML report")
@@ -106,12 +142,17 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
 
 def invalid_input(exc: ValidationError) -> InvalidInputError:
     first = exc.errors()[0]
-    field = "--" + str(first["loc"][-1]).replace("_", "-") if first["loc"] else "input"
+    name = str(first["loc"][-1]) if first["loc"] else ""
+    field = OPTION_OF_FIELD.get(name, "--" + name.replace("_", "-")) if name else "input"
     return InvalidInputError(field, first.get("input"), first["msg"].removeprefix("Value error, "))
 
 
 def emit(
-    target: str, directory: Path, result: Any, request: RecommendRequest, catalog: Any
+    target: str,
+    directory: Path,
+    result: RecommendationResult,
+    request: RecommendRequest,
+    catalog: Catalog,
 ) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
     from planner.deploy import TARGETS, render, spec_from_recommendation, write_bundle
@@ -137,6 +178,19 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidInputError("--emit TARGET", args.emit[0], f"one of {', '.join(TARGETS)}")
     catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
     catalog.model(request.model)  # unknown model: one clear line, before any work
+    search = request.search
+    try:
+        check_search_names(
+            catalog,
+            providers=search.providers,
+            regions=search.regions,
+            gpus=search.gpus,
+            instances=search.instances,
+            precisions=search.precisions,
+        )
+    except InvalidInputError as exc:  # the option's name, as typed
+        field = OPTION_OF_FIELD.get(exc.field, exc.field)
+        raise InvalidInputError(field, exc.value, exc.allowed) from None
     print("searching configurations...", file=sys.stderr)
     result = recommend(catalog, request, perf_predictor(catalog, request))
     ranked = ranking_rows(result)

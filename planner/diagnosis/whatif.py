@@ -154,9 +154,12 @@ def workload_setting(ev: RunEvidence, name: str) -> Any:
 
 
 def shared_prefix_share(ev: RunEvidence) -> float | None:
-    """The share of each prompt the workload shares with others (the run's ``prefix_share``,
-    under ``config.workload`` as the runner writes it)."""
-    share = workload_setting(ev, "prefix_share")
+    """The share of prompt tokens the workload shares with other requests: as the runner sent
+    them (``config.shared_prefix_share``), else the planned ``prefix_share`` (under
+    ``config.workload`` as the runner writes it)."""
+    share = ev.config.get("shared_prefix_share")
+    if share is None:
+        share = workload_setting(ev, "prefix_share")
     workload = ev.config.get("workload")
     if share is None and isinstance(workload, Mapping) and "input_len" in workload:
         share = 0.0  # synthetic prompts of a Servewise run share nothing unless asked

@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-from scipy.sparse import csc_matrix
-from scipy.sparse.linalg import spsolve
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
@@ -410,12 +408,12 @@ class CoefficientKey(NamedTuple):
 
 
 def entrypoint_of(scenario: Scenario) -> str:
-    """``offline`` for vLLM's offline class (load ``offline_batch``) and for TensorRT-LLM's
-    max-throughput tables (trtllm-bench), unless the scenario says; ``serve`` otherwise."""
+    """The scenario's own entrypoint when it says (a measured offline-batch row says
+    ``offline``: vLLM's offline class); else ``offline`` for TensorRT-LLM's max-throughput tables
+    (trtllm-bench) and ``serve`` otherwise: an offline batch of N sent to a server is a closed
+    loop of N with N requests, and predicts the same."""
     if scenario.entrypoint is not None:
         return scenario.entrypoint
-    if scenario.load == "offline_batch":
-        return "offline"
     if scenario.load == "max_throughput" and scenario.engine_family == "trtllm":
         return "offline"
     return "serve"
@@ -606,6 +604,10 @@ def _levenberg_marquardt(
     r = residuals(x)
     cost = _robust_cost(r, n_data)
     lam = 1e-3
+    # imported here: a fit needs scipy, a prediction from the fit cache does not (0.4 s a start)
+    from scipy.sparse import csc_matrix
+    from scipy.sparse.linalg import spsolve
+
     f2 = ROBUST_SCALE**2
     for _ in range(max_iter):
         J = jacobian(x)

@@ -45,17 +45,19 @@ from planner.perf.fit_cache import FitState
 from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
 from planner.perf.scenario import Prediction, Scenario
 from planner.perf.simulator import SimTrace, simulate
+from planner.perf.steady_state import SteadyState, SteadyStateModel
 from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
 from planner.perf.uncertainty import (
     MeasuredPoint,
+    PointIndex,
     SeenData,
     confidence_of,
     interval_factors,
     layouts_of,
-    nearest,
     novelty,
     point_of,
     term_shares,
+    version_note,
     widen,
 )
 
@@ -116,6 +118,8 @@ class PerformanceModel:
         self._samples: list[FitSample] = []
         self._excluded: list[Excluded] = []
         self._points: list[MeasuredPoint] = []
+        self._point_index = PointIndex([])
+        self._steady: OrderedDict[str, SteadyStateModel] = OrderedDict()
         self._groups: set[tuple[str, str]] = set()
         self._seen = SeenData()
         self._combos: list[tuple[str, str, str | None]] = []
@@ -155,6 +159,7 @@ class PerformanceModel:
     def _restore(self, state: FitState) -> None:
         self.fitted = state.fitted
         self._points = list(state.points)
+        self._point_index = PointIndex(self._points)
         self._combos = list(state.combos)
         self._groups = {(family, gpu.lower()) for family, gpu, _ in state.combos}
         self._seen = state.seen
@@ -252,7 +257,7 @@ class PerformanceModel:
             dep = resolve_deployment(unloaded, self.catalog)
             with self._dep_lock:
                 self._dep_cache[key] = dep
-                if len(self._dep_cache) > 256:
+                if len(self._dep_cache) > 2048:
                     self._dep_cache.popitem(last=False)
         if dep.scenario != scenario:
             dep = _with_scenario(dep, scenario)
@@ -310,6 +315,123 @@ class PerformanceModel:
         decode = StepBatch.of([context] * (running + 1), (), dep.sliding_window)
         return ttft, step_time_s(decode, dep, c)
 
+    # ----- the steady state (no simulation) ------------------------------------------------------
+    def steady_state(self, scenario: Scenario) -> SteadyStateModel:
+        """The steady-state model of the scenario's deployment with its fitted coefficients
+        (:mod:`planner.perf.steady_state`), cached on everything but the load."""
+        dep = self.deployment(scenario)
+        key = dep.scenario.model_copy(update=_NO_LOAD).model_dump_json()
+        with self._dep_lock:
+            held = self._steady.get(key)
+        if held is None:
+            held = SteadyStateModel(dep, self.coefficients_of(scenario))
+            with self._dep_lock:
+                self._steady[key] = held
+                if len(self._steady) > 2048:
+                    self._steady.popitem(last=False)
+        return held
+
+    def predict_steady(self, scenario: Scenario) -> Prediction:
+        """:meth:`predict` from the steady state instead of a simulation: a few step
+        evaluations, not a discrete-event run (for searches over many candidates; the
+        simulator stays the reference for what is shown in detail). Rate and concurrency
+        loads; a rate beyond the deployment's capacity has infinite TTFT."""
+        if scenario.load not in ("rate", "concurrency"):
+            raise InvalidInputError(
+                "load", scenario.load, "rate or concurrency for a steady-state prediction"
+            )
+        model = self.steady_state(scenario)
+        replicas = model.dep.replicas
+        if scenario.load == "rate":
+            state = model.at_rate((scenario.request_rate or 0.0) / replicas)
+        else:
+            in_flight = max((scenario.concurrency or 1.0) / replicas, 1.0)
+            run = max(1, math.ceil(scenario.effective_num_requests() / replicas))
+            state = model.at_concurrency(in_flight, run_requests=run)
+        return self.steady_prediction(scenario, state)
+
+    def steady_prediction(self, scenario: Scenario, state: SteadyState) -> Prediction:
+        """A :class:`Prediction` of a steady state of one replica (whole deployment rates)."""
+        dep = self.deployment(scenario)
+        c = self.coefficients_of(scenario)
+        key = coefficient_key(scenario, dep)
+        family, gpu = key.family, key.gpu
+        shares = term_shares(state.step_terms, c)
+        reasons = self.uncertainty_reasons(scenario, dep)
+
+        def factors(metric: str) -> tuple[float, float]:
+            return widen(interval_factors(self.fitted, key, metric, shares), len(reasons))
+
+        thr_lo, thr_hi = factors("output_tok_per_s")
+        ttft_lo, ttft_hi = factors("ttft")
+        tpot_lo, tpot_hi = factors("itl")
+        params_b, moe = _model_params(dep)
+        near, distance = self._point_index.nearest(
+            point_of(scenario, params_b, moe, dep.link_class)
+        )
+        has_gpu = (family, gpu.lower()) in self._groups
+        confidence = confidence_of(distance, has_gpu, len(reasons))
+        replicas = dep.replicas
+        out = state.output_tok_per_s * replicas
+        mean_in = scenario.mean_input_len
+        total = out + state.rate * replicas * mean_in
+        ms = 1e3
+        itl_p99 = state.prefill_step_s if state.prefill_step_share > 0.01 else state.decode_step_s
+        e2e_mean = state.ttft_mean_s + (scenario.mean_output_len - 1) * state.tpot_mean_s
+        release = version_note(key, self._seen)
+        notes = (
+            *dep.notes,
+            *([release] if release is not None else []),
+            "steady-state estimate (no simulation)",
+        )
+        return Prediction(
+            output_tok_per_s=out,
+            output_tok_per_s_low=out * thr_lo,
+            output_tok_per_s_high=out * thr_hi,
+            total_tok_per_s=total,
+            total_tok_per_s_low=total * thr_lo,
+            total_tok_per_s_high=total * thr_hi,
+            request_per_s=state.rate * replicas,
+            ttft_ms_mean=state.ttft_mean_s * ms,
+            ttft_ms_mean_low=state.ttft_mean_s * ms * ttft_lo,
+            ttft_ms_mean_high=state.ttft_mean_s * ms * ttft_hi,
+            ttft_ms_p50=state.ttft_p50_s * ms,
+            ttft_ms_p50_low=state.ttft_p50_s * ms * ttft_lo,
+            ttft_ms_p50_high=state.ttft_p50_s * ms * ttft_hi,
+            ttft_ms_p90=(state.ttft_p50_s + 0.7 * (state.ttft_p99_s - state.ttft_p50_s)) * ms,
+            ttft_ms_p99=state.ttft_p99_s * ms,
+            ttft_ms_p99_low=state.ttft_p99_s * ms * ttft_lo,
+            ttft_ms_p99_high=state.ttft_p99_s * ms * ttft_hi,
+            tpot_ms_mean=state.tpot_mean_s * ms,
+            tpot_ms_mean_low=state.tpot_mean_s * ms * tpot_lo,
+            tpot_ms_mean_high=state.tpot_mean_s * ms * tpot_hi,
+            tpot_ms_p50=state.tpot_p50_s * ms,
+            tpot_ms_p50_low=state.tpot_p50_s * ms * tpot_lo,
+            tpot_ms_p50_high=state.tpot_p50_s * ms * tpot_hi,
+            tpot_ms_p90=(state.tpot_p50_s + 0.7 * (state.tpot_p99_s - state.tpot_p50_s)) * ms,
+            tpot_ms_p99=state.tpot_p99_s * ms,
+            tpot_ms_p99_low=state.tpot_p99_s * ms * tpot_lo,
+            tpot_ms_p99_high=state.tpot_p99_s * ms * tpot_hi,
+            itl_ms_mean=state.step_s * ms,
+            itl_ms_p50=state.decode_step_s * ms,
+            itl_ms_p99=itl_p99 * ms,
+            e2e_ms_mean=e2e_mean * ms,
+            e2e_ms_p50=(state.ttft_p50_s + (scenario.mean_output_len - 1) * state.tpot_p50_s) * ms,
+            e2e_ms_p99=state.e2e_p99_s * ms,
+            duration_s=0.0,
+            mean_running_batch=state.running * replicas,
+            kv_occupancy_mean=state.kv_occupancy,
+            kv_occupancy_max=state.kv_occupancy,
+            kv_capacity_tokens=dep.kv_capacity_tokens,
+            preemptions=0,
+            far_from_data=confidence == "extrapolated",
+            confidence=confidence,
+            nearest_measured="no measured results in the fit" if near is None else near.label,
+            distance=round(distance, 3) if math.isfinite(distance) else 99.0,
+            uncertain_because=tuple(reasons),
+            notes=notes,
+        )
+
     def roofline(self, scenario: Scenario) -> RunMetrics:
         """The plain roofline baseline of the same scenario (no overheads, spec rates)."""
         dep = self.deployment(scenario)
@@ -350,11 +472,14 @@ class PerformanceModel:
         tpot_lo, tpot_hi = factors("itl", mean_decode_vec)
         params_b, moe = _model_params(dep)
         point = point_of(scenario, params_b, moe, dep.link_class)
-        near, distance = nearest(point, self._points)
+        near, distance = self._point_index.nearest(point)
         has_gpu = (family, gpu.lower()) in self._groups
         confidence = confidence_of(distance, has_gpu, len(reasons))
         near_text = "no measured results in the fit" if near is None else near.label
         notes = list(dep.notes)
+        release = version_note(key, self._seen)
+        if release is not None:
+            notes.append(release)
         if not has_gpu:
             notes.append(f"no {family} measurements on {gpu}: shared coefficients from specs")
         ttft = {s: m.ttft_ms(s) for s in ("mean", "p50", "p90", "p99")}

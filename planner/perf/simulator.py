@@ -75,6 +75,7 @@ class _Cohort:
         "arrival_vec",
         "base_step",
         "blocks",
+        "cached_prompt",
         "computed",
         "count",
         "first_vec",
@@ -106,6 +107,7 @@ class _Cohort:
         self.blocks = 0
         self.reserved = 0
         self.shared = 0  # prefix-cache blocks it reads but does not own
+        self.cached_prompt = 0  # prompt tokens found in the prefix cache on arrival (live runs)
         self.arrival_vec = arrival_vec
         self.arrival_time = arrival_time
         self.first_vec: np.ndarray | None = None
@@ -123,6 +125,7 @@ class _Cohort:
         other.blocks = self.blocks
         other.reserved = self.reserved
         other.shared = self.shared
+        other.cached_prompt = self.cached_prompt
         other.first_vec = self.first_vec
         self.count -= n
         return other
@@ -191,12 +194,24 @@ def _request_lengths(scenario: Scenario, n: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _arrival_times(scenario: Scenario, n: int, rate: float) -> np.ndarray:
+    """Arrival offsets (s, the first at 0) of ``n`` requests at ``rate``: gamma gaps of the
+    scenario's coefficient of variation, seeded by the scenario. The benchmark runner sends
+    these (:func:`request_arrivals`) when it verifies a rate scenario."""
     rng = np.random.default_rng(scenario.seed + 7919)
     cv = scenario.burstiness_cv
     shape = 1.0 / (cv * cv)
     gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
     gaps[0] = 0.0
     return np.cumsum(gaps)
+
+
+def request_arrivals(scenario: Scenario) -> np.ndarray | None:
+    """When the requests of a ``rate`` scenario arrive at one replica, as :func:`simulate`
+    draws them (None for the other loads)."""
+    if scenario.load != "rate" or not scenario.request_rate:
+        return None
+    n = max(1, math.ceil(scenario.effective_num_requests() / scenario.replicas))
+    return _arrival_times(scenario, n, scenario.request_rate / scenario.replicas)
 
 
 class _Engine:
@@ -617,6 +632,8 @@ class _Engine:
             cached = 0
             if self.prefix_tokens and self.prefix_ready:
                 cached = min(self.prefix_tokens, (co.prompt - 1) // self.bs * self.bs)
+            if co.cached_prompt:  # whole blocks, and never the prompt's last token
+                cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
             need = co.prompt + co.generated - cached
             t = min(need, budget)
             if t < need and not self.chunked:
@@ -730,6 +747,123 @@ class _Engine:
         self._decay_ratio(k)
         self.pool_ctx += dec * k
         return self._pool_finished()
+
+
+class LiveEngine:
+    """One replica's scheduler stepped in real time, request by request: the simulated server's
+    clock.
+
+    Requests join the waiting queue as they arrive (:meth:`submit`); :meth:`step` schedules the
+    next step exactly as :func:`simulate` does (the same scheduler, preemption, chunked prefill
+    and step terms) and returns how long it takes (``c . terms`` seconds); after it the tokens
+    each request has (:meth:`generated`) are what the engine produced by the step's end. A
+    server that sleeps each step's time therefore serves a load as its prediction does.
+
+    ``cached_tokens`` of :meth:`submit` is the prompt prefix found in the server's prefix cache:
+    its whole blocks are not prefilled. :meth:`cancel` drops a request (a client that went away)
+    and frees its KV blocks.
+    """
+
+    def __init__(self, dep: Deployment, coefficients: np.ndarray) -> None:
+        self._eng = _Engine(dep, np.asarray(coefficients, dtype=float))
+        self._live: dict[int, _Cohort] = {}
+        self._finished: dict[int, int] = {}  # id -> output tokens, until forgotten
+        self._next_id = 0
+        #: requests the last step finished
+        self.finished_last_step = 0
+
+    @property
+    def max_num_seqs(self) -> int:
+        return int(self._eng.max_seqs)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return int(self._eng.dep.kv_capacity_tokens)
+
+    def submit(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> int:
+        """Queue a request; returns its id."""
+        rid = self._next_id
+        self._next_id += 1
+        eng = self._eng
+        co = _Cohort(1, max(1, prompt_tokens), max(1, output_tokens), rid, eng.cum.copy(), 0.0)
+        co.cached_prompt = max(0, cached_tokens)
+        eng.waiting.append(co)
+        self._live[rid] = co
+        return rid
+
+    def step(self) -> float | None:
+        """Schedule and run one step: its seconds, or None when nothing can be scheduled."""
+        eng = self._eng
+        assert eng.c is not None
+        before = eng.now()
+        finished = eng.step()
+        if finished is None:
+            return None
+        self.finished_last_step = len(finished)
+        if finished:
+            eng.finish(finished)
+            for co in finished:
+                self._finished[co.order] = co.output
+                self._live.pop(co.order, None)
+        # a server runs for days: keep none of the per-request and per-step records
+        eng.done.clear()
+        eng.gap_terms.clear()
+        eng.gap_weight.clear()
+        return eng.now() - before
+
+    def generated(self, rid: int) -> int:
+        """Output tokens request ``rid`` has so far (its output length once it finished)."""
+        co = self._live.get(rid)
+        if co is None:
+            return self._finished.get(rid, 0)
+        if co.in_pool:
+            return co.generated + self._eng.step_no - co.base_step
+        return co.generated
+
+    def finished(self, rid: int) -> bool:
+        return rid in self._finished
+
+    def forget(self, rid: int) -> None:
+        """The caller read a finished request's last token: stop tracking it."""
+        self._finished.pop(rid, None)
+
+    def cancel(self, rid: int) -> None:
+        """Drop a queued or running request; its KV blocks are freed."""
+        co = self._live.pop(rid, None)
+        if co is None:
+            self._finished.pop(rid, None)
+            return
+        eng = self._eng
+        if co in eng.waiting:
+            eng.waiting.remove(co)
+            return
+        eng.unpool_all()
+        eng.running.remove(co)
+        eng.running_seqs -= co.count
+        eng.free += co.reserved * co.count if eng.reserve else co.blocks * co.count
+        eng.repool()
+
+    @property
+    def idle(self) -> bool:
+        return not self._eng.running and not self._eng.waiting
+
+    @property
+    def running(self) -> int:
+        return self._eng.running_seqs
+
+    @property
+    def waiting(self) -> int:
+        return sum(co.count for co in self._eng.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        """Share of the KV blocks in use (vLLM's ``kv_cache_usage_perc``, 0-1)."""
+        eng = self._eng
+        return (eng.total_blocks - eng.free) / eng.total_blocks if eng.total_blocks else 0.0
+
+    @property
+    def preemptions(self) -> int:
+        return self._eng.preemptions
 
 
 def simulate(

@@ -172,6 +172,21 @@ def novelty(
     return reasons
 
 
+def version_note(key: CoefficientKey, seen: SeenData) -> str | None:
+    """How the engine release entered the prediction, when the data hold releases of it: its
+    own measured release's coefficients, or the releases pooled when none is given (an
+    unmeasured release is an uncertainty reason, :func:`novelty`)."""
+    family = FAMILY_NAMES.get(key.family, key.family)
+    measured = sorted(v.split(":", 1)[-1] for v in seen.versions if v.startswith(f"{key.family}:"))
+    if not measured:
+        return None
+    if key.version is None:
+        return f"no {family} release given: its measured releases ({', '.join(measured)}) pooled"
+    if key.version in seen.versions:
+        return f"fitted on measured {family} {key.version.split(':', 1)[-1]} results"
+    return None
+
+
 @lru_cache(maxsize=4)
 def _load_multipliers(path: Path) -> tuple[float, ...]:
     try:
@@ -271,12 +286,56 @@ def scenario_distance(a: MeasuredPoint, b: MeasuredPoint) -> float:
 def nearest(
     point: MeasuredPoint, measured: list[MeasuredPoint]
 ) -> tuple[MeasuredPoint | None, float]:
-    best, best_d = None, math.inf
-    for other in measured:
-        d = scenario_distance(point, other)
-        if d < best_d:
-            best, best_d = other, d
-    return best, best_d
+    """The measured point closest to ``point`` (the first of equals) and its distance."""
+    return PointIndex(measured).nearest(point)
+
+
+class PointIndex:
+    """The measured points as arrays: :func:`scenario_distance` to all of them in one numpy
+    expression (a prediction asks once; a search asks for hundreds of candidates)."""
+
+    def __init__(self, points: list[MeasuredPoint]) -> None:
+        self.points = points
+        self._codes: dict[str, dict[str, int]] = {}
+        self.family = self._encode("family", [p.family for p in points])
+        self.gpu = self._encode("gpu", [p.gpu.lower() for p in points])
+        self.link = self._encode("link", [p.link for p in points])
+        self.model = self._encode("model", [p.model for p in points])
+        self.moe = np.array([p.moe for p in points], dtype=bool)
+        self.log_params = np.log2(np.maximum([p.params_b for p in points], 0.1))
+        self.log_in = np.log2(np.maximum([p.input_len for p in points], 1.0))
+        self.log_out = np.log2(np.maximum([p.output_len for p in points], 1.0))
+        self.log_tp = np.log2(np.array([p.tp for p in points], dtype=float))
+        self.log_pp = np.log2(np.array([p.pp for p in points], dtype=float))
+        self.log_load = np.log2(np.maximum([p.load for p in points], 1.0))
+
+    def _encode(self, name: str, values: list[str]) -> np.ndarray:
+        codes = self._codes.setdefault(name, {})
+        return np.array([codes.setdefault(v, len(codes)) for v in values], dtype=np.int64)
+
+    def _code(self, name: str, value: str) -> int:
+        return self._codes[name].get(value, -1)
+
+    def distances(self, a: MeasuredPoint) -> np.ndarray:
+        """:func:`scenario_distance` from ``a`` to every point, same terms and weights."""
+        d = 2.0 * (self.family != self._code("family", a.family))
+        d = d + 2.0 * (self.gpu != self._code("gpu", a.gpu.lower()))
+        d = d + 1.0 * (self.link != self._code("link", a.link))
+        d = d + np.abs(math.log2(max(a.params_b, 0.1)) - self.log_params)
+        d = d + 0.5 * (self.moe != a.moe)
+        d = d + 0.25 * (self.model != self._code("model", a.model))
+        d = d + 0.5 * np.abs(math.log2(max(a.input_len, 1)) - self.log_in)
+        d = d + 0.5 * np.abs(math.log2(max(a.output_len, 1)) - self.log_out)
+        d = d + 0.5 * np.abs(math.log2(a.tp) - self.log_tp)
+        d = d + 0.5 * np.abs(math.log2(a.pp) - self.log_pp)
+        return np.asarray(d + 0.25 * np.abs(math.log2(max(a.load, 1)) - self.log_load))
+
+    def nearest(self, point: MeasuredPoint) -> tuple[MeasuredPoint | None, float]:
+        if not self.points:
+            return None, math.inf
+        d = self.distances(point)
+        i = int(np.argmin(d))
+        return self.points[i], float(d[i])
 
 
 def confidence_of(distance: float, family_has_gpu: bool, reasons: int = 0) -> Confidence:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner.catalog import Catalog
@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
 #: What limits a replica's load: an SLO, or the throughput of a full batch.
 Limit = Literal["ttft", "tpot", "e2e", "saturation", "none"]
+_LIMITS: dict[str, Limit] = {
+    "ttft": "ttft",
+    "tpot": "tpot",
+    "e2e": "e2e",
+    "saturation": "saturation",
+}
 
 
 # ----- the SLO search ----------------------------------------------------------------------------
@@ -50,6 +56,16 @@ class CapacityResult:
     prediction: Prediction | None
     reason: str | None
     limited_by: Limit = "none"
+    #: output tokens/s at ``max_load`` when known without a full prediction (a saturation
+    #: bound from the steady state)
+    throughput_tok_per_s: float | None = None
+
+    @property
+    def output_tok_per_s(self) -> float:
+        if self.throughput_tok_per_s is not None:
+            return self.throughput_tok_per_s
+        assert self.prediction is not None
+        return float(self.prediction.output_tok_per_s)
 
 
 def slo_violations(prediction: Prediction, slo: Slo) -> list[tuple[Limit, str]]:
@@ -114,6 +130,8 @@ class CapacityCache:
         self._data: dict[tuple[Any, ...], CapacityResult] = {}
         self.max_entries = max_entries
         self.misses = 0
+        #: misses by the first element of the key ("saturated", "slo", "verified")
+        self.misses_by_kind: dict[str, int] = {}
 
     def get_or_compute(
         self, key: tuple[Any, ...], compute: Callable[[], CapacityResult]
@@ -127,6 +145,8 @@ class CapacityCache:
                 del self._data[next(iter(self._data))]
             self._data[key] = result
             self.misses += 1
+            kind = str(key[0]) if key else ""
+            self.misses_by_kind[kind] = self.misses_by_kind.get(kind, 0) + 1
         return result
 
     def clear(self) -> None:
@@ -140,8 +160,12 @@ CAPACITY_CACHE = CapacityCache()
 def saturated_capacity(
     predictor: Predictor, layout: LayoutCandidate, settings: EngineSettings
 ) -> CapacityResult:
-    prediction = predictor(layout, settings, "saturation", float(settings.max_num_seqs))
-    return CapacityResult(float(settings.max_num_seqs), prediction, None)
+    """What a full batch of ``layout`` completes: from the steady state when the predictor
+    has one (:class:`PerfPredictor`), else a saturated prediction."""
+    if isinstance(predictor, PerfPredictor) and predictor.steady:
+        return predictor.steady_saturation(layout, settings)
+    full = float(seats(layout, settings))
+    return CapacityResult(full, predictor(layout, settings, "saturation", full), None)
 
 
 def replica_capacity(
@@ -152,6 +176,11 @@ def replica_capacity(
     kind: Literal["rate", "concurrency"],
     saturated: CapacityResult,
 ) -> CapacityResult:
+    """The highest load of one replica inside the SLO. The performance model answers from
+    its steady state (:meth:`PerfPredictor.steady_capacity`, no simulation); any other
+    predictor is bisected, one prediction a step."""
+    if isinstance(predictor, PerfPredictor) and predictor.steady:
+        return predictor.steady_capacity(layout, settings, request, kind)
     if kind == "concurrency":
         # No replica ever holds more than the whole demand: search only up to it.
         return search_capacity(
@@ -159,12 +188,11 @@ def replica_capacity(
             request.slo,
             kind="concurrency",
             lowest=1,
-            highest=float(concurrency_ceiling(request, settings)),
+            highest=float(concurrency_ceiling(request, settings, layout)),
         )
     # The rate bracket comes from the replica's saturated throughput, so a tiny model on a
     # big GPU and a 405B model on L4s are searched over rates that matter for them.
-    assert saturated.prediction is not None
-    ceiling = max(float(saturated.prediction.output_tok_per_s) / request.output_len * 1.2, 1e-3)
+    ceiling = max(saturated.output_tok_per_s / request.output_len * 1.2, 1e-3)
     return search_capacity(
         lambda load: predictor(layout, settings, "rate", load),
         request.slo,
@@ -174,33 +202,154 @@ def replica_capacity(
     )
 
 
-def concurrency_ceiling(request: RecommendRequest, settings: EngineSettings) -> int:
-    return min(settings.max_num_seqs, request.demand.concurrency or settings.max_num_seqs)
+def seats(layout: LayoutCandidate, settings: EngineSettings) -> int:
+    """The sequences one replica runs at once: ``max_num_seqs`` per scheduler, and a replica
+    with attention data parallelism runs one scheduler per attention-DP rank."""
+    return settings.max_num_seqs * max(layout.attention_dp, 1)
+
+
+def concurrency_ceiling(
+    request: RecommendRequest, settings: EngineSettings, layout: LayoutCandidate
+) -> int:
+    """The most requests in flight one replica is searched up to: its seats, at most the
+    whole demand."""
+    most = seats(layout, settings)
+    return min(most, request.demand.concurrency or most)
+
+
+#: steps down from the steady-state capacity while the simulation misses the SLO, each a
+#: share of the load of the step before
+VERIFY_STEPS = (1.0, 0.94, 0.88, 0.8, 0.7)
+
+
+def verified_capacity(
+    predictor: Predictor,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+    request: RecommendRequest,
+    kind: Literal["rate", "concurrency"],
+    estimate: CapacityResult,
+) -> CapacityResult:
+    """The steady-state capacity checked by simulation (for the shortlist): simulated at the
+    estimated load, and lower (:data:`VERIFY_STEPS`) until the simulation meets the SLO too;
+    the prediction kept is the simulated one. The estimate is an upper limit: a short
+    simulation that has not reached steady state can look better than the steady state."""
+    if estimate.prediction is None or estimate.max_load <= 0:
+        return estimate
+    load = estimate.max_load
+    first: Prediction | None = None
+    for share in VERIFY_STEPS:
+        trial = load * share
+        if kind == "concurrency":
+            trial = float(max(1, math.floor(trial)))
+        prediction = predictor(layout, settings, kind, trial)
+        first = first or prediction
+        broken = slo_violations(prediction, request.slo)
+        if not broken:
+            return CapacityResult(trial, prediction, None, estimate.limited_by)
+    assert first is not None
+    broken = slo_violations(first, request.slo)
+    unit = "req/s" if kind == "rate" else "concurrent requests"
+    reason = (
+        f"the steady state meets the SLO up to {load:.3g} {unit}, but simulated down to "
+        f"{load * VERIFY_STEPS[-1]:.3g} {unit} it does not: {'; '.join(t for _, t in broken)}"
+    )
+    return CapacityResult(0.0, first, reason, broken[0][0] if broken else "none")
 
 
 # ----- the performance model as a predictor -------------------------------------------------------
 class PerfPredictor:
     """One replica of a layout predicted by :mod:`planner.perf` (a :data:`Predictor`).
 
-    Rate searches simulate ``RATE_SEARCH_REQUESTS`` Poisson arrivals: enough for a p99 that
-    moves smoothly with the rate, few enough to search hundreds of candidates in seconds.
-    ``cache_key`` names the fitted model: a refit is another predictor.
+    Called, it simulates (rate loads: ``RATE_SEARCH_REQUESTS`` Poisson arrivals). With
+    ``steady`` (the default) the search asks its capacities of the steady state instead
+    (:meth:`steady_capacity`, :meth:`steady_saturation`: no simulation) and simulates only
+    the shortlist (:func:`verified_capacity`); ``steady=False`` is the simulation-only search
+    (every bisection step a simulation), kept for comparison. ``cache_key`` names the fitted
+    model and the method: a refit is another predictor.
     """
 
-    def __init__(self, catalog: Catalog, request: RecommendRequest, perf: PerformanceModel):
+    def __init__(
+        self,
+        catalog: Catalog,
+        request: RecommendRequest,
+        perf: PerformanceModel,
+        *,
+        steady: bool = True,
+    ):
         self.catalog = catalog
         self.request = request
         self.perf = perf
+        self.steady = steady
         self.card = catalog.model(request.model)
-        self.cache_key = ("perf", id(perf))
+        self.cache_key = ("perf", id(perf), "steady" if steady else "simulated")
 
     def __call__(
         self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
     ) -> Prediction:
+        """A simulated prediction of one replica at ``load``."""
+        return self.perf.predict(self.scenario(layout, settings, kind, load))
+
+    def steady_capacity(
+        self,
+        layout: LayoutCandidate,
+        settings: EngineSettings,
+        request: RecommendRequest,
+        kind: Literal["rate", "concurrency"],
+    ) -> CapacityResult:
+        """The highest load of one replica inside the SLO from the steady state
+        (:meth:`planner.perf.steady_state.SteadyStateModel.max_rate`), no simulation."""
+        slo = request.slo
+        limits = [None if v is None else v / 1e3 for v in (slo.ttft_p99_ms, slo.tpot_p99_ms)]
+        e2e = None if slo.e2e_p99_ms is None else slo.e2e_p99_ms / 1e3
+        probe = self.scenario(layout, settings, kind, 1.0)
+        model = self.perf.steady_state(probe)
+        # the steady state is one scheduler's: a replica with attention data parallelism runs
+        # ``dp`` of them, each taking 1/dp of the replica's load
+        schedulers = model.dep.replicas
+        if kind == "rate":
+            found = model.max_rate(limits[0], limits[1], e2e)
+        else:
+            highest = math.ceil(concurrency_ceiling(request, settings, layout) / schedulers)
+            found = model.max_concurrency(
+                limits[0],
+                limits[1],
+                e2e,
+                highest=highest,
+                run_requests=lambda n: math.ceil(
+                    _requests_to_simulate("concurrency", n * schedulers) / schedulers
+                ),
+            )
+        found = replace(found, max_load=found.max_load * schedulers)
+        at = self.scenario(layout, settings, kind, max(found.max_load, 1e-9))
+        prediction = self.perf.steady_prediction(at, found.state)
+        limit = _LIMITS.get(found.limited_by, "none")
+        if found.max_load <= 0:
+            broken = slo_violations(prediction, slo)
+            unit = "req/s" if kind == "rate" else "concurrent requests"
+            texts = "; ".join(t for _, t in broken) or f"limited by {found.limited_by}"
+            low = found.state.rate if kind == "rate" else 1.0
+            return CapacityResult(0.0, prediction, f"even at {low:.3g} {unit}: {texts}", limit)
+        return CapacityResult(found.max_load, prediction, None, limit)
+
+    def steady_saturation(
+        self, layout: LayoutCandidate, settings: EngineSettings
+    ) -> CapacityResult:
+        """A full batch of one replica from the steady state: the cost bound's throughput
+        (no latency figures: the bound needs none)."""
+        probe = self.scenario(layout, settings, "rate", 1.0)
+        model = self.perf.steady_state(probe)
+        throughput = model.saturation_rate() * model.work.mean_output * model.dep.replicas
+        return CapacityResult(float(seats(layout, settings)), None, None, "saturation", throughput)
+
+    def scenario(
+        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+    ) -> Scenario:
+        """The performance model's scenario of one replica of ``layout`` at ``load``."""
         catalog, request, card = self.catalog, self.request, self.card
         inst = catalog.instance(layout.instance)
         gpus = layout.gpus_per_replica
-        scenario = Scenario(
+        return Scenario(
             engine=request.engine,
             model=card.hf_id,
             precision=layout.precision,
@@ -227,16 +376,19 @@ class PerfPredictor:
             data_parallel_size=layout.attention_dp if layout.attention_dp > 1 else None,
             enable_expert_parallel=layout.expert_parallel or None,
         )
-        return self.perf.predict(scenario)
 
 
 def perf_predictor(
-    catalog: Catalog, request: RecommendRequest, model: PerformanceModel | None = None
+    catalog: Catalog,
+    request: RecommendRequest,
+    model: PerformanceModel | None = None,
+    *,
+    steady: bool = True,
 ) -> PerfPredictor:
     """The performance model fitted on ``catalog.measured`` (or ``model``) as a predictor."""
     from planner.perf.model import get_performance_model
 
-    return PerfPredictor(catalog, request, model or get_performance_model(catalog))
+    return PerfPredictor(catalog, request, model or get_performance_model(catalog), steady=steady)
 
 
 RATE_SEARCH_REQUESTS = 160

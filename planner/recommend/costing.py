@@ -12,7 +12,7 @@ from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_toke
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
-from planner.recommend.capacity import CapacityResult
+from planner.recommend.capacity import CapacityResult, seats
 from planner.recommend.request import EngineSettings, Recommendation, RecommendRequest
 from planner.sglang_command import SglangServeConfig, sglang_launch_command
 from planner.trtllm_command import TrtllmServeConfig, trtllm_serve_command
@@ -134,11 +134,10 @@ def usd_per_hour_bound(
     """The least this candidate can cost: replicas at their saturated throughput."""
     demand = request.demand
     if kind == "rate":
-        assert saturated.prediction is not None
-        ceiling_rps = float(saturated.prediction.output_tok_per_s) / request.output_len
+        ceiling_rps = saturated.output_tok_per_s / request.output_len
         needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
     else:
-        needed = math.ceil((demand.concurrency or 1) / settings.max_num_seqs - 1e-9)
+        needed = math.ceil((demand.concurrency or 1) / seats(layout, settings) - 1e-9)
     replicas = max(needed, 1) + demand.spare_replicas
     groups = math.ceil(replicas / max(layout.dp, 1))
     return groups * layout.nodes * usd_per_instance_hour

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import PricingMode
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS
 from planner.layouts import LayoutCandidate
 from planner.perf.scenario import Prediction
 from planner.workload import LengthDistribution
@@ -19,9 +20,9 @@ from planner.workload import LengthDistribution
 class Slo(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    ttft_p99_ms: float | None = Field(default=None, gt=0)
-    tpot_p99_ms: float | None = Field(default=None, gt=0)
-    e2e_p99_ms: float | None = Field(default=None, gt=0)
+    ttft_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    tpot_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
+    e2e_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
 
 
 class Demand(BaseModel):
@@ -29,12 +30,12 @@ class Demand(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    avg_rate_rps: float | None = Field(default=None, gt=0)
-    peak_rate_rps: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    spare_replicas: int = Field(default=1, ge=0)
+    avg_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_LOAD)
+    spare_replicas: int = Field(default=1, ge=0, le=1_000)
     #: observed average utilisation of the capacity bought; None: average rate / capacity.
-    utilisation: float | None = Field(default=None, gt=0, le=1)
+    utilisation: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_load(self) -> Demand:
@@ -96,11 +97,11 @@ class RecommendRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str
-    input_len: int = Field(gt=0)
-    output_len: int = Field(gt=0)
+    input_len: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
+    output_len: int = Field(gt=0, le=MAX_REQUEST_TOKENS)
     input_dist: LengthDistribution | None = None
     output_dist: LengthDistribution | None = None
-    prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    prefix_share: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
     demand: Demand
     slo: Slo = Slo()
     search: SearchSpace = SearchSpace()
@@ -163,6 +164,11 @@ class Recommendation(BaseModel):
     launch_command: str = ""
     price_source: str
     price_as_of: str
+    prediction_method: Literal["simulation", "steady state"] = Field(
+        default="simulation",
+        description="how its capacity and latencies were predicted: simulated (the shortlist) "
+        "or from the steady state of continuous batching (the rest of the ranking)",
+    )
 
     @property
     def label(self) -> str:
@@ -203,8 +209,8 @@ RANKING_COLUMNS = [
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",
     "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",
     "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "kv_occupancy_peak", "confidence",
-    "far_from_data", "uncertain_because", "vllm_command", "launch_command", "price_source",
-    "price_as_of",
+    "far_from_data", "uncertain_because", "prediction_method", "vllm_command", "launch_command",
+    "price_source", "price_as_of",
 ]  # fmt: skip
 
 

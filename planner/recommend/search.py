@@ -10,10 +10,15 @@ For one model, workload, demand and SLO:
    cheapest bound first, and those that cannot make the shortlist are rejected with the bound;
 3. for each remaining layout and each point of a small grid of engine settings (max_num_seqs,
    max_num_batched_tokens, chunked prefill, prefix caching), the highest load one replica
-   sustains inside the SLO (:mod:`planner.recommend.capacity`);
+   sustains inside the SLO (:mod:`planner.recommend.capacity`): with the performance model,
+   from the steady state of continuous batching (:mod:`planner.perf.steady_state`, a few step
+   evaluations a candidate, no simulation);
 4. replicas, instances and costs (:mod:`planner.recommend.costing`); ranked by $/M output
    tokens, the cheapest layout of each instance type and precision kept, every rejected
-   candidate with its reason.
+   candidate with its reason;
+5. the top :data:`SHORTLIST` of that ranking simulated (the discrete-event simulator at the
+   steady-state capacity, lower while the simulation misses the SLO) and re-ranked; what they
+   show (latencies, intervals) is the simulation's (``prediction_method``).
 """
 
 from __future__ import annotations
@@ -25,14 +30,18 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from planner.catalog import Catalog, Price
+from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.recommend.capacity import (
     CAPACITY_CACHE,
     CapacityCache,
     CapacityResult,
+    PerfPredictor,
     concurrency_ceiling,
     replica_capacity,
     saturated_capacity,
+    seats,
+    verified_capacity,
 )
 from planner.recommend.costing import cost_recommendation, usd_per_hour_bound
 from planner.recommend.request import (
@@ -103,6 +112,14 @@ def recommend(
     """
     card = catalog.model(request.model)
     search = request.search
+    check_search_names(
+        catalog,
+        providers=search.providers,
+        regions=search.regions,
+        gpus=search.gpus,
+        instances=search.instances,
+        precisions=search.precisions,
+    )
     if layouts is None:
         instances = filtered_instances(catalog, search)
         layouts = enumerate_layouts(
@@ -136,7 +153,7 @@ def recommend(
                 functools.partial(saturated_capacity, predictor, layout, widest),
             )
         else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
-            saturated = CapacityResult(float(widest.max_num_seqs), None, None)
+            saturated = CapacityResult(float(seats(layout, widest)), None, None)
         bound = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
         bounded.append((bound, layout, base, saturated))
     bounded.sort(key=lambda item: item[0])
@@ -146,6 +163,8 @@ def recommend(
     ranked: list[Recommendation] = []
     best_per_configuration: dict[tuple[Any, ...], float] = {}
     searched_layouts: dict[int, tuple[Any, dict[str, Any], CapacityResult]] = {}
+    candidates: dict[tuple[Any, ...], _Candidate] = {}
+    steady = isinstance(predictor, PerfPredictor) and predictor.steady
 
     def evaluate(
         layout: LayoutCandidate,
@@ -154,13 +173,7 @@ def recommend(
         settings: EngineSettings,
     ) -> None:
         capacity = cache.get_or_compute(
-            (
-                "slo",
-                *_prediction_key(catalog, predictor, request, layout, settings),
-                request.slo,
-                kind,
-                concurrency_ceiling(request, settings) if kind == "concurrency" else None,
-            ),
+            _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
             functools.partial(
                 replica_capacity, predictor, layout, settings, request, kind, saturated
             ),
@@ -171,8 +184,11 @@ def recommend(
             )
             return
         config = _configuration_key(layout)
+        candidates[_candidate_key(layout, settings)] = (layout, base, settings, capacity)
         for price in prices_in_scope(catalog, layout.instance, search):
             rec = cost_recommendation(catalog, request, layout, settings, capacity, price, kind)
+            if steady:
+                rec.prediction_method = "steady state"
             ranked.append(rec)
             best_per_configuration[config] = min(
                 rec.usd_per_hour, best_per_configuration.get(config, math.inf)
@@ -221,6 +237,11 @@ def recommend(
     ranked.sort(key=_rank_key)
     ranked, beaten = _best_per_configuration(ranked)
     rejected.extend(beaten)
+    if steady:
+        # Phase 4: the shortlist is simulated (the steady state ranked everything).
+        ranked = _verify_shortlist(
+            catalog, request, predictor, kind, cache, ranked, candidates, rejected
+        )
     for i, rec in enumerate(ranked, start=1):
         rec.rank = i
     return RecommendationResult(
@@ -232,8 +253,67 @@ def recommend(
 
 
 #: Hardware configurations (instance, precision, KV dtype) searched exactly; the rest are
-#: ruled out by a cost bound from their saturated throughput.
+#: ruled out by a cost bound from their saturated throughput. With the steady state, the
+#: ranked configurations this deep are then checked by simulation.
 SHORTLIST = 12
+
+#: (layout, rejection base, engine settings, capacity) of a candidate that met the SLO
+_Candidate = tuple[LayoutCandidate, dict[str, Any], EngineSettings, CapacityResult]
+
+
+def _candidate_key(layout: LayoutCandidate, settings: EngineSettings) -> tuple[Any, ...]:
+    return (layout.instance, layout.tp, layout.pp, layout.precision, layout.kv_cache_dtype,
+            settings)  # fmt: skip
+
+
+def _verify_shortlist(
+    catalog: Catalog,
+    request: RecommendRequest,
+    predictor: Predictor,
+    kind: Literal["rate", "concurrency"],
+    cache: CapacityCache,
+    ranked: list[Recommendation],
+    candidates: dict[tuple[Any, ...], _Candidate],
+    rejected: list[Rejected],
+) -> list[Recommendation]:
+    """Simulate the top :data:`SHORTLIST` of the steady-state ranking
+    (:func:`~planner.recommend.capacity.verified_capacity`) and re-cost them; until the top
+    of the re-sorted ranking is all simulated (a candidate whose simulated capacity is lower
+    can drop below one that was not simulated yet, which is then simulated too)."""
+    done: set[tuple[Any, ...]] = set()
+    ranked = sorted(ranked, key=_rank_key)
+    while True:
+        todo = [r for r in ranked[:SHORTLIST] if r.prediction_method == "steady state"]
+        if not todo:
+            return ranked
+        for rec in todo:
+            ranked.remove(rec)
+            key = (rec.instance, rec.tp, rec.pp, rec.precision, rec.kv_cache_dtype,
+                   rec.engine_settings)  # fmt: skip
+            if key in done:
+                continue
+            done.add(key)
+            layout, base, settings, estimate = candidates[key]
+            capacity = cache.get_or_compute(
+                _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
+                functools.partial(
+                    verified_capacity, predictor, layout, settings, request, kind, estimate
+                ),
+            )
+            if capacity.reason is not None or capacity.prediction is None:
+                rejected.append(
+                    Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
+                )
+                continue
+            price = next(
+                p
+                for p in prices_in_scope(catalog, layout.instance, request.search)
+                if p.region == rec.region
+            )
+            ranked.append(
+                cost_recommendation(catalog, request, layout, settings, capacity, price, kind)
+            )
+        ranked.sort(key=_rank_key)
 
 
 def _rejected_base(layout: LayoutCandidate) -> dict[str, Any]:
@@ -280,6 +360,26 @@ def _prediction_key(
         request.input_dist,
         request.output_dist,
         request.prefix_share,
+    )
+
+
+def _capacity_key(
+    what: str,
+    catalog: Catalog,
+    predictor: Predictor,
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineSettings,
+    kind: Literal["rate", "concurrency"],
+) -> tuple[Any, ...]:
+    """The memo key of a capacity: ``what`` (searched, verified), what it depends on, the SLO."""
+    ceiling = concurrency_ceiling(request, settings, layout) if kind == "concurrency" else None
+    return (
+        what,
+        *_prediction_key(catalog, predictor, request, layout, settings),
+        request.slo,
+        kind,
+        ceiling,
     )
 
 

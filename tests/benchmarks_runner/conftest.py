@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: Files written by the released tools (vLLM 0.33, GuideLLM 0.8.1, AIPerf 0.13): see its README.
+REAL = FIXTURES / "real-tools"
 
 
 @dataclass
@@ -40,19 +42,13 @@ def env_with_root() -> dict[str, str]:
     return env
 
 
-def start_sim_server(*flags: str, timeout_s: float = 20.0) -> SimServer:
-    """Start the simulated server on 127.0.0.1 port 0, wait for LISTENING and /health."""
+def start_server_process(
+    argv: list[str], ready_path: str, what: str, timeout_s: float = 20.0
+) -> SimServer:
+    """Start a server process that prints ``LISTENING <port>``; wait until ``ready_path``
+    answers 200 on 127.0.0.1 (the server is killed and RuntimeError raised otherwise)."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks_runner.simulated",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            *flags,
-        ],
+        [sys.executable, *argv],
         cwd=ROOT,
         env=env_with_root(),
         stdout=subprocess.PIPE,
@@ -65,19 +61,25 @@ def start_sim_server(*flags: str, timeout_s: float = 20.0) -> SimServer:
     if not line.startswith("LISTENING"):
         proc.kill()
         err = proc.stderr.read() if proc.stderr else ""
-        raise RuntimeError(f"simulated server did not start: {line!r} {err[-2000:]}")
+        raise RuntimeError(f"{what} did not start: {line!r} {err[-2000:]}")
     server = SimServer(proc, int(line.split()[1]))
     for _ in range(200):  # bounded by count and time
         if time.monotonic() > deadline:
             break
         try:
-            with urllib.request.urlopen(f"{server.base_url}/health", timeout=2) as r:
+            with urllib.request.urlopen(f"{server.base_url}{ready_path}", timeout=2) as r:
                 if r.status == 200:
                     return server
         except OSError:
             time.sleep(0.05)
     server.kill()
-    raise RuntimeError("simulated server never answered /health")
+    raise RuntimeError(f"{what} never answered {ready_path}")
+
+
+def start_sim_server(*flags: str, timeout_s: float = 20.0) -> SimServer:
+    """Start the simulated server on 127.0.0.1 port 0, wait for LISTENING and /health."""
+    argv = ["-m", "benchmarks_runner.simulated", "--host", "127.0.0.1", "--port", "0", *flags]
+    return start_server_process(argv, "/health", "simulated server", timeout_s)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
 from tests.run_view import read_run
 
-from .conftest import FIXTURES, ROOT, env_with_root
+from .conftest import REAL, ROOT, env_with_root
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -179,13 +179,15 @@ def test_server_killed_mid_run_keeps_rows(sim_server: Any, tmp_path: Path) -> No
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err  # the run completed; requests failed
+    assert proc.returncode == 4, err  # a lost endpoint is a failed run, not a completed one
+    assert "error: endpoint lost after" in err
     data = read_run(run_dir)
     rows = data["requests"]
-    assert data["run"]["status"] == "completed" and len(rows) == 60
+    assert data["run"]["status"] == "failed" and "endpoint lost" in data["run"]["error"]
     ok = [r for r in rows if r["status"] == "ok"]
     failed = [r for r in rows if r["status"] == "error"]
     assert len(ok) >= 6 and failed and all(r["error"] for r in failed)
+    assert len(rows) <= 60 and data["result"] is not None  # no request is sent once it is lost
     assert all(r["output_tokens"] == 10 and len(r["chunk_times_s"]) == 10 for r in ok)
 
 
@@ -244,9 +246,9 @@ def test_one_line_error_when_model_unknown(fast_server: Any, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--concurrency", "0"], "concurrency=0"),
-        (["--request-rate", "-3"], "request_rate=-3.0"),
-        (["--concurrency", "2", "--max-error-rate", "1.5"], "max_error_rate=1.5"),
+        (["--concurrency", "0"], "--concurrency=0"),
+        (["--request-rate", "-3"], "--request-rate=-3.0"),
+        (["--concurrency", "2", "--max-error-rate", "1.5"], "--max-error-rate=1.5"),
     ],
 )
 def test_one_line_error_on_bad_config(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -273,23 +275,84 @@ def test_one_line_error_on_bad_config(tmp_path: Path, args: list[str], needle: s
 
 def test_cli_import_each_format(tmp_path: Path) -> None:
     for fmt, path in (
-        ("vllm", FIXTURES / "vllm_result.json"),
-        ("guidellm", FIXTURES / "guidellm_benchmarks.json"),
-        ("aiperf", FIXTURES / "aiperf"),
+        ("vllm", REAL / "vllm-bench-0.33" / "vllm-sim-c8-r1.json"),
+        ("guidellm", REAL / "guidellm-0.8.1" / "guidellm-sim-c8-r1.json"),
+        ("aiperf", REAL / "aiperf-0.13" / "aiperf-sim-c8-r1"),
     ):
         proc = _run_cli("import", "--format", fmt, str(path), "--runs-dir", str(tmp_path / fmt))
         assert proc.returncode == 0, proc.stderr
         (line,) = proc.stdout.strip().splitlines()
         assert read_run(Path(line))["run"]["status"] == "completed"
+        assert "not a calibration point: the run names no plan" in proc.stderr
     bad = _run_cli(
-        "import",
-        "--format",
-        "guidellm",
-        str(FIXTURES / "vllm_result.json"),
-        "--runs-dir",
-        str(tmp_path / "bad"),
-    )
+        "import", "--format", "guidellm", str(REAL / "vllm-bench-0.33" / "vllm-sim-c8-r1.json"),
+        "--runs-dir", str(tmp_path / "bad"),
+    )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+    assert "Traceback" not in bad.stderr and not (tmp_path / "bad").exists()
+
+
+def test_an_import_with_a_plan_is_a_calibration_point(tmp_path: Path) -> None:
+    """The AIPerf profile of the 8B on the simulated H100 server, imported with the plan it
+    measured (flags, a plan file, a saved recommendation): a user result once ingested."""
+    from planner.store import Store
+
+    source = str(REAL / "aiperf-0.13" / "aiperf-sim-c8-r1")
+    flags = _run_cli("import", "--format", "aiperf", source, "--runs-dir", str(tmp_path / "a"),
+                     "--gpu", "H100-SXM", "--tp", "1")  # fmt: skip
+    assert flags.returncode == 0, flags.stderr
+    assert ": a calibration point" in flags.stderr
+    (run_dir,) = [Path(line) for line in flags.stdout.split()]
+    plan = read_run(run_dir)["run"]["plan"]
+    assert (plan["model"], plan["gpu"], plan["tp"], plan["label"]) == (
+        "meta-llama/Llama-3.1-8B-Instruct", "H100-SXM", 1, "H100-SXM TP1 PP1 bf16")  # fmt: skip
+    store = Store(None)
+    store.ingest_runs(tmp_path / "a")
+    (result,) = [r for r in store.measured_results() if r.origin == "user"]
+    assert (result.gpu, result.concurrency, result.input_len, result.output_len) == (
+        "H100-SXM", 8, 512, 128)  # fmt: skip
+    assert result.output_tok_per_s == pytest.approx(854.57, abs=0.01)  # AIPerf's own figure
+    store.close()
+
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({"model": "meta-llama/Llama-3.1-8B-Instruct",
+                                     "gpu": "H100-SXM", "tp": 1}))  # fmt: skip
+    by_file = _run_cli("import", "--format", "guidellm",
+                       str(REAL / "guidellm-0.8.1" / "guidellm-multi.json"),
+                       "--runs-dir", str(tmp_path / "g"), "--plan", str(plan_file))  # fmt: skip
+    assert by_file.returncode == 0, by_file.stderr
+    assert by_file.stderr.count(": a calibration point") == 2  # one run per benchmark
+
+    saved = tmp_path / "recommend.json"
+    saved.write_text(json.dumps({"ranked": [{
+        "rank": 1, "gpu": "H100-SXM", "tp": 1, "pp": 1, "precision": "bf16",
+        "kv_cache_dtype": "auto", "instance": "p5.48xlarge",
+        "vllm_command": "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+        "--tensor-parallel-size 1 --max-num-seqs 64 --max-num-batched-tokens 4096"}]}))  # fmt: skip
+    by_rank = _run_cli("import", "--format", "vllm",
+                       str(REAL / "vllm-bench-0.33" / "vllm-sim-c8-r1.json"),
+                       "--runs-dir", str(tmp_path / "r"), "--plan", f"{saved}#1")  # fmt: skip
+    assert by_rank.returncode == 0, by_rank.stderr
+    (ranked_dir,) = [Path(line) for line in by_rank.stdout.split()]
+    ranked_plan = read_run(ranked_dir)["run"]["plan"]
+    assert (ranked_plan["instance"], ranked_plan["max_num_seqs"]) == ("p5.48xlarge", 64)
+    assert ranked_plan["max_num_batched_tokens"] == 4096
+
+
+def test_a_plan_that_does_not_resolve_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    source = str(REAL / "vllm-bench-0.33" / "vllm-sim-c8-r1.json")
+    runs = tmp_path / "runs"
+    for extra, says in (
+        (["--gpu", "H900"], "H900"),
+        (["--gpu", "H100-SXM", "--tp", "3"], "tp"),
+        (["--plan", str(tmp_path / "missing.json")], "missing.json"),
+        (["--plan", f"{tmp_path / 'missing.json'}#2"], "missing.json"),
+    ):
+        proc = _run_cli("import", "--format", "vllm", source, "--runs-dir", str(runs), *extra)
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not runs.exists()
 
 
 def test_runs_land_where_the_dashboard_reads_them_by_default(
@@ -299,7 +362,9 @@ def test_runs_land_where_the_dashboard_reads_them_by_default(
     started from a terminal shows up on the dashboard's Benchmarks page."""
     user_dir = tmp_path / "user"
     monkeypatch.setenv("SERVEWISE_USER_DATA_DIR", str(user_dir))
-    proc = _run_cli("import", "--format", "vllm", str(FIXTURES / "vllm_result.json"))
+    proc = _run_cli(
+        "import", "--format", "vllm", str(REAL / "vllm-bench-0.33" / "vllm-sim-c8-r1.json")
+    )
     assert proc.returncode == 0, proc.stderr
     from planner.store import Store
 

@@ -17,6 +17,7 @@ from benchmarks_runner.run_manager import ManagedRun, RunManager, VerificationRe
 from benchmarks_runner.workload import RequestSpec
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Scenario
 from planner.run_files import read_run_dir
 from planner.store import Store
 from planner.workload import LengthDistribution
@@ -181,8 +182,11 @@ def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) ->
     endpoint = request.make_endpoint()
     assert isinstance(endpoint, SimulatedEndpoint)
     argv = endpoint.argv
-    for flag, value in (("--gpu", "H100-SXM"), ("--slowdown", "2"), ("--error-rate", "0.1")):
+    for flag, value in (("--slowdown", "2"), ("--error-rate", "0.1")):
         assert argv[argv.index(flag) + 1] == value
+    # the server serves the very scenario the run is predicted by
+    served = Scenario.model_validate_json(argv[argv.index("--scenario") + 1])
+    assert served == request.scenario() and served.gpu == "H100-SXM"
     assert json.loads(argv[argv.index("--coefficients") + 1]) == [1.0, 2.0]
     assert request.stored_plan()["verification"] == {
         "endpoint": "simulated",

@@ -140,7 +140,7 @@ def test_workload_from_a_trace_and_a_config_path(
                 "--output-len",
                 "10",
             ],
-            "input_len=-5 is not allowed: a token count >= 1",
+            "--input-len=-5 is not allowed: a whole number from 1 to 134,217,728",
         ),
         (
             ["--model", LLAMA_70B, "--instance", "g6e.12xlarge", "--input-len", "100"],
@@ -148,7 +148,7 @@ def test_workload_from_a_trace_and_a_config_path(
         ),
         (
             ["--model", LLAMA_70B, "--instance", "g6e.12xlarge", "--gpu-memory-utilization", "1.5"],
-            "gpu_memory_utilization=1.5 is not allowed: a fraction in (0, 1]",
+            "--gpu-memory-utilization=1.5 is not allowed: a finite number > 0 and <= 1",
         ),
         (
             ["--model", LLAMA_70B, "--instance", "g6e.12xlarge", "--tp", "3"],

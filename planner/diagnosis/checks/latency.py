@@ -5,7 +5,9 @@
 While a long prompt is being prefilled (its request's start to its first token) every other
 stream's next token may wait for it. The check pools the inter-token gaps of all requests that
 overlap those windows and compares their p99 with the run's median gap: found when it is at
-least :data:`STALL_FACTOR` times the median and :data:`STALL_MIN_MS` above it. When a single
+least :data:`STALL_FACTOR` times the median and :data:`STALL_MIN_MS` above it (with chunked
+prefill already on at a budget of at most 2048 tokens, :data:`RESIDUAL_STALL_FACTOR` times: its
+own short steps are what is left). When a single
 gap carries most of a long prompt's prefill time (median over long prompts >=
 :data:`UNCHUNKED_SHARE`), the prompt was prefilled in one step: chunked prefill is off.
 Fix: chunked prefill with ``max_num_batched_tokens`` 2048 (vLLM's guide: smaller budgets favour
@@ -17,8 +19,9 @@ share of TTFT spent in it; the client's side: TTFT p99 against p50, offered agai
 request rate. Found when requests waited (mean waiting >= 1 with queue time >= 30% of the mean
 TTFT, or TTFT p99 >= 3x p50 without a queue-time histogram, or the waiting alone when neither is
 known), or the queue grew through the run
-(the last third's mean waiting >= 2 and twice the first third's), or (no server metrics) a
-rate run achieved less than 90% of its offered rate with TTFT p99 >= 3x p50. A queue that forms
+(the last third's mean waiting >= 2 and twice the first third's), or a rate run achieved less
+than 90% of its offered rate with requests waiting (or, without server metrics, TTFT p99 >= 3x
+p50): arrivals outran completions. A queue that forms
 while the KV cache is full belongs to mistake 3 and is left to it. Fixes: more replicas (as
 many as offered / achieved rate, or in-flight / running requests), or a larger
 ``max_num_seqs`` when the KV cache has room. Money at stake: the share of requests whose TTFT
@@ -33,7 +36,6 @@ import math
 import numpy as np
 
 from planner.diagnosis.checks.base import (
-    best_fix,
     cannot_judge,
     chart,
     finding,
@@ -52,6 +54,7 @@ from planner.diagnosis.whatif import DiagnosisContext, with_what_if
 LONG_PROMPT_MIN_TOKENS = 2048
 LONG_PROMPT_FACTOR = 4.0
 STALL_FACTOR = 4.0
+RESIDUAL_STALL_FACTOR = 10.0
 STALL_MIN_MS = 20.0
 UNCHUNKED_SHARE = 0.5
 SMALL_BUDGET = 2048
@@ -134,10 +137,28 @@ def check_prefill_stalls(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
         y2_label="prompt tokens",
         thresholds=[("ITL p50", p50)],
     )
+    sc = ctx.scenario
+    plan_chunked = sc.engine_config().enable_chunked_prefill if sc is not None else None
+    stated = (ev.plan or {}).get("enable_chunked_prefill")
+    inferred_off = unchunked is not None and unchunked >= UNCHUNKED_SHARE
+    chunked_off = (stated is False) or (stated is None and inferred_off)
+    observed = {"enable_chunked_prefill": False} if chunked_off and plan_chunked else {}
+    budget = (
+        ctx.model.deployment(sc).max_num_batched_tokens
+        if sc is not None and ctx.model is not None
+        else (ev.plan or {}).get("max_num_batched_tokens")
+    )
+    # chunked prefill at a small budget already leaves only its own short steps: what is left
+    # is a finding only when it is still severe
+    factor = (
+        RESIDUAL_STALL_FACTOR
+        if not chunked_off and budget is not None and budget <= SMALL_BUDGET
+        else STALL_FACTOR
+    )
     stalled = (
         p99_during is not None
         and during_ms.size >= 5
-        and p99_during >= STALL_FACTOR * p50
+        and p99_during >= factor * p50
         and p99_during - p50 >= STALL_MIN_MS
     )
     if not stalled:
@@ -149,17 +170,6 @@ def check_prefill_stalls(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
             chart=plot,
         )
     assert p99_during is not None
-    sc = ctx.scenario
-    plan_chunked = sc.engine_config().enable_chunked_prefill if sc is not None else None
-    stated = (ev.plan or {}).get("enable_chunked_prefill")
-    inferred_off = unchunked is not None and unchunked >= UNCHUNKED_SHARE
-    chunked_off = (stated is False) or (stated is None and inferred_off)
-    observed = {"enable_chunked_prefill": False} if chunked_off and plan_chunked else {}
-    budget = (
-        ctx.model.deployment(sc).max_num_batched_tokens
-        if sc is not None and ctx.model is not None
-        else None
-    )
     changes = []
     if chunked_off:
         changes.append(flag_chunked_prefill(False, True))
@@ -303,13 +313,12 @@ def check_queueing(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
         tail_from_queue = True
     waited = w_mean is not None and w_mean >= 1.0 and tail_from_queue
     grew = growth is not None and growth[1] >= 2.0 and growth[1] >= 2.0 * growth[0]
+    # arrivals outran completions: an overload, whatever the queue-time histogram says
     short = (
-        waiting is None
-        and offered is not None
+        offered is not None
         and achieved is not None
         and achieved < RATE_SHORTFALL * offered
-        and ratio is not None
-        and ratio >= TAIL_FACTOR
+        and ((w_mean is not None and w_mean >= 1.0) or (ratio is not None and ratio >= TAIL_FACTOR))
     )
     if not (waited or grew or short):
         return finding(
@@ -329,14 +338,21 @@ def check_queueing(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
             chart=plot,
         )
     fixes = [with_what_if(ctx, f) for f in _queue_fixes(ev, ctx, offered, achieved)]
-    fix, alternatives = best_fix(ctx, fixes)
+    # a queue is fixed by what empties it: the shortest predicted TTFT tail first
+    fixes.sort(key=lambda f: f.what_if.after.ttft_ms_p99 if f.what_if else math.inf)
+    fix, alternatives = (fixes[0], fixes[1:]) if fixes else (None, [])
     severity: Severity = "high" if grew or (ratio is not None and ratio >= 10) else "medium"
     where = f"{w_mean:.1f} requests waited on average" if w_mean is not None else "requests waited"
     return finding(
         key,
         "found",
         f"{where}; TTFT p99 {p99 or 0:,.0f} ms against p50 {p50 or 0:,.0f} ms"
-        + (": the queue grew through the run." if grew else "."),
+        + (": the queue grew through the run." if grew else "")
+        + (
+            f"; {offered:g} req/s offered, {achieved:.3g} served: arrivals outran completions."
+            if short and offered is not None and achieved is not None
+            else "."
+        ),
         severity=severity,
         evidence=evidence,
         chart=plot,

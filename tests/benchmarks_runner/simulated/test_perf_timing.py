@@ -1,7 +1,10 @@
-"""Performance-model timing of the simulated server: step prices, load, bursts, slowdown, CLI."""
+"""The simulated server timed by the performance model's engine: streaming, cancelling, the
+plan's limits, the command line."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -9,23 +12,22 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
 
 from benchmarks_runner.endpoints import SimulatedEndpoint
 from benchmarks_runner.errors import EndpointStartError
 from benchmarks_runner.simulated.perf_timing import (
-    PerfTiming,
+    EngineTiming,
     PlanSpec,
+    engine_timing,
     parse_coefficients,
-    perf_timing_for_plan,
 )
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
-from planner.perf.step_time import FEATURES, StepBatch, step_time_s
-from planner.workload import LengthDistribution
+from planner.perf.step_time import FEATURES
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SPEC = PlanSpec(model=MODEL, gpu="H100-SXM", tp=1)
@@ -37,64 +39,44 @@ def prior(catalog: Catalog) -> list[float]:
     return [float(c) for c in PerformanceModel(catalog).coefficients_for("vllm", "H100-SXM")]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+def timing(catalog: Catalog, prior: list[float], **kwargs: Any) -> EngineTiming:
+    return engine_timing(SPEC, catalog=catalog, coefficients=prior, **kwargs)
 
 
-def timing(
-    catalog: Catalog,
-    prior: list[float],
-    *,
-    slowdown: float = 1.0,
-    clock: Clock | None = None,
-) -> PerfTiming:
-    dep = perf_timing_for_plan(SPEC, catalog=catalog, coefficients=prior).deployment
-    return PerfTiming(dep, prior, slowdown=slowdown, clock=clock or time.monotonic)
+async def _stream(t: EngineTiming, prompt: int, output: int, cached: int = 0) -> list[int]:
+    return [n async for n in t.tokens(prompt, output, cached)]
 
 
-def test_token_delay_is_the_step_time_of_the_steady_batch(
-    catalog: Catalog, prior: list[float]
-) -> None:
-    t = timing(catalog, prior)
-    dep = t.deployment
-    # 1024 in / 256 out at batch 8: 8/256 of the batch prefilling, decodes attending 1152 tokens
-    batch = StepBatch()
-    batch.add_decode(8 - 8 / 256, 1024 + 128, dep.sliding_window)
-    batch.add_prefill(8 / 256, 1024, 0.0, dep.sliding_window)
-    expected = step_time_s(batch, dep, np.asarray(prior))
-    assert t.live_token_delay_s(8, 1024, 256) == pytest.approx(expected, rel=1e-12)
-    assert t.timing(8, 1024, 256).token_delay_s == pytest.approx(expected, rel=1e-12)
+def test_the_engine_streams_every_token_once_in_order(catalog: Catalog, prior: list[float]) -> None:
+    """Four requests at once through the performance model's engine (100 x faster than the
+    model, so the test is quick): each sees 1, 2, ..., its length; the engine ends empty."""
+    t = timing(catalog, prior, slowdown=0.01)
+
+    async def main() -> list[list[int]]:
+        return await asyncio.gather(*(_stream(t, 256, n) for n in (1, 5, 16, 40)))
+
+    seen = asyncio.run(main())
+    assert [s[-1] for s in seen] == [1, 5, 16, 40]
+    assert all(s == sorted(set(s)) for s in seen)  # strictly increasing, nothing twice
+    assert t.engine.idle and t.running == 0 and t.kv_usage == 0.0 and t.steps >= 40
 
 
-def test_latency_grows_with_load_and_prompt(catalog: Catalog, prior: list[float]) -> None:
-    t = timing(catalog, prior)
-    delays = [t.live_token_delay_s(b, 512, 128) for b in (1, 8, 64, 256)]
-    assert delays == sorted(delays) and delays[-1] > 1.5 * delays[0]
-    short = timing(catalog, prior).timing(1, 128, 64).ttft_s
-    long = timing(catalog, prior).timing(1, 8192, 64).ttft_s
-    assert long > 3 * short
+def test_a_client_that_goes_away_frees_its_request(catalog: Catalog, prior: list[float]) -> None:
+    t = timing(catalog, prior, slowdown=0.01)
+
+    async def main() -> None:
+        tokens = t.tokens(512, 1000)
+        async with contextlib.aclosing(tokens):
+            async for n in tokens:
+                if n == 3:
+                    assert t.running == 1 and t.kv_usage > 0
+                    break
+
+    asyncio.run(main())
+    assert t.running == 0 and t.engine.idle and t.kv_usage == 0.0
 
 
-def test_a_burst_queues_its_prefills_until_their_first_tokens(
-    catalog: Catalog, prior: list[float]
-) -> None:
-    clock = Clock()
-    t = timing(catalog, prior, clock=clock)
-    ttfts = [t.timing(k + 1, 4096, 64).ttft_s for k in range(8)]  # 8 arrive at once
-    assert ttfts == sorted(ttfts) and ttfts[-1] > 3 * ttfts[0]
-    clock.now += 60.0  # every one of them has its first token by now
-    assert t.timing(1, 4096, 64).ttft_s == pytest.approx(ttfts[0], rel=1e-9)
-
-
-def test_slowdown_multiplies_every_delay(catalog: Catalog, prior: list[float]) -> None:
-    base = timing(catalog, prior, clock=Clock()).timing(4, 1000, 100)
-    slow = timing(catalog, prior, clock=Clock(), slowdown=2.0).timing(4, 1000, 100)
-    assert slow.ttft_s == pytest.approx(2 * base.ttft_s)
-    assert slow.token_delay_s == pytest.approx(2 * base.token_delay_s)
+def test_slowdown_is_validated(catalog: Catalog, prior: list[float]) -> None:
     with pytest.raises(ValueError, match="slowdown"):
         timing(catalog, prior, slowdown=0.0)
 
@@ -103,7 +85,7 @@ def test_the_plan_sets_queueing_and_kv_capacity(catalog: Catalog, prior: list[fl
     t = timing(catalog, prior)
     assert t.max_num_seqs == 1024  # vllm serve's default on a >= 70 GiB GPU
     assert t.kv_capacity_tokens > 100_000
-    small = perf_timing_for_plan(
+    small = engine_timing(
         PlanSpec(model=MODEL, gpu="H100-SXM", max_num_seqs=64), catalog=catalog, coefficients=prior
     )
     assert small.max_num_seqs == 64
@@ -111,7 +93,7 @@ def test_the_plan_sets_queueing_and_kv_capacity(catalog: Catalog, prior: list[fl
 
 def test_a_plan_that_does_not_resolve_names_the_field(catalog: Catalog, prior: list[float]) -> None:
     with pytest.raises(PlannerError, match="tp"):
-        perf_timing_for_plan(
+        engine_timing(
             PlanSpec(model=MODEL, gpu="H100-SXM", tp=3), catalog=catalog, coefficients=prior
         )
 
@@ -182,42 +164,6 @@ def test_endpoint_start_failure_says_why(prior: list[float]) -> None:
     endpoint = SimulatedEndpoint(["--model", MODEL, "--gpu", "NO-SUCH-GPU"])
     with pytest.raises(EndpointStartError, match="exited with code"):
         endpoint.start(threading.Event())
-
-
-def test_the_server_paces_tokens_at_the_batch_running_now(
-    prior: list[float], tmp_path: Path
-) -> None:
-    """Closed loop of 32: every request, also the first one admitted alone, decodes at the
-    pace of the full batch; one request alone decodes faster (latency grows with load)."""
-    from benchmarks_runner import build_synthetic_specs, make_run_config
-    from benchmarks_runner.run_manager import RunManager
-    from tests.run_view import read_run
-
-    manager = RunManager(tmp_path)  # runs in its own thread: no event loop of the test's
-
-    endpoint = SimulatedEndpoint(
-        ["--model", MODEL, "--gpu", "H100-SXM", "--coefficients", json.dumps(prior)]
-    )
-    base = endpoint.start(threading.Event())
-    try:
-        tpots = {}
-        for concurrency in (1, 32):
-            config = make_run_config(base_url=base, model=MODEL, concurrency=concurrency)
-            specs = build_synthetic_specs(
-                concurrency, LengthDistribution.fixed(512), LengthDistribution.fixed(24)
-            )
-            run = manager.start(config, specs)
-            assert run.wait(60) and run.run_dir is not None, run.error
-            rows = [r for r in read_run(run.run_dir)["requests"] if r["status"] == "ok"]
-            tpots[concurrency] = sorted(
-                (r["end_s"] - r["first_chunk_s"]) / (r["output_tokens"] - 1) for r in rows
-            )
-    finally:
-        endpoint.stop()
-    alone, batch = tpots[1][0], tpots[32]
-    # paced at admission only, the first of the 32 (admitted alone) would decode at `alone`
-    assert batch[0] > 1.5 * alone
-    assert float(np.median(batch)) > 2 * alone
 
 
 # ----- start-up with and without a cached fit -------------------------------------------------

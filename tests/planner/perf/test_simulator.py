@@ -9,7 +9,7 @@ from planner.catalog import Catalog
 from planner.perf.deployment import resolve_deployment
 from planner.perf.metrics import run_metrics, weighted_percentile
 from planner.perf.scenario import Scenario, TraceRequest
-from planner.perf.simulator import simulate
+from planner.perf.simulator import LiveEngine, request_arrivals, simulate
 from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_time_s
 from planner.workload import LengthDistribution
 
@@ -235,3 +235,92 @@ def test_sglang_admission_reserves_room_for_the_running_outputs(catalog: Catalog
     # preempts (vLLM admits until its blocks run out)
     assert trace.preemptions <= vllm.preemptions
     assert trace.requests == 64
+
+
+# ----- the live engine: the simulated server's clock -----------------------------------------
+def _drive(
+    engine: LiveEngine, scenario: Scenario, n: int
+) -> tuple[list[float], list[float], float]:
+    """A virtual clock: a closed loop replaces every finished request at the step's end; a rate
+    load submits each arrival at the first step boundary after it (as :func:`simulate`)."""
+    lengths = (int(scenario.input_len or 1), int(scenario.output_len or 1))
+    arrivals = request_arrivals(scenario)
+    now, issued, next_arrival = 0.0, 0, 0
+    arrived: dict[int, float] = {}
+    first: set[int] = set()
+    ttft: list[float] = []
+    e2e: list[float] = []
+    if arrivals is None:
+        for _ in range(int(scenario.concurrency or 1)):
+            arrived[engine.submit(*lengths)] = now
+            issued += 1
+    while len(e2e) < n:
+        while arrivals is not None and next_arrival < n and arrivals[next_arrival] <= now:
+            arrived[engine.submit(*lengths)] = float(arrivals[next_arrival])
+            next_arrival += 1
+        if engine.idle:
+            assert arrivals is not None
+            now = float(arrivals[next_arrival])
+            continue
+        seconds = engine.step()
+        assert seconds is not None
+        now += seconds
+        for rid in list(arrived):
+            if rid not in first and engine.generated(rid) >= 1:
+                first.add(rid)
+                ttft.append(now - arrived[rid])
+            if engine.finished(rid):
+                e2e.append(now - arrived.pop(rid))
+                engine.forget(rid)
+                if arrivals is None and issued < n:
+                    arrived[engine.submit(*lengths)] = now
+                    issued += 1
+    return ttft, e2e, now
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        {"load": "concurrency", "concurrency": 8, "num_requests": 24},
+        {"load": "rate", "request_rate": 40.0, "num_requests": 30},
+    ],
+)
+def test_the_live_engine_serves_a_load_as_the_simulation_predicts_it(
+    catalog: Catalog, load: dict[str, object]
+) -> None:
+    """Stepped request by request (as the simulated server steps it), the engine gives every
+    request the TTFT and end-to-end latency the simulation gives it: one timing model."""
+    scenario = _scenario(input_len=1500, output_len=40, **load)
+    dep = resolve_deployment(scenario, catalog)
+    n = scenario.effective_num_requests()
+    metrics = run_metrics(simulate(dep, C), C, 1)
+    counts = metrics.weights.astype(int)
+    ttft, e2e, duration = _drive(LiveEngine(dep, C), scenario, n)
+    assert sorted(ttft) == pytest.approx(sorted(np.repeat(metrics.ttft_s, counts)), rel=1e-6)
+    assert sorted(e2e) == pytest.approx(sorted(np.repeat(metrics.e2e_s, counts)), rel=1e-6)
+    assert n * 40 / duration == pytest.approx(metrics.output_tok_per_s, rel=1e-6)
+
+
+def test_the_live_engine_prefills_only_what_the_prefix_cache_misses(catalog: Catalog) -> None:
+    dep = resolve_deployment(_scenario(input_len=1024), catalog)
+    cold, warm = LiveEngine(dep, C), LiveEngine(dep, C)
+    cold.submit(1024, 4)
+    warm.submit(1024, 4, cached_tokens=1000)  # 62 whole 16-token blocks are cached
+    cold_step, warm_step = cold.step(), warm.step()
+    assert cold_step is not None and warm_step is not None
+    expected = step_time_s(StepBatch.of(prefill_chunks=[(1024 - 992, 992)]), dep, C)
+    assert warm_step == pytest.approx(expected, rel=1e-9) and warm_step < cold_step / 3
+
+
+def test_a_cancelled_request_leaves_the_engine_and_its_blocks(catalog: Catalog) -> None:
+    dep = resolve_deployment(_scenario(), catalog)
+    engine = LiveEngine(dep, C)
+    kept, dropped, queued = (engine.submit(100, 50) for _ in range(3))
+    engine.step()
+    engine.cancel(queued)  # never scheduled? still only queued or running: both are handled
+    engine.step()
+    engine.cancel(dropped)
+    assert engine.running == 1 and engine.waiting == 0
+    while not engine.finished(kept):
+        engine.step()
+    assert engine.generated(kept) == 50 and engine.idle and engine.kv_usage == 0.0

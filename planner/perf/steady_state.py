@@ -1,0 +1,729 @@
+"""Continuous batching in steady state: capacity and latency without a simulation.
+
+The recommendation search asks, for hundreds of candidates, "what is the highest request rate
+this replica serves inside the SLO?". The discrete-event simulator answers one rate in tens of
+milliseconds and a bisection needs ten of them. This module answers a rate with a handful of
+step evaluations, priced by the simulator's own step time
+(:func:`planner.perf.step_time.step_features` on the same
+:class:`~planner.perf.deployment.Deployment` and coefficients): the two differ only in how they
+treat the queue, never in what a step costs.
+
+Steady state of vLLM's scheduler, per replica, parametrised by ``u``, the requests arriving per
+engine step (at rate ``lambda``, ``u = lambda x T``):
+
+- **the batch**: arrivals equal completions, so a step holds ``d = u (O - 1)`` decoding
+  sequences (each decodes ``O - 1`` tokens, one a step) attending to ``I + O/2`` tokens on
+  average, and prompts are prefilled in chunks of what the decodes leave of the token budget
+  (``R = max_num_batched_tokens - d``; ``k = ceil(I / R)`` chunks a prompt);
+- **the step**: a step with no prompt in it is a decode step, ``T_d = c . x(d decodes)``; a
+  step with a chunk costs ``T_p = c . x(d decodes + the chunk)`` (a prefill turns a
+  memory-bound step compute-bound, so the two are priced apart, not averaged); a share ``f`` of
+  the steps hold a chunk (the prompts' work over the budget, at least the chance that one
+  arrived), and the mean step is ``T = (1 - f) T_d + f T_p``. Then ``lambda = u / T``:
+  everything follows from ``u``, no fixed point to iterate;
+- **capacity**: the rate grows with ``u`` until the prompts fill the budget (``f -> 1``), the
+  batch reaches ``max_num_seqs``, or the KV cache is full (the mean of the running contexts,
+  rounded to blocks); :func:`SteadyStateModel.saturated` is that rate;
+- **TTFT** = waiting for a seat (when the batch is bounded by ``max_num_seqs`` or the KV cache:
+  an Erlang-C queue of ``c`` seats, each held for a request's residence) + queueing behind
+  earlier prompts for the budget (an M/D/1 queue, service ``s = (I / R) T_full`` seconds; its
+  tail from the Cramer-Lundberg approximation ``P(W > t) ~ C exp(-theta t)``) + the rest of the
+  step in flight when the budget is idle + its own ``k`` prefill steps;
+- **TPOT** of a request = the mean of its ``O - 1`` decode steps: ``T_d`` plus, for each step
+  that held a chunk, ``T_p - T_d``; the number of such steps is binomial (``n``, ``f``), and
+  the neighbours decoding beside it vary around ``d``. Its quantile is taken over the request
+  mix (the scenario's length distributions, drawn as the simulator draws them).
+
+A closed loop of ``N`` requests in flight has ``d + u k = N`` (no arrival queue: a request
+arrives as one finishes). Agreement with the simulator is printed by
+``benchmarks/recommend_bench.py`` and pinned by ``tests/planner/perf/test_steady_state.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from scipy.special import gammaincc, gammaln, ndtri
+
+from planner.perf.deployment import Deployment
+from planner.perf.step_time import StepBatch, step_features
+from planner.workload import LengthDistribution, draw_lengths
+
+Bound = Literal["token_budget", "max_num_seqs", "kv_cache", "none"]
+#: requests drawn from the length distributions to take quantiles over the request mix
+LENGTH_SAMPLES = 512
+
+
+class Workload:
+    """The request mix of a scenario (drawn as the simulator draws it), with the figures the
+    steady state reads over and over computed once."""
+
+    def __init__(self, input_len: np.ndarray, output_len: np.ndarray) -> None:
+        self.input_len = np.asarray(input_len, dtype=float)
+        self.output_len = np.asarray(output_len, dtype=float)
+        self.mean_input = float(self.input_len.mean())
+        self.mean_output = float(self.output_len.mean())
+        steps = np.maximum(self.output_len - 1, 0)
+        #: mean tokens a decoding sequence attends to (weighted by its decode steps)
+        self.decode_context = (
+            float((steps * (self.input_len + self.output_len / 2.0)).sum() / steps.sum())
+            if steps.sum() > 0
+            else self.mean_input
+        )
+        decoding = steps[steps > 0]
+        #: typical decode lengths of the mix (8 bins; one value for fixed lengths)
+        self.decode_bins = (
+            np.quantile(decoding, np.linspace(1 / 16, 15 / 16, 8))
+            if decoding.size and np.ptp(decoding)
+            else decoding[:1]
+        )
+        self._output_quantiles: dict[float, float] = {}
+
+    def output_quantile(self, q: float) -> float:
+        held = self._output_quantiles.get(q)
+        if held is None:
+            held = self._output_quantiles[q] = float(np.quantile(self.output_len, q))
+        return held
+
+
+def workload_of(dep: Deployment) -> Workload:
+    """The scenario's lengths as the simulator draws them (a trace: its own requests)."""
+    sc = dep.scenario
+    if sc.load == "trace" and sc.trace:
+        ins = np.array([r.input_len for r in sc.trace], dtype=float)
+        outs = np.array([r.output_len for r in sc.trace], dtype=float)
+        return Workload(ins, outs)
+    ins_dist = sc.input_dist or LengthDistribution.fixed(int(sc.input_len or 1))
+    outs_dist = sc.output_dist or LengthDistribution.fixed(int(sc.output_len or 1))
+    return _drawn(ins_dist, outs_dist, sc.seed)
+
+
+@lru_cache(maxsize=64)
+def _drawn(ins: LengthDistribution, outs: LengthDistribution, seed: int) -> Workload:
+    """One draw per workload, shared by every deployment searched for it."""
+    drawn_in, drawn_out = draw_lengths(ins, outs, LENGTH_SAMPLES, seed)
+    return Workload(np.asarray(drawn_in, dtype=float), np.asarray(drawn_out, dtype=float))
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """One replica in steady state at ``rate`` requests/s (times in seconds)."""
+
+    rate: float  # requests/s (per replica)
+    arrivals_per_step: float  # u
+    step_s: float  # mean step, T
+    decode_step_s: float  # T_d
+    prefill_step_s: float  # T_p: a step holding one chunk
+    prefill_step_share: float  # f
+    decode_seqs: float
+    running: float
+    chunks: int
+    kv_occupancy: float
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_mean_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    e2e_p99_s: float
+    output_tok_per_s: float
+    stable: bool  # below capacity: the queues drain
+    bound: Bound  # what caps the rate (at saturation), else "none"
+    step_terms: np.ndarray  # x of the mean step (shares of the terms, for intervals)
+
+
+@dataclass(frozen=True)
+class _Step:
+    u: float
+    decode: float
+    room: float
+    chunks: int
+    share: float  # f
+    decode_s: float
+    prefill_s: float  # one chunk beside the decodes
+    mean_s: float
+    terms: np.ndarray
+
+
+class SteadyStateModel:
+    """Steady-state questions for one deployment and coefficient vector."""
+
+    def __init__(self, dep: Deployment, c: np.ndarray, workload: Workload | None = None):
+        self.dep = dep
+        self.c = np.asarray(c, dtype=float)
+        self.work = workload or workload_of(dep)
+        self.chunked = dep.scenario.enable_chunked_prefill
+        self.budget = float(dep.max_num_batched_tokens)
+        if not self.chunked:
+            # a whole prompt is scheduled in one step (vLLM raises the budget to fit it)
+            self.budget = float(max(dep.max_num_batched_tokens, dep.engine.max_model_len or 0))
+        self.seats = self._seats()
+        self._steps: dict[float, _Step] = {}
+        self._saturation: tuple[float, Bound] | None = None
+        self.evaluations = 0  # latency states computed (for the benchmarks)
+
+    def _seats(self) -> float:
+        """Requests the batch holds at once: max_num_seqs, or what the KV cache holds of
+        running contexts (each at its mean, rounded up to a block)."""
+        per_seq = self.work.decode_context + self.dep.block_size / 2.0
+        return float(min(self.dep.max_num_seqs, self.dep.kv_capacity_tokens / max(per_seq, 1.0)))
+
+    # ----- steps ---------------------------------------------------------------------------
+    def _terms(self, decode: float, chunks: float, chunk: float, done: float) -> np.ndarray:
+        w, window = self.work, self.dep.sliding_window
+        batch = StepBatch()
+        if decode > 0:
+            batch.add_decode(decode, w.decode_context, window)
+        if chunks > 0:
+            batch.add_prefill(chunks, chunk, done, window)
+        if decode <= 0 and chunks <= 0:
+            batch.add_decode(1.0, w.decode_context, window)  # an idle engine's next step
+        return step_features(batch, self.dep)
+
+    def step(self, u: float) -> _Step:
+        held = self._steps.get(u)
+        if held is not None:
+            return held
+        mean_in = self.work.mean_input
+        decode, room, chunks = self._shape(u)
+        chunk = mean_in / chunks
+        done = chunk * (chunks - 1) / 2.0  # mean tokens before a chunk
+        # share of steps holding a chunk: the prompts' share of the budget, and at least the
+        # chance that a step sees one of the u k chunks it is due
+        work_share = u * mean_in / room
+        share = min(1.0, max(work_share, 1.0 - math.exp(-u * chunks)))
+        per_prefill_step = u * chunks / share if share > 0 else 0.0  # chunks in such a step
+        decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
+        prefill_terms = self._terms(decode, per_prefill_step, chunk, done)
+        one_chunk = self._terms(decode, 1.0, chunk, done)
+        terms = (1.0 - share) * decode_terms + share * prefill_terms
+        held = _Step(
+            u=u,
+            decode=decode,
+            room=room,
+            chunks=chunks,
+            share=share,
+            decode_s=float(self.c @ decode_terms),
+            prefill_s=float(self.c @ one_chunk),
+            mean_s=float(self.c @ terms),
+            terms=terms,
+        )
+        if len(self._steps) < 4096:
+            self._steps[u] = held
+        return held
+
+    def _shape(self, u: float) -> tuple[float, float, int]:
+        """(decoding sequences, budget room, chunks a prompt) at ``u``: no step pricing."""
+        w = self.work
+        decode = u * max(w.mean_output - 1.0, 0.0)
+        room = max(self.budget - decode, 1.0)
+        chunks = max(1, math.ceil(w.mean_input / room)) if self.chunked else 1
+        return decode, room, chunks
+
+    def bound_at(self, u: float) -> Bound:
+        decode, room, chunks = self._shape(u)
+        if u * self.work.mean_input >= room * 0.999:
+            return "token_budget"
+        if decode + u * chunks >= self.seats:
+            return "max_num_seqs" if self.seats >= self.dep.max_num_seqs else "kv_cache"
+        return "none"
+
+    def rate_at(self, u: float) -> float:
+        st = self.step(u)
+        return u / st.mean_s if st.mean_s > 0 else 0.0
+
+    def saturation(self) -> tuple[float, Bound]:
+        """The most arrivals per step the replica absorbs, and what bounds them."""
+        if self._saturation is None:
+            hi = 1e-3
+            while self.bound_at(hi) == "none" and hi < 1e6:
+                hi *= 2.0
+            lo = 0.0
+            for _ in range(40):
+                mid = (lo + hi) / 2.0
+                if self.bound_at(mid) == "none":
+                    lo = mid
+                else:
+                    hi = mid
+            self._saturation = (lo, self.bound_at(hi))
+        return self._saturation
+
+    def saturation_rate(self) -> float:
+        return self.rate_at(self.saturation()[0])
+
+    def u_for_rate(self, rate: float) -> float | None:
+        """Arrivals per step at ``rate`` requests/s; None at or beyond capacity."""
+        u_max, _ = self.saturation()
+        if rate >= self.rate_at(u_max):
+            return None
+        lo, hi = 0.0, u_max
+        for _ in range(50):
+            mid = (lo + hi) / 2.0
+            if self.rate_at(mid) < rate:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2.0
+
+    # ----- states --------------------------------------------------------------------------
+    def at_rate(self, rate: float, quantile: float = 0.99) -> SteadyState:
+        """The steady state at ``rate`` requests/s (Poisson arrivals); beyond capacity the
+        state at capacity with infinite TTFT (``stable`` False)."""
+        u = self.u_for_rate(rate)
+        if u is None:
+            u_max, bound = self.saturation()
+            return self._open_loop(u_max, quantile, stable=False, bound=bound)
+        return self._open_loop(u, quantile, stable=True, bound="none")
+
+    def at_concurrency(
+        self, in_flight: float, quantile: float = 0.99, run_requests: int | None = None
+    ) -> SteadyState:
+        """A closed loop of ``in_flight`` requests (a new one as one finishes).
+
+        The prompts that arrive together share a prefill step: a group of as many as the
+        budget holds, and groups stay staggered. Beyond the seats of the batch the rest wait,
+        a residence each round. ``run_requests``: a finite run that starts with all
+        ``in_flight`` at once (as the simulator and ``vllm bench serve`` do): its first wave
+        queues for the prefill, and that wave's share of the run sets the TTFT tail."""
+        self.evaluations += 1
+        w, dep = self.work, self.dep
+        mean_in, n_dec = w.mean_input, max(w.mean_output - 1.0, 0.0)
+        held = max(min(in_flight, self.seats), 1.0)
+        per_step = max(1.0, math.floor(self.budget / max(mean_in, 1.0)))
+        group = min(held, per_step)
+        group_steps = max(1, math.ceil(group * mean_in / self.budget)) if self.chunked else 1
+        u = held / (group_steps + n_dec)
+        decode = u * n_dec
+        share = min(1.0, u / group * group_steps)
+        chunk = group * mean_in / group_steps
+        decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
+        prefill_terms = self._terms(decode, 1.0, chunk, chunk * (group_steps - 1) / 2.0)
+        t_d, t_p = float(self.c @ decode_terms), float(self.c @ prefill_terms)
+        terms = (1.0 - share) * decode_terms + share * prefill_terms
+        step = float(self.c @ terms)
+        rate = u / step if step > 0 else 0.0
+        own = group_steps * t_p
+        residence = own + n_dec * step
+        waiting = max(in_flight - held, 0.0) / held * residence
+        ttft_q, ttft_mean = own, own
+        if run_requests:
+            first = self._terms(0.0, 1.0, chunk, chunk * (group_steps - 1) / 2.0)
+            wave = math.ceil(held / group) * group_steps * float(self.c @ first)
+            burst = min(held / run_requests, 1.0)  # the run's share in the first wave
+            ttft_mean = (1.0 - burst) * own + burst * (own + wave) / 2.0
+            if burst > 1.0 - quantile:
+                ttft_q = max(own, wave * (1.0 - (1.0 - quantile) / burst))
+        ttft_q, ttft_mean = ttft_q + waiting, ttft_mean + waiting
+        # the decode steps a request lives through: a share of them hold a group's prefill
+        spread = (t_p - t_d) * math.sqrt(share * (1.0 - share) / max(n_dec, 1.0))
+        tpot_q = step + float(ndtri(quantile)) * spread
+        kv = decode * w.decode_context + (held - decode) * mean_in / 2.0
+        kv += held * dep.block_size / 2.0
+        return SteadyState(
+            rate=rate,
+            arrivals_per_step=u,
+            step_s=step,
+            decode_step_s=t_d,
+            prefill_step_s=t_p,
+            prefill_step_share=share,
+            decode_seqs=decode,
+            running=held,
+            chunks=group_steps,
+            kv_occupancy=min(kv / max(dep.kv_capacity_tokens, 1), 1.0),
+            ttft_mean_s=ttft_mean,
+            ttft_p50_s=own + waiting,
+            ttft_p99_s=ttft_q,
+            tpot_mean_s=step,
+            tpot_p50_s=step,
+            tpot_p99_s=tpot_q,
+            e2e_p99_s=ttft_q + (w.output_quantile(quantile) - 1.0) * tpot_q,
+            output_tok_per_s=rate * w.mean_output,
+            stable=True,
+            bound="none" if in_flight < self.seats else self.bound_at(self.saturation()[0]),
+            step_terms=terms,
+        )
+
+    def _open_loop(
+        self, u: float, quantile: float, *, stable: bool, bound: Bound, detail: bool = True
+    ) -> SteadyState:
+        """The state at ``u``; without ``detail`` only the ``quantile`` latencies (the
+        medians are set to them): what a capacity search compares with an SLO."""
+        self.evaluations += 1
+        dep, w = self.dep, self.work
+        st = self.step(u)
+        rate = u / st.mean_s if st.mean_s > 0 else 0.0
+        mean_in = w.mean_input
+        residence = st.chunks * st.prefill_s + (w.mean_output - 1.0) * st.mean_s
+        seat = _erlang_wait(self.seats, rate, residence)
+        parts: list[_Wait | _Uniform | _Gamma]
+        if self.chunked and mean_in > st.room:
+            # a prompt fills the budget for I / R steps: prompts are served one after another
+            full = st.prefill_s
+            service = (mean_in / st.room) * full
+            own = st.chunks * st.prefill_s
+            wait = _MD1(rate, service)
+            rho = rate * service
+            idle_rest = _Uniform(st.decode_s, 1.0 - rho)
+            parts = [wait, seat, idle_rest]
+        else:
+            # prompts that fit the budget are served together: those that arrived during the
+            # step in flight share the next step (its length grows with them)
+            bulk = self._bulk(st, rate)
+            own, rho = bulk.fixed_s, bulk.load
+            parts = [bulk, seat]
+        stable = stable and rho < 1.0 and seat.stable
+        if stable:
+            ttft_q = _sum_quantile(parts, quantile) + own
+            ttft_p50 = _sum_quantile(parts, 0.5) + own if detail else ttft_q
+            ttft_mean = sum(p.mean for p in parts) + own
+        else:
+            ttft_q = ttft_p50 = ttft_mean = math.inf
+        tpot_mean, tpot_q, tpot_p50 = self._tpot(st, rate, quantile)
+        e2e_q = ttft_q + (w.output_quantile(quantile) - 1.0) * tpot_q
+        kv = st.decode * w.decode_context + u * st.chunks * mean_in / 2.0
+        kv += (st.decode + u * st.chunks) * dep.block_size / 2.0
+        return SteadyState(
+            rate=rate,
+            arrivals_per_step=u,
+            step_s=st.mean_s,
+            decode_step_s=st.decode_s,
+            prefill_step_s=st.prefill_s,
+            prefill_step_share=st.share,
+            decode_seqs=st.decode,
+            running=st.decode + u * st.chunks,
+            chunks=st.chunks,
+            kv_occupancy=min(kv / max(dep.kv_capacity_tokens, 1), 1.0),
+            ttft_mean_s=ttft_mean,
+            ttft_p50_s=ttft_p50,
+            ttft_p99_s=ttft_q,
+            tpot_mean_s=tpot_mean,
+            tpot_p50_s=tpot_p50,
+            tpot_p99_s=tpot_q,
+            e2e_p99_s=e2e_q,
+            output_tok_per_s=rate * w.mean_output,
+            stable=stable,
+            bound=bound,
+            step_terms=st.terms,
+        )
+
+    def _bulk(self, st: _Step, rate: float) -> _Gamma:
+        """TTFT beyond the fixed part (``T_d + delta``, one step with the prompt alone) when
+        the prompts waiting at a step boundary are all served in the next step.
+
+        Step lengths follow ``X' = T_d + delta A``, ``A ~ Poisson(rate X)`` the prompts that
+        arrived during the step before (``delta``: what a prompt adds to a step). A prompt
+        arrives in a step chosen by its length (length-biased, ``X*``), waits for the rest of
+        it (``U X*``), then its own step holds the ``A*`` others that came during ``X*``:
+        TTFT = ``U X* + T_d + delta (1 + A*)``. The variable part is matched by its first two
+        moments to a gamma distribution."""
+        t_d = st.decode_s
+        delta = max(st.prefill_s - t_d, 0.0)
+        load = rate * delta  # share of time prompts add to the steps
+        if load >= 1.0:
+            return _Gamma(0.0, 0.0, math.inf, load=load)
+        mean_x = t_d / (1.0 - load)
+        var_x = delta**2 * rate * mean_x / max(1.0 - (delta * rate) ** 2, 1e-12)
+        m2 = var_x + mean_x**2
+        # third moment of X from a gamma with that mean and variance
+        shape = mean_x**2 / var_x if var_x > 0 else math.inf
+        m3 = m2 * mean_x * (1.0 + 2.0 / shape) if math.isfinite(shape) else mean_x**3
+        biased_mean = m2 / mean_x  # E[X*]
+        biased_m2 = m3 / mean_x  # E[X*^2]
+        # V = U X* + delta A*, A* ~ Poisson(rate X*)
+        mean_v = biased_mean / 2.0 + delta * rate * biased_mean
+        e_v2 = (
+            biased_m2 / 3.0
+            + 2.0 * delta * rate * biased_m2 / 2.0
+            + delta**2 * (rate * biased_mean + rate**2 * biased_m2)
+        )
+        var_v = max(e_v2 - mean_v**2, 1e-18)
+        return _Gamma(t_d + delta, mean_v, var_v, load=load)
+
+    def _full_step_s(self, st: _Step) -> float:
+        """A step whose budget is full of prompt tokens beside the decodes."""
+        mean_in = self.work.mean_input
+        if mean_in >= st.room:
+            return st.prefill_s
+        per_step = st.room / mean_in  # whole prompts that fit
+        return float(self.c @ self._terms(st.decode, per_step, mean_in, 0.0))
+
+    def _tpot(self, st: _Step, rate: float, quantile: float) -> tuple[float, float, float]:
+        """Mean, ``quantile`` and median TPOT over the request mix.
+
+        A request decoding ``n`` tokens shares its steps with the prompts that arrive
+        meanwhile: each adds its prefill time (``delta``, spread over the request's ``n``
+        steps) and then decodes beside it for about half its remaining life (``slope / 2``):
+        ``TPOT = a + b N``, ``a`` the decode step with the neighbours it started with,
+        ``b = delta / n + slope / 2``. The arrivals ``N`` lengthen its life, during which
+        more arrive: ``N`` is a Poisson branching count (immigrants ``rate n a``, offspring
+        ``rate n b`` each), the generalised Poisson distribution."""
+        ns = self.work.decode_bins
+        if ns.size == 0:
+            return st.mean_s, st.mean_s, st.mean_s
+        slope = self._per_decode_seq_s(st.decode)
+        per_prompt = max(st.mean_s - st.decode_s, 0.0) / st.u if st.u > 0 else 0.0
+        base = max(st.decode_s - slope * (st.decode / 2.0 - 1.0), st.decode_s * 0.5)
+        # one distribution per typical answer length (the request mix in bins)
+        values: list[np.ndarray] = []
+        probabilities: list[np.ndarray] = []
+        means = []
+        for n in ns:
+            b = per_prompt / n + slope / 2.0
+            counts, pmf = _generalised_poisson(rate * n * base, rate * n * b)
+            values.append(base + b * counts)
+            probabilities.append(pmf / ns.size)
+            means.append(float(base + b * (counts * pmf).sum()))
+        v = np.concatenate(values)
+        p = np.concatenate(probabilities)
+        order = np.argsort(v)
+        v, cum = v[order], np.cumsum(p[order])
+        return (
+            float(np.mean(means)),
+            float(np.interp(quantile, cum, v)),
+            float(np.interp(0.5, cum, v)),
+        )
+
+    def _per_decode_seq_s(self, decode: float) -> float:
+        """What one more decoding sequence adds to a decode step of ``decode`` of them."""
+        lo = max(decode, 1.0)
+        more = float(self.c @ self._terms(lo + 1.0, 0.0, 0.0, 0.0))
+        return max(more - float(self.c @ self._terms(lo, 0.0, 0.0, 0.0)), 0.0)
+
+    # ----- capacity inside an SLO ---------------------------------------------------------------
+    def max_rate(
+        self,
+        ttft_p99_s: float | None,
+        tpot_p99_s: float | None,
+        e2e_p99_s: float | None = None,
+        *,
+        quantile: float = 0.99,
+        rel_tol: float = 0.01,
+    ) -> Capacity:
+        """The highest Poisson rate whose steady-state ``quantile`` latencies meet the limits
+        (bisection on the arrivals per step: latency grows with load)."""
+        limits = (ttft_p99_s, tpot_p99_s, e2e_p99_s)
+        u_max, bound = self.saturation()
+        top = self._open_loop(u_max * (1 - 1e-6), quantile, stable=True, bound=bound)
+        if _broken(top, limits) is None and top.stable:
+            return Capacity(top.rate, top, "saturation", self.evaluations)
+        lo, hi = 0.0, u_max
+        best: SteadyState | None = None
+        limit: str = _broken(top, limits) or "saturation"
+        probe = u_max * 0.01
+        low = self._open_loop(probe, quantile, stable=True, bound="none")
+        broken = _broken(low, limits)
+        if broken is not None:
+            return Capacity(0.0, low, broken, self.evaluations)
+        lo, best = probe, low
+        while hi - lo > rel_tol * hi:
+            mid = math.sqrt(lo * hi)
+            state = self._open_loop(mid, quantile, stable=True, bound="none", detail=False)
+            broken = _broken(state, limits)
+            if broken is None:
+                lo, best = mid, state
+            else:
+                hi, limit = mid, broken
+        best = self._open_loop(lo, quantile, stable=True, bound="none")
+        return Capacity(best.rate, best, limit, self.evaluations)
+
+    def max_concurrency(
+        self,
+        ttft_p99_s: float | None,
+        tpot_p99_s: float | None,
+        e2e_p99_s: float | None = None,
+        *,
+        highest: int,
+        quantile: float = 0.99,
+        run_requests: Callable[[int], int] | None = None,
+    ) -> Capacity:
+        """The most requests in flight (closed loop, at most ``highest``) inside the limits;
+        ``run_requests(n)``: the length of the finite run each is judged by (its first wave
+        is in the TTFT tail), None for a loop that runs for ever."""
+        limits = (ttft_p99_s, tpot_p99_s, e2e_p99_s)
+
+        def at(n: int) -> SteadyState:
+            runs = run_requests(n) if run_requests else None
+            return self.at_concurrency(float(n), quantile, runs)
+
+        top = at(highest)
+        if _broken(top, limits) is None:
+            return Capacity(float(highest), top, "saturation", self.evaluations)
+        low = at(1)
+        broken = _broken(low, limits)
+        if broken is not None:
+            return Capacity(0.0, low, broken, self.evaluations)
+        good, best, bad, limit = 1, low, highest, _broken(top, limits) or "saturation"
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            state = at(mid)
+            broken = _broken(state, limits)
+            if broken is None:
+                good, best = mid, state
+            else:
+                bad, limit = mid, broken
+        return Capacity(float(good), best, limit, self.evaluations)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The highest load inside the limits (req/s, or requests in flight for a closed loop),
+    the state there, what binds above it (``ttft``, ``tpot``, ``e2e`` or ``saturation``)."""
+
+    max_load: float
+    state: SteadyState
+    limited_by: str
+    evaluations: int
+
+
+def _broken(state: SteadyState, limits: tuple[float | None, ...]) -> str | None:
+    ttft, tpot, e2e = limits
+    if not state.stable:
+        return "ttft" if ttft is not None else "saturation"
+    if ttft is not None and not state.ttft_p99_s <= ttft:
+        return "ttft"
+    if tpot is not None and not state.tpot_p99_s <= tpot:
+        return "tpot"
+    if e2e is not None and not state.e2e_p99_s <= e2e:
+        return "e2e"
+    return None
+
+
+# ----- queues --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Wait:
+    """A waiting time: P(W > 0) = ``busy``, then ``P(W > t) ~ tail exp(-decay t)``."""
+
+    busy: float
+    tail: float
+    decay: float
+    mean: float
+    stable: bool = True
+
+    def survival(self, t: float) -> float:
+        if t < 0:
+            return 1.0
+        if self.busy <= 0:
+            return 0.0
+        if not math.isfinite(self.decay) or self.decay <= 0:
+            return self.busy if self.decay <= 0 else 0.0
+        return min(self.busy, self.tail * math.exp(-self.decay * t))
+
+
+def _MD1(rate: float, service: float) -> _Wait:
+    """M/D/1 waiting time (Poisson arrivals, deterministic service ``service`` seconds)."""
+    rho = rate * service
+    if rho <= 0:
+        return _Wait(0.0, 0.0, math.inf, 0.0)
+    if rho >= 1:
+        return _Wait(1.0, 1.0, 0.0, math.inf, stable=False)
+    # theta: the positive root of rate (exp(theta s) - 1) = theta
+    lo, hi = 1e-12, 1.0 / service
+    while rate * math.expm1(hi * service) < hi:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if rate * math.expm1(mid * service) < mid:
+            lo = mid
+        else:
+            hi = mid
+    theta = (lo + hi) / 2.0
+    denominator = rate * service * math.exp(theta * service) - 1.0
+    tail = (1.0 - rho) / denominator if denominator > 0 else rho
+    mean = rho * service / (2.0 * (1.0 - rho))
+    return _Wait(rho, min(tail, rho), theta, mean)
+
+
+def _erlang_wait(seats: float, rate: float, residence: float) -> _Wait:
+    """M/M/c waiting time for one of ``seats`` seats, each held ``residence`` seconds."""
+    c = max(math.floor(seats), 1)
+    a = rate * residence  # offered load in seats
+    if a <= 0:
+        return _Wait(0.0, 0.0, math.inf, 0.0)
+    if a >= c:
+        return _Wait(1.0, 1.0, 0.0, math.inf, stable=False)
+    # Erlang C from Poisson(a): P(X = c) / (P(X = c) + (1 - a / c) P(X < c))
+    at_c = math.exp(c * math.log(a) - a - math.lgamma(c + 1))
+    below = float(gammaincc(c, a))  # P(X <= c - 1)
+    busy = at_c / (at_c + (1.0 - a / c) * below)
+    decay = (c - a) / residence
+    return _Wait(busy, busy, decay, busy / decay)
+
+
+@dataclass(frozen=True)
+class _Uniform:
+    """The rest of the step in flight, uniform on (0, ``step_s``), with probability ``p``."""
+
+    step_s: float
+    p: float
+
+    @property
+    def mean(self) -> float:
+        return self.p * self.step_s / 2.0
+
+    def survival(self, t: float) -> float:
+        if t < 0:
+            return 1.0
+        return self.p * max(0.0, 1.0 - t / self.step_s) if self.step_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class _Gamma:
+    """``fixed_s`` plus a gamma-distributed part with mean ``mean`` and variance ``var``."""
+
+    fixed_s: float
+    mean: float
+    var: float
+    load: float = 0.0
+
+    def survival(self, t: float) -> float:
+        if t < 0:
+            return 1.0
+        if self.mean <= 0:
+            return 0.0
+        if not math.isfinite(self.var):
+            return 1.0
+        shape = self.mean**2 / self.var
+        scale = self.var / self.mean
+        return float(gammaincc(shape, t / scale))
+
+
+def _sum_quantile(parts: list[_Wait | _Uniform | _Gamma], q: float) -> float:
+    """The ``q`` quantile of the sum of independent waits, bounded by their summed survival
+    (a union bound: conservative where they overlap), by bisection."""
+    tail = 1.0 - q
+
+    def survival(t: float) -> float:
+        return min(1.0, sum(p.survival(t) for p in parts))
+
+    hi = max(max((p.mean for p in parts), default=0.0) * 4.0, 1e-3)
+    while survival(hi) > tail and hi < 1e7:
+        hi *= 2.0
+    lo = 0.0
+    while hi - lo > 1e-3 * hi:  # to 0.1%: 10-20 evaluations
+        mid = (lo + hi) / 2.0
+        if survival(mid) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def _generalised_poisson(theta: float, m: float) -> tuple[np.ndarray, np.ndarray]:
+    """Support and probabilities of the total progeny of a Poisson branching process:
+    ``theta`` Poisson immigrants, each with Poisson(``m``) offspring (Consul's generalised
+    Poisson, mean ``theta / (1 - m)``, variance ``theta / (1 - m)^3``); m >= 1 explodes."""
+    m = min(max(m, 0.0), 0.98)
+    if theta <= 0:
+        return np.zeros(1), np.ones(1)
+    mean = theta / (1.0 - m)
+    sd = math.sqrt(theta / (1.0 - m) ** 3)
+    k = np.arange(0, int(mean + 12.0 * sd + 10))
+    with np.errstate(divide="ignore"):
+        log_pmf = math.log(theta) + (k - 1) * np.log(theta + k * m) - theta - k * m - gammaln(k + 1)
+    pmf = np.exp(log_pmf - log_pmf.max())
+    return k.astype(float), pmf / pmf.sum()

@@ -1,0 +1,143 @@
+"""Diagnose page (AppTest): a run with preemptions lights the triage, its finding shows the
+evidence, the chart, the fix and its what-if, and "Verify this fix" opens the Verify page on
+the fixed plan; a run without findings says so; exports."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from benchmarks_runner.metrics import compute_summary
+from pages.charts.diagnosis import finding_figure, what_if_figure
+from pages.common.export import ExportSection, report_html
+from planner.catalog import Catalog
+from planner.diagnosis import diagnose, evidence_from_run
+from planner.perf.model import PerformanceModel
+from planner.run_files import MetricSample, RequestRecord, RunWriter, read_run_dir
+from tests.pages.conftest import MODEL, frame_with, no_exception
+
+PAGE = "pages/diagnose.py"
+KV_RUN = "20261201T120000Z-c0ffee"
+
+
+def write_kv_run(runs_dir: Path) -> None:
+    """A run of 64 requests at concurrency 32 on a plan with gpu_memory_utilization 0.3 whose
+    server preempted 40 times with its KV cache full and requests waiting."""
+    writer = RunWriter(runs_dir, run_id=KV_RUN)
+    rows = []
+    for i in range(64):
+        start = (i // 32) * 2.0 + 0.01 * (i % 32)
+        chunks = [start + 0.3 + 0.015 * k for k in range(100)]
+        rows.append(
+            RequestRecord(
+                request_id=f"kv-{i}", request_index=i, scheduled_s=start, start_s=start,
+                first_chunk_s=chunks[0], first_content_s=chunks[0], end_s=chunks[-1],
+                chunk_times_s=chunks, chunk_tokens=[1] * 100, prompt_tokens=700 + 10 * (i % 30),
+                output_tokens=100, input_len_target=1000, output_len_target=100, status="ok",
+                http_status=200,
+            )
+        )  # fmt: skip
+    writer.append_requests(rows)
+    times = [0.5 * k for k in range(9)]
+    samples = []
+    for name, values in (
+        ("vllm:num_preemptions_total", [0, 5, 10, 15, 20, 25, 30, 35, 40]),
+        ("vllm:kv_cache_usage_perc", [0.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]),
+        ("vllm:num_requests_waiting", [0, 12, 14, 15, 12, 10, 8, 4, 0]),
+        ("vllm:num_requests_running", [20, 20, 18, 17, 20, 22, 24, 28, 10]),
+    ):
+        samples += [
+            MetricSample(t_s=t, name=name, value=float(v))
+            for t, v in zip(times, values, strict=True)
+        ]
+    writer.append_metric_samples(samples)
+    writer.write_meta(
+        status="completed",
+        model=MODEL,
+        simulated=True,
+        endpoint={"base_url": "http://127.0.0.1:9", "api": "completions"},
+        config={"load": "concurrency", "concurrency": 32, "num_requests": 64},
+        plan={"engine": "vllm", "model": MODEL, "gpu": "H100-SXM", "tp": 1, "pp": 1,
+              "num_gpus": 1, "gpu_memory_utilization": 0.3, "label": "H100-SXM TP1 PP1 bf16"},
+        summary=compute_summary(rows, duration_s=4.0, max_concurrency=32),
+    )  # fmt: skip
+    writer.close()
+
+
+def test_a_run_with_preemptions_lights_the_kv_branch_and_hands_the_fix_to_verify(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    write_kv_run(own_user_dir / "runs")
+    at = app(PAGE, model=MODEL)
+    no_exception(at)
+    assert at.selectbox(key="dg_run").value.endswith(KV_RUN)
+    triage = [m.value for m in at.markdown if "**" in m.value and "→" in m.value]
+    assert len(triage) == 6
+    lit = [line for line in triage if line.startswith(":red[")]
+    assert len(lit) == 1 and "Lots of preemptions?" in lit[0], triage
+    assert "KV cache sized for the weights, not the traffic (**found**)" in lit[0]
+    (expander,) = [e for e in at.expander if "KV cache sized" in e.label]
+    assert "high" in expander.label and "at stake" in expander.label
+    evidence = frame_with(at, "evidence", "value")
+    assert evidence.set_index("evidence").loc["preemptions during the run", "value"] == 40
+    commands = [c.value for c in at.code]
+    assert any(c.startswith("vllm serve ... --") for c in commands), commands
+    assert any("Predicted, same deployment and load:" in c.value for c in at.caption)
+    # the fix's plan goes to the Verify page
+    buttons = [b for b in at.button if b.key and b.key.startswith("dg_verify_kv_sizing")]
+    assert buttons
+    buttons[0].click().run()
+    no_exception(at)
+    assert at.segmented_control(key="vf_source").value == "Diagnosis"
+    assert any("From the diagnosis:" in c.value for c in at.caption)
+    # the fixed plan: the run's deployment with the fix's setting changed
+    shown = [c.value for c in at.caption if c.value.startswith(f"{MODEL} on ")]
+    assert shown and "H100-SXM" in shown[0], shown
+
+
+def test_a_run_without_server_metrics_says_what_it_cannot_judge(
+    app: Callable[..., AppTest],
+) -> None:
+    # the shared runs: 8 requests each, no server metrics, fixed lengths
+    at = app(PAGE, model=MODEL)
+    no_exception(at)
+    assert [h.value for h in at.header][:2] == ["Quick triage", "Findings, by the money they cost"]
+    assert "Cannot judge from this run" in [h.value for h in at.header]
+    kv = [m.value for m in at.markdown if m.value.startswith("**KV cache sized")]
+    assert kv and "vllm:num_preemptions_total" in kv[0]
+
+
+def test_the_charts_and_the_html_export_of_a_diagnosis_are_self_contained(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    write_kv_run(tmp_path)
+    d = diagnose(
+        evidence_from_run(read_run_dir(tmp_path / KV_RUN)), model=PerformanceModel(catalog)
+    )
+    kv = d.finding("kv_sizing")
+    fig = finding_figure(kv.chart)
+    names = {t.name for t in fig.data}
+    assert {"KV cache usage", "requests waiting", "preemptions (cumulative)"} <= names
+    assert fig.layout.yaxis2.title.text == "requests / preemptions"
+    assert kv.what_if is not None
+    bars = what_if_figure(kv.what_if)
+    assert bars.data[0].y[0] == "output tok/s" and bars.data[0].x[0] > 1
+    html = report_html("Servewise: Diagnose", [ExportSection(kv.title, figures=[fig])])
+    assert not re.search(r"<script[^>]+src=", html)  # plotly.js inlined, nothing fetched
+    assert "KV cache usage" in html and "Plotly.newPlot" in html
+
+
+def test_an_endpoint_that_does_not_answer_is_a_notice_not_a_traceback(
+    app: Callable[..., AppTest],
+) -> None:
+    at = app(PAGE, model=MODEL, dg_source="Endpoint")
+    assert at.button(key="dg_watch").disabled
+    at.text_input(key="dg_url").set_value("http://127.0.0.1:9").run()
+    at.number_input(key="dg_seconds").set_value(5).run()
+    at.button(key="dg_watch").click().run()
+    no_exception(at)
+    assert any("Cannot watch http://127.0.0.1:9" in w.value for w in at.warning)
+    assert not at.error
