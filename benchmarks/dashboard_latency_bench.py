@@ -65,6 +65,29 @@ def timed_change(page: Page, action: Callable[[], None], timeout_ms: float = 300
     return elapsed
 
 
+RUNNING_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!app && app.dataset.testScriptState === 'running';
+}"""
+IDLE_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!app && app.dataset.testScriptState === 'notRunning';
+}"""
+
+
+def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: float = 300_000) -> float:
+    """Seconds from ``action`` to the end of the script run it starts (for a change that need
+    not move the top figure, such as a looser SLO)."""
+    start = time.perf_counter()
+    action()
+    page.wait_for_function(RUNNING_JS, timeout=10_000, polling="raf")
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling="raf")
+    page.wait_for_function(RENDERED_JS, timeout=timeout_ms, polling="raf")
+    elapsed = time.perf_counter() - start
+    wait_idle(page)
+    return elapsed
+
+
 def summary(name: str, samples: list[float]) -> str:
     median = statistics.median(samples)
     return (
@@ -159,7 +182,7 @@ def time_changes(page: Page, repeats: int) -> dict[str, list[float]]:
     ]
     slos = [90, 80, 120, 70][: max(1, min(repeats, 4))]
     samples["p99 TPOT SLO change (new search)"] = [
-        timed_change(page, set_number("TPOT", 0, tpot)) for tpot in slos
+        timed_rerun(page, set_number("TPOT", 0, tpot)) for tpot in slos
     ]
     return samples
 

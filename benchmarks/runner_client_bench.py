@@ -11,9 +11,14 @@ in the same run:
 - ``guidellm``: ``guidellm run`` from a separate venv (/tmp/guidellm-venv) if it is installed
   and can run offline; otherwise the reason is printed.
 
+Timing accuracy (``--timing``, also printed after the client table): the runner against the
+simulated server with a fixed 30 ms TTFT and 10 ms a token, 48 requests of 64 tokens at
+concurrency 8; the measured median and p99 inter-token latency, TPOT and TTFT beside the
+server's own figures. A loaded machine shows here as a long p99 gap; no test asserts it.
+
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/runner_client_bench.py [--concurrency 64,256,1024]
+    .venv/bin/python benchmarks/runner_client_bench.py [--concurrency 64,256,1024] [--timing]
 
 Everything stays on 127.0.0.1. Each client run is bounded by a request count and a timeout.
 """
@@ -29,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -433,6 +439,36 @@ def _run_client(kind: str, port: int, conc: int, n: int, core: str) -> dict[str,
     return {"error": f"exit {p.returncode}: {tail[-1] if tail else '?'}"[:300]}
 
 
+def timing_accuracy() -> None:
+    """The runner's TTFT, ITL and TPOT against a server whose timing is known exactly."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks_runner import build_synthetic_specs, make_run_config, run_benchmark_sync
+    from benchmarks_runner.endpoints import SimulatedEndpoint
+    from planner.workload import LengthDistribution
+
+    endpoint = SimulatedEndpoint(["--ttft-ms", "30", "--token-delay-ms", "10"])
+    base = endpoint.start(threading.Event())
+    try:
+        config = make_run_config(base_url=base, model="sim-model", concurrency=8, warmup=4)
+        specs = build_synthetic_specs(
+            48, LengthDistribution.fixed(64), LengthDistribution.fixed(64)
+        )
+        with tempfile.TemporaryDirectory() as runs:
+            summary = run_benchmark_sync(config, specs, Path(runs)).summary or {}
+    finally:
+        endpoint.stop()
+    print("\ntiming accuracy against the simulated server (30 ms TTFT, 10 ms a token):")
+    for name, key, expected in (
+        ("median ITL", "median_itl_ms", 10.0),
+        ("p99 ITL", "p99_itl_ms", 10.0),
+        ("mean TPOT", "mean_tpot_ms", 10.0),
+        ("median TTFT", "median_ttft_ms", 30.0),
+    ):
+        value = float(summary.get(key) or 0.0)
+        off = value / expected - 1
+        print(f"  {name:<12} {value:8.2f} ms   server {expected:5.1f} ms   {off:+7.1%}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", default="64,256,1024")
@@ -443,6 +479,7 @@ def main() -> int:
         help="requests per client run (default max(2000, 4 x concurrency))",
     )
     ap.add_argument("--clients", default="servewise,aiohttp,httpx,guidellm")
+    ap.add_argument("--timing", action="store_true", help="only the timing-accuracy section")
     ap.add_argument("--serve", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--client", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -452,6 +489,9 @@ def main() -> int:
         return 0
     if args.client is not None:
         _client_main(args.client, args.port, int(args.concurrency), args.requests)
+        return 0
+    if args.timing:
+        timing_accuracy()
         return 0
 
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
@@ -546,6 +586,7 @@ def main() -> int:
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
+    timing_accuracy()
     return 0
 
 

@@ -46,7 +46,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         manager = RunManager(Path(tmp) / "runs")
         for name, gpu, tp, precision, isl, osl, conc, rate, n in cases:
-            plan = custom_plan(name, gpu, tp=tp, precision=precision)
+            plan = custom_plan(name, catalog.gpu(gpu), tp=tp, precision=precision)
             request = VerificationRequest(
                 plan=plan,
                 input_len=LengthDistribution.fixed(isl),

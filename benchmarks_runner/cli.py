@@ -46,6 +46,7 @@ from planner.commands.args import (
 from planner.credentials import parse_endpoint_url
 from planner.errors import InvalidInputError, PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, finite_number
+from planner.plan import Plan
 from planner.workload import LengthDistribution
 
 EXIT_CANCELLED = 130
@@ -225,15 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument(
         "--api-key-env", default=None, help="name of the environment variable holding the API key"
     )
-    dg.add_argument(
-        "--plan", type=Path, default=None, help="JSON file of the deployment the run measured"
-    )
     dg.add_argument("--region", default=None, help="price region (default: the cheapest listed)")
     dg.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     dg.add_argument(
         "--no-predict",
         action="store_true",
         help="skip the performance model (no what-ifs; saves its ~10 s fit)",
+    )
+    _add_plan_args(
+        dg,
+        "the deployment the run (or the endpoint) measured, when the run does not name it: "
+        "the what-if of each fix predicts it",
     )
     im = sub.add_parser("import", help="import another tool's result into run files")
     im.add_argument("--format", required=True, choices=["vllm", "guidellm", "aiperf"])
@@ -244,11 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where run files go (default: the dashboard's, <SERVEWISE_USER_DATA_DIR>/runs)",
     )
-    ip = im.add_argument_group(
-        "plan",
+    _add_plan_args(
+        im,
         "what the tool measured, so the run calibrates the model: --plan FILE[#RANK], or --gpu "
         "with the layout and engine flags",
     )
+    return p
+
+
+def _add_plan_args(p: argparse.ArgumentParser, description: str) -> None:
+    """``--plan FILE[#RANK]``, or ``--gpu`` with the layout and engine flags: the plan a run
+    measured (import, diagnose)."""
+    ip = p.add_argument_group("plan", description)
     ip.add_argument(
         "--plan",
         default=None,
@@ -269,7 +279,35 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument(
         "--plan-model", default=None, help="Hugging Face id (default: the model the tool names)"
     )
-    return p
+
+
+def _plan_from_args(args: argparse.Namespace, catalog: Any, model: str | None) -> Plan | None:
+    """The plan ``--plan`` or ``--gpu ...`` names (its model ``model`` when it names none),
+    checked against the catalog; None when neither is given."""
+    from benchmarks_runner.plans import checked_plan, plan_from_flags
+
+    if args.plan is not None and args.gpu is not None:
+        raise ConfigError("--plan and --gpu: give the plan one way, not both")
+    plan = _load_plan(args.plan, args.plan_model or model)
+    if plan is None and args.gpu is not None:
+        plan = plan_from_flags(
+            model=args.plan_model or "",
+            gpu=args.gpu,
+            tp=args.tp,
+            pp=args.pp,
+            precision=args.precision,
+            engine=args.engine,
+            engine_version=args.engine_version,
+            instance=args.instance,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            kv_cache_dtype=args.kv_cache_dtype,
+        )
+    if plan is None:
+        return None
+    if args.plan_model:
+        plan = plan.model_copy(update={"model": args.plan_model})
+    return checked_plan(plan, catalog, model=model)
 
 
 def _parse_kv(items: list[str], what: str, sep: str) -> dict[str, str]:
@@ -550,10 +588,16 @@ async def _with_sigint(coro_factory: Any) -> Any:
             loop.remove_signal_handler(sig)
 
 
-def _load_plan(reference: str | None) -> dict[str, Any] | None:
+def _load_plan(reference: str | None, model: str | None = None) -> Plan | None:
+    """``--plan FILE[#RANK]`` typed (its model ``model`` when it names none)."""
     from benchmarks_runner.plans import load_plan
 
-    return None if reference is None else load_plan(reference)
+    return None if reference is None else load_plan(reference, model)
+
+
+def _stored(plan: Plan | None) -> dict[str, Any] | None:
+    """A plan as run.json keeps it."""
+    return None if plan is None else plan.model_dump(mode="json")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -561,7 +605,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace is not None and config.preflight:
         asyncio.run(check_endpoint(config))  # before reading a trace that may be large
     specs = specs_from_args(args, config)
-    plan = _load_plan(args.plan)
+    plan = _stored(_load_plan(args.plan, config.model))
     bar = ProgressBar(not args.no_progress)
     result: RunResult = asyncio.run(
         _with_sigint(
@@ -599,7 +643,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         concurrency=int(values[0]) if kind == "concurrency" else args.max_concurrency,
         request_rate=values[0] if kind == "rate" else None,
     )
-    plan = _load_plan(args.plan)
+    plan = _stored(_load_plan(args.plan, base.model))
     results = asyncio.run(
         run_sweep(base, kind, values, lambda c: specs_from_args(args, c), args.runs_dir, plan=plan)
     )
@@ -633,7 +677,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             start_rate=args.start_rate,
             max_rate=args.max_rate,
             max_runs=args.max_runs,
-            plan=_load_plan(args.plan),
+            plan=_stored(_load_plan(args.plan, base.model)),
         )
     )
     for rate, att, run_id in out.points:
@@ -644,7 +688,6 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from benchmarks_runner.importers import read_file, write_run
-    from benchmarks_runner.plans import checked_plan, plan_from_flags
     from planner.catalog import load_catalog
     from planner.run_files import read_run_dir
     from planner.runs import calibration_problem
@@ -653,28 +696,12 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if args.plan is not None and args.gpu is not None:
         raise ConfigError("--plan and --gpu: give the plan one way, not both")
     runs = read_file(args.format, args.file)  # every run checked before one is written
-    plan = _load_plan(args.plan)
-    if plan is None and args.gpu is not None:
-        plan = plan_from_flags(
-            model=args.plan_model or "",
-            gpu=args.gpu,
-            tp=args.tp,
-            pp=args.pp,
-            precision=args.precision,
-            engine=args.engine,
-            engine_version=args.engine_version,
-            instance=args.instance,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            kv_cache_dtype=args.kv_cache_dtype,
-        )
-    if plan is not None:
-        if args.plan_model:
-            plan["model"] = args.plan_model
+    plan = None
+    if args.plan is not None or args.gpu is not None:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-        plan = checked_plan(plan, catalog, model=runs[0].model)
+        plan = _plan_from_args(args, catalog, runs[0].model)
     for run in runs:
-        run_dir = write_run(args.runs_dir, run, plan)
+        run_dir = write_run(args.runs_dir, run, _stored(plan))
         print(run_dir)
         problem = calibration_problem(read_run_dir(run_dir))
         status = "a calibration point" if problem is None else f"not a calibration point: {problem}"
@@ -685,7 +712,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     import os
 
-    from benchmarks_runner.diagnose import load_runs, read_plan, scratch_dir, watch_endpoint
+    from benchmarks_runner.diagnose import load_runs, scratch_dir, watch_endpoint
     from planner.catalog import load_catalog
     from planner.diagnosis import Diagnosis, diagnose, evidence_from_run, evidence_from_scrape
     from planner.diagnosis.report import text_report, to_json
@@ -701,7 +728,6 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             endpoint = parse_endpoint_url(args.base_url, "--base-url")
         except InvalidInputError as exc:
             raise ConfigError(str(exc)) from None
-    plan = read_plan(args.plan)
     try:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
         model: PerformanceModel | None = None
@@ -723,11 +749,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
                     basic_auth=endpoint.basic_auth,
                 )
             )
+            plan = _stored(_plan_from_args(args, catalog, None))
             ev = evidence_from_scrape(samples, duration_s=watched, base_url=endpoint.url, plan=plan)
             results.append(diagnose(ev, model=model, catalog=catalog, region=args.region))
         else:
             with scratch_dir() as scratch:
-                for run in load_runs(args.source, Path(scratch)):
+                runs = load_runs(args.source, Path(scratch))
+                named = next((str(r.meta["model"]) for r in runs if r.meta.get("model")), None)
+                plan = _stored(_plan_from_args(args, catalog, named))
+                for run in runs:
                     if plan is not None:
                         run.meta["plan"] = plan
                     ev = evidence_from_run(run)

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from benchmarks_runner.errors import ConfigError
 from planner.credentials import is_credential_header, parse_endpoint_url
 from planner.errors import InvalidInputError
+from planner.loads import RunLoadKind
 
 Api = Literal["completions", "chat"]
-LoadPattern = Literal["concurrency", "rate", "trace"]
 SloName = Literal["ttft", "tpot", "e2el"]
 
 
@@ -57,7 +57,7 @@ class RunConfig(BaseModel):
     read_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     request_timeout_s: float = Field(default=3600.0, gt=0, le=86_400)
 
-    load: LoadPattern = "concurrency"
+    load: RunLoadKind = "concurrency"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
     request_rate: float | None = Field(default=None, gt=0, le=1_000_000)
     burstiness: float = Field(default=1.0, gt=0, le=1000)

@@ -12,8 +12,9 @@ ten ways a cluster wastes money (:mod:`planner.diagnosis`).
   ``--interval-s`` for the duration while it serves its own traffic (no load of ours) and
   diagnoses what the server reported.
 
-``--plan FILE`` names the deployment (a plan as the Verify page writes it: model, gpu, tp,
-pp, instance, engine settings) when the run does not; the what-if of each fix needs it.
+``--plan FILE[#RANK]`` (a plan file, or a saved recommendation) or ``--gpu ID --tp N ...``
+names the deployment when the run does not (the plan options of ``import``,
+:mod:`benchmarks_runner.plans`); the what-if of each fix needs it.
 ``--json`` prints the diagnosis as JSON (a list when a file holds several runs).
 """
 
@@ -76,21 +77,6 @@ def load_runs(path: Path, scratch: Path) -> list[RunFiles]:
         run_dir = path if path.is_dir() else path.parent
         return [read_run_dir(run_dir)]
     return [read_run_dir(d) for d in import_file(fmt, path, scratch)]
-
-
-def read_plan(reference: str | Path | None) -> dict[str, Any] | None:
-    """``--plan FILE[#RANK]`` (:func:`benchmarks_runner.plans.load_plan`), None without one."""
-    from benchmarks_runner.plans import load_plan
-
-    if reference is None:
-        return None
-    plan = load_plan(reference)
-    if not plan.get("model") or not plan.get("gpu"):
-        raise ConfigError(
-            f"--plan {reference}: must be a JSON object with at least 'model' and 'gpu' (and "
-            "'tp', 'pp', 'instance', engine settings as the Verify page writes them)"
-        )
-    return plan
 
 
 async def watch_endpoint(

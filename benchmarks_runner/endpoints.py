@@ -28,11 +28,14 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from benchmarks_runner.errors import EndpointStartError
 from benchmarks_runner.vllm_launcher import VllmServer
 from planner.perf.scenario import Scenario
+
+if TYPE_CHECKING:
+    from planner.plan import Plan
 
 
 class Endpoint(Protocol):
@@ -128,7 +131,7 @@ class SimulatedEndpoint:
     @classmethod
     def for_plan(
         cls,
-        plan: dict[str, Any],
+        plan: Plan,
         *,
         coefficients: Sequence[float] | None = None,
         slowdown: float = 1.0,
@@ -137,26 +140,15 @@ class SimulatedEndpoint:
         extra_args: Sequence[str] = (),
         scenario: Scenario | None = None,
     ) -> SimulatedEndpoint:
-        """A simulated server timed by the performance model's engine for ``plan`` (the keys a
-        run's ``plan`` has: model, gpu, tp, pp, precision, instance, max_num_seqs, ...); with
-        ``scenario``, for the very deployment the prediction of that scenario resolved."""
-        args = ["--model", str(plan["model"])]
-        if scenario is not None:
-            args += ["--scenario", scenario.model_dump_json(exclude_defaults=True)]
-        else:
-            args += ["--gpu", str(plan["gpu"])]
-            args += ["--tp", str(int(plan.get("tp") or 1)), "--pp", str(int(plan.get("pp") or 1))]
-            for key, flag in (
-                ("precision", "--precision"),
-                ("instance", "--instance"),
-                ("engine_version", "--engine-version"),
-                ("max_num_seqs", "--max-num-seqs"),
-                ("max_num_batched_tokens", "--max-num-batched-tokens"),
-                ("kv_cache_dtype", "--kv-cache-dtype"),
-                ("gpu_memory_utilization", "--gpu-memory-utilization"),
-            ):
-                if plan.get(key) not in (None, ""):
-                    args += [flag, str(plan[key])]
+        """A simulated server timed by the performance model's engine for one replica of
+        ``plan``; with ``scenario``, for the very deployment the prediction of that scenario
+        resolved (every engine setting travels in it)."""
+        if scenario is None:
+            from benchmarks_runner.simulated.perf_timing import timing_scenario
+
+            scenario = timing_scenario(plan)
+        args = ["--model", plan.model]
+        args += ["--scenario", scenario.model_dump_json(exclude_defaults=True)]
         if coefficients is not None:
             args += ["--coefficients", json.dumps([float(c) for c in coefficients])]
         if slowdown != 1.0:

@@ -1,12 +1,14 @@
 """The plan a run measured, named on the command line: a plan file, a recommendation, or flags.
 
-A plan (the deployment and engine settings a benchmark measured: model, GPU, TP x PP,
-precision, instance, engine knobs, as the Verify page writes it into run.json) is what makes a
-run a calibration point. ``--plan`` takes:
+A plan (:class:`planner.plan.Plan`: the deployment and engine settings a benchmark measured:
+model, GPU, TP x PP, precision, instance, engine settings, as the Verify page writes it into
+run.json) is what makes a run a calibration point. ``--plan`` takes:
 
-- ``FILE``: a JSON object of a plan (``model``, ``gpu``, ``tp``, ``pp``, ...);
+- ``FILE``: a JSON object of a plan (a typed ``Plan``, or the flat ``model``, ``gpu``, ``tp``,
+  ``pp``, ``max_num_seqs``, ... of older files);
 - ``FILE#N``: the recommendation ranked ``N`` in a saved ``python -m planner recommend --json``
-  (its GPU, instance, layout, precision and the engine settings of its ``vllm serve`` line).
+  (its ``plan``; in files saved before plans were typed, its GPU, instance, layout, precision
+  and the engine settings of its ``vllm serve`` line).
 
 ``plan_from_flags`` builds one from ``--gpu --tp --pp --precision --engine ...``. A plan is
 checked against the catalog (model, GPU, instance, layout) before a run is written: an unknown
@@ -22,9 +24,10 @@ from typing import Any
 
 from benchmarks_runner.errors import ConfigError
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.errors import PlannerError
 from planner.perf.deployment import resolve_deployment
-from planner.verification import custom_plan, plan_label, verification_scenario
+from planner.plan import Load, Plan, PlanWorkload, read_plan
 
 #: ``vllm serve`` flag -> (plan key, how its value reads)
 _SERVE_FLAGS: dict[str, tuple[str, Any]] = {
@@ -72,8 +75,22 @@ def _from_recommendation(row: dict[str, Any], where: str) -> dict[str, Any]:
     return {k: v for k, v in plan.items() if v is not None}
 
 
-def load_plan(reference: str | Path) -> dict[str, Any]:
-    """The plan ``reference`` names (``FILE`` or ``FILE#RANK``); ConfigError saying why not."""
+def _typed(obj: dict[str, Any], where: str, model: str | None) -> Plan:
+    """A stored plan, typed (its model ``model`` when it names none); ConfigError if not."""
+    if model and not obj.get("model"):
+        obj = {**obj, "model": model}
+    try:
+        plan = read_plan(obj)
+    except PlannerError as exc:
+        raise ConfigError(f"--plan {where}: {exc}") from None
+    if plan is None:
+        raise ConfigError(f"--plan {where}: an empty plan")
+    return plan
+
+
+def load_plan(reference: str | Path, model: str | None = None) -> Plan:
+    """The plan ``reference`` names (``FILE`` or ``FILE#RANK``), its model ``model`` when it
+    names none; ConfigError saying why not."""
     text = str(reference)
     path_text, _, rank_text = text.partition("#")
     data = _read_json(Path(path_text), "--plan")
@@ -92,14 +109,16 @@ def load_plan(reference: str | Path) -> dict[str, Any]:
         if not rows:
             known = [r.get("rank") for r in ranked if isinstance(r, dict)]
             raise ConfigError(f"--plan {text}: no recommendation ranked {rank}; ranks {known}")
-        return _from_recommendation(rows[0], text)
+        row = rows[0]
+        stored = row["plan"] if isinstance(row.get("plan"), dict) else None
+        return _typed(stored or _from_recommendation(row, text), text, model)
     if not isinstance(data, dict):
         raise ConfigError(f"--plan {text}: must hold a JSON object (a plan)")
     if isinstance(data.get("ranked"), list):
         raise ConfigError(
             f"--plan {text}: a recommendation list; name one with {text}#RANK (e.g. #1)"
         )
-    return data
+    return _typed(data, text, model)
 
 
 def plan_from_flags(
@@ -115,46 +134,45 @@ def plan_from_flags(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     kv_cache_dtype: str | None = None,
-) -> dict[str, Any]:
+) -> Plan:
     """A plan from ``--gpu --tp --pp --precision --engine ...`` (as the Verify page's custom
-    plan)."""
-    plan = custom_plan(
-        model,
-        gpu,
+    plan; the engine settings left out are the engine's own)."""
+    stated = {
+        "version": engine_version,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "kv_cache_dtype": kv_cache_dtype,
+    }
+    try:
+        config = EngineConfig.of(engine=engine, **{k: v for k, v in stated.items() if v})
+    except PlannerError as exc:
+        raise ConfigError(f"--plan: {exc}") from None
+    return Plan(
+        model=model or "?",
+        gpu=gpu,
         tp=tp,
         pp=pp,
         precision=precision,
         instance=instance,
-        engine=engine,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        kv_cache_dtype=kv_cache_dtype or "auto",
+        engine=config,
     )
-    if engine_version:
-        plan["engine_version"] = engine_version
-    return {k: v for k, v in plan.items() if v is not None}
 
 
-def checked_plan(
-    plan: dict[str, Any], catalog: Catalog, *, model: str | None = None
-) -> dict[str, Any]:
-    """``plan`` (its model filled in from ``model`` when it names none, its label added) once
-    it resolves against ``catalog`` as a deployment; ConfigError naming the field if not."""
-    plan = dict(plan)
-    if not plan.get("model"):
+def checked_plan(plan: Plan, catalog: Catalog, *, model: str | None = None) -> Plan:
+    """``plan`` (its model ``model`` when it names none, its engine settings resolved for its
+    GPU) once it resolves against ``catalog`` as a deployment; ConfigError naming the field if
+    not."""
+    if plan.model in ("", "?"):
         if not model:
             raise ConfigError("--plan: names no model, and the imported file none either")
-        plan["model"] = model
-    if not plan.get("gpu"):
-        raise ConfigError("--plan: names no GPU (add 'gpu' to the plan, or --gpu ID)")
+        plan = plan.model_copy(update={"model": model})
     try:
-        scenario = verification_scenario(
-            plan, input_len=1024, output_len=256, num_requests=1, concurrency=1
-        )
+        gpu = catalog.gpu(plan.gpu)
+        plan = plan.model_copy(update={"engine": plan.engine.resolved(gpu)})
+        scenario = plan.scenario(workload=PlanWorkload.of(1024, 256), load=Load.closed_loop(1))
         resolve_deployment(scenario, catalog)
     except PlannerError as exc:
         raise ConfigError(f"--plan: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"--plan: {str(exc).splitlines()[0]}") from None
-    plan.setdefault("label", plan_label(plan))
     return plan

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
-from benchmarks_runner.errors import BenchmarkError, EndpointStartError
+from benchmarks_runner.errors import BenchmarkError, ConfigError, EndpointStartError
 from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
 from benchmarks_runner.workload import (
     RequestSpec,
@@ -48,8 +48,8 @@ from benchmarks_runner.workload import (
 )
 from planner.perf.scenario import Scenario
 from planner.perf.simulator import request_arrivals
+from planner.plan import Load, Plan, PlanWorkload, Verification
 from planner.run_files import RUN_JSON, list_runs
-from planner.verification import verification_scenario
 from planner.workload import LengthDistribution
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class VerificationRequest:
     :meth:`scenario` is that prediction's scenario.
     """
 
-    plan: dict[str, Any]
+    plan: Plan
     input_len: LengthDistribution
     output_len: LengthDistribution
     num_requests: int
@@ -98,35 +98,48 @@ class VerificationRequest:
         rate = self.request_rate
         return make_run_config(
             base_url=self.base_url or "http://127.0.0.1",
-            model=self.served_model or str(self.plan["model"]),
+            model=self.served_model or self.plan.model,
             api=self.api,
             api_key=self.api_key,
             load="rate" if rate else "concurrency",
             concurrency=None if rate else self.concurrency,
             request_rate=rate,
             seed=self.seed,
-            workload=workload_record(self.input_len, self.output_len),
+            workload=workload_record(
+                self.input_len, self.output_len, prefix_share=self.prefix_share
+            ),
         )
 
     def specs(self) -> list[RequestSpec]:
         """The requests the prediction simulates: its lengths and, at a rate, its arrivals."""
         specs = build_synthetic_specs(
-            self.num_requests, self.input_len, self.output_len, seed=self.seed
+            self.num_requests,
+            self.input_len,
+            self.output_len,
+            prefix_share=self.prefix_share,
+            seed=self.seed,
         )
         arrivals = request_arrivals(self.scenario())
         return specs if arrivals is None else with_arrivals(specs, arrivals.tolist())
 
+    def load(self) -> Load:
+        if self.request_rate:
+            return Load.rate(self.request_rate, self.num_requests)
+        if self.concurrency is None:
+            raise ConfigError("a verification run needs a concurrency or a request rate")
+        return Load.closed_loop(self.concurrency, self.num_requests)
+
+    @property
+    def prefix_share(self) -> float:
+        """The plan's shared-prefix share: the run sends it, the prediction assumes it."""
+        return self.plan.workload.prefix_share if self.plan.workload else 0.0
+
     def scenario(self) -> Scenario:
         """The scenario the run is predicted by: this plan, these lengths, load and seed."""
-        return verification_scenario(
-            self.plan,
-            input_len=self.input_len,
-            output_len=self.output_len,
-            num_requests=self.num_requests,
-            concurrency=None if self.request_rate else self.concurrency,
-            request_rate=self.request_rate,
-            seed=self.seed,
+        workload = PlanWorkload(
+            input_len=self.input_len, output_len=self.output_len, prefix_share=self.prefix_share
         )
+        return self.plan.scenario(workload=workload, load=self.load(), seed=self.seed)
 
     def make_endpoint(self) -> Endpoint | None:
         if self.endpoint == "simulated":
@@ -146,15 +159,11 @@ class VerificationRequest:
             raise EndpointStartError("an endpoint URL is needed (http://host:port, no /v1)")
         return None
 
-    def stored_plan(self) -> dict[str, Any]:
+    def stored_plan(self) -> Plan:
         """The plan as run.json keeps it, with how it was verified."""
         faults = self.faults or Faults()
-        how = {
-            "endpoint": self.endpoint,
-            "slowdown": self.slowdown,
-            "faults": faults.recorded(),
-        }
-        return {**self.plan, "verification": how}
+        how = Verification(endpoint=self.endpoint, slowdown=self.slowdown, faults=faults.recorded())
+        return self.plan.model_copy(update={"verification": how})
 
 
 # ----- runs ----------------------------------------------------------------------------------
@@ -165,7 +174,7 @@ class ManagedRun:
     id: str
     label: str
     model: str
-    plan: dict[str, Any] | None
+    plan: Plan | None
     endpoint: str
     started_at: float = field(default_factory=time.time)
     state: RunState = "starting"
@@ -239,7 +248,7 @@ class RunManager:
         config: RunConfig,
         specs: list[RequestSpec],
         *,
-        plan: dict[str, Any] | None = None,
+        plan: Plan | None = None,
         endpoint: Endpoint | None = None,
         label: str | None = None,
         on_finish: Callable[[ManagedRun], None] | None = None,
@@ -287,7 +296,7 @@ class RunManager:
         request cannot make a run)."""
         config = request.run_config()
         endpoint = request.make_endpoint()
-        label = str(request.plan.get("label") or request.plan.get("gpu"))
+        label = request.plan.label
         return self.start(
             config,
             request.specs(),
@@ -326,7 +335,7 @@ class RunManager:
                 config,
                 specs,
                 self.runs_dir,
-                plan=_plain_copy(run.plan),
+                plan=run.plan.model_dump(mode="json") if run.plan is not None else None,
                 progress=progress,
                 cancel=run.cancel_event,
             )
@@ -446,7 +455,3 @@ def _state(status: str) -> RunState:
     if status in ("completed", "cancelled", "failed"):
         return status  # type: ignore[return-value]
     return "failed"
-
-
-def _plain_copy(plan: dict[str, Any] | None) -> dict[str, Any] | None:
-    return json.loads(json.dumps(plan)) if plan is not None else None

@@ -30,6 +30,7 @@ from planner.credentials import parse_endpoint_url
 from planner.diagnosis import Diagnosis, Finding, diagnose, evidence_from_scrape
 from planner.diagnosis.report import evidence_rows, finding_rows, fixed_plan, what_if_text
 from planner.errors import PlannerError
+from planner.plan import flat_plan
 from planner.verification import custom_plan
 
 ensure_app_navigation()
@@ -78,9 +79,14 @@ with st.expander("Deployment (when the run does not name its plan)"):
     instances = ["", *sorted(i for i, v in ref.catalog.instances.items() if v.gpu_id == gpu)]
     instance = bound(cols[3].selectbox, "Instance", instances, key="dg_instance")
     if give:
-        plan_override = custom_plan(
-            scenario.model_id, str(gpu), tp=int(tp), pp=int(pp), instance=instance or None
+        plan = custom_plan(
+            scenario.model_id,
+            ref.catalog.gpu(str(gpu)),
+            tp=int(tp),
+            pp=int(pp),
+            instance=instance or None,
         )
+        plan_override = flat_plan(plan.model_dump(mode="json"))  # as the diagnosis reads plans
 
 diagnosis: Diagnosis | None = None
 if source == "Run":

@@ -14,6 +14,7 @@ from pages.common.scenario import current_scenario
 from pages.common.tables import default_layouts, layout_label, memory_frame
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
+from planner.loads import DEFAULT_CONCURRENCY
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -27,27 +28,15 @@ st.caption(
 )
 export_slot = st.container()
 
-left, middle, right = st.columns(3)
-kv_dtype = bound(
-    left.segmented_control,
-    "KV cache dtype",
-    ["auto", "fp8"],
-    default="auto",
-    required=True,
-    key="kv_dtype",
-    help="auto: the weights' 16-bit type. fp8 halves the bytes per token.",
+engine = scenario.engine  # the sidebar's: what every page judges layouts at
+st.caption(
+    f"gpu_memory_utilization {engine.gpu_memory_utilization:.2f}, KV cache dtype "
+    f"{engine.kv_cache_dtype} (set in the sidebar, under Engine)."
 )
-gpu_util = bound(
-    middle.slider,
-    "gpu_memory_utilization",
-    min_value=0.50,
-    max_value=0.98,
-    value=0.90,
-    step=0.01,
-    key="kv_gpu_util",
-    help="vLLM's budget: the share of the GPU it may use for weights, activations and KV.",
+left, right = st.columns(2)
+default_concurrency = (
+    int(scenario.load_peak) if scenario.load_mode == "concurrency" else DEFAULT_CONCURRENCY
 )
-default_concurrency = int(scenario.load_peak) if scenario.load_mode == "concurrency" else 32
 concurrency = bound(
     right.number_input,
     "Requests in flight per replica",
@@ -62,9 +51,7 @@ workload = scenario.workload()
 context_p99 = workload.context_quantile(0.99)
 layouts = []
 with planner_errors("The layouts could not be enumerated"):
-    layouts = feasible_layouts(
-        ref, scenario, str(kv_dtype), float(gpu_util), workload.max_context()
-    )
+    layouts = feasible_layouts(ref, scenario, engine.max_model_len or workload.max_context())
 labels = {layout_label(layout): layout for layout in layouts}
 if not labels:
     st.warning(

@@ -47,7 +47,7 @@ with (
 ranked = pd.DataFrame(ranking_rows(result)) if result else pd.DataFrame()
 rejected = pd.DataFrame(rejected_rows(result)) if result else pd.DataFrame()
 if not ranked.empty:
-    ranked.insert(1, "label", [r.label for r in result.ranked])  # type: ignore[union-attr]
+    ranked.insert(1, "label", [r.label for r in result.ranked] if result else [])
 
 best = result.best if result else None
 with st.container(border=True, key="top_recommendation"):
@@ -136,9 +136,12 @@ shown_columns = [
     "monthly_usd",
     "pred_ttft_ms_p99",
     "pred_tpot_ms_p99",
+    "kv_cache_dtype",
+    "kv_occupancy_peak",
     "confidence",
     "far_from_data",
     "price_as_of",
+    "vllm_command",
 ]
 st.dataframe(
     ranked[shown_columns] if not ranked.empty else ranked,
@@ -155,6 +158,10 @@ st.dataframe(
         "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
         "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
         "price_as_of": st.column_config.TextColumn("price as of"),
+        "kv_occupancy_peak": st.column_config.ProgressColumn(
+            "peak KV (pred.)", format="percent", min_value=0.0, max_value=1.0
+        ),
+        "vllm_command": st.column_config.TextColumn("vllm serve", width="large"),
     },
 )
 

@@ -22,7 +22,13 @@ from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
 from pages.common.diagnosis import HANDED_PLAN
 from pages.common.navigation import ensure_app_navigation
-from pages.common.planning import performance_model, recommendations
+from pages.common.planning import (
+    FIT_SIMULATED,
+    fit_results,
+    fit_simulated,
+    performance_model,
+    recommendations,
+)
 from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
@@ -31,7 +37,9 @@ from pages.common.url_params import bound, url_field
 from planner.catalog import PRECISIONS
 from planner.credentials import parse_endpoint_url
 from planner.errors import PlannerError, RunFilesError
+from planner.loads import PLAN_LOAD_KINDS
 from planner.perf.model import get_performance_model
+from planner.plan import Plan, PlanWorkload
 from planner.run_files import read_run_dir, run_signature
 from planner.runs import calibration_problem, run_to_measured_result
 from planner.verification import (
@@ -40,12 +48,11 @@ from planner.verification import (
     custom_plan,
     default_load,
     default_num_requests,
+    diagnosis_plan,
     failure_counts,
     move_rows,
     moves_for_result,
-    plan_from_recommendation,
     scenario_of_run,
-    vllm_config_for_plan,
     without_run,
 )
 from planner.vllm_command import vllm_serve_command
@@ -87,6 +94,17 @@ st.caption(
     "endpoint timed by the performance model), and compare what was measured with what was "
     "predicted. Each finished run becomes a measured result, and the model refits on it."
 )
+st.session_state[FIT_SIMULATED] = bool(
+    bound(
+        st.toggle,
+        "Simulated runs refit the model",
+        value=fit_simulated(),
+        key="vf_fit_simulated",
+        help="Off (the default): a run against the simulated endpoint, timed by the model "
+        "itself, is kept and compared but is not a calibration point (the model would learn "
+        "its own predictions). SERVEWISE_FIT_SIMULATED_RUNS=1 turns it on for every session.",
+    )
+)
 
 # ----- the plan ----------------------------------------------------------------------------------
 st.subheader("Plan")
@@ -102,8 +120,8 @@ source = bound(
     "and layout for the scenario's model. Diagnosis: the plan a fix on the Diagnose page leads "
     "to.",
 )
-plan: dict[str, Any] | None = None
-replicas, max_rps = 1, None
+plan: Plan | None = None
+max_rps = None
 if source == "Recommended":
     result = None
     with planner_errors("No recommendation for this scenario"), st.spinner("Ranking plans…"):
@@ -122,11 +140,11 @@ if source == "Recommended":
             key="vf_rank",
         )
         rec = ranked[int(pick or 0)]
-        plan = plan_from_recommendation(rec, scenario.model_id)
-        replicas, max_rps = rec.replicas, rec.max_rps_per_replica
+        plan, max_rps = rec.plan, rec.max_rps_per_replica
 elif source == "Diagnosis" and handed:
-    plan = dict(handed)
-    st.caption(f"From the diagnosis: {plan.get('derived_from', {}).get('diagnosis_fix', '')}")
+    with planner_errors("The diagnosis's plan cannot be read"):
+        plan = diagnosis_plan(dict(handed), ref.catalog)
+    st.caption(f"From the diagnosis: {handed.get('derived_from', {}).get('diagnosis_fix', '')}")
 else:
     gpus = sorted(ref.catalog.gpus)
     cols = list(st.columns(4))
@@ -135,9 +153,11 @@ else:
     tp = bound(cols[1].number_input, "TP", 1, 64, 1, key="vf_tp")
     pp = bound(cols[2].number_input, "PP", 1, 64, 1, key="vf_pp")
     precision = bound(cols[3].selectbox, "Precision", PRECISIONS, key="vf_precision")
-    plan = custom_plan(scenario.model_id, str(gpu), tp=int(tp), pp=int(pp), precision=precision)
+    plan = custom_plan(
+        scenario.model_id, ref.catalog.gpu(str(gpu)), tp=int(tp), pp=int(pp), precision=precision
+    )
 if plan is not None:
-    st.caption(f"{scenario.model_id} on {plan['label']}: one replica is verified.")
+    st.caption(f"{scenario.model_id} on {plan.label}: one replica is verified.")
 
 # ----- the load ----------------------------------------------------------------------------------
 st.subheader("Load")
@@ -145,12 +165,12 @@ cols = list(st.columns(5))
 mode = bound(
     cols[0].selectbox,
     "Load",
-    ["concurrency", "rate"],
+    PLAN_LOAD_KINDS,
     index=0 if scenario.load_mode == "concurrency" else 1,
     key="vf_load",
     help="concurrency: a closed loop of that many requests in flight; rate: Poisson arrivals.",
 )
-peak = default_load(mode, scenario.load_peak, replicas, (plan or {}).get("max_num_seqs"))
+peak = default_load(plan, mode, scenario.load_peak) if plan is not None else 1.0
 if mode == "concurrency":
     load = float(bound(cols[1].number_input, "Concurrency", 1, 10_000, int(peak), key="vf_c"))
 else:
@@ -169,6 +189,12 @@ num_requests = int(
 # the prediction below simulates.
 input_dist = replace(scenario.input_len, mean=input_len).distribution()
 output_dist = replace(scenario.output_len, mean=output_len).distribution()
+if plan is not None:
+    # vLLM must admit the longest request the run sends
+    longest = PlanWorkload(input_len=input_dist, output_len=output_dist).longest_request
+    if (plan.engine.max_model_len or 0) < longest:
+        engine = plan.engine.model_copy(update={"max_model_len": longest})
+        plan = plan.model_copy(update={"engine": engine})
 if input_dist.kind != "fixed" or output_dist.kind != "fixed":
     st.caption(
         f"Lengths as the sidebar draws them: input {scenario.input_len.shape}, output "
@@ -214,7 +240,7 @@ elif kind == "URL":
     url = url_field(cols[0], "Base URL (no /v1)", placeholder="http://host:8000", key="vf_url")
     options["base_url"] = url.strip()
     options["api_key"] = cols[1].text_input("API key", type="password", key="vf_key") or None
-    served = cols[2].text_input("Served model name", (plan or {}).get("model", ""), key="vf_served")
+    served = cols[2].text_input("Served model name", plan.model if plan else "", key="vf_served")
     options["served_model"] = served.strip() or None
     options["api"] = bound(cols[3].selectbox, "API", ["completions", "chat"], key="vf_api")
     if not options["base_url"]:
@@ -234,7 +260,7 @@ elif plan is not None:
         else f"{readiness.message} vLLM starts for the run and stops after it (minutes)."
     )
 if plan is not None:
-    options["vllm_config"] = vllm_config_for_plan(plan, max_model_len=input_len + output_len + 64)
+    options["vllm_config"] = plan.vllm_config()
     with st.expander("vllm serve command for this plan", expanded=kind == "vLLM"):
         st.code(vllm_serve_command(options["vllm_config"]), language="bash")
 
@@ -365,11 +391,12 @@ if failed:
     failures = pd.DataFrame(failure_counts(files["requests"]), columns=["error", "requests"])
     st.dataframe(failures, hide_index=True, key="table_failures")
 user = [r for r in measured_results(ref, store) if r.origin == "user"]
+fitted_on = fit_results(ref, store)  # what the model refits on (simulated runs when asked)
 run_scenario = scenario_of_run(meta)
 old_model = None
 with planner_errors("No prediction for this run"):
     if run_scenario is not None:
-        old_model = get_performance_model(ref.catalog, without_run(user, run_id))
+        old_model = get_performance_model(ref.catalog, without_run(fitted_on, run_id))
         comparisons = compare(old_model.predict(run_scenario), summary)
         st.dataframe(
             pd.DataFrame(comparison_rows(comparisons)),
@@ -392,6 +419,13 @@ def _recalibration() -> None:
         return
     if run_id not in {r.run_id for r in measured_results(ref, store) if r.origin == "user"}:
         st.caption("Adding the run to the store…")
+        return
+    if measured.simulated and not fit_simulated():
+        st.info(
+            "This run is kept and listed, but the model does not refit on it: it ran against "
+            "the simulated endpoint, timed by the performance model itself. Switch on "
+            "'Simulated runs refit the model' above to let it."
+        )
         return
     with st.spinner("Refitting the performance model with this run…"):
         new_model, _ = performance_model(ref, store, scenario)

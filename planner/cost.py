@@ -26,6 +26,8 @@ from planner.catalog.schema import PRICING_MODES, Instance
 from planner.errors import InvalidInputError, UnknownEntityError
 
 HOURS_PER_MONTH = 730.0  # 8,760 h / 12
+#: Replicas kept beyond what the peak needs (one failure or restart does not break the SLO).
+DEFAULT_SPARE_REPLICAS = 1
 
 #: Instances of the brief's Figure 1 (AWS us-east-1 on-demand, 2xlarge sizes).
 FIGURE_1_INSTANCES: dict[str, str] = {
@@ -141,7 +143,7 @@ def monthly_cost(
     avg_requests_per_s: float,
     peak_requests_per_s: float,
     replica_requests_per_s: float,
-    spare_replicas: int = 1,
+    spare_replicas: int = DEFAULT_SPARE_REPLICAS,
     hours_per_month: float = HOURS_PER_MONTH,
 ) -> MonthlyCost:
     """Replicas = ceil(peak / replica req/s) + spares, running every hour of the month.
@@ -303,6 +305,7 @@ def cold_start_s(weight_bytes: float, load_gbps: float, fixed_s: float = 0.0) ->
 
 
 __all__ = [
+    "DEFAULT_SPARE_REPLICAS",
     "FIGURE_1_INSTANCES",
     "HOURS_PER_MONTH",
     "GpuEconomics",

@@ -55,7 +55,3 @@ def gpu_color(gpu_id: str) -> str:
         return lowered[gpu_id.lower()]
     digest = hashlib.sha256(gpu_id.encode()).digest()
     return _EXTRA_PALETTE[digest[0] % len(_EXTRA_PALETTE)]
-
-
-def gpu_color_map(gpu_ids: list[str] | set[str] | tuple[str, ...]) -> dict[str, str]:
-    return {gpu: gpu_color(gpu) for gpu in gpu_ids}

@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.catalog import MeasuredResult
+from planner.errors import InvalidInputError
+from planner.plan import read_plan
 from planner.run_files import RequestRecord, RunFiles
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,20 @@ class RequestCounts:
                 mean(float(r.output_len_target or 0) for r in ok) if ok else None
             ),
         )
+
+
+def calibration_results(
+    results: Iterable[MeasuredResult], *, include_simulated: bool | None = None
+) -> list[MeasuredResult]:
+    """The measured results the performance model fits on: all of ``results`` but the runs
+    against the simulated endpoint (timed by the model itself, they would teach it its own
+    predictions), unless ``include_simulated`` (default: the ``fit_simulated_runs`` setting,
+    ``SERVEWISE_FIT_SIMULATED_RUNS``)."""
+    if include_simulated is None:
+        from planner.settings import get_settings
+
+        include_simulated = get_settings().fit_simulated_runs
+    return [r for r in results if include_simulated or not r.simulated]
 
 
 def calibration_problem(run: RunFiles) -> str | None:
@@ -96,7 +112,15 @@ def measured_result_of(
     if problem is not None:
         log.info("run %s not used for calibration: %s", run_id, problem)
         return None
-    plan = meta.get("plan") or {}
+    try:
+        plan = read_plan(meta.get("plan"))
+    except InvalidInputError as exc:
+        log.warning("run %s not usable for calibration: %s", run_id, exc)
+        return None
+    if plan is None:
+        return None
+    # older flat plans may state the GPUs of a replica group; a typed plan is one replica
+    stated_gpus = (meta.get("plan") or {}).get("num_gpus")
     summary = meta.get("summary") or {}
     config = meta.get("config") or {}
 
@@ -106,27 +130,25 @@ def measured_result_of(
         return round(planned_mean or 0.0) or 1
 
     load = "rate" if config.get("request_rate") else "concurrency"
-    tp = int(plan.get("tp") or 1)
-    pp = int(plan.get("pp") or 1)
     values: dict[str, Any] = {
         "source": "user benchmark run" + (" (simulated endpoint)" if meta.get("simulated") else ""),
         "source_ref": f"run {run_id} against {(meta.get('endpoint') or {}).get('base_url')}",
-        "engine": plan.get("engine") or "vllm",
-        "engine_version": plan.get("engine_version"),
-        "model": plan.get("model") or meta.get("model"),
-        "precision": plan.get("precision") or "bf16",
-        "gpu": plan.get("gpu"),
-        "num_gpus": int(plan.get("num_gpus") or tp * pp * int(plan.get("dp") or 1)),
-        "tp": tp,
-        "pp": pp,
+        "engine": plan.engine.engine,
+        "engine_version": plan.engine.version,
+        "model": plan.model,
+        "precision": plan.precision,
+        "gpu": plan.gpu,
+        "num_gpus": int(stated_gpus or plan.gpus_per_replica),
+        "tp": plan.tp,
+        "pp": plan.pp,
         "input_len": _target("input_len", counts.input_len_target_mean),
         "output_len": _target("output_len", counts.output_len_target_mean),
         "load": load,
         "concurrency": config.get("concurrency") if load == "concurrency" else None,
         "request_rate": config.get("request_rate") if load == "rate" else None,
         "num_requests": counts.succeeded,
-        "instance": plan.get("instance"),
-        "nodes": plan.get("nodes"),
+        "instance": plan.instance,
+        "nodes": plan.nodes,
         "output_tok_per_s": summary.get("output_throughput"),
         "total_tok_per_s": summary.get("total_token_throughput"),
         "ttft_ms": summary.get("median_ttft_ms"),

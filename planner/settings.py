@@ -60,6 +60,11 @@ class Settings(BaseSettings):
         default=True,
         description="Reuse a fitted performance model from cache_dir (0 to refit every time).",
     )
+    fit_simulated_runs: bool = Field(
+        default=False,
+        description="Let runs against the simulated endpoint refit the performance model (they "
+        "were timed by the model itself: by default they stay runs, not calibration points).",
+    )
     ingest_wait_s: float = Field(
         default=1.0,
         ge=0,

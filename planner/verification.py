@@ -2,11 +2,10 @@
 
 Pure functions (no I/O, no UI): the Verify page and the Plan page call them.
 
-- A *plan* is the JSON object a verification run stores in its ``run.json`` (``plan``) and the
-  store turns into a measured result (:func:`planner.runs.run_to_measured_result`): engine,
-  model, precision, gpu, num_gpus, tp, pp, instance, nodes, plus the engine knobs the plan was
-  ranked with. A verification run measures *one replica* (one endpoint), so ``num_gpus`` is
-  ``tp x pp``. :func:`plan_from_recommendation` builds one from a ranked recommendation.
+- A *plan* is a :class:`planner.plan.Plan` (a ranked recommendation's ``plan``, or
+  :func:`custom_plan`); a verification run stores it in its ``run.json`` and measures *one
+  replica* of it (one endpoint). :func:`scenario_of_run` is the scenario the run is predicted
+  by: the plan under the lengths, load and seed the run sent.
 - :func:`compare` sets a run's summary (``vllm bench serve`` keys) against a
   :class:`~planner.perf.scenario.Prediction` of the same scenario, metric by metric, with the
   signed error ``(predicted - measured) / measured`` and whether the measurement fell inside
@@ -19,8 +18,7 @@ Pure functions (no I/O, no UI): the Verify page and the Plan page call them.
       run_id = newest_run_id(user)
       old = get_performance_model(catalog, without_run(user, run_id))   # cached
       new = get_performance_model(catalog, user)                        # the refit
-      scenarios = recommendation_scenarios(result.ranked[:10], model_id,
-                                           input_len=..., output_len=...)
+      scenarios = recommendation_scenarios(r.plan for r in result.ranked[:10])
       moves = prediction_moves(old, new, scenarios, min_change_pct=1.0)
       table = move_rows(moves)
 """
@@ -33,25 +31,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.catalog import MeasuredResult
+from planner.catalog import GPU, Catalog, MeasuredResult
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
+from planner.loads import PlanLoadKind
 from planner.perf.scenario import Prediction, Scenario
+from planner.plan import Load, Plan, PlanWorkload, read_plan
 from planner.run_files import RequestRecord
-from planner.vllm_command import VllmServeConfig
 from planner.workload import LengthDistribution
-
-#: Keys of a plan that describe the deployment (the store reads these).
-PLAN_KEYS = ("engine", "model", "precision", "gpu", "num_gpus", "tp", "pp", "instance", "nodes")
-#: Engine knobs a plan may carry (vLLM names).
-KNOB_KEYS = (
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "enable_chunked_prefill",
-    "enable_prefix_caching",
-    "kv_cache_dtype",
-    "gpu_memory_utilization",
-)
 
 
 class MetricSpec(BaseModel):
@@ -142,180 +129,83 @@ METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
 # ----- plans -------------------------------------------------------------------------------------
-def plan_from_recommendation(rec: Any, model_id: str, *, engine: str = "vllm") -> dict[str, Any]:
-    """One replica of a :class:`planner.recommend.Recommendation` as a plan.
-
-    ``nodes`` is per replica (the recommendation's ``nodes`` counts a replica group's
-    instances, so it is divided by the data-parallel degree).
-    """
-    settings = rec.engine_settings
-    dp = max(1, int(getattr(rec, "dp", 1) or 1))
-    return {
-        "engine": engine,
-        "model": model_id,
-        "precision": rec.precision,
-        "gpu": rec.gpu,
-        "num_gpus": rec.tp * rec.pp,
-        "tp": rec.tp,
-        "pp": rec.pp,
-        "instance": rec.instance,
-        "nodes": max(1, math.ceil(int(rec.nodes) / dp)),
-        "max_num_seqs": settings.max_num_seqs,
-        "max_num_batched_tokens": settings.max_num_batched_tokens,
-        "enable_chunked_prefill": settings.enable_chunked_prefill,
-        "enable_prefix_caching": settings.enable_prefix_caching,
-        "kv_cache_dtype": rec.kv_cache_dtype,
-        "label": rec.label,
-    }
-
-
 def custom_plan(
     model_id: str,
-    gpu: str,
+    gpu: GPU,
     *,
     tp: int = 1,
     pp: int = 1,
     precision: str = "bf16",
     instance: str | None = None,
-    engine: str = "vllm",
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    kv_cache_dtype: str = "auto",
-) -> dict[str, Any]:
-    """A plan typed in by hand (one replica)."""
-    plan: dict[str, Any] = {
-        "engine": engine,
-        "model": model_id,
-        "precision": precision,
-        "gpu": gpu,
-        "num_gpus": tp * pp,
-        "tp": tp,
-        "pp": pp,
-        "instance": instance,
-        "nodes": 1,
-        "max_num_seqs": max_num_seqs,
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "kv_cache_dtype": kv_cache_dtype,
-    }
-    plan["label"] = plan_label(plan)
-    return plan
-
-
-def plan_label(plan: dict[str, Any]) -> str:
-    """``g6e.12xlarge L40S TP4 PP1 bf16`` (the instance only when the plan names one)."""
-    where = f"{plan['instance']} " if plan.get("instance") else ""
-    return (
-        f"{where}{plan.get('gpu')} TP{plan.get('tp', 1)} PP{plan.get('pp', 1)} "
-        f"{plan.get('precision', 'bf16')}"
-    )
-
-
-def vllm_config_for_plan(
-    plan: dict[str, Any], *, max_model_len: int | None = None
-) -> VllmServeConfig:
-    """The ``vllm serve`` configuration of one replica of ``plan``."""
-    stated = {key: plan.get(key) for key in KNOB_KEYS if plan.get(key) is not None}
-    engine = EngineConfig.of(max_model_len=max_model_len, **stated)
-    return VllmServeConfig(
-        model=str(plan["model"]),
-        tensor_parallel_size=int(plan.get("tp") or 1),
-        pipeline_parallel_size=int(plan.get("pp") or 1),
-        precision=str(plan.get("precision") or "bf16"),
-        engine=engine,
-    )
-
-
-def verification_scenario(
-    plan: dict[str, Any],
-    *,
-    input_len: int | LengthDistribution,
-    output_len: int | LengthDistribution,
-    num_requests: int,
-    concurrency: float | None = None,
-    request_rate: float | None = None,
-    seed: int = 0,
-) -> Scenario:
-    """The scenario a verification run of ``plan`` measures: one replica, lengths fixed or
-    drawn from a distribution (with ``seed``: the draw the run sends), a closed-loop
-    ``concurrency`` or a Poisson ``request_rate``, ``num_requests`` requests."""
-    kv_dtype = str(plan.get("kv_cache_dtype") or "auto")
-    tp, pp = int(plan.get("tp") or 1), int(plan.get("pp") or 1)
-    knobs = {k: plan[k] for k in ("max_num_seqs", "max_num_batched_tokens") if plan.get(k)}
-    for key in ("enable_chunked_prefill", "enable_prefix_caching"):
-        if plan.get(key) is not None:
-            knobs[key] = bool(plan[key])
-    return Scenario(
-        engine=str(plan.get("engine") or "vllm"),
-        engine_version=plan.get("engine_version"),
-        model=str(plan["model"]),
-        precision=str(plan.get("precision") or "bf16"),
-        gpu=str(plan["gpu"]),
-        num_gpus=tp * pp,
+    engine: EngineConfig | None = None,
+) -> Plan:
+    """A plan typed in by hand (one replica), with the engine's settings on ``gpu``."""
+    return Plan(
+        model=model_id,
+        precision=precision,
+        gpu=gpu.gpu_id,
+        instance=instance,
         tp=tp,
         pp=pp,
-        instance=plan.get("instance") or None,
-        nodes=plan.get("nodes") or None,
-        **_lengths("input", input_len),
-        **_lengths("output", output_len),
-        load="rate" if request_rate else "concurrency",
-        concurrency=None if request_rate else concurrency,
-        request_rate=request_rate or None,
-        num_requests=num_requests,
-        kv_cache_dtype="fp8" if kv_dtype.startswith("fp8") else "auto",
-        seed=seed,
-        **knobs,
+        engine=(engine or EngineConfig()).resolved(gpu),
     )
 
 
-def _lengths(side: str, length: int | LengthDistribution) -> dict[str, Any]:
-    """A fixed length as ``<side>_len``, any other distribution as ``<side>_dist``."""
-    if isinstance(length, LengthDistribution):
-        if length.kind != "fixed":
-            return {f"{side}_dist": length}
-        length = length.quantile(1.0)
-    return {f"{side}_len": int(length)}
+def diagnosis_plan(flat: dict[str, Any], catalog: Catalog) -> Plan | None:
+    """The plan a diagnosis's fix leads to (:func:`planner.diagnosis.report.fixed_plan`, flat),
+    typed, with the engine's settings on its GPU and the replicas it asks for."""
+    plan = read_plan(flat)
+    if plan is None:
+        return None
+    engine = plan.engine.resolved(catalog.gpu(plan.gpu))
+    return plan.model_copy(update={"engine": engine, "replicas": int(flat.get("replicas") or 1)})
 
 
-def _planned_length(config: dict[str, Any], side: str) -> int | LengthDistribution | None:
-    """The run's planned ``<side>`` lengths: the distribution in ``config.workload`` when the
-    run recorded one, else the mean ``config.<side>_len``."""
-    recorded = (config.get("workload") or {}).get(f"{side}_len")
-    if isinstance(recorded, dict) and "kind" in recorded:
-        try:
-            return LengthDistribution.model_validate(recorded)
-        except InvalidInputError:
-            pass
-    value = config.get(f"{side}_len")
-    return int(value) if value else None
+def run_workload(config: dict[str, Any], prefix_share: float = 0.0) -> PlanWorkload | None:
+    """The lengths a run sent, from its ``config``: the distributions in ``config.workload``
+    when it recorded them, else the means ``config.input_len`` / ``output_len``."""
+    lengths: list[int | LengthDistribution] = []
+    for side in ("input", "output"):
+        recorded = (config.get("workload") or {}).get(f"{side}_len")
+        if isinstance(recorded, dict) and "kind" in recorded:
+            try:
+                lengths.append(LengthDistribution.model_validate(recorded))
+                continue
+            except InvalidInputError:
+                pass
+        value = config.get(f"{side}_len")
+        if not value:
+            return None
+        lengths.append(int(value))
+    return PlanWorkload.of(lengths[0], lengths[1], prefix_share)
+
+
+def run_load(config: dict[str, Any]) -> Load | None:
+    """The load a run drove, from its ``config`` (None when it names none)."""
+    requests = int(config.get("num_requests") or 1)
+    rate = config.get("request_rate") if config.get("load") == "rate" else None
+    if rate:
+        return Load.rate(float(rate), requests)
+    concurrency = config.get("concurrency")
+    return Load.closed_loop(float(concurrency), requests) if concurrency else None
 
 
 def scenario_of_run(meta: dict[str, Any]) -> Scenario | None:
-    """The scenario a run verified, from its ``run.json`` (None without a plan or a load).
-
-    Lengths, request count and seed are the run's planned ones (the distributions in
-    ``config.workload``, else the means ``config.input_len``, ``output_len``; ``num_requests``,
-    ``seed``).
-    """
-    plan = meta.get("plan") or {}
+    """The scenario a run verified, from its ``run.json``: its plan (typed, or the flat object
+    older runs hold) under the lengths, shared-prefix share, load, request count and seed the
+    run sent. None without a plan, lengths or a load."""
+    try:
+        plan = read_plan(meta.get("plan"))
+    except InvalidInputError:
+        return None
     config = meta.get("config") or {}
-    if not plan.get("model") or not plan.get("gpu"):
+    if plan is None:
         return None
-    input_len, output_len = _planned_length(config, "input"), _planned_length(config, "output")
-    if input_len is None or output_len is None:
+    share = float((config.get("workload") or {}).get("prefix_share") or 0.0)
+    workload, load = run_workload(config, share), run_load(config)
+    if workload is None or load is None:
         return None
-    rate = config.get("request_rate") if config.get("load") == "rate" else None
-    concurrency = config.get("concurrency")
-    if not rate and not concurrency:
-        return None
-    return verification_scenario(
-        plan,
-        input_len=input_len,
-        output_len=output_len,
-        num_requests=int(config.get("num_requests") or 1),
-        concurrency=float(concurrency) if not rate and concurrency else None,
-        request_rate=float(rate) if rate else None,
-        seed=int(config.get("seed") or 0),
-    )
+    return plan.scenario(workload=workload, load=load, seed=int(config.get("seed") or 0))
 
 
 # ----- measured against predicted ----------------------------------------------------------------
@@ -429,15 +319,13 @@ def failure_counts(requests: Iterable[RequestRecord]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def default_load(
-    load_mode: str, peak: float, replicas: int, max_num_seqs: int | None = None
-) -> float:
-    """What one replica of a plan sees at the scenario's peak: concurrency (whole requests,
-    at most ``max_num_seqs``) or requests/s, split evenly over ``replicas``."""
-    share = peak / max(1, replicas)
+def default_load(plan: Plan, load_mode: PlanLoadKind, peak: float) -> float:
+    """What one replica of ``plan`` sees at the scenario's peak, split evenly over its
+    replicas: requests/s, or whole requests in flight (at most the engine's max_num_seqs)."""
+    share = peak / plan.replicas
     if load_mode == "rate":
         return max(0.01, round(share, 2))
-    cap = max_num_seqs or 256
+    cap = plan.engine.max_num_seqs or share
     return float(min(cap, max(1, math.ceil(share))))
 
 
@@ -612,30 +500,10 @@ def newest_run_id(results: Iterable[MeasuredResult]) -> str | None:
     return max(ids) if ids else None
 
 
-def recommendation_scenarios(
-    recommendations: Iterable[Any],
-    model_id: str,
-    *,
-    input_len: int,
-    output_len: int,
-    num_requests: int = 160,
-) -> list[Scenario]:
-    """Each recommendation's replica at the rate it was sized for (``max_rps_per_replica``),
-    as the recommender predicts it: what the Plan page re-predicts after a refit."""
-    scenarios = []
-    for rec in recommendations:
-        rate = float(getattr(rec, "max_rps_per_replica", 0.0) or 0.0)
-        scenarios.append(
-            verification_scenario(
-                plan_from_recommendation(rec, model_id),
-                input_len=input_len,
-                output_len=output_len,
-                num_requests=num_requests,
-                request_rate=rate if rate > 0 else None,
-                concurrency=None if rate > 0 else 1,
-            )
-        )
-    return scenarios
+def recommendation_scenarios(plans: Iterable[Plan]) -> list[Scenario]:
+    """Each plan's replica at the load it was sized for, as the recommender predicted it:
+    what the Plan page re-predicts after a refit."""
+    return [plan.scenario() for plan in plans if plan.workload and plan.load]
 
 
 def without_run(results: Iterable[MeasuredResult], run_id: str) -> list[MeasuredResult]:

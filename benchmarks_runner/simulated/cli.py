@@ -165,34 +165,39 @@ def _timing_from_args(
         raise SystemExit("--timing perf needs --scenario, or --gpu ID (with --model HF_ID, --tp N)")
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
-    from benchmarks_runner.simulated.perf_timing import PlanSpec, engine_timing, parse_coefficients
+    from benchmarks_runner.simulated.perf_timing import engine_timing, parse_coefficients
     from planner.catalog import load_catalog
+    from planner.engine import EngineConfig
     from planner.errors import PlannerError
     from planner.perf.model import fit_is_cached
     from planner.perf.scenario import Scenario
+    from planner.plan import Plan
     from planner.settings import get_settings
 
     try:
-        plan: PlanSpec | Scenario
+        plan: Plan | Scenario
         if args.scenario:
             plan = _scenario(args.scenario, Scenario)
-        else:
-            plan = PlanSpec(
+        else:  # a plan of the flags; the engine settings left out are the engine's own
+            stated = {
+                "version": args.engine_version,
+                "max_num_seqs": args.max_num_seqs,
+                "max_num_batched_tokens": args.max_num_batched_tokens,
+                "kv_cache_dtype": args.kv_cache_dtype,
+                "gpu_memory_utilization": args.gpu_memory_utilization,
+            }
+            plan = Plan(
                 model=options.models[0],
                 gpu=args.gpu,
                 tp=args.tp,
                 pp=args.pp,
                 precision=args.precision,
-                engine_version=args.engine_version,
                 instance=args.instance,
-                max_num_seqs=args.max_num_seqs,
-                max_num_batched_tokens=args.max_num_batched_tokens,
-                kv_cache_dtype=args.kv_cache_dtype,
-                gpu_memory_utilization=args.gpu_memory_utilization,
+                engine=EngineConfig.of(**{k: v for k, v in stated.items() if v is not None}),
             )
         coefficients = parse_coefficients(args.coefficients) if args.coefficients else None
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-        if isinstance(plan, PlanSpec):  # unknown names: said at once, before any fit
+        if isinstance(plan, Plan):  # unknown names: said at once, before any fit
             catalog.model(plan.model)
             catalog.gpu(plan.gpu)
         if coefficients is None and not fit_is_cached(catalog):

@@ -15,8 +15,9 @@ Prompt tokens found in the server's prefix cache skip their prefill (whole block
 plan enables prefix caching.
 
 The deployment comes from a :class:`~planner.perf.scenario.Scenario` (``--scenario``: the exact
-scenario the prediction was made for) or from a :class:`PlanSpec` (``--gpu --tp ...``). The fit
-behind the coefficients takes ~10-15 s once: the fitted model is cached on disk
+scenario the prediction was made for) or from a :class:`planner.plan.Plan`
+(:func:`timing_scenario`; ``--gpu --tp ...`` on the command line). The fit behind the
+coefficients takes ~10-15 s once: the fitted model is cached on disk
 (:mod:`planner.perf.fit_cache`, shared with the dashboard and the command line), so a start
 with a cached fit answers ``/health`` in about a second; the dashboard passes its own (possibly
 refitted) vector with ``--coefficients``.
@@ -42,78 +43,19 @@ from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 from planner.perf.simulator import LiveEngine
 from planner.perf.step_time import FEATURES
+from planner.plan import Load, Plan, PlanWorkload
 from planner.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class PlanSpec:
-    """What the simulated server imitates: one replica of a plan (``python -m
-    benchmarks_runner.simulated --model HF_ID --gpu ID --tp N ...``)."""
-
-    model: str
-    gpu: str
-    tp: int = 1
-    pp: int = 1
-    precision: str = "bf16"
-    engine: str = "vllm"
-    engine_version: str | None = None
-    instance: str | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    kv_cache_dtype: str | None = None  # None here and below: the engine's default
-    enable_prefix_caching: bool | None = None
-    gpu_memory_utilization: float | None = None
-
-    @classmethod
-    def from_plan(cls, plan: dict[str, Any]) -> PlanSpec:
-        """From a run's ``plan`` object (keys as ``planner.verification`` writes them)."""
-        knobs = {
-            key: plan[key]
-            for key in (
-                "max_num_seqs",
-                "max_num_batched_tokens",
-                "engine_version",
-                "instance",
-                "kv_cache_dtype",
-                "enable_prefix_caching",
-                "gpu_memory_utilization",
-            )
-            if plan.get(key) is not None
-        }
-        return cls(
-            model=str(plan["model"]),
-            gpu=str(plan["gpu"]),
-            tp=int(plan.get("tp") or 1),
-            pp=int(plan.get("pp") or 1),
-            precision=str(plan.get("precision") or "bf16"),
-            engine=str(plan.get("engine") or "vllm"),
-            **knobs,
-        )
-
-    def scenario(self, input_len: int = 1024, output_len: int = 256) -> Scenario:
-        """A one-replica scenario of the plan (the lengths only bound ``max_model_len``)."""
-        return Scenario(
-            engine=self.engine,
-            engine_version=self.engine_version,
-            model=self.model,
-            precision=self.precision,
-            gpu=self.gpu,
-            num_gpus=self.tp * self.pp,
-            tp=self.tp,
-            pp=self.pp,
-            instance=self.instance,
-            input_len=input_len,
-            output_len=output_len,
-            load="concurrency",
-            concurrency=1,
-            max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            kv_cache_dtype=self.kv_cache_dtype,
-            enable_prefix_caching=self.enable_prefix_caching,
-            gpu_memory_utilization=self.gpu_memory_utilization,
-        )
+def timing_scenario(plan: Plan | Scenario) -> Scenario:
+    """The scenario the server is timed by: the one given, or one replica of ``plan`` under its
+    engine settings (the lengths, 1,024 in and 256 out, only matter where the plan leaves
+    max_model_len open)."""
+    if isinstance(plan, Scenario):
+        return plan
+    return plan.scenario(workload=PlanWorkload.of(1024, 256), load=Load.closed_loop(1))
 
 
 #: Closed loop: the predictor counts a client's turnaround as zero (the request that replaces a
@@ -263,10 +205,9 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None
 
 
 # ----- building one from a plan ----------------------------------------------------------------
-def coefficients_for_plan(model: PerformanceModel, plan: PlanSpec | Scenario) -> list[float]:
+def coefficients_for_plan(model: PerformanceModel, plan: Plan | Scenario) -> list[float]:
     """The fitted coefficient vector the model uses to predict ``plan``."""
-    scenario = plan.scenario() if isinstance(plan, PlanSpec) else plan
-    return [float(v) for v in model.coefficients_of(scenario)]
+    return [float(v) for v in model.coefficients_of(timing_scenario(plan))]
 
 
 def parse_coefficients(text: str) -> list[float]:
@@ -299,7 +240,7 @@ def parse_coefficients(text: str) -> list[float]:
 
 
 def engine_timing(
-    plan: PlanSpec | Scenario,
+    plan: Plan | Scenario,
     *,
     catalog: Catalog | None = None,
     coefficients: Sequence[float] | None = None,
@@ -315,7 +256,7 @@ def engine_timing(
     """
     if catalog is None:
         catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-    scenario = plan.scenario() if isinstance(plan, PlanSpec) else plan
+    scenario = timing_scenario(plan)
     dep = resolve_deployment(scenario, catalog)
     vector = (
         list(coefficients)

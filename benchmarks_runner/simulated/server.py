@@ -357,6 +357,15 @@ class SimulatedServer:
                 self.opt.error_status, "simulated internal server error", "InternalServerError"
             )
         prompt_tokens, cached = self._prompt_tokens(text, chat)
+        if self.engine is not None and prompt_tokens + n_out > self.engine.kv_capacity_tokens:
+            # the engine could never schedule it: refused on arrival, as vLLM refuses it
+            return self._error(
+                400,
+                f"This request needs {prompt_tokens + n_out} tokens ({prompt_tokens} in the "
+                f"prompt, {n_out} to generate), more than the KV cache's "
+                f"{self.engine.kv_capacity_tokens}.",
+                "BadRequestError",
+            )
         self._seq += 1
         req = _Request(
             rid=f"{'chatcmpl' if chat else 'cmpl'}-sim-{self._seq}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -101,7 +102,7 @@ def spec_economics_figure(spec: pd.DataFrame) -> go.Figure:
     )
     for column, col, hover in bottom:
         values = spec[column]
-        best = values.idxmin()
+        best = int(np.nanargmin(values.to_numpy(dtype=float)))  # the cheapest, NaN skipped
         fig.add_trace(
             go.Bar(
                 x=gpus,
@@ -115,8 +116,8 @@ def spec_economics_figure(spec: pd.DataFrame) -> go.Figure:
             col=col,
         )
         fig.add_annotation(
-            x=spec.loc[best, "gpu"],
-            y=values[best],
+            x=spec["gpu"].iloc[best],
+            y=values.iloc[best],
             text="cheapest",
             showarrow=True,
             arrowhead=2,

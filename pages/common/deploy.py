@@ -10,6 +10,7 @@ import streamlit as st
 from pages.common.planning import recommend_request
 from pages.common.scenario import Scenario
 from pages.common.ui import planner_errors
+from pages.common.url_params import bound
 from planner.catalog import Catalog
 from planner.deploy import render, spec_from_recommendation, zip_bytes
 from planner.recommend import Recommendation
@@ -20,13 +21,13 @@ LANGUAGES = {".yaml": "yaml", ".sh": "bash", ".md": "markdown"}
 
 def deploy_section(best: Recommendation, catalog: Catalog, scenario: Scenario) -> None:
     st.subheader("Deploy")
-    target = st.segmented_control(
+    target = bound(
+        st.segmented_control,
         "Target",
         list(TARGET_LABELS),
         format_func=TARGET_LABELS.__getitem__,
         default="k8s",
         key="deploy_target",
-        bind="query-params",
     )
     target = target or "k8s"
     files = None

@@ -7,6 +7,7 @@ clicks (deferred download data), so they cost nothing on a rerun.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -83,7 +84,7 @@ def export_menu(
         for name, frame in tables.items():
             st.download_button(
                 f"{name} (CSV)",
-                data=lambda frame=frame: csv_text(frame),
+                data=functools.partial(csv_text, frame),
                 file_name=f"servewise-{_slug(page)}-{_slug(name)}.csv",
                 mime="text/csv",
                 on_click="ignore",

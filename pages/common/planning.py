@@ -35,6 +35,7 @@ from planner.recommend import (
     recommend,
     sensitivity,
 )
+from planner.runs import calibration_results
 from planner.store import Store
 from planner.verification import (
     move_rows,
@@ -53,8 +54,9 @@ def search_space(scenario: Scenario) -> SearchSpace:
     return SearchSpace(
         providers=scenario.providers or None,
         regions=scenario.regions or None,
-        pricing=scenario.pricing,  # type: ignore[arg-type]
+        pricing=scenario.pricing,
         precisions=scenario.precisions or ("bf16",),
+        kv_cache_dtypes=(scenario.engine.kv_cache_dtype,),
     )
 
 
@@ -69,9 +71,7 @@ def _layouts(
     model_id: str,
     instances: tuple[str, ...],
     precisions: tuple[str, ...],
-    kv_dtype: str,
-    gpu_util: float,
-    max_model_len: int,
+    engine: EngineConfig,
     _catalog: Catalog,
     _card: ModelCard,
 ) -> list[LayoutCandidate]:
@@ -81,44 +81,35 @@ def _layouts(
         instances=list(instances),
         max_nodes=2,
         precisions=precisions,
-        engine=EngineConfig.of(
-            kv_cache_dtype=kv_dtype, max_model_len=max_model_len, gpu_memory_utilization=gpu_util
-        ),
+        engine=engine,
     )
 
 
-def all_layouts(
-    ref: CatalogRef, scenario: Scenario, kv_dtype: str, gpu_util: float, max_model_len: int
-) -> list[LayoutCandidate]:
-    """Every layout (feasible or not) of the scenario's model on the scenario's instances."""
+def all_layouts(ref: CatalogRef, scenario: Scenario, max_model_len: int) -> list[LayoutCandidate]:
+    """Every layout (feasible or not) of the scenario's model on the scenario's instances,
+    judged at the sidebar's engine settings and ``max_model_len``."""
     card = scenario.model_card(ref.catalog)
     return _layouts(
         ref.key,
         scenario.model_id,
         tuple(scenario_instances(ref.catalog, scenario)),
         scenario.precisions or ("bf16",),
-        kv_dtype,
-        gpu_util,
-        max_model_len,
+        scenario.engine.model_copy(update={"max_model_len": max_model_len}),
         ref.catalog,
         card,
     )
 
 
 def feasible_layouts(
-    ref: CatalogRef, scenario: Scenario, kv_dtype: str, gpu_util: float, max_model_len: int
+    ref: CatalogRef, scenario: Scenario, max_model_len: int
 ) -> list[LayoutCandidate]:
-    return [
-        layout
-        for layout in all_layouts(ref, scenario, kv_dtype, gpu_util, max_model_len)
-        if layout.feasible
-    ]
+    return [layout for layout in all_layouts(ref, scenario, max_model_len) if layout.feasible]
 
 
 def sequences_by_context(layout: LayoutCandidate, card: ModelCard) -> list[dict[str, int]]:
     """Maximum concurrent sequences of ``layout`` at each context length it can hold."""
     assert layout.memory is not None
-    points = []
+    points: list[dict[str, int]] = []
     for tokens in CONTEXT_POINTS:
         if tokens > layout.memory.max_model_len * 2 and points:
             break
@@ -184,6 +175,23 @@ def _with_uploaded_model(
     return extended
 
 
+#: Session key of the Verify page's switch: simulated runs refit the model too.
+FIT_SIMULATED = "fit_simulated_runs"
+
+
+def fit_simulated() -> bool:
+    """Whether simulated runs refit the model: the Verify page's switch, else the setting."""
+    from pages.common.resources import settings
+
+    return bool(st.session_state.get(FIT_SIMULATED, settings().fit_simulated_runs))
+
+
+def fit_results(ref: CatalogRef, store: Store) -> list[MeasuredResult]:
+    """The user's results the model fits on (simulated runs only when asked)."""
+    user = (r for r in measured_results(ref, store) if r.origin == "user")
+    return calibration_results(user, include_simulated=fit_simulated())
+
+
 def performance_model(
     ref: CatalogRef, store: Store, scenario: Scenario
 ) -> tuple[PerformanceModel, str]:
@@ -193,7 +201,7 @@ def performance_model(
     For a model uploaded in this session the fitted model is reused with a catalog that also
     holds the uploaded card (the fit does not depend on it).
     """
-    user = [r for r in measured_results(ref, store) if r.origin == "user"]
+    user = fit_results(ref, store)
     key = f"{ref.key}:{user_results_key(user)}"
     model = _performance_model(ref.key, key, ref.catalog, user)
     if scenario.model_id.lower() in ref.catalog.models:
@@ -212,7 +220,9 @@ def recommend_request(scenario: Scenario) -> RecommendRequest:
     workload = scenario.workload()
     if scenario.load_mode == "concurrency":
         demand = Demand(
-            concurrency=max(1, round(scenario.load_peak)), utilisation=scenario.utilisation
+            concurrency=max(1, round(scenario.load_peak)),
+            avg_concurrency=scenario.load_avg,
+            utilisation=scenario.utilisation,
         )
     else:
         demand = Demand(
@@ -232,8 +242,13 @@ def recommend_request(scenario: Scenario) -> RecommendRequest:
         output_dist=None if fixed else workload.output_len,
         prefix_share=workload.prefix_share,
         demand=demand,
-        slo=Slo(ttft_p99_ms=scenario.slo_ttft_ms, tpot_p99_ms=scenario.slo_tpot_ms),
+        slo=Slo(
+            ttft_p99_ms=scenario.slo_ttft_ms,
+            tpot_p99_ms=scenario.slo_tpot_ms,
+            kv_occupancy_max=scenario.kv_headroom,
+        ),
         search=search,
+        engine=scenario.engine,
     )
 
 
@@ -352,12 +367,7 @@ def _latest_run_moves(
 ) -> pd.DataFrame:
     before = get_performance_model(_catalog, without_run(_user, run_id))
     after = get_performance_model(_catalog, _user)
-    scenarios = recommendation_scenarios(
-        _result.ranked[:10],
-        _request.model,
-        input_len=_request.input_len,
-        output_len=_request.output_len,
-    )
+    scenarios = recommendation_scenarios(rec.plan for rec in _result.ranked[:10])
     moves = prediction_moves(before, after, scenarios, min_change_pct=0.5)
     return pd.DataFrame(move_rows(moves))
 
@@ -367,7 +377,7 @@ def latest_run_moves(
 ) -> tuple[str | None, pd.DataFrame]:
     """The newest verification run and how the Plan page's top predictions moved when the
     model refitted on it (before = fitted without that run)."""
-    user = [r for r in measured_results(ref, store) if r.origin == "user"]
+    user = fit_results(ref, store)
     run_id = newest_run_id(user)
     if run_id is None:
         return None, pd.DataFrame()

@@ -58,7 +58,8 @@ def run_labels(runs: pd.DataFrame) -> dict[str, str]:
     labels = {}
     for row in runs.itertuples(index=False):
         extra = ", simulated" if bool(row.simulated) else ""
-        labels[str(row.run_id)] = f"{row.run_id}: {row.model or '?'} ({row.status}{extra})"
+        model = str(row.model or "?")
+        labels[str(row.run_id)] = f"{row.run_id!s}: {model} ({row.status!s}{extra})"
     return labels
 
 
@@ -80,8 +81,8 @@ def runs_side_by_side(runs: pd.DataFrame, run_ids: Sequence[str]) -> pd.DataFram
         row = by_id.get(run_id)
         if row is None:
             continue
-        parts = {
-            "run": row,
+        parts: dict[str, dict[str, Any]] = {
+            "run": {str(k): v for k, v in row.items()},
             "summary": _json(row.get("summary")),
             "config": _json(row.get("config")),
             "plan": _json(row.get("plan")),

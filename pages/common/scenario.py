@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
 
 from pages.common.url_params import bound
 from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard, model_card_from_config
+from planner.engine import DEFAULT_GPU_MEMORY_UTILIZATION, EngineConfig
 from planner.errors import PlannerError
-from planner.input_checks import check_file_size
+from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
+from planner.loads import DEFAULT_CONCURRENCY, PLAN_LOAD_KINDS
+from planner.plan import DEFAULT_KV_HEADROOM
 from planner.workload import LengthDistribution, Workload, load_trace
 
 SHAPES = ("fixed", "uniform", "normal", "lognormal")
 TRACE_FORMATS = ("auto", "mooncake", "burstgpt", "azure", "csv")
-LOAD_MODES = ("concurrency", "rate")
 PREFERRED_MODEL = "meta-llama/Llama-3.1-70B-Instruct"  # a 70B Llama, as in the brief
 
 #: Session keys of uploaded files and the errors they raised.
@@ -79,6 +81,8 @@ class Scenario:
     regions: tuple[str, ...]  # empty: every region
     pricing: str
     utilisation: float | None  # None: average demand / capacity bought
+    engine: EngineConfig = field(default_factory=EngineConfig)  # what layouts are judged at
+    kv_headroom: float | None = DEFAULT_KV_HEADROOM  # peak KV share a plan may hold
     uploaded_model: ModelCard | None = None  # a config.json uploaded in this session
 
     def model_card(self, catalog: Catalog) -> ModelCard:
@@ -337,7 +341,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         load_mode = bound(
             st.segmented_control,
             "Load given as",
-            LOAD_MODES,
+            PLAN_LOAD_KINDS,
             default="concurrency",
             required=True,
             key="load",
@@ -351,7 +355,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             f"Average ({unit})",
             min_value=0.1,
             max_value=100_000.0,
-            value=16.0 if load_mode == "concurrency" else 2.0,
+            value=DEFAULT_CONCURRENCY / 2 if load_mode == "concurrency" else 2.0,
             step=1.0,
             key=f"avg_{load_mode}",
         )
@@ -360,7 +364,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             f"Peak ({unit})",
             min_value=0.1,
             max_value=100_000.0,
-            value=32.0 if load_mode == "concurrency" else 5.0,
+            value=float(DEFAULT_CONCURRENCY) if load_mode == "concurrency" else 5.0,
             step=1.0,
             key=f"peak_{load_mode}",
             help="Capacity is bought for the peak; the average decides utilisation.",
@@ -391,6 +395,52 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             step=5,
             key="tpot_ms",
             help="Time per output token after the first, 99th percentile. 0: no limit.",
+        )
+
+        # --- engine settings every layout is judged and started with
+        st.subheader("Engine")
+        left, right = st.columns(2)
+        gpu_util = bound(
+            left.slider,
+            "gpu_memory_utilization",
+            min_value=0.50,
+            max_value=0.98,
+            value=DEFAULT_GPU_MEMORY_UTILIZATION,
+            step=0.01,
+            key="gpu_util",
+            help="vLLM's budget: the share of the GPU it may use for weights, activations and "
+            "KV cache.",
+        )
+        kv_dtype = bound(
+            right.segmented_control,
+            "KV cache dtype",
+            ["auto", "fp8"],
+            default="auto",
+            required=True,
+            key="kv_dtype",
+            help="auto: the weights' 16-bit type. fp8 halves the bytes per token.",
+        )
+        left, right = st.columns(2)
+        max_model_len = bound(
+            left.number_input,
+            "max_model_len (0: the longest request)",
+            min_value=0,
+            max_value=MAX_REQUEST_TOKENS,
+            value=0,
+            step=1024,
+            key="max_model_len",
+            help="The context vLLM must admit (--max-model-len); layouts are judged at it.",
+        )
+        headroom = bound(
+            right.slider,
+            "KV headroom at peak (%)",
+            min_value=50,
+            max_value=100,
+            value=round(DEFAULT_KV_HEADROOM * 100),
+            step=5,
+            key="kv_headroom",
+            help="The most of the KV cache a plan may hold at peak; above it vLLM preempts "
+            "requests. 100: the whole pool.",
         )
 
         # --- where and what price
@@ -453,6 +503,12 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         regions=tuple(chosen_regions),
         pricing=str(pricing),
         utilisation=utilisation / 100 if manual else None,
+        engine=EngineConfig.of(
+            gpu_memory_utilization=float(gpu_util),
+            kv_cache_dtype=str(kv_dtype),
+            max_model_len=int(max_model_len) or None,
+        ),
+        kv_headroom=headroom / 100 if headroom < 100 else None,
         uploaded_model=st.session_state.get(UPLOADED_MODEL),
     )
 

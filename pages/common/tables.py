@@ -287,8 +287,9 @@ def why_not(
         for row in mine.itertuples():
             if row.reason in seen:
                 continue
-            seen.add(row.reason)
-            nodes = f"{row.nodes} x " if row.nodes > 1 else ""
+            seen.add(str(row.reason))
+            count = int(float(str(row.nodes)))
+            nodes = f"{count} x " if count > 1 else ""
             lines.append(f"Rejected {nodes}TP{row.tp} x PP{row.pp} {row.precision}: {row.reason}")
             if len(seen) >= 8:
                 break

@@ -39,12 +39,13 @@ class UrlNotice:
     sent: str
     allowed: str
     used: Any
+    used_label: str
 
     def message(self) -> str:
-        shown = ", ".join(map(str, self.used)) if isinstance(self.used, list) else self.used
+        shown = self.used_label or "nothing"
         return (
             f"URL parameter {self.param}={self.sent} is not allowed ({self.allowed}): "
-            f"using {shown if shown not in ('', None) else 'nothing'} instead."
+            f"using {shown} instead."
         )
 
 
@@ -62,7 +63,8 @@ def bound(widget: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> An
     sent = (st.session_state.get(URL_AS_SENT) or {}).pop(key, None)
     notices: dict[str, UrlNotice] = st.session_state.setdefault(URL_NOTICES, {})
     if sent is not None and not _same(widget, sent, value, kwargs):
-        notices[key] = UrlNotice(key, _shown(sent), _allowed(widget, args, kwargs), value)
+        allowed = _allowed(widget, args, kwargs)
+        notices[key] = UrlNotice(key, _shown(sent), allowed, value, _label(value, kwargs))
     notice = notices.get(key)
     if notice is not None:
         if notice.used != value:  # changed since: the notice has done its job
@@ -89,6 +91,14 @@ def url_field(container: Any, label: str, *, key: str, placeholder: str = "") ->
     if has_user_info(value):
         container.caption("It holds user:password@: kept out of this page's link and of the run.")
     return value
+
+
+def _label(value: Any, kwargs: dict[str, Any]) -> str:
+    """The value as the widget shows it (its ``format_func``), as the link would hold it."""
+    fmt = kwargs.get("format_func", str)
+    if isinstance(value, list | tuple):
+        return ", ".join(str(fmt(v)) for v in value)
+    return "" if value is None else str(fmt(value))
 
 
 def _name(widget: Callable[..., Any]) -> str:

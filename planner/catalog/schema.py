@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
 from planner.catalog.architecture import ModelArchitecture
+from planner.loads import MeasuredLoadKind
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
@@ -176,7 +177,7 @@ class MeasuredResult(BaseModel):
     pp: PositiveInt
     input_len: PositiveInt
     output_len: PositiveInt
-    load: Literal["max_throughput", "concurrency", "offline_batch", "rate"]
+    load: MeasuredLoadKind
     concurrency: float | None = Field(default=None, gt=0)
     request_rate: float | None = Field(default=None, gt=0)
     num_requests: float | None = Field(default=None, gt=0)

@@ -24,6 +24,7 @@ from planner.catalog import Catalog, MeasuredResult, load_catalog
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Prediction, Scenario
+from planner.runs import calibration_results
 from planner.settings import get_settings
 
 PREDICTION_COLUMNS = (
@@ -61,7 +62,7 @@ def user_measured_results(catalog: Catalog) -> list[MeasuredResult]:
         from planner.store import open_store
 
         store = open_store(catalog=catalog)
-        return [r for r in store.measured_results() if r.origin == "user"]
+        return calibration_results(r for r in store.measured_results() if r.origin == "user")
     except (PlannerError, ImportError, OSError) as exc:
         print(f"note: the store could not be read ({exc}); public results only", file=sys.stderr)
         return []

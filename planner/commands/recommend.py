@@ -206,9 +206,12 @@ def run(args: argparse.Namespace) -> int:
     if args.emit:
         emit(args.emit[0], Path(args.emit[1]), result, request, catalog)
     if args.json:
-        print(
-            json.dumps({"ranked": ranked[: args.top], "rejected": rejected}, indent=2, default=str)
-        )
+        # each row with its typed plan: `benchmarks_runner import --plan FILE#RANK` reads it
+        typed = [
+            {**row, "plan": rec.plan.model_dump(mode="json")}
+            for row, rec in zip(ranked[: args.top], result.ranked, strict=False)
+        ]
+        print(json.dumps({"ranked": typed, "rejected": rejected}, indent=2, default=str))
         return 0
     if not ranked:
         print("No configuration meets the SLOs. Why each candidate was ruled out:")

@@ -47,8 +47,8 @@ from planner.diagnosis.findings import (
 from planner.diagnosis.whatif import DiagnosisContext, build_context
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
+from planner.plan import plan_label
 from planner.run_files import RunFiles
-from planner.verification import plan_label
 
 log = logging.getLogger(__name__)
 

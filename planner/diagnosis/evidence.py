@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.plan import flat_plan
 from planner.run_files import MetricSample, RequestRecord, RunFiles
 
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -398,7 +399,7 @@ def evidence_from_run(run: RunFiles) -> RunEvidence:
         duration_s=duration,
         requests=requests,
         metrics=metrics,
-        plan=dict(meta["plan"]) if isinstance(meta.get("plan"), Mapping) else None,
+        plan=flat_plan(meta.get("plan")) if isinstance(meta.get("plan"), Mapping) else None,
         config=config,
         summary=summary,
         self_checks=[dict(c) for c in meta.get("self_checks") or [] if isinstance(c, Mapping)],

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from planner.diagnosis.findings import Diagnosis, Finding, Fix, WhatIf
-from planner.verification import plan_label
+from planner.plan import plan_label
 
 #: scenario fields a fix may change that a plan carries under the same name
 PLAN_SETTINGS = (

@@ -16,10 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.engine import EngineConfig, Entrypoint, KvCacheDtype, engine_family
 from planner.errors import InvalidInputError
+from planner.loads import LoadKind
 from planner.workload import LengthDistribution
 
-LoadKind = Literal["concurrency", "rate", "offline_batch", "max_throughput", "trace"]
-LOADS: tuple[str, ...] = ("concurrency", "rate", "offline_batch", "max_throughput", "trace")
 Confidence = Literal["measured nearby", "interpolated", "extrapolated"]
 
 #: Scenario fields that are engine settings (:class:`planner.engine.EngineConfig` names, but
@@ -36,6 +35,7 @@ ENGINE_FIELDS: tuple[str, ...] = (
     "enable_expert_parallel",
     "data_parallel_size",
     "entrypoint",
+    "block_size",
 )
 
 
@@ -89,6 +89,7 @@ class Scenario(BaseModel):
     enable_expert_parallel: bool | None = None
     data_parallel_size: int | None = Field(default=None, gt=0)
     entrypoint: Entrypoint | None = None
+    block_size: int | None = Field(default=None, gt=0)
     prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves

@@ -45,10 +45,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
-from scipy.special import gammaincc, gammaln, ndtri
 
 from planner.perf.deployment import Deployment
 from planner.perf.step_time import StepBatch, step_features
@@ -83,6 +83,8 @@ class Workload:
             else decoding[:1]
         )
         self._output_quantiles: dict[float, float] = {}
+        #: every request asks for the same answer length (a closed loop stays in waves)
+        self.fixed_output = bool(np.ptp(self.output_len) == 0) if self.output_len.size else True
 
     def output_quantile(self, q: float) -> float:
         held = self._output_quantiles.get(q)
@@ -300,9 +302,9 @@ class SteadyStateModel:
         u = held / (group_steps + n_dec)
         decode = u * n_dec
         share = min(1.0, u / group * group_steps)
-        chunk = group * mean_in / group_steps
+        chunk = mean_in / group_steps  # of each prompt of the group, a step
         decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
-        prefill_terms = self._terms(decode, 1.0, chunk, chunk * (group_steps - 1) / 2.0)
+        prefill_terms = self._terms(decode, group, chunk, chunk * (group_steps - 1) / 2.0)
         t_d, t_p = float(self.c @ decode_terms), float(self.c @ prefill_terms)
         terms = (1.0 - share) * decode_terms + share * prefill_terms
         step = float(self.c @ terms)
@@ -311,17 +313,27 @@ class SteadyStateModel:
         residence = own + n_dec * step
         waiting = max(in_flight - held, 0.0) / held * residence
         ttft_q, ttft_mean = own, own
-        if run_requests:
-            first = self._terms(0.0, 1.0, chunk, chunk * (group_steps - 1) / 2.0)
-            wave = math.ceil(held / group) * group_steps * float(self.c @ first)
-            burst = min(held / run_requests, 1.0)  # the run's share in the first wave
-            ttft_mean = (1.0 - burst) * own + burst * (own + wave) / 2.0
-            if burst > 1.0 - quantile:
-                ttft_q = max(own, wave * (1.0 - (1.0 - quantile) / burst))
-        ttft_q, ttft_mean = ttft_q + waiting, ttft_mean + waiting
         # the decode steps a request lives through: a share of them hold a group's prefill
         spread = (t_p - t_d) * math.sqrt(share * (1.0 - share) / max(n_dec, 1.0))
-        tpot_q = step + float(ndtri(quantile)) * spread
+        tpot_q = step + NormalDist().inv_cdf(quantile) * spread
+        tpot_mean = step
+        if run_requests:
+            # the first wave: groups one after another from an empty engine, the j-th prompt
+            # done when its group's steps end; the rest of the run at its own prefill
+            groups = math.ceil(held / group)
+            sizes = [group] * (groups - 1) + [held - group * (groups - 1)]
+            ends = np.cumsum([group_steps * self._wave_step_s(size, group_steps) for size in sizes])
+            wave = np.repeat(ends, [max(1, round(size)) for size in sizes])
+            rest = np.full(max(run_requests - wave.size, 0), own)
+            ttfts = np.concatenate([wave, rest])
+            ttft_q = max(own, float(np.quantile(ttfts, quantile)))
+            ttft_mean = float(ttfts.mean())
+            if w.fixed_output:
+                # it stays a wave: a request decodes beside the later groups' prefills only
+                later = (groups - 1) * group_steps * (t_p - t_d) / max(n_dec, 1.0)
+                tpot_q = t_d + later
+                tpot_mean = t_d + later / 2.0
+        ttft_q, ttft_mean = ttft_q + waiting, ttft_mean + waiting
         kv = decode * w.decode_context + (held - decode) * mean_in / 2.0
         kv += held * dep.block_size / 2.0
         return SteadyState(
@@ -338,8 +350,8 @@ class SteadyStateModel:
             ttft_mean_s=ttft_mean,
             ttft_p50_s=own + waiting,
             ttft_p99_s=ttft_q,
-            tpot_mean_s=step,
-            tpot_p50_s=step,
+            tpot_mean_s=tpot_mean,
+            tpot_p50_s=tpot_mean,
             tpot_p99_s=tpot_q,
             e2e_p99_s=ttft_q + (w.output_quantile(quantile) - 1.0) * tpot_q,
             output_tok_per_s=rate * w.mean_output,
@@ -443,6 +455,12 @@ class SteadyStateModel:
         )
         var_v = max(e_v2 - mean_v**2, 1e-18)
         return _Gamma(t_d + delta, mean_v, var_v, load=load)
+
+    def _wave_step_s(self, prompts: float, steps: int) -> float:
+        """One of the ``steps`` prefill steps of ``prompts`` prompts on an idle engine."""
+        chunk = self.work.mean_input / steps
+        terms = self._terms(0.0, prompts, chunk, chunk * (steps - 1) / 2.0)
+        return float(self.c @ terms)
 
     def _full_step_s(self, st: _Step) -> float:
         """A step whose budget is full of prompt tokens beside the decodes."""
@@ -648,7 +666,7 @@ def _erlang_wait(seats: float, rate: float, residence: float) -> _Wait:
         return _Wait(1.0, 1.0, 0.0, math.inf, stable=False)
     # Erlang C from Poisson(a): P(X = c) / (P(X = c) + (1 - a / c) P(X < c))
     at_c = math.exp(c * math.log(a) - a - math.lgamma(c + 1))
-    below = float(gammaincc(c, a))  # P(X <= c - 1)
+    below = upper_gamma_q(c, a)  # P(X <= c - 1)
     busy = at_c / (at_c + (1.0 - a / c) * below)
     decay = (c - a) / residence
     return _Wait(busy, busy, decay, busy / decay)
@@ -689,7 +707,7 @@ class _Gamma:
             return 1.0
         shape = self.mean**2 / self.var
         scale = self.var / self.mean
-        return float(gammaincc(shape, t / scale))
+        return upper_gamma_q(shape, t / scale)
 
 
 def _sum_quantile(parts: list[_Wait | _Uniform | _Gamma], q: float) -> float:
@@ -724,6 +742,43 @@ def _generalised_poisson(theta: float, m: float) -> tuple[np.ndarray, np.ndarray
     sd = math.sqrt(theta / (1.0 - m) ** 3)
     k = np.arange(0, int(mean + 12.0 * sd + 10))
     with np.errstate(divide="ignore"):
-        log_pmf = math.log(theta) + (k - 1) * np.log(theta + k * m) - theta - k * m - gammaln(k + 1)
+        log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, k.size)))])
+        log_pmf = math.log(theta) + (k - 1) * np.log(theta + k * m) - theta - k * m - log_factorial
     pmf = np.exp(log_pmf - log_pmf.max())
     return k.astype(float), pmf / pmf.sum()
+
+
+def upper_gamma_q(a: float, x: float) -> float:
+    """The regularised upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a): the
+    series below ``a + 1``, Lentz's continued fraction above (Numerical Recipes, ch. 6.2)."""
+    if x <= 0:
+        return 1.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(1000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-14:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 1000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return min(1.0, math.exp(log_front) * h)

@@ -33,7 +33,6 @@ from planner.recommend.capacity import (
 from planner.recommend.request import (
     RANKING_COLUMNS,
     Demand,
-    EngineSettings,
     PredictKind,
     Predictor,
     Recommendation,
@@ -54,7 +53,6 @@ __all__ = [
     "CapacityCache",
     "CapacityResult",
     "Demand",
-    "EngineSettings",
     "PredictKind",
     "Predictor",
     "RateSearchResult",

@@ -20,22 +20,23 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner.catalog import Catalog
-from planner.errors import InvalidInputError
+from planner.engine import EngineConfig
+from planner.errors import InvalidInputError, PlannerError
 from planner.layouts import LayoutCandidate
-from planner.perf.scenario import Prediction, Scenario
+from planner.perf.scenario import Prediction, Scenario, engine_fields
+from planner.plan import Load, Slo
 from planner.recommend.request import (
-    EngineSettings,
     PredictKind,
     Predictor,
     RecommendRequest,
-    Slo,
+    grid_value,
 )
 
 if TYPE_CHECKING:
     from planner.perf.model import PerformanceModel
 
 #: What limits a replica's load: an SLO, or the throughput of a full batch.
-Limit = Literal["ttft", "tpot", "e2e", "saturation", "none"]
+Limit = Literal["ttft", "tpot", "e2e", "kv", "saturation", "none"]
 _LIMITS: dict[str, Limit] = {
     "ttft": "ttft",
     "tpot": "tpot",
@@ -78,6 +79,9 @@ def slo_violations(prediction: Prediction, slo: Slo) -> list[tuple[Limit, str]]:
         broken.append(("tpot", f"p99 TPOT {tpot:,.1f} ms > SLO {slo.tpot_p99_ms:,.1f} ms"))
     if slo.e2e_p99_ms is not None and e2e > slo.e2e_p99_ms:
         broken.append(("e2e", f"p99 E2E {e2e:,.0f} ms > SLO {slo.e2e_p99_ms:,.0f} ms"))
+    kv, headroom = prediction.kv_occupancy_max, slo.kv_occupancy_max
+    if headroom is not None and kv > headroom:
+        broken.append(("kv", f"peak KV cache {kv:.1%} of the pool > headroom {headroom:.0%}"))
     return broken
 
 
@@ -120,6 +124,15 @@ def search_capacity(
     return CapacityResult(good, good_prediction, None, limit)
 
 
+def guarded(compute: Callable[..., CapacityResult], *args: Any) -> CapacityResult:
+    """``compute(*args)``, or why these engine settings cannot run the layout at all (a grid
+    point whose batch does not fit beside the weights where the engine's own settings do)."""
+    try:
+        return compute(*args)
+    except PlannerError as exc:
+        return CapacityResult(0.0, None, str(exc))
+
+
 class CapacityCache:
     """Memo of capacity searches keyed by everything a prediction depends on: the predictor
     (a refitted model is another predictor), the hardware (not the instance name: providers
@@ -158,7 +171,7 @@ CAPACITY_CACHE = CapacityCache()
 
 
 def saturated_capacity(
-    predictor: Predictor, layout: LayoutCandidate, settings: EngineSettings
+    predictor: Predictor, layout: LayoutCandidate, settings: EngineConfig
 ) -> CapacityResult:
     """What a full batch of ``layout`` completes: from the steady state when the predictor
     has one (:class:`PerfPredictor`), else a saturated prediction."""
@@ -171,7 +184,7 @@ def saturated_capacity(
 def replica_capacity(
     predictor: Predictor,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     saturated: CapacityResult,
@@ -202,14 +215,14 @@ def replica_capacity(
     )
 
 
-def seats(layout: LayoutCandidate, settings: EngineSettings) -> int:
+def seats(layout: LayoutCandidate, settings: EngineConfig) -> int:
     """The sequences one replica runs at once: ``max_num_seqs`` per scheduler, and a replica
     with attention data parallelism runs one scheduler per attention-DP rank."""
-    return settings.max_num_seqs * max(layout.attention_dp, 1)
+    return grid_value(settings.max_num_seqs, "max_num_seqs") * max(layout.attention_dp, 1)
 
 
 def concurrency_ceiling(
-    request: RecommendRequest, settings: EngineSettings, layout: LayoutCandidate
+    request: RecommendRequest, settings: EngineConfig, layout: LayoutCandidate
 ) -> int:
     """The most requests in flight one replica is searched up to: its seats, at most the
     whole demand."""
@@ -225,7 +238,7 @@ VERIFY_STEPS = (1.0, 0.94, 0.88, 0.8, 0.7)
 def verified_capacity(
     predictor: Predictor,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     estimate: CapacityResult,
@@ -285,7 +298,7 @@ class PerfPredictor:
         self.cache_key = ("perf", id(perf), "steady" if steady else "simulated")
 
     def __call__(
-        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+        self, layout: LayoutCandidate, settings: EngineConfig, kind: PredictKind, load: float
     ) -> Prediction:
         """A simulated prediction of one replica at ``load``."""
         return self.perf.predict(self.scenario(layout, settings, kind, load))
@@ -293,7 +306,7 @@ class PerfPredictor:
     def steady_capacity(
         self,
         layout: LayoutCandidate,
-        settings: EngineSettings,
+        settings: EngineConfig,
         request: RecommendRequest,
         kind: Literal["rate", "concurrency"],
     ) -> CapacityResult:
@@ -324,6 +337,17 @@ class PerfPredictor:
         at = self.scenario(layout, settings, kind, max(found.max_load, 1e-9))
         prediction = self.perf.steady_prediction(at, found.state)
         limit = _LIMITS.get(found.limited_by, "none")
+        if found.max_load > 0 and slo_violations(prediction, slo):
+            # inside the latency SLO but past the KV headroom: the highest steady load within
+            def steady_at(load: float) -> Prediction:
+                each = load / schedulers  # one scheduler's share
+                state = model.at_rate(each) if kind == "rate" else model.at_concurrency(each)
+                return self.perf.steady_prediction(
+                    self.scenario(layout, settings, kind, load), state
+                )
+
+            lowest = found.max_load / 200 if kind == "rate" else 1.0
+            return search_capacity(steady_at, slo, kind=kind, lowest=lowest, highest=found.max_load)
         if found.max_load <= 0:
             broken = slo_violations(prediction, slo)
             unit = "req/s" if kind == "rate" else "concurrent requests"
@@ -332,9 +356,7 @@ class PerfPredictor:
             return CapacityResult(0.0, prediction, f"even at {low:.3g} {unit}: {texts}", limit)
         return CapacityResult(found.max_load, prediction, None, limit)
 
-    def steady_saturation(
-        self, layout: LayoutCandidate, settings: EngineSettings
-    ) -> CapacityResult:
+    def steady_saturation(self, layout: LayoutCandidate, settings: EngineConfig) -> CapacityResult:
         """A full batch of one replica from the steady state: the cost bound's throughput
         (no latency figures: the bound needs none)."""
         probe = self.scenario(layout, settings, "rate", 1.0)
@@ -343,38 +365,36 @@ class PerfPredictor:
         return CapacityResult(float(seats(layout, settings)), None, None, "saturation", throughput)
 
     def scenario(
-        self, layout: LayoutCandidate, settings: EngineSettings, kind: PredictKind, load: float
+        self, layout: LayoutCandidate, settings: EngineConfig, kind: PredictKind, load: float
     ) -> Scenario:
         """The performance model's scenario of one replica of ``layout`` at ``load``."""
         catalog, request, card = self.catalog, self.request, self.card
         inst = catalog.instance(layout.instance)
         gpus = layout.gpus_per_replica
+        engine = settings.model_copy(
+            update={
+                "kv_cache_dtype": layout.kv_cache_dtype,
+                "data_parallel_size": layout.attention_dp,
+                "enable_expert_parallel": layout.expert_parallel,
+            }
+        )
+        # saturation: a full closed loop
+        load_kind: Literal["rate", "concurrency"] = "rate" if kind == "rate" else "concurrency"
         return Scenario(
-            engine=request.engine,
+            **engine_fields(engine),
             model=card.hf_id,
             precision=layout.precision,
             gpu=inst.gpu_id,
             num_gpus=gpus,
             tp=layout.tp,
             pp=layout.pp,
-            input_len=None if request.input_dist else request.input_len,
-            output_len=None if request.output_dist else request.output_len,
-            input_dist=request.input_dist,
-            output_dist=request.output_dist,
-            load="rate" if kind == "rate" else "concurrency",  # saturation: a full closed loop
+            **request.workload.scenario_fields(),
+            load=load_kind,
             request_rate=load if kind == "rate" else None,
             concurrency=None if kind == "rate" else load,
             num_requests=_requests_to_simulate(kind, load),
             instance=layout.instance,
             nodes=math.ceil(gpus / inst.gpus),
-            max_num_seqs=settings.max_num_seqs,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            enable_chunked_prefill=settings.enable_chunked_prefill,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            prefix_share=request.prefix_share,
-            kv_cache_dtype=layout.kv_cache_dtype,
-            data_parallel_size=layout.attention_dp if layout.attention_dp > 1 else None,
-            enable_expert_parallel=layout.expert_parallel or None,
         )
 
 
@@ -392,6 +412,14 @@ def perf_predictor(
 
 
 RATE_SEARCH_REQUESTS = 160
+
+
+def plan_load(kind: Literal["rate", "concurrency"], load: float) -> Load:
+    """The load a capacity search predicted one replica at, as a plan states it (the same
+    request count, so the plan's scenario is the prediction's)."""
+    if kind == "rate":
+        return Load.rate(load, _requests_to_simulate("rate", load))
+    return Load.closed_loop(load, _requests_to_simulate("concurrency", load))
 
 
 def _requests_to_simulate(kind: PredictKind, load: float) -> int:

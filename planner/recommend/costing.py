@@ -12,8 +12,9 @@ from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_toke
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
-from planner.recommend.capacity import CapacityResult, seats
-from planner.recommend.request import EngineSettings, Recommendation, RecommendRequest
+from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
+from planner.recommend.capacity import CapacityResult, plan_load, seats
+from planner.recommend.request import Recommendation, RecommendRequest
 from planner.sglang_command import SglangServeConfig, sglang_launch_command
 from planner.trtllm_command import TrtllmServeConfig, trtllm_serve_command
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
@@ -23,7 +24,7 @@ def cost_recommendation(
     catalog: Catalog,
     request: RecommendRequest,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     capacity: CapacityResult,
     price: Price,
     kind: Literal["rate", "concurrency"],
@@ -45,7 +46,8 @@ def cost_recommendation(
         assert demand.concurrency is not None
         per_replica_rps = replica_output_tps / request.output_len
         needed = math.ceil(demand.concurrency / capacity.max_load - 1e-9)
-        average_rps = per_replica_rps * demand.concurrency / capacity.max_load
+        average = demand.avg_concurrency or demand.concurrency
+        average_rps = per_replica_rps * average / capacity.max_load
     replicas = max(needed, 1) + demand.spare_replicas
     replicas_per_group = max(layout.dp, 1)
     groups = math.ceil(replicas / replicas_per_group)
@@ -58,26 +60,47 @@ def cost_recommendation(
     total_tps = served_rps * (request.input_len + request.output_len)
     per_million_output = usd_per_million_tokens(usd_per_hour, output_tps)
     per_million_total = usd_per_million_tokens(usd_per_hour, total_tps)
-    model = catalog.model(request.model).hf_id
-    engine_config = EngineConfig(
-        engine=request.engine,
-        max_num_seqs=settings.max_num_seqs,
-        max_num_batched_tokens=settings.max_num_batched_tokens,
-        max_model_len=request.input_len + request.output_len,
-        kv_cache_dtype=layout.kv_cache_dtype,
-        enable_prefix_caching=settings.enable_prefix_caching,
-        enable_chunked_prefill=settings.enable_chunked_prefill,
-        data_parallel_size=layout.attention_dp,
-        enable_expert_parallel=layout.expert_parallel,
+    engine = settings.model_copy(
+        update={
+            "kv_cache_dtype": layout.kv_cache_dtype,
+            "max_model_len": request.max_model_len,
+            "data_parallel_size": layout.attention_dp,
+            "enable_expert_parallel": layout.expert_parallel,
+        }
+    ).resolved(catalog.gpu(inst.gpu_id))
+    cost = PlanCost(
+        replicas=replicas,
+        instances_total=instances_total,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_output_tokens=per_million_output,
+        usd_per_million_total_tokens=per_million_total,
+        usd_per_request=cost_per_request(usd_per_hour, served_rps),
+        monthly_usd=usd_per_hour * HOURS_PER_MONTH,
+        utilisation=utilisation,
     )
-    vllm_command = vllm_serve_command(
-        VllmServeConfig(
-            model=model,
-            tensor_parallel_size=layout.tp,
-            pipeline_parallel_size=layout.pp,
-            precision=layout.precision,
-            engine=engine_config.model_copy(update={"engine": "vllm"}),
-        )
+    plan = Plan(
+        model=catalog.model(request.model).hf_id,
+        precision=layout.precision,
+        gpu=inst.gpu_id,
+        instance=layout.instance,
+        tp=layout.tp,
+        pp=layout.pp,
+        nodes=max(1, math.ceil(layout.nodes / replicas_per_group)),
+        replicas=replicas,
+        engine=engine,
+        workload=request.workload,
+        load=plan_load(kind, capacity.max_load),
+        slo=request.slo,
+        prediction=PlanPrediction.of(prediction),
+        price=PlanPrice(
+            provider=inst.provider,
+            region=price.region,
+            pricing=price.pricing,
+            usd_per_hour=price.usd_per_hour,
+            source=price.source,
+            as_of=price.as_of,
+        ),
+        cost=cost,
     )
     return Recommendation(
         provider=inst.provider,
@@ -94,14 +117,14 @@ def cost_recommendation(
         expert_parallel=layout.expert_parallel,
         precision=layout.precision,
         kv_cache_dtype=layout.kv_cache_dtype,
-        engine_settings=settings,
+        engine_settings=engine,
         replicas=replicas,
         instances_total=instances_total,
         usd_per_hour=usd_per_hour,
         usd_per_million_output_tokens=per_million_output,
         usd_per_million_total_tokens=per_million_total,
-        usd_per_request=cost_per_request(usd_per_hour, served_rps),
-        monthly_usd=usd_per_hour * HOURS_PER_MONTH,
+        usd_per_request=cost.usd_per_request,
+        monthly_usd=cost.monthly_usd,
         utilisation=utilisation,
         max_rps_per_replica=per_replica_rps,
         pred_output_tok_per_s_per_replica=replica_output_tps,
@@ -116,17 +139,18 @@ def cost_recommendation(
         confidence=prediction.confidence,
         far_from_data=prediction.far_from_data,
         uncertain_because=list(prediction.uncertain_because),
-        vllm_command=vllm_command,
-        launch_command=launch_command(request.engine, model, layout, engine_config),
+        vllm_command=vllm_serve_command(_vllm_config(plan)),
+        launch_command=launch_command(plan),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
+        plan=plan,
     )
 
 
 def usd_per_hour_bound(
     request: RecommendRequest,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     saturated: CapacityResult,
     usd_per_instance_hour: float,
     kind: Literal["rate", "concurrency"],
@@ -143,21 +167,30 @@ def usd_per_hour_bound(
     return groups * layout.nodes * usd_per_instance_hour
 
 
-def launch_command(engine: str, model: str, layout: LayoutCandidate, config: EngineConfig) -> str:
-    """The command that starts one replica of ``layout`` on ``engine``."""
-    family = config.family
+def _vllm_config(plan: Plan) -> VllmServeConfig:
+    """The plan's ``vllm serve`` configuration (a plan for another engine keeps vLLM's name on
+    its settings, so the command is vLLM's own)."""
+    config = plan.vllm_config()
+    if plan.engine.family == "vllm":
+        return config
+    return config.model_copy(update={"engine": plan.engine.model_copy(update={"engine": "vllm"})})
+
+
+def launch_command(plan: Plan) -> str:
+    """The command that starts one replica of ``plan`` on its engine (``vllm serve``,
+    ``python -m sglang.launch_server`` or ``trtllm-serve``)."""
     common = {
-        "model": model,
-        "tensor_parallel_size": layout.tp,
-        "pipeline_parallel_size": layout.pp,
-        "precision": layout.precision,
-        "engine": config,
+        "model": plan.model,
+        "tensor_parallel_size": plan.tp,
+        "pipeline_parallel_size": plan.pp,
+        "precision": plan.precision,
+        "engine": plan.engine,
     }
-    if family == "sglang":
+    if plan.engine.family == "sglang":
         return sglang_launch_command(SglangServeConfig(**common))
-    if family == "trtllm":
+    if plan.engine.family == "trtllm":
         try:
             return trtllm_serve_command(TrtllmServeConfig(**common))
         except InvalidInputError as exc:
             return f"# {exc}"
-    return vllm_serve_command(VllmServeConfig(**common))
+    return vllm_serve_command(_vllm_config(plan))

@@ -9,31 +9,28 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import PricingMode
+from planner.cost import DEFAULT_SPARE_REPLICAS
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
-from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.layouts import LayoutCandidate
 from planner.perf.scenario import Prediction
+from planner.plan import Plan, PlanWorkload, Slo
 from planner.workload import LengthDistribution
 
 
 # ----- inputs ------------------------------------------------------------------------------------
-class Slo(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    ttft_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
-    tpot_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
-    e2e_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)
-
-
 class Demand(BaseModel):
-    """The load to serve: an average and a peak request rate (req/s), or a concurrency."""
+    """The load to serve: an average and a peak request rate (req/s), or a peak concurrency
+    (requests in flight) and its average (None: the peak), which decides the utilisation."""
 
     model_config = ConfigDict(frozen=True)
 
     avg_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
     peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
     concurrency: int | None = Field(default=None, ge=1, le=MAX_LOAD)
-    spare_replicas: int = Field(default=1, ge=0, le=1_000)
+    avg_concurrency: float | None = Field(default=None, gt=0, le=MAX_LOAD, allow_inf_nan=False)
+    spare_replicas: int = Field(default=DEFAULT_SPARE_REPLICAS, ge=0, le=1_000)
     #: observed average utilisation of the capacity bought; None: average rate / capacity.
     utilisation: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
 
@@ -48,29 +45,15 @@ class Demand(BaseModel):
             raise InvalidInputError(
                 "peak_rate_rps", self.peak_rate_rps, f">= avg_rate_rps ({self.avg_rate_rps})"
             )
+        if self.avg_concurrency is not None and self.avg_concurrency > (self.concurrency or 0):
+            raise InvalidInputError(
+                "avg_concurrency", self.avg_concurrency, f"<= concurrency ({self.concurrency})"
+            )
         return self
 
     @property
     def peak(self) -> float | None:
         return self.peak_rate_rps or self.avg_rate_rps
-
-
-class EngineSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = False
-
-    @property
-    def label(self) -> str:
-        parts = [f"seqs {self.max_num_seqs}", f"batch {self.max_num_batched_tokens} tok"]
-        if not self.enable_chunked_prefill:
-            parts.append("no chunked prefill")
-        if self.enable_prefix_caching:
-            parts.append("prefix caching")
-        return ", ".join(parts)
 
 
 class SearchSpace(BaseModel):
@@ -105,7 +88,21 @@ class RecommendRequest(BaseModel):
     demand: Demand
     slo: Slo = Slo()
     search: SearchSpace = SearchSpace()
-    engine: str = "vllm"
+    #: the settings every candidate starts from (engine, gpu_memory_utilization, ...); the
+    #: search space's grid sets the batch knobs, its KV dtypes the cache dtype
+    engine: EngineConfig = EngineConfig()
+
+    @property
+    def max_model_len(self) -> int:
+        """What every candidate is judged at and started with: the engine's ``max_model_len``
+        when the request states one, else the longest request the workload sends."""
+        return self.engine.max_model_len or self.workload.longest_request
+
+    @property
+    def workload(self) -> PlanWorkload:
+        """The lengths the predictions sample (the distributions, else the fixed means)."""
+        input_len = self.input_dist or self.input_len
+        return PlanWorkload.of(input_len, self.output_dist or self.output_len, self.prefix_share)
 
 
 # ----- what the performance model must provide ---------------------------------------------------
@@ -114,7 +111,7 @@ class RecommendRequest(BaseModel):
 PredictKind = Literal["rate", "concurrency", "saturation"]
 
 #: (layout, engine settings, load kind, load) -> prediction of one replica.
-Predictor = Callable[[LayoutCandidate, "EngineSettings", PredictKind, float], Prediction]
+Predictor = Callable[[LayoutCandidate, EngineConfig, PredictKind, float], Prediction]
 
 
 # ----- outputs -----------------------------------------------------------------------------------
@@ -135,7 +132,7 @@ class Recommendation(BaseModel):
     expert_parallel: bool = False
     precision: str
     kv_cache_dtype: str
-    engine_settings: EngineSettings
+    engine_settings: EngineConfig = Field(description="resolved: what the plan runs with")
     replicas: int
     instances_total: int
     usd_per_hour: float
@@ -169,6 +166,7 @@ class Recommendation(BaseModel):
         description="how its capacity and latencies were predicted: simulated (the shortlist) "
         "or from the steady state of continuous batching (the rest of the ranking)",
     )
+    plan: Plan = Field(description="one replica of it, typed, as the Verify page runs it")
 
     @property
     def label(self) -> str:
@@ -217,7 +215,7 @@ RANKING_COLUMNS = [
 def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
     rows = []
     for rec in result.ranked:
-        row = rec.model_dump()
+        row = rec.model_dump(exclude={"plan"})
         row["engine_settings"] = rec.engine_settings.label
         row["uncertain_because"] = "; ".join(rec.uncertain_because)
         rows.append({c: row.get(c) for c in RANKING_COLUMNS})
@@ -226,3 +224,10 @@ def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
 
 def rejected_rows(result: RecommendationResult) -> list[dict[str, Any]]:
     return [r.model_dump() for r in result.rejected]
+
+
+def grid_value(value: int | None, name: str) -> int:
+    """A batch knob of a grid point (always stated there)."""
+    if value is None:
+        raise InvalidInputError(name, value, "a value of the search space's grid")
+    return value

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from planner.catalog import Catalog, Price
+from planner.engine import EngineConfig
 from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.recommend.capacity import (
@@ -38,6 +39,7 @@ from planner.recommend.capacity import (
     CapacityResult,
     PerfPredictor,
     concurrency_ceiling,
+    guarded,
     replica_capacity,
     saturated_capacity,
     seats,
@@ -45,7 +47,6 @@ from planner.recommend.capacity import (
 )
 from planner.recommend.costing import cost_recommendation, usd_per_hour_bound
 from planner.recommend.request import (
-    EngineSettings,
     Predictor,
     Recommendation,
     RecommendationResult,
@@ -78,16 +79,22 @@ def prices_in_scope(catalog: Catalog, instance: str, search: SearchSpace) -> lis
     ]
 
 
-def engine_grid(search: SearchSpace, prefix_share: float) -> list[EngineSettings]:
+def engine_grid(request: RecommendRequest) -> list[EngineConfig]:
+    """The request's engine settings at each point of the search space's grid (max_num_seqs,
+    max_num_batched_tokens, chunked prefill, prefix caching: on when the workload shares a
+    prefix, unless the search says)."""
+    search = request.search
     prefix = search.prefix_caching
     if prefix is None:
-        prefix = (True,) if prefix_share > 0 else (False,)
+        prefix = (True,) if request.prefix_share > 0 else (False,)
     return [
-        EngineSettings(
-            max_num_seqs=seqs,
-            max_num_batched_tokens=tokens,
-            enable_chunked_prefill=chunked,
-            enable_prefix_caching=cache,
+        request.engine.model_copy(
+            update={
+                "max_num_seqs": seqs,
+                "max_num_batched_tokens": tokens,
+                "enable_chunked_prefill": chunked,
+                "enable_prefix_caching": cache,
+            }
         )
         for seqs, tokens, chunked, cache in itertools.product(
             search.max_num_seqs, search.max_num_batched_tokens, search.chunked_prefill, prefix
@@ -129,17 +136,18 @@ def recommend(
             max_nodes=search.max_nodes,
             precisions=search.precisions,
             kv_cache_dtypes=search.kv_cache_dtypes,
+            engine=request.engine.model_copy(update={"max_model_len": request.max_model_len}),
         )
     kind: Literal["rate", "concurrency"] = (
         "concurrency" if request.demand.concurrency is not None else "rate"
     )
     rejected: list[Rejected] = []
     misses_before = cache.misses
-    grid = engine_grid(search, request.prefix_share)
+    grid = engine_grid(request)
 
     # Phase 1: one saturated prediction per layout (at the grid's largest batch) bounds what
     # the layout can cost at best; layouts are then searched cheapest bound first.
-    widest = max(grid, key=lambda s: (s.max_num_seqs, s.max_num_batched_tokens))
+    widest = max(grid, key=lambda s: (s.max_num_seqs or 0, s.max_num_batched_tokens or 0))
     bounded: list[tuple[float, Any, dict[str, Any], CapacityResult]] = []
     for layout in _replica_layouts(layouts):
         base = _rejected_base(layout)
@@ -150,8 +158,13 @@ def recommend(
         if kind == "rate":
             saturated = cache.get_or_compute(
                 ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
-                functools.partial(saturated_capacity, predictor, layout, widest),
+                functools.partial(guarded, saturated_capacity, predictor, layout, widest),
             )
+            if saturated.reason is not None:
+                rejected.append(
+                    Rejected(**base, engine_settings=widest.label, reason=saturated.reason)
+                )
+                continue
         else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
             saturated = CapacityResult(float(seats(layout, widest)), None, None)
         bound = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
@@ -170,12 +183,12 @@ def recommend(
         layout: LayoutCandidate,
         base: dict[str, Any],
         saturated: CapacityResult,
-        settings: EngineSettings,
+        settings: EngineConfig,
     ) -> None:
         capacity = cache.get_or_compute(
             _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
             functools.partial(
-                replica_capacity, predictor, layout, settings, request, kind, saturated
+                guarded, replica_capacity, predictor, layout, settings, request, kind, saturated
             ),
         )
         if capacity.reason is not None or capacity.prediction is None:
@@ -258,12 +271,22 @@ def recommend(
 SHORTLIST = 12
 
 #: (layout, rejection base, engine settings, capacity) of a candidate that met the SLO
-_Candidate = tuple[LayoutCandidate, dict[str, Any], EngineSettings, CapacityResult]
+_Candidate = tuple[LayoutCandidate, dict[str, Any], EngineConfig, CapacityResult]
 
 
-def _candidate_key(layout: LayoutCandidate, settings: EngineSettings) -> tuple[Any, ...]:
+def _candidate_key(layout: LayoutCandidate, settings: EngineConfig) -> tuple[Any, ...]:
     return (layout.instance, layout.tp, layout.pp, layout.precision, layout.kv_cache_dtype,
-            settings)  # fmt: skip
+            *_grid_point(settings))  # fmt: skip
+
+
+def _grid_point(settings: EngineConfig) -> tuple[Any, ...]:
+    """The knobs the grid varies (a recommendation's resolved settings keep them)."""
+    return (
+        settings.max_num_seqs,
+        settings.max_num_batched_tokens,
+        settings.enable_chunked_prefill,
+        settings.enable_prefix_caching,
+    )
 
 
 def _verify_shortlist(
@@ -289,7 +312,7 @@ def _verify_shortlist(
         for rec in todo:
             ranked.remove(rec)
             key = (rec.instance, rec.tp, rec.pp, rec.precision, rec.kv_cache_dtype,
-                   rec.engine_settings)  # fmt: skip
+                   *_grid_point(rec.engine_settings))  # fmt: skip
             if key in done:
                 continue
             done.add(key)
@@ -297,7 +320,7 @@ def _verify_shortlist(
             capacity = cache.get_or_compute(
                 _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
                 functools.partial(
-                    verified_capacity, predictor, layout, settings, request, kind, estimate
+                    guarded, verified_capacity, predictor, layout, settings, request, kind, estimate
                 ),
             )
             if capacity.reason is not None or capacity.prediction is None:
@@ -338,7 +361,7 @@ def _prediction_key(
     predictor: Predictor,
     request: RecommendRequest,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
 ) -> tuple[Any, ...]:
     """Everything a prediction depends on (prices, demand and utilisation are not)."""
     inst = catalog.instance(layout.instance)
@@ -369,7 +392,7 @@ def _capacity_key(
     predictor: Predictor,
     request: RecommendRequest,
     layout: LayoutCandidate,
-    settings: EngineSettings,
+    settings: EngineConfig,
     kind: Literal["rate", "concurrency"],
 ) -> tuple[Any, ...]:
     """The memo key of a capacity: ``what`` (searched, verified), what it depends on, the SLO."""

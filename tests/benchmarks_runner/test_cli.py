@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
+from planner.plan import read_plan
 from tests.run_view import read_run
 
 from .conftest import REAL, ROOT, env_with_root
@@ -102,7 +103,8 @@ def test_cli_run_writes_result_json_with_vllm_keys(fast_server: Any, tmp_path: P
     assert "20/20" in proc.stderr  # progress bar on stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = read_run(run_dir)["run"]
-    assert meta["plan"] == {"gpu": "L40S", "tp": 4}
+    plan = read_plan(meta["plan"])  # the typed plan, the run's model where the file named none
+    assert plan is not None and (plan.gpu, plan.tp, plan.model) == ("L40S", 4, "sim-model")
     assert meta["config"]["load"] == "rate" and meta["config"]["request_rate"] == 50.0
     assert meta["config"]["input_len"] == 32 and meta["config"]["output_len"] == 8
     assert meta["config"]["headers"] == {"X-Team": "<redacted>"}
@@ -303,9 +305,10 @@ def test_an_import_with_a_plan_is_a_calibration_point(tmp_path: Path) -> None:
     assert flags.returncode == 0, flags.stderr
     assert ": a calibration point" in flags.stderr
     (run_dir,) = [Path(line) for line in flags.stdout.split()]
-    plan = read_run(run_dir)["run"]["plan"]
-    assert (plan["model"], plan["gpu"], plan["tp"], plan["label"]) == (
+    plan = read_plan(read_run(run_dir)["run"]["plan"])
+    assert plan is not None and (plan.model, plan.gpu, plan.tp, plan.label) == (
         "meta-llama/Llama-3.1-8B-Instruct", "H100-SXM", 1, "H100-SXM TP1 PP1 bf16")  # fmt: skip
+    assert plan.engine.max_num_seqs == 1024  # vllm serve's own on an H100, stated
     store = Store(None)
     store.ingest_runs(tmp_path / "a")
     (result,) = [r for r in store.measured_results() if r.origin == "user"]
@@ -334,9 +337,10 @@ def test_an_import_with_a_plan_is_a_calibration_point(tmp_path: Path) -> None:
                        "--runs-dir", str(tmp_path / "r"), "--plan", f"{saved}#1")  # fmt: skip
     assert by_rank.returncode == 0, by_rank.stderr
     (ranked_dir,) = [Path(line) for line in by_rank.stdout.split()]
-    ranked_plan = read_run(ranked_dir)["run"]["plan"]
-    assert (ranked_plan["instance"], ranked_plan["max_num_seqs"]) == ("p5.48xlarge", 64)
-    assert ranked_plan["max_num_batched_tokens"] == 4096
+    ranked_plan = read_plan(read_run(ranked_dir)["run"]["plan"])
+    assert ranked_plan is not None
+    assert (ranked_plan.instance, ranked_plan.engine.max_num_seqs) == ("p5.48xlarge", 64)
+    assert ranked_plan.engine.max_num_batched_tokens == 4096
 
 
 def test_a_plan_that_does_not_resolve_is_refused_before_anything_is_written(

@@ -7,8 +7,6 @@ from another client while ``diagnose --base-url`` only watches its /metrics)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,22 +17,10 @@ from benchmarks_runner import build_synthetic_specs, make_run_config, run_benchm
 from benchmarks_runner.cli import main
 from planner.workload import LengthDistribution
 
-from .conftest import FIXTURES, ROOT, env_with_root
+from .conftest import FIXTURES
 
 REAL = FIXTURES / "real-tools"
 pytestmark = pytest.mark.timeout(240)
-
-
-def diagnose_cli(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
-    """The command in its own process, as a user starts it."""
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks_runner", "diagnose", *args],
-        cwd=ROOT,
-        env=env_with_root(),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
 
 
 def diagnose_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -92,24 +78,23 @@ def test_a_guidellm_file_of_two_benchmarks_is_two_diagnoses_without_chunk_times(
         assert findings(d)["workload_realism"]["status"] == "found"
 
 
+@pytest.mark.parametrize("how", ["file", "flags"])
 def test_a_plan_makes_the_what_ifs_and_the_text_report_names_the_fix(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str
 ) -> None:
+    deployment = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "L40S", "tp": 4}
     plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "model": "meta-llama/Llama-3.1-8B-Instruct",
-                "gpu": "L40S",
-                "tp": 4,
-                "instance": "g6e.12xlarge",
-            }
-        )
+    plan.write_text(json.dumps(deployment | {"instance": "g6e.12xlarge"}))
+    named = (
+        ["--plan", str(plan)]
+        if how == "file"
+        else ["--gpu", "L40S", "--tp", "4", "--instance", "g6e.12xlarge"]  # model: the file's
     )
     path = str(REAL / "vllm-bench-0.33/vllm-sim-c8-r1.json")
-    code, text, err = diagnose_main(capsys, path, "--plan", str(plan))
+    code, text, err = diagnose_main(capsys, path, *named)
     assert code == 0, err
     assert "Triage" in text and "[x] Multi-GPU scaling poor?" in text
+    assert "meta-llama/Llama-3.1-8B-Instruct on g6e.12xlarge TP4" in text
     assert "Parallelism that fights the interconnect" in text
     assert "vllm serve ... --tensor-parallel-size" in text
     assert "predicted: output tok/s" in text
@@ -135,25 +120,26 @@ def test_bad_input_is_one_line_naming_it(
 
 
 def test_a_live_endpoint_is_diagnosed_from_its_metrics_while_others_load_it(
-    sim_server: Any, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], sim_server: Any, tmp_path: Path
 ) -> None:
-    # at most 4 requests run at once; a client with 16 in flight keeps 12 waiting
+    # at most 4 requests run at once; a client with 16 in flight keeps 12 waiting (80 requests
+    # at ~0.34 s each, 4 at a time: ~7 s of load, longer than the 3 s watched)
     server = sim_server("--ttft-ms", "20", "--token-delay-ms", "5", "--max-concurrency", "4")
     config = make_run_config(base_url=server.base_url, model="sim-model", concurrency=16)
     specs = build_synthetic_specs(
-        400, LengthDistribution.fixed(64), LengthDistribution.fixed(64), seed=1
+        80, LengthDistribution.fixed(64), LengthDistribution.fixed(64), seed=1
     )
     load = threading.Thread(target=run_benchmark_sync, args=(config, specs, tmp_path))
     load.start()
     try:
-        out = diagnose_cli(
-            "--base-url", server.base_url, "--duration", "3", "--interval-s", "0.25", "--json",
-            "--no-predict",
+        code, out, err = diagnose_main(
+            capsys, "--base-url", server.base_url, "--duration", "3", "--interval-s", "0.25",
+            "--json", "--no-predict",
         )  # fmt: skip
     finally:
         load.join(timeout=120)
-    assert out.returncode == 0, out.stderr
-    d = json.loads(out.stdout)
+    assert code == 0, err
+    d = json.loads(out)
     assert d["source"] == "live endpoint" and d["duration_s"] >= 3
     by_key = findings(d)
     assert by_key["queueing"]["status"] == "found", by_key["queueing"]["headline"]

@@ -18,6 +18,7 @@ from benchmarks_runner.workload import RequestSpec
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
+from planner.plan import Plan
 from planner.run_files import read_run_dir
 from planner.store import Store
 from planner.workload import LengthDistribution
@@ -26,18 +27,7 @@ from tests.run_view import read_run
 EIGHT = LengthDistribution.fixed(8)
 FAST = ["--ttft-ms", "5", "--token-delay-ms", "2"]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-PLAN = {
-    "engine": "vllm",
-    "model": MODEL,
-    "precision": "bf16",
-    "gpu": "H100-SXM",
-    "num_gpus": 1,
-    "tp": 1,
-    "pp": 1,
-    "instance": None,
-    "nodes": 1,
-    "label": "H100-SXM TP1 PP1 bf16",
-}
+PLAN = Plan(model=MODEL, gpu="H100-SXM")
 
 
 def specs(n: int, out: int = 8) -> list[RequestSpec]:
@@ -188,7 +178,7 @@ def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) ->
     served = Scenario.model_validate_json(argv[argv.index("--scenario") + 1])
     assert served == request.scenario() and served.gpu == "H100-SXM"
     assert json.loads(argv[argv.index("--coefficients") + 1]) == [1.0, 2.0]
-    assert request.stored_plan()["verification"] == {
+    assert request.stored_plan().model_dump(mode="json")["verification"] == {
         "endpoint": "simulated",
         "slowdown": 2.0,
         "faults": {"error_rate": 0.1},
@@ -266,13 +256,12 @@ def test_launching_vllm_where_it_is_missing_says_how_to_install(
     manager: RunManager, tmp_path: Path
 ) -> None:
     from benchmarks_runner.vllm_launcher import launch_readiness
-    from planner.verification import vllm_config_for_plan
 
     if launch_readiness().ok:
         pytest.skip("vLLM and a GPU are present here")
     request = VerificationRequest(
         plan=PLAN, input_len=EIGHT, output_len=EIGHT, num_requests=1, concurrency=1,
-        endpoint="vllm", vllm_config=vllm_config_for_plan(PLAN), log_dir=tmp_path,
+        endpoint="vllm", vllm_config=PLAN.vllm_config(), log_dir=tmp_path,
     )  # fmt: skip
     run = manager.start_verification(request)
     assert run.wait(30) and run.state == "failed"
@@ -289,7 +278,7 @@ def test_a_verification_run_sends_exactly_the_predicted_workload(
     from planner.perf.simulator import simulate
     from planner.verification import custom_plan, scenario_of_run
 
-    plan = custom_plan(MODEL, "H100-SXM")
+    plan = custom_plan(MODEL, catalog.gpu("H100-SXM"))
     request = VerificationRequest(
         plan=plan,
         input_len=LengthDistribution.lognormal(256, 128),

@@ -20,7 +20,7 @@ def test_moving_the_utilisation_changes_the_top_recommendation(
     sidebar.get_by_text("Set the observed utilisation").click()
     wait_idle(page)
     at_60 = top_cost(page)
-    slider = sidebar.get_by_role("slider")
+    slider = sidebar.locator(".st-key-util").get_by_role("slider")
     slider.focus()
     for _ in range(6):  # 60% -> 30% in steps of 5
         slider.press("ArrowLeft")

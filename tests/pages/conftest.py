@@ -17,7 +17,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from benchmarks_runner.metrics import compute_summary
-from planner.run_files import RequestRecord, RunWriter
+from planner.run_files import MetricSample, RequestRecord, RunWriter
 from planner.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +94,53 @@ def write_poisoned_runs(runs_dir: Path) -> None:
     cut.write_meta(status="completed", model=MODEL, started_at="2026-11-01T09:05:00Z")
     cut.close()
     (cut.dir / "run.json").write_text('{"run_id": "' + BAD_META_RUN + '", "status": "comp')
+
+
+KV_RUN = "20261201T120000Z-c0ffee"
+
+
+def write_kv_run(runs_dir: Path) -> None:
+    """A run of 64 requests at concurrency 32 on a plan with gpu_memory_utilization 0.3 whose
+    server preempted 40 times with its KV cache full and requests waiting."""
+    writer = RunWriter(runs_dir, run_id=KV_RUN)
+    rows = []
+    for i in range(64):
+        start = (i // 32) * 2.0 + 0.01 * (i % 32)
+        chunks = [start + 0.3 + 0.015 * k for k in range(100)]
+        rows.append(
+            RequestRecord(
+                request_id=f"kv-{i}", request_index=i, scheduled_s=start, start_s=start,
+                first_chunk_s=chunks[0], first_content_s=chunks[0], end_s=chunks[-1],
+                chunk_times_s=chunks, chunk_tokens=[1] * 100, prompt_tokens=700 + 10 * (i % 30),
+                output_tokens=100, input_len_target=1000, output_len_target=100, status="ok",
+                http_status=200,
+            )
+        )  # fmt: skip
+    writer.append_requests(rows)
+    times = [0.5 * k for k in range(9)]
+    samples = []
+    for name, values in (
+        ("vllm:num_preemptions_total", [0, 5, 10, 15, 20, 25, 30, 35, 40]),
+        ("vllm:kv_cache_usage_perc", [0.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]),
+        ("vllm:num_requests_waiting", [0, 12, 14, 15, 12, 10, 8, 4, 0]),
+        ("vllm:num_requests_running", [20, 20, 18, 17, 20, 22, 24, 28, 10]),
+    ):
+        samples += [
+            MetricSample(t_s=t, name=name, value=float(v))
+            for t, v in zip(times, values, strict=True)
+        ]
+    writer.append_metric_samples(samples)
+    writer.write_meta(
+        status="completed",
+        model=MODEL,
+        simulated=True,
+        endpoint={"base_url": "http://127.0.0.1:9", "api": "completions"},
+        config={"load": "concurrency", "concurrency": 32, "num_requests": 64},
+        plan={"engine": "vllm", "model": MODEL, "gpu": "H100-SXM", "tp": 1, "pp": 1,
+              "num_gpus": 1, "gpu_memory_utilization": 0.3, "label": "H100-SXM TP1 PP1 bf16"},
+        summary=compute_summary(rows, duration_s=4.0, max_concurrency=32),
+    )  # fmt: skip
+    writer.close()
 
 
 @pytest.fixture(scope="session")

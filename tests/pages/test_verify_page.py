@@ -109,3 +109,23 @@ def test_a_recommended_plan_is_the_default(app: Callable[..., AppTest], own_user
     assert any(f"on {label}: one replica" in c.value for c in at.caption)
     assert not at.button(key="vf_run").disabled
     assert any(c.value.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct") for c in at.code)
+
+
+def test_a_simulated_run_does_not_refit_the_model_unless_asked(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    """The simulated endpoint is timed by the model: by default its run is compared and kept,
+    and the model does not learn from it; the page's switch says how to let it."""
+    at = app(PAGE, **SMALL)
+    assert at.toggle(key="vf_fit_simulated").value is False
+    at.button(key="vf_run").click().run()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        at.run()
+        no_exception(at)
+        if any("does not refit on it" in i.value for i in at.info):
+            break
+        time.sleep(0.5)
+    (why,) = [i.value for i in at.info if "does not refit on it" in i.value]
+    assert "simulated endpoint" in why and "Simulated runs refit the model" in why
+    assert frame_with(at, "metric", "predicted", "measured")["measured"].notna().any()

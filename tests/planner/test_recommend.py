@@ -7,13 +7,16 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
+from planner.plan import Plan, read_plan
 from planner.recommend import (
     CapacityCache,
     Demand,
@@ -30,6 +33,8 @@ from planner.recommend import (
 )
 from planner.recommend.search import SHORTLIST
 from planner.recommend_export import write_csv, write_html
+from planner.vllm_command import vllm_serve_command
+from planner.workload import LengthDistribution
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -159,6 +164,26 @@ def test_ranked_rows_carry_costs_latencies_and_the_command(
     assert top["price_source"] and top["price_as_of"]
     assert pareto_cost_vs_latency(result) and pareto_throughput_vs_interactivity(result)
 
+    # the typed plan: what the Verify page runs is what was predicted, and it survives JSON
+    best = result.ranked[0]
+    plan = best.plan
+    assert Plan.model_validate(plan.model_dump(mode="json")) == plan
+    assert read_plan(json.loads(plan.model_dump_json())) == plan
+    assert (plan.gpu, plan.tp, plan.pp, plan.replicas) == (
+        best.gpu,
+        best.tp,
+        best.pp,
+        best.replicas,
+    )
+    assert plan.engine == best.engine_settings and plan.engine.is_resolved
+    assert plan.price is not None and plan.price.source == best.price_source
+    assert plan.cost is not None and plan.cost.usd_per_hour == best.usd_per_hour
+    assert vllm_serve_command(plan.vllm_config()) == best.vllm_command
+    again = perf.predict(plan.scenario())
+    assert plan.prediction is not None
+    assert again.ttft_ms_p99 == plan.prediction.ttft_ms_p99 == best.pred_ttft_ms_p99
+    assert again.output_tok_per_s == best.pred_output_tok_per_s_per_replica
+
     csv = pd.read_csv(write_csv(result, tmp_path / "plan.csv"))
     assert list(csv["instance"]) == [r["instance"] for r in rows]
     page = write_html(result, catalog, tmp_path / "plan.html").read_text()
@@ -190,6 +215,8 @@ def test_cli_prints_json_with_the_documented_keys() -> None:
     }  # fmt: skip
     assert payload["ranked"] and keys <= set(payload["ranked"][0])
     assert all("reason" in r for r in payload["rejected"])
+    top = read_plan(payload["ranked"][0]["plan"])  # what `import --plan FILE#1` reads
+    assert top is not None and top.gpu == "L40S" and top.tp == payload["ranked"][0]["tp"]
 
 
 def test_cli_bad_input_is_one_line_naming_the_field() -> None:
@@ -248,3 +275,66 @@ def test_max_rate_meeting_slo_is_the_edge_of_the_slo(perf: PerformanceModel) -> 
     over = perf.predict(base.model_copy(update={"request_rate": tight.max_rate * 1.25}))
     assert over.ttft_ms_p99 > 1500 or over.tpot_ms_p99 > 60
     assert tight.evaluations <= 14
+
+
+# ----- judged at the plan's context, within the KV headroom -------------------------------------
+def _search(catalog: Catalog, perf: PerformanceModel, request: RecommendRequest) -> Any:
+    return recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
+    )
+
+
+def test_layouts_are_judged_at_the_plans_context_and_the_command_states_it(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """Llama-3.1-70B on AWS single-node layouts: every request is 2,560 tokens, so no layout
+    is ruled out for a 131,072-token sequence nobody sends; the vllm serve line says 2,560."""
+    request = _request(max_nodes=1)
+    result = _search(catalog, perf, request)
+    assert result.ranked
+    assert not [r for r in result.rejected if "131,072-token sequence" in r.reason]
+    for rec in result.ranked:
+        assert rec.plan.engine.max_model_len == 2560
+        assert "--max-model-len 2560" in rec.vllm_command
+    # a user's own max_model_len is what the layouts are judged at, and what is printed
+    full = request.model_copy(update={"engine": EngineConfig(max_model_len=131072)})
+    at_full = _search(catalog, perf, full)
+    assert [r for r in at_full.rejected if "131,072-token sequence" in r.reason]
+    assert all("--max-model-len 131072" in rec.vllm_command for rec in at_full.ranked)
+    # lengths drawn from distributions: the longest request the prediction sends
+    spread = request.model_copy(
+        update={
+            "input_dist": LengthDistribution.lognormal(2048, 512),
+            "output_dist": LengthDistribution.uniform(256, 768),
+            "search": request.search.model_copy(update={"instances": ("p5.48xlarge",)}),
+        }
+    )
+    longest = spread.workload.longest_request
+    assert longest == LengthDistribution.lognormal(2048, 512).max() + 768
+    (top, *_) = _search(catalog, perf, spread).ranked
+    assert top.plan.engine.max_model_len == longest
+    assert f"--max-model-len {longest}" in top.vllm_command
+
+
+def test_no_ranked_plan_runs_its_kv_cache_past_the_headroom(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """The brief's 70B at 2 req/s on AWS: without headroom a ranked plan runs its KV cache at
+    ~98% at peak (p5.4xlarge, TP1 x PP2), the preemption trap; with the default 90% none
+    does, and a candidate held back by it says so."""
+    request = _request()
+    assert request.slo.kv_occupancy_max == 0.9  # the default headroom
+    result = _search(catalog, perf, request)
+    assert result.ranked
+    for rec in result.ranked:
+        assert rec.kv_occupancy_peak is not None and rec.kv_occupancy_peak <= 0.9, rec.label
+    no_headroom = request.model_copy(
+        update={"slo": request.slo.model_copy(update={"kv_occupancy_max": None})}
+    )
+    unchecked = _search(catalog, perf, no_headroom)
+    assert any((r.kv_occupancy_peak or 0) > 0.9 for r in unchecked.ranked)
+    tight = request.model_copy(
+        update={"slo": request.slo.model_copy(update={"kv_occupancy_max": 0.05})}
+    )
+    held = _search(catalog, perf, tight)
+    assert any("KV cache" in r.reason and "headroom 5%" in r.reason for r in held.rejected)

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.perf.scenario import Prediction, Scenario
-from planner.recommend import EngineSettings, Recommendation
+from planner.plan import Load, Plan, PlanWorkload
 from planner.run_files import RequestRecord, RunFiles
 from planner.runs import run_to_measured_result
 from planner.verification import (
@@ -27,12 +28,9 @@ from planner.verification import (
     move_rows,
     moves_for_result,
     newest_run_id,
-    plan_from_recommendation,
     prediction_moves,
     recommendation_scenarios,
     scenario_of_run,
-    verification_scenario,
-    vllm_config_for_plan,
     without_run,
 )
 from planner.vllm_command import vllm_serve_args
@@ -76,52 +74,60 @@ def test_compare_gives_the_signed_error_and_the_interval() -> None:
     assert compare(None, summary)[0].predicted is None
 
 
-def test_a_recommended_plan_is_one_replica() -> None:
-    rec = Recommendation(
-        provider="aws", instance="g6e.12xlarge", region="us-east-1", pricing="on_demand",
-        gpu="L40S", nodes=3, gpus=12, tp=4, pp=1, dp=3, precision="bf16",
-        kv_cache_dtype="fp8", engine_settings=EngineSettings(max_num_seqs=64),
-        replicas=3, instances_total=4, usd_per_hour=1.0, usd_per_million_output_tokens=1.0,
-        usd_per_million_total_tokens=1.0, usd_per_request=0.1, monthly_usd=1.0,
-        utilisation=0.5, max_rps_per_replica=2.0, pred_output_tok_per_s_per_replica=100.0,
-        pred_ttft_ms_p99=1.0, pred_tpot_ms_p99=1.0, vllm_command="vllm serve x",
-        price_source="x", price_as_of="2026-01-01",
-    )  # fmt: skip
-    (scenario,) = recommendation_scenarios([rec], MODEL, input_len=2048, output_len=512)
+#: One replica of a recommended plan: 3 replicas of TP4 on g6e.12xlarge, sized at 2 req/s.
+RECOMMENDED = Plan(
+    model=MODEL,
+    gpu="L40S",
+    instance="g6e.12xlarge",
+    tp=4,
+    replicas=3,
+    engine=EngineConfig(
+        max_num_seqs=64, max_num_batched_tokens=8192, block_size=16, kv_cache_dtype="fp8",
+        max_model_len=2560,
+    ),
+    workload=PlanWorkload.of(2048, 512),
+    load=Load.rate(2.0, 160),
+)  # fmt: skip
+
+
+def test_a_plan_is_one_replica_at_the_load_it_was_sized_for() -> None:
+    (scenario,) = recommendation_scenarios([RECOMMENDED])
     assert (scenario.load, scenario.request_rate, scenario.num_requests) == ("rate", 2.0, 160)
     assert (scenario.gpus, scenario.instance, scenario.max_num_seqs) == (4, "g6e.12xlarge", 64)
-    plan = plan_from_recommendation(rec, MODEL)
-    assert (plan["num_gpus"], plan["tp"], plan["nodes"], plan["instance"]) == (
-        4,
-        4,
-        1,
-        "g6e.12xlarge",
-    )
-    assert plan["max_num_seqs"] == 64 and plan["kv_cache_dtype"] == "fp8"
-    assert plan["label"] == "g6e.12xlarge TP4 PP1 bf16"
-    args = vllm_serve_args(vllm_config_for_plan(plan, max_model_len=4096))
+    assert (scenario.kv_cache_dtype, scenario.max_model_len) == ("fp8", 2560)
+    assert RECOMMENDED.label == "g6e.12xlarge TP4 PP1 bf16"
+    args = vllm_serve_args(RECOMMENDED.vllm_config())
     for flag, value in (("--tensor-parallel-size", "4"), ("--max-num-seqs", "64"),
-                        ("--kv-cache-dtype", "fp8"), ("--max-model-len", "4096")):  # fmt: skip
+                        ("--kv-cache-dtype", "fp8"), ("--max-model-len", "2560")):  # fmt: skip
         assert args[args.index(flag) + 1] == value
+    assert recommendation_scenarios([Plan(model=MODEL, gpu="L4")]) == []  # nothing sized
 
 
-def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result() -> None:
-    plan = custom_plan(MODEL, "H100-SXM", tp=2, max_num_seqs=128)
-    assert plan["label"] == "H100-SXM TP2 PP1 bf16"
-    scenario = verification_scenario(
-        plan, input_len=256, output_len=32, num_requests=24, concurrency=4
-    )
+def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result(
+    catalog: Catalog,
+) -> None:
+    plan = custom_plan(MODEL, catalog.gpu("H100-SXM"), tp=2, engine=EngineConfig(max_num_seqs=128))
+    assert plan.label == "H100-SXM TP2 PP1 bf16" and plan.engine.max_num_batched_tokens == 8192
+    scenario = plan.scenario(workload=PlanWorkload.of(256, 32), load=Load.closed_loop(4, 24))
     assert (scenario.gpus, scenario.load, scenario.concurrency) == (2, "concurrency", 4)
     assert scenario.max_num_seqs == 128
     config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32,
               "num_requests": 24}  # fmt: skip
-    meta = {"run_id": "r1", "status": "completed", "plan": plan, "config": config,
-            "simulated": True, "summary": {"output_throughput": 10.0, "median_ttft_ms": 5.0,
-                                           "median_tpot_ms": 2.0}}  # fmt: skip
+    meta = {"run_id": "r1", "status": "completed", "plan": plan.model_dump(mode="json"),
+            "config": config, "simulated": True,
+            "summary": {"output_throughput": 10.0, "median_ttft_ms": 5.0,
+                        "median_tpot_ms": 2.0}}  # fmt: skip
     assert scenario_of_run(meta) == scenario
     assert scenario_of_run({"plan": None, "config": config}) is None
     rate = scenario_of_run(meta | {"config": config | {"load": "rate", "request_rate": 1.5}})
     assert rate is not None and (rate.load, rate.request_rate) == ("rate", 1.5)
+    # a run file written before plans were typed holds a flat plan
+    flat = {"engine": "vllm", "model": MODEL, "gpu": "H100-SXM", "tp": 2, "num_gpus": 2,
+            "max_num_seqs": 128, "label": "H100-SXM TP2 PP1 bf16"}  # fmt: skip
+    legacy = scenario_of_run(meta | {"plan": flat})
+    assert legacy is not None and (legacy.tp, legacy.max_num_seqs, legacy.concurrency) == (
+        2, 128, 4,
+    )  # fmt: skip
     requests = [
         RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
                       input_len_target=256, output_len_target=32, status="ok")
@@ -129,6 +135,7 @@ def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result() -> 
     ]  # fmt: skip
     result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
     assert result is not None and result.simulated and result.num_gpus == 2
+    assert run_to_measured_result(RunFiles("r1", Path("."), meta | {"plan": flat}, requests))
     assert measured_values(result) == {
         "output_tok_per_s": 10.0,
         "ttft_ms_p50": 5.0,
@@ -154,9 +161,9 @@ def test_failures_defaults_and_loads() -> None:
         for i, shape in enumerate(shapes)
     ]  # fmt: skip
     assert failure_counts(rows) == [("HTTP 500: boom", 2), ("connection dropped", 1)]
-    assert default_load("concurrency", 32, 3) == 11.0
-    assert default_load("concurrency", 500, 1, max_num_seqs=64) == 64.0
-    assert default_load("rate", 5.0, 2) == 2.5
+    assert default_load(RECOMMENDED, "concurrency", 32) == 11.0
+    assert default_load(RECOMMENDED, "concurrency", 500) == 64.0  # max_num_seqs
+    assert default_load(RECOMMENDED, "rate", 7.5) == 2.5
     assert default_num_requests("concurrency", 16) == 64
     assert default_num_requests("concurrency", 1) == 16
     assert default_num_requests("rate", 100) == 400
@@ -210,12 +217,12 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     ingested as a user result, and the refitted prediction of that configuration moves toward
     the measurement."""
     from benchmarks_runner.run_manager import RunManager, VerificationRequest
-    from benchmarks_runner.simulated.perf_timing import PlanSpec, coefficients_for_plan
+    from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
     from planner.perf.model import get_performance_model
     from planner.store import Store
 
     model = get_performance_model(catalog)
-    plan = custom_plan(MODEL, "H100-SXM")
+    plan = custom_plan(MODEL, catalog.gpu("H100-SXM"))
     request = VerificationRequest(
         plan=plan,
         input_len=LengthDistribution.fixed(256),
@@ -223,7 +230,7 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
         num_requests=24,
         concurrency=4,
         slowdown=2.0,
-        coefficients=coefficients_for_plan(model, PlanSpec.from_plan(plan)),
+        coefficients=coefficients_for_plan(model, plan),
     )
     manager = RunManager(tmp_path / "runs")
     run = manager.start_verification(request)
@@ -235,8 +242,7 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     finally:
         store.close()
     (measured,) = [r for r in user if r.run_id == run.run_id]
-    before = model.predict(verification_scenario(plan, input_len=256, output_len=48,
-                                                  num_requests=24, concurrency=4))  # fmt: skip
+    before = model.predict(request.scenario())
     assert measured.output_tok_per_s is not None
     # the endpoint at slowdown 2 is about half as fast as predicted
     assert 0.35 < measured.output_tok_per_s / before.output_tok_per_s < 0.7
@@ -245,3 +251,37 @@ def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     for metric in ("output_tok_per_s", "tpot_ms_p50"):
         assert moves[metric].toward_measurement, moves[metric]
     assert moves["output_tok_per_s"].after < moves["output_tok_per_s"].before
+
+
+def test_simulated_runs_stay_out_of_the_fit_unless_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run against the simulated endpoint was timed by the model itself: the model learning
+    from it learns its own predictions. It stays a run; the fit takes it only when asked
+    (``fit_simulated_runs``, SERVEWISE_FIT_SIMULATED_RUNS, the Verify page's switch)."""
+    from planner.runs import calibration_results
+    from planner.settings import get_settings
+
+    real = _user_result(run_id="20261201T000000Z-aaaaaa", simulated=False)
+    simulated = _user_result(run_id="20261201T000001Z-bbbbbb", simulated=True)
+    assert calibration_results([real, simulated]) == [real]
+    assert calibration_results([real, simulated], include_simulated=True) == [real, simulated]
+    monkeypatch.setenv("SERVEWISE_FIT_SIMULATED_RUNS", "1")
+    get_settings.cache_clear()
+    try:
+        assert get_settings().fit_simulated_runs is True
+        assert calibration_results([real, simulated]) == [real, simulated]
+    finally:
+        monkeypatch.delenv("SERVEWISE_FIT_SIMULATED_RUNS")
+        get_settings.cache_clear()
+
+
+def _user_result(*, run_id: str, simulated: bool) -> Any:
+    from planner.catalog import MeasuredResult
+
+    return MeasuredResult(
+        source="user benchmark run", engine="vllm", model=MODEL, precision="bf16",
+        gpu="H100-SXM", num_gpus=1, tp=1, pp=1, input_len=256, output_len=32,
+        load="concurrency", concurrency=4, output_tok_per_s=100.0, origin="user",
+        run_id=run_id, simulated=simulated,
+    )  # fmt: skip

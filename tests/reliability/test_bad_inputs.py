@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,17 @@ def config_file(tmp_path: Path, name: str, **fields: object) -> str:
     path = tmp_path / name
     path.write_text(json.dumps(config))
     return str(path)
+
+
+def in_a_thread(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """``main(argv)`` in a thread of its own: a command line owns its event loop, and the
+    browser tests' Playwright keeps one running in the main thread of the test session."""
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(main(argv)))
+    worker.start()
+    worker.join(timeout=120)
+    assert result, f"{argv} did not return"
+    return result[0]
 
 
 def check_one_line(capsys: pytest.CaptureFixture[str], code: int, needles: tuple[str, ...]) -> str:
@@ -100,7 +112,7 @@ PLANNER_CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
 @pytest.mark.parametrize("case", list(PLANNER_CASES))
 def test_planner_command_line(case: str, capsys: pytest.CaptureFixture[str]) -> None:
     argv, needles = PLANNER_CASES[case]
-    check_one_line(capsys, planner_cli.main(argv), needles)
+    check_one_line(capsys, in_a_thread(planner_cli.main, argv), needles)
 
 
 CONFIG_CASES: dict[str, tuple[dict[str, object], tuple[str, ...]]] = {
@@ -122,7 +134,7 @@ def test_a_model_config_beyond_published_models_is_refused_at_once(
 ) -> None:
     fields, needles = CONFIG_CASES[case]
     path = config_file(tmp_path, "config.json", **fields)
-    code = planner_cli.main(["fit", "--model", path, "--instance", "g6e.12xlarge"])
+    code = in_a_thread(planner_cli.main, ["fit", "--model", path, "--instance", "g6e.12xlarge"])
     check_one_line(capsys, code, needles)
 
 
@@ -131,7 +143,8 @@ def test_a_config_json_that_is_not_text_is_named(
 ) -> None:
     path = tmp_path / "weights.json"
     path.write_bytes(b"\xff\xfe\x00binary")
-    code = planner_cli.main(["fit", "--model", str(path), "--instance", "g6e.12xlarge"])
+    argv = ["fit", "--model", str(path), "--instance", "g6e.12xlarge"]
+    code = in_a_thread(planner_cli.main, argv)
     check_one_line(capsys, code, ("--model", "UTF-8"))
 
 
@@ -363,7 +376,37 @@ def test_runner_command_line(
     argv, needles = RUNNER_CASES[case]
     if argv[0] in ("run", "sweep", "search", "import"):
         argv = [*argv, "--runs-dir", str(tmp_path / "runs")]
-    check_one_line(capsys, runner_cli.main(argv), needles)
+    check_one_line(capsys, in_a_thread(runner_cli.main, argv), needles)
+
+
+GARBAGE_IMPORTS: dict[str, tuple[str, bytes]] = {
+    "vllm: a count in words": ("vllm", json.dumps({"completed": "ten", "duration": 12.0}).encode()),
+    "vllm: a negative duration": (
+        "vllm",
+        json.dumps({"completed": 3, "num_prompts": 3, "duration": -3.0}).encode(),
+    ),
+    "vllm: cut off mid-file": ("vllm", b'{"completed": 3, "duration": 1.5, "ttfts": [0.1, 0.'),
+    "guidellm: a negative duration": (
+        "guidellm",
+        json.dumps({"benchmarks": [{"duration": -1}]}).encode(),
+    ),
+    "guidellm: binary": ("guidellm", bytes(range(256)) * 4),
+    "aiperf: a list": ("aiperf", json.dumps(["not", "an", "object"]).encode()),
+}
+
+
+@pytest.mark.parametrize("case", list(GARBAGE_IMPORTS))
+def test_a_garbage_result_file_is_not_imported(
+    case: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fmt, content = GARBAGE_IMPORTS[case]
+    path = tmp_path / f"{fmt}.json"
+    path.write_bytes(content)
+    runs = tmp_path / "runs"
+    argv = ["import", "--format", fmt, str(path), "--runs-dir", str(runs)]
+    code = in_a_thread(runner_cli.main, argv)
+    check_one_line(capsys, code, (f"{fmt}.json",))
+    assert not any((d / "run.json").is_file() for d in runs.glob("*"))  # no garbage run
 
 
 def test_the_endpoint_is_checked_before_a_trace_is_read(
@@ -373,7 +416,8 @@ def test_the_endpoint_is_checked_before_a_trace_is_read(
     trace.write_text("timestamp,input_tokens,output_tokens\n" + "x,y,z\n" * 1000)
     argv = ["run", "--base-url", DEAD, "--model", "m", "--concurrency", "1", "--trace",
             str(trace), "--trace-format", "csv", "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
-    line = check_one_line(capsys, runner_cli.main(argv), ("cannot reach", "127.0.0.1:9"))
+    code = in_a_thread(runner_cli.main, argv)
+    line = check_one_line(capsys, code, ("cannot reach", "127.0.0.1:9"))
     assert "huge.csv" not in line
 
 
@@ -393,7 +437,7 @@ SIMULATED_CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
 @pytest.mark.parametrize("case", list(SIMULATED_CASES))
 def test_simulated_server_command_line(case: str, capsys: pytest.CaptureFixture[str]) -> None:
     argv, needles = SIMULATED_CASES[case]
-    check_one_line(capsys, simulated_cli.main(argv), needles)
+    check_one_line(capsys, in_a_thread(simulated_cli.main, argv), needles)
 
 
 def test_the_simulated_servers_precisions_are_the_catalogs() -> None:
@@ -549,7 +593,7 @@ def test_a_poisoned_runs_folder_leaves_every_page_working_and_lists_the_bad_runs
     app: Callable[..., AppTest], _isolated_user_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = _poison(_isolated_user_dir / "runs")
-    code = planner_cli.main(["store", "check"])
+    code = in_a_thread(planner_cli.main, ["store", "check"])
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in out + err
     for name in bad:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from planner.run_files import read_run_dir
 from planner.store import Store
@@ -39,10 +40,11 @@ def collected_vs_stored(runs: Path, tmp_path: Path) -> tuple[dict[str, object], 
     try:
         store.ingest_runs(runs)
         stored = set(store.run_requests(run.run_id)["request_id"])
+        stored_status = store.runs().set_index("run_id").loc[run.run_id, "status"]
     finally:
         store.close()
     assert stored == collected, f"lost in the store: {sorted(collected - stored)[:5]}"
-    return run.meta, collected
+    return run.meta | {"stored_status": stored_status}, collected
 
 
 #: case: fault, its flags, expected exit code, status, and words the run's error must hold
@@ -126,11 +128,40 @@ def test_a_runner_stopped_by_a_signal_loses_no_row(
             proc.kill()
     meta, rows = collected_vs_stored(runs, tmp_path)
     assert len(rows) >= 8
-    if sig == signal.SIGKILL:  # nothing can run in the runner: the rows on disk are all there is
-        assert meta["status"] in ("running", "interrupted")
+    if sig == signal.SIGKILL:  # nothing runs in the runner: the rows on disk are all there is,
+        assert meta["status"] == "running"  # and the store marks the run interrupted
+        assert meta["stored_status"] == "interrupted"
         return
     assert "Traceback" not in err
     assert proc.returncode == (143 if sig == signal.SIGTERM else 130), err
     assert meta["status"] == "cancelled" and (run_dir / "result.json").is_file()
     cancelled = [r for r in read_run_dir(run_dir).requests if not r.ok]
     assert all(r.error == "cancelled before completion" for r in cancelled)
+
+
+def test_the_verify_page_shows_a_lost_endpoint_as_the_command_line_does(
+    app: Callable[..., AppTest], fault_server: Callable[..., FaultServer]
+) -> None:
+    server = fault_server("die", "--die-after", "4", "--token-delay-s", "0.01")
+    link = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "vf_source": "Custom",
+        "vf_gpu": "H100-SXM",
+        "vf_in": "64",
+        "vf_out": "8",
+        "vf_c": "2",
+        "vf_n": "40",
+        "vf_endpoint": "URL",
+        "vf_url": server.base_url,
+    }
+    at = app("pages/verify.py", **link)
+    at.text_input(key="vf_served").set_value("fault-model").run()
+    at.button(key="vf_run").click().run()
+    deadline = time.monotonic() + 90
+    while not any("**failed**" in m.value for m in at.markdown) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception and not at.error
+    (line,) = [m.value for m in at.markdown if "**failed**" in m.value]
+    assert "Stopped: endpoint lost after" in line and "successful requests" in line
+    assert any("does not refit on it: the run did not complete" in i.value for i in at.info)

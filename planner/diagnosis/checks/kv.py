@@ -132,6 +132,13 @@ def check(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
             f"the server reported {capacity:,} KV tokens where the plan gives "
             f"{predicted.kv_capacity_tokens:,}: the what-ifs use the plan's memory arithmetic"
         )
+    if predicted and not predicted.preemptions and predicted.kv_occupancy_max < KV_FULL:
+        notes.append(
+            "the performance model sees no KV pressure at this load with the plan's memory "
+            f"settings (peak {predicted.kv_occupancy_max:.2f}): the server had less KV cache "
+            "than the plan gives; check its gpu_memory_utilization, max_model_len and what "
+            "else shares the GPU, and read the what-ifs with that in mind"
+        )
     what = f"{preemptions:.0f} preemptions" if preempted else "no preemptions"
     return finding(
         KEY,

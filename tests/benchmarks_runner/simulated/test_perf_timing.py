@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,19 @@ from benchmarks_runner.endpoints import SimulatedEndpoint
 from benchmarks_runner.errors import EndpointStartError
 from benchmarks_runner.simulated.perf_timing import (
     EngineTiming,
-    PlanSpec,
     engine_timing,
     parse_coefficients,
+    timing_scenario,
 )
 from planner.catalog import Catalog
+from planner.engine import EngineConfig
 from planner.errors import PlannerError
 from planner.perf.model import PerformanceModel
 from planner.perf.step_time import FEATURES
+from planner.plan import Plan
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-SPEC = PlanSpec(model=MODEL, gpu="H100-SXM", tp=1)
+SPEC = Plan(model=MODEL, gpu="H100-SXM", tp=1)
 
 
 @pytest.fixture(scope="module")
@@ -86,25 +89,51 @@ def test_the_plan_sets_queueing_and_kv_capacity(catalog: Catalog, prior: list[fl
     assert t.max_num_seqs == 1024  # vllm serve's default on a >= 70 GiB GPU
     assert t.kv_capacity_tokens > 100_000
     small = engine_timing(
-        PlanSpec(model=MODEL, gpu="H100-SXM", max_num_seqs=64), catalog=catalog, coefficients=prior
+        Plan(model=MODEL, gpu="H100-SXM", engine=EngineConfig(max_num_seqs=64)),
+        catalog=catalog,
+        coefficients=prior,
     )
     assert small.max_num_seqs == 64
 
 
 def test_a_plan_that_does_not_resolve_names_the_field(catalog: Catalog, prior: list[float]) -> None:
     with pytest.raises(PlannerError, match="tp"):
-        engine_timing(
-            PlanSpec(model=MODEL, gpu="H100-SXM", tp=3), catalog=catalog, coefficients=prior
-        )
+        engine_timing(Plan(model=MODEL, gpu="H100-SXM", tp=3), catalog=catalog, coefficients=prior)
 
 
-def test_plan_spec_from_a_run_plan() -> None:
-    spec = PlanSpec.from_plan(
-        {"model": MODEL, "gpu": "L40S", "tp": 2, "pp": 1, "instance": "g6e.12xlarge",
-         "max_num_seqs": 256, "kv_cache_dtype": "fp8", "precision": "fp8"}
+def test_every_engine_setting_of_the_plan_times_the_server(
+    catalog: Catalog, prior: list[float]
+) -> None:
+    engine = EngineConfig(
+        max_num_seqs=96, max_num_batched_tokens=4096, kv_cache_dtype="fp8",
+        gpu_memory_utilization=0.8, enable_prefix_caching=True, max_model_len=8192,
     )  # fmt: skip
-    assert (spec.gpu, spec.tp, spec.instance, spec.max_num_seqs) == ("L40S", 2, "g6e.12xlarge", 256)
-    assert spec.scenario().kv_cache_dtype == "fp8"
+    plan = Plan(model=MODEL, gpu="L40S", instance="g6e.12xlarge", tp=2, engine=engine)
+    scenario = timing_scenario(plan)
+    assert (scenario.kv_cache_dtype, scenario.gpu_memory_utilization) == ("fp8", 0.8)
+    assert (scenario.enable_prefix_caching, scenario.max_model_len) == (True, 8192)
+    timed = engine_timing(plan, catalog=catalog, coefficients=prior)
+    assert timed.max_num_seqs == 96
+    roomier = engine.model_copy(update={"gpu_memory_utilization": 0.9})
+    more = engine_timing(
+        plan.model_copy(update={"engine": roomier}), catalog=catalog, coefficients=prior
+    )
+    # more of the GPU for vLLM's budget: more KV cache for the server's admission
+    assert more.kv_capacity_tokens > timed.kv_capacity_tokens
+
+
+def test_the_endpoint_of_a_plan_serves_its_engine_settings(
+    catalog: Catalog, prior: list[float]
+) -> None:
+    plan = Plan(model=MODEL, gpu="H100-SXM", engine=EngineConfig(gpu_memory_utilization=0.5))
+    endpoint = SimulatedEndpoint.for_plan(plan, coefficients=prior)
+    base = endpoint.start(threading.Event())
+    try:
+        metrics = _get(f"{base}/metrics")
+    finally:
+        endpoint.stop()
+    expected = engine_timing(plan, catalog=catalog, coefficients=prior)
+    assert f'kv_capacity_tokens="{expected.kv_capacity_tokens}"' in metrics
 
 
 def test_parse_coefficients(tmp_path: Path, prior: list[float]) -> None:
@@ -195,3 +224,20 @@ def test_a_start_with_a_cached_fit_listens_without_fitting(
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_request_the_kv_cache_can_never_hold_is_refused_on_arrival(prior: list[float]) -> None:
+    """The engine would never schedule it (vLLM refuses such a request with a 400)."""
+    endpoint = SimulatedEndpoint(
+        ["--model", MODEL, "--gpu", "L4", "--coefficients", json.dumps(prior)]
+    )
+    base = endpoint.start(threading.Event())
+    try:
+        body = json.dumps({"model": MODEL, "prompt": "hi", "max_tokens": 10_000_000}).encode()
+        request = urllib.request.Request(f"{base}/v1/completions", data=body)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400
+        assert "more than the KV cache" in refused.value.read().decode()
+    finally:
+        endpoint.stop()

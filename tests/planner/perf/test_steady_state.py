@@ -107,3 +107,13 @@ def test_latency_grows_with_load(model: PerformanceModel) -> None:
         assert after.ttft_p99_s >= before.ttft_p99_s
         assert after.tpot_p99_s >= before.tpot_p99_s
         assert after.rate > before.rate
+
+
+def test_the_incomplete_gamma_matches_scipys() -> None:
+    from scipy.special import gammaincc
+
+    from planner.perf.steady_state import upper_gamma_q
+
+    for a in (0.05, 0.5, 1.0, 3.7, 12.0, 95.0, 256.0):
+        for x in (0.0, 0.01, 0.5, 1.0, a * 0.5, a, a * 1.5, a + 30.0):
+            assert abs(upper_gamma_q(a, x) - float(gammaincc(a, x))) < 1e-10
