@@ -18,6 +18,7 @@ from pages.common.planning import (
     scenario_instances,
 )
 from pages.common.resources import get_catalog, get_store
+from pages.common.runs_folder import ingestion_notice, refit_notice
 from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
 from pages.common.ui import planner_errors
@@ -43,6 +44,8 @@ with (
     ),
 ):
     result = recommendations(ref, get_store(ref), scenario)
+ingestion_notice(get_store(ref))
+refit_notice(ref, get_store(ref))
 
 ranked = pd.DataFrame(ranking_rows(result)) if result else pd.DataFrame()
 rejected = pd.DataFrame(rejected_rows(result)) if result else pd.DataFrame()

@@ -14,7 +14,13 @@ import math
 import pandas as pd
 import streamlit as st
 
-from pages.common.resources import CatalogRef, measured_results, user_results_key
+from pages.common.resources import (
+    CatalogRef,
+    ingestion_progress,
+    measured_results,
+    settings,
+    user_results_key,
+)
 from pages.common.scenario import Scenario
 from planner.catalog import Catalog, MeasuredResult, ModelCard
 from planner.engine import EngineConfig
@@ -22,6 +28,7 @@ from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.memory import KvOccupancy, kv_occupancy, max_concurrent_sequences
 from planner.perf import PerformanceModel, Prediction, get_performance_model
 from planner.perf.calibration import scenario_from_measured
+from planner.perf.model import fit_is_cached, performance_model_nowait
 from planner.perf.validation import measured_metrics
 from planner.recommend import (
     Demand,
@@ -203,7 +210,12 @@ def performance_model(
     """
     user = fit_results(ref, store)
     key = f"{ref.key}:{user_results_key(user)}"
+    if user and refitting(ref, store, user):
+        # the fit with the new runs goes on in the background: the last one meanwhile
+        user = _last_fit.get(ref.key, [])
+        key = f"{ref.key}:{user_results_key(user)}"
     model = _performance_model(ref.key, key, ref.catalog, user)
+    _last_fit[ref.key] = user
     if scenario.model_id.lower() in ref.catalog.models:
         return model, key
     card = scenario.model_card(ref.catalog)
@@ -212,6 +224,33 @@ def performance_model(
         key, scenario.model_id, config_json, model, scenario.catalog_with_model(ref.catalog)
     )
     return extended, f"{key}:{hash(config_json)}"
+
+
+#: per catalog key, the user results of the last fit a page was given (what a page shows while
+#: a refit on new runs goes on in the background)
+_last_fit: dict[str, list[MeasuredResult]] = {}
+
+
+def refitting(ref: CatalogRef, store: Store, user: list[MeasuredResult]) -> bool:
+    """Whether the fit on ``user``'s runs is still to come: a page must not wait the ~10-30 s
+    a refit on new runs takes. While run files are being ingested the refit waits for all of
+    them; then it runs in the background (started here)."""
+    progress = ingestion_progress(store)
+    if progress is not None and progress.running:
+        return not fit_is_cached(ref.catalog, user)
+    wait = settings().ingest_wait_s
+    return performance_model_nowait(ref.catalog, user, wait_s=wait) is None
+
+
+def refit_pending(ref: CatalogRef, store: Store) -> int:
+    """Runs whose fit is still in the background (0 once the model shown has them)."""
+    user = [r for r in measured_results(ref, store) if r.origin == "user"]
+    progress = ingestion_progress(store)
+    if progress is not None and progress.running:
+        return 0  # the ingestion's own notice says what is coming
+    if not user or not refitting(ref, store, user):
+        return 0
+    return max(len(user) - len(_last_fit.get(ref.key, [])), 1)
 
 
 def recommend_request(scenario: Scenario) -> RecommendRequest:

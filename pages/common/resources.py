@@ -15,7 +15,6 @@ catalog object itself, so a change of one input recomputes only what depends on 
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,18 +102,12 @@ def get_store(ref: CatalogRef) -> Store:
     return store
 
 
-@st.cache_data(show_spinner=False, ttl=5)
-def _look_for_runs(db_path: str, runs_dir: str, _store: Store) -> float:
-    """Start a background ingestion pass at most every few seconds; returns when it looked."""
-    _store.ingest_in_background(Path(runs_dir))
-    return time.time()
-
-
 def runs_generation(store: Store) -> int:
-    """Ingest new or changed benchmark runs in the background (waiting at most the
-    ``ingest_wait_s`` setting for them) and return a key that changes once they are in."""
+    """Ingest new or changed benchmark runs in the background (a pass unless one is in flight:
+    a pass over an unchanged folder only compares file sizes and times), waiting at most the
+    ``ingest_wait_s`` setting for them; returns a key that changes once new runs are in."""
     cfg = settings()
-    _look_for_runs(str(cfg.database_file), str(cfg.runs_directory), store)
+    store.ingest_in_background(Path(cfg.runs_directory))
     store.ingest_job.wait(timeout=cfg.ingest_wait_s)
     return store.ingest_job.passes
 

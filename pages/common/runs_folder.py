@@ -4,7 +4,9 @@
   says how far it is (redrawn every second); when the pass ends, the page is redrawn with
   everything in;
 - :func:`quarantine_section`: every run directory or line that ingestion skipped, with its
-  file, line, field, value and reason (``python -m planner store check`` prints the same).
+  file, line, field, value and reason (``python -m planner store check`` prints the same);
+- :func:`refit_notice`: while the performance model refits on new runs in the background,
+  a line saying the figures use the fit before them; the page is redrawn when it is done.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common.resources import ingestion_progress
+from pages.common.resources import CatalogRef, ingestion_progress
 from planner.store import Store
 
 _WATCHING = "runs_folder_watching"
@@ -78,3 +80,29 @@ def quarantine_section(store: Store) -> pd.DataFrame:
         },
     )
     return frame
+
+
+_REFITTING = "runs_folder_refitting"
+
+
+def _watch_refit(ref: CatalogRef, store: Store) -> None:
+    from pages.common.planning import refit_pending
+
+    pending = refit_pending(ref, store)
+    if pending:
+        st.session_state[_REFITTING] = True
+        st.info(
+            f"The performance model is refitting on {pending:,} new measured runs in the "
+            "background: the figures here use the fit before them and update when it is done.",
+            icon=":material/model_training:",
+        )
+    elif st.session_state.pop(_REFITTING, False):
+        st.rerun(scope="app")  # the refit is done: redraw with it
+
+
+def refit_notice(ref: CatalogRef, store: Store) -> None:
+    """The notice while a refit runs in the background (nothing otherwise)."""
+    from pages.common.planning import refit_pending
+
+    if refit_pending(ref, store):
+        st.fragment(_watch_refit, run_every=2.0)(ref, store)

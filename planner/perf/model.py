@@ -623,6 +623,94 @@ def get_performance_model(
     return model
 
 
+_BACKGROUND_FITS: dict[str, Any] = {}  # data key -> the thread or process fitting it
+
+
+class _FitProcess:
+    """A fit in a Python process of its own (``python -m planner.perf.refit``), handed its
+    catalog and results in a pickle file this process wrote; the fit lands in the disk cache.
+    (Not ``multiprocessing``: a spawned child would re-run the parent's main module, the
+    dashboard's script.)"""
+
+    def __init__(self, catalog: Catalog, results: list[MeasuredResult], cache_dir: Path):
+        import os
+        import pickle
+        import subprocess
+        import sys
+        import tempfile
+
+        handle, name = tempfile.mkstemp(prefix="servewise-refit-", suffix=".pickle")
+        with os.fdopen(handle, "wb") as out:
+            pickle.dump((catalog, results, str(cache_dir)), out)
+        self._payload = Path(name)
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "planner.perf.refit", name],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def start(self) -> None:  # started on creation
+        return None
+
+    def is_alive(self) -> bool:
+        alive = self._process.poll() is None
+        if not alive:
+            self._payload.unlink(missing_ok=True)
+        return alive
+
+    def join(self, timeout: float | None = None) -> None:
+        import subprocess
+
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return
+        self._payload.unlink(missing_ok=True)
+
+
+def performance_model_nowait(
+    catalog: Catalog,
+    user_results: Iterable[MeasuredResult] = (),
+    *,
+    wait_s: float = 0.0,
+    cache_dir: Path | None = None,
+) -> PerformanceModel | None:
+    """The fitted model if it is at hand within ``wait_s`` seconds (fitted in this process or
+    on disk), else None while a fit this call starts runs on: in a process of its own that
+    leaves it in the disk cache (a fit is pure Python and would hold this process's
+    interpreter lock), or in a thread when the disk cache is off. For callers that must not
+    wait for a refit (a dashboard page shows the previous fit meanwhile)."""
+    results = list(user_results)
+    if fit_is_cached(catalog, results, cache_dir=cache_dir):
+        return get_performance_model(catalog, results, cache_dir=cache_dir)
+    key = results_fingerprint(catalog, [*catalog.measured, *results])
+    directory = _disk_cache_dir(cache_dir, None)
+    with _LOCK:
+        worker = _BACKGROUND_FITS.get(key)
+        if worker is None or not worker.is_alive():
+            if directory is not None:
+                worker = _FitProcess(catalog, results, directory)
+            else:
+                worker = threading.Thread(
+                    target=get_performance_model,
+                    args=(catalog, results),
+                    name="servewise-refit",
+                    daemon=True,
+                )
+            _BACKGROUND_FITS[key] = worker
+            worker.start()
+    worker.join(wait_s)
+    if worker.is_alive():
+        return None
+    with _LOCK:
+        _BACKGROUND_FITS.pop(key, None)
+    return get_performance_model(catalog, results, cache_dir=cache_dir)
+
+
 def fit_is_cached(
     catalog: Catalog,
     user_results: Iterable[MeasuredResult] = (),

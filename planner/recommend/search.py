@@ -26,10 +26,12 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from planner.catalog import Catalog, Price
+from planner.catalog import Catalog, ModelCard, Price
 from planner.engine import EngineConfig
 from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
@@ -129,15 +131,8 @@ def recommend(
     )
     if layouts is None:
         instances = filtered_instances(catalog, search)
-        layouts = enumerate_layouts(
-            catalog,
-            card,
-            instances=instances,
-            max_nodes=search.max_nodes,
-            precisions=search.precisions,
-            kv_cache_dtypes=search.kv_cache_dtypes,
-            engine=request.engine.model_copy(update={"max_model_len": request.max_model_len}),
-        )
+        engine = request.engine.model_copy(update={"max_model_len": request.max_model_len})
+        layouts = _layouts(catalog, card, instances, search, engine)
     kind: Literal["rate", "concurrency"] = (
         "concurrency" if request.demand.concurrency is not None else "rate"
     )
@@ -384,6 +379,45 @@ def _prediction_key(
         request.output_dist,
         request.prefix_share,
     )
+
+
+#: the layouts of the last searches: (catalog, card, layouts) by what they were built from
+_LAYOUTS: OrderedDict[tuple[Any, ...], tuple[Catalog, ModelCard, list[LayoutCandidate]]] = (
+    OrderedDict()
+)
+_LAYOUTS_LOCK = threading.Lock()
+
+
+def _layouts(
+    catalog: Catalog,
+    card: ModelCard,
+    instances: list[str],
+    search: SearchSpace,
+    engine: EngineConfig,
+) -> list[LayoutCandidate]:
+    """:func:`planner.layouts.enumerate_layouts` of the search, memoised for re-ranks (a new
+    price, demand or SLO searches the same layouts; building them plans each one's memory)."""
+    key = (id(catalog), id(card), tuple(instances), search.max_nodes, search.precisions,
+           search.kv_cache_dtypes, engine.model_dump_json())  # fmt: skip
+    with _LAYOUTS_LOCK:
+        held = _LAYOUTS.get(key)
+        if held is not None and held[0] is catalog and held[1] is card:
+            _LAYOUTS.move_to_end(key)
+            return held[2]
+    layouts = enumerate_layouts(
+        catalog,
+        card,
+        instances=instances,
+        max_nodes=search.max_nodes,
+        precisions=search.precisions,
+        kv_cache_dtypes=search.kv_cache_dtypes,
+        engine=engine,
+    )
+    with _LAYOUTS_LOCK:
+        _LAYOUTS[key] = (catalog, card, layouts)
+        while len(_LAYOUTS) > 16:
+            _LAYOUTS.popitem(last=False)
+    return layouts
 
 
 def _capacity_key(

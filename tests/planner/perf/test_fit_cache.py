@@ -206,3 +206,15 @@ def test_only_the_newest_fits_are_kept(
     for i in range(fit_cache.KEEP_FILES + 3):
         fit_cache.save(tmp_path, f"{i:032d}", state)
     assert len(list(tmp_path.glob("perf-fit-*.npz"))) == fit_cache.KEEP_FILES
+
+
+def test_a_caller_that_must_not_wait_gets_the_fit_when_the_background_is_done(
+    small: Catalog,
+) -> None:
+    from planner.perf.model import performance_model_nowait
+
+    user = [m.model_copy(update={"origin": "user", "run_id": "r1"}) for m in small.measured[:1]]
+    assert performance_model_nowait(small, user, wait_s=0.0) is None  # fitting meanwhile
+    model = performance_model_nowait(small, user, wait_s=300.0)
+    assert model is not None and model.fitted is not None
+    assert performance_model_nowait(small, user) is model  # at hand from now on
