@@ -15,6 +15,7 @@ from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
+from planner.perf.validation import summary_rows, validation_summary
 from planner.store import MEASURED_COLUMNS
 
 ensure_app_navigation()
@@ -64,6 +65,28 @@ st.dataframe(
         "source": st.column_config.TextColumn("source", width="medium"),
     },
 )
+
+st.header("Held-out accuracy")
+summary = validation_summary()
+if summary is None:
+    st.info("No held-out figures stored yet: run `python -m planner validate --write-summary`.")
+else:
+    st.caption(
+        "Median and p90 absolute error of predicted output tokens/s on rows the fit never saw, "
+        "and the share of them inside the predicted 80% interval. Leave-one-source-out holds "
+        "out each publisher (what a result nobody fed the model looks like); "
+        "leave-one-model-class-out each architecture class (dense GQA, coarse and fine-grained "
+        f"MoE, MLA, sliding-window). {summary['predicted_rows']} of {summary['stored_rows']} "
+        f"stored rows can be predicted. From `{summary['command']}`, {summary['as_of']}."
+    )
+    accuracy = pd.DataFrame(summary_rows(summary))
+    percent = st.column_config.NumberColumn(format="percent")
+    st.dataframe(
+        accuracy,
+        hide_index=True,
+        key="table_accuracy",
+        column_config={c: percent for c in accuracy.columns if c != "fold"},
+    )
 
 st.header("Predicted against measured")
 st.caption(

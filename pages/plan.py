@@ -99,10 +99,11 @@ with st.container(border=True, key="top_recommendation"):
             f"{best.engine_settings.label}. Price: {best.price_source} (as of "
             f"{best.price_as_of})."
         )
-        if best.far_from_data:
+        if best.far_from_data or best.uncertain_because:
+            why = "; ".join(best.uncertain_because) or "other GPU, model size or lengths"
             st.warning(
-                "This prediction is far from any measurement (other GPU, model size or "
-                "lengths): treat it as an estimate and verify it with a benchmark run."
+                f"This prediction is uncertain ({why}): its interval is widened for it; treat "
+                "it as an estimate and verify it with a benchmark run."
             )
         st.code(best.vllm_command, language="bash", wrap_lines=True)
 

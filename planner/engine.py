@@ -18,7 +18,12 @@ Defaults and where they come from:
 - TensorRT-LLM (LLM API / trtllm-bench): max_batch_size 2048, max_num_tokens 8192,
   tokens_per_block 32, and the KV pool is ``free_gpu_memory_fraction`` 0.9 of the memory left
   after the weights (``KvCacheConfig``).
-- SGLang: scheduled and sized like vLLM here until its own defaults are modelled.
+- SGLang 0.5.x (python/sglang/srt/server_args.py, ``_handle_gpu_memory_settings`` and
+  ``_handle_data_parallelism``; :func:`sglang_defaults`): chunked prefill 2048 tokens on GPUs
+  under 35 GiB, 4096 under 60 GiB, 8192 under 160 GiB (A100 80 GB, H100, H200), 16384 above
+  (B200, MI300X), divided by the DP size with DP attention; max_running_requests from its
+  request pool, at least 2048; radix (prefix) cache on; ``mem_fraction_static`` and the CUDA
+  graph batch limit depend on the layout (:func:`sglang_runtime`).
 
 Expert and attention data parallelism (MoE models): ``enable_expert_parallel`` shards whole
 experts over the ranks instead of slicing each one by TP (vLLM ``--enable-expert-parallel``,
@@ -149,15 +154,21 @@ class EngineConfig(BaseModel):
         """This config with what it leaves to the engine filled in for ``gpu``."""
         if self.is_resolved:
             return self
-        defaults = engine_defaults(self.engine, gpu, entrypoint=self.entrypoint)
-        return self.model_copy(
-            update={
-                "max_num_seqs": self.max_num_seqs or defaults.max_num_seqs,
-                "max_num_batched_tokens": self.max_num_batched_tokens
-                or defaults.max_num_batched_tokens,
-                "block_size": self.block_size or defaults.block_size,
-            }
+        defaults = engine_defaults(
+            self.engine,
+            gpu,
+            entrypoint=self.entrypoint,
+            data_parallel_size=self.data_parallel_size,
         )
+        updates: dict[str, object] = {
+            "max_num_seqs": self.max_num_seqs or defaults.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens
+            or defaults.max_num_batched_tokens,
+            "block_size": self.block_size or defaults.block_size,
+        }
+        if "enable_prefix_caching" not in self.model_fields_set:
+            updates["enable_prefix_caching"] = defaults.enable_prefix_caching
+        return self.model_copy(update=updates)
 
     def with_overrides(self, **values: object) -> EngineConfig:
         """A copy with ``values`` set, validated as :meth:`of` validates."""
@@ -207,11 +218,17 @@ def vllm_offline_defaults(gpu: GPU) -> tuple[int, int]:
     return seqs, 16384 if batched >= 8192 else 8192
 
 
-def engine_defaults(engine: str, gpu: GPU, *, entrypoint: Entrypoint = "serve") -> EngineConfig:
+def engine_defaults(
+    engine: str, gpu: GPU, *, entrypoint: Entrypoint = "serve", data_parallel_size: int = 1
+) -> EngineConfig:
     """The resolved config ``engine`` starts with on ``gpu`` when nothing is set."""
     family = check_engine(engine)
+    prefix_caching = False
     if family == "trtllm":
         seqs, batched = TRTLLM_LIMITS
+    elif family == "sglang":
+        sg = sglang_defaults(gpu, data_parallel_size)
+        seqs, batched, prefix_caching = sg.max_running_requests, sg.chunked_prefill_size, True
     elif entrypoint == "offline":
         seqs, batched = vllm_offline_defaults(gpu)
     else:
@@ -222,6 +239,75 @@ def engine_defaults(engine: str, gpu: GPU, *, entrypoint: Entrypoint = "serve") 
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
         block_size=BLOCK_SIZES[family],
+        enable_prefix_caching=prefix_caching,
+        data_parallel_size=data_parallel_size,
+    )
+
+
+#: SGLang's max_running_requests when not set: its request pool,
+#: min(max(KV tokens / context length x 512, 2048), 4096) (model_runner), whose lower bound
+#: binds before the KV pool on the workloads here.
+SGLANG_MAX_RUNNING_REQUESTS = 2048
+#: SGLang's initial new-token ratio (SGLANG_INIT_NEW_TOKEN_RATIO) x schedule_conservativeness
+SGLANG_NEW_TOKEN_RATIO = 0.7
+MIB = 2**20
+
+
+class SglangDefaults(BaseModel):
+    """What ``python -m sglang.launch_server`` picks for a GPU and layout (0.5.x)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chunked_prefill_size: int  # per attention-DP rank
+    cuda_graph_max_bs: int
+    mem_fraction_static: float
+    max_running_requests: int
+    #: share of a running request's remaining output its admission reserves at first
+    new_token_ratio: float
+
+
+def _sglang_tier(gpu: GPU, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory and TP."""
+    mem_mib = gpu.memory_bytes / MIB
+    big = tp >= 4
+    if mem_mib < 35 * 1024:
+        return 2048, (80 if big else 24)
+    if mem_mib < 60 * 1024:
+        return 4096, (160 if big else 32)
+    if mem_mib < 160 * 1024:
+        return 8192, (512 if big else 256)
+    return 16384, 512
+
+
+def sglang_defaults(
+    gpu: GPU, data_parallel_size: int = 1, *, tp: int = 1, pp: int = 1
+) -> SglangDefaults:
+    """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
+    ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
+
+    By GPU memory: < 35 GiB chunked prefill 2048 (CUDA graphs up to 24 sequences below TP 4,
+    80 from TP 4); < 60 GiB 4096 (32 / 160); < 160 GiB 8192 (256 / 512: A100 80 GB, H100,
+    H200); larger 16384 (512: B200, MI300X). ``mem_fraction_static`` (weights + KV pool over
+    the GPU) = (memory - reserved) / memory, reserved MiB = 512 + 1.5 x max(chunked prefill,
+    2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 (+ 3 x cuda_graph_max_bs x DP with DP
+    attention), at least 10 GiB on GPUs above 60 GiB; ``tp`` here is ``--tp-size``, every GPU
+    of a stage. With DP attention the chunked prefill size is divided by the DP size and the
+    schedule conservativeness (the new-token ratio) multiplied by 0.3.
+    """
+    chunk, graphs = _sglang_tier(gpu, tp)
+    mem_mib = gpu.memory_bytes / MIB
+    dp = data_parallel_size
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * pp / 8 * 1024
+    if dp > 1:
+        reserved += 3 * graphs * dp
+    if mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return SglangDefaults(
+        chunked_prefill_size=chunk // dp if dp > 1 else chunk,
+        cuda_graph_max_bs=graphs,
+        mem_fraction_static=round((mem_mib - reserved) / mem_mib, 3),
+        max_running_requests=SGLANG_MAX_RUNNING_REQUESTS,
+        new_token_ratio=SGLANG_NEW_TOKEN_RATIO * (0.3 if dp > 1 else 1.0),
     )
 
 
@@ -238,6 +324,7 @@ __all__ = [
     "check_engine",
     "engine_defaults",
     "engine_family",
+    "sglang_defaults",
     "vllm_offline_defaults",
     "vllm_serve_defaults",
 ]

@@ -7,6 +7,9 @@ candidate. A candidate is ruled out, with the reason in words, when:
   PP may cross instances), or TP does not divide the attention heads (or divide/multiply the KV
   heads, which vLLM replicates when TP exceeds them);
 - vLLM has no kernel for the precision on the GPU;
+- attention data parallelism or expert parallelism on a dense model, an expert-parallel size
+  (TP x DP-attention) that does not divide the experts, or a TP x DP-attention group that
+  leaves one instance (its MoE layers run together);
 - the weights, activations and runtime do not fit under gpu_memory_utilization, or the KV pool
   left cannot hold one max_model_len sequence (vLLM refuses to start in both cases).
 
@@ -63,6 +66,25 @@ class LayoutCandidate(BaseModel):
     @property
     def kv_cache_dtype(self) -> str:
         return self.engine.kv_cache_dtype
+
+    @property
+    def attention_dp(self) -> int:
+        """Attention data-parallel ranks inside one replica (1: none)."""
+        return self.engine.data_parallel_size
+
+    @property
+    def expert_parallel(self) -> bool:
+        return self.engine.enable_expert_parallel
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp * self.attention_dp
+
+    @property
+    def moe_label(self) -> str:
+        """`` DP-attention 8 EP``, `` EP`` or empty: how the MoE layers are laid out."""
+        label = f" DP-attention {self.attention_dp}" if self.attention_dp > 1 else ""
+        return label + (" EP" if self.expert_parallel else "")
 
 
 def precision_support(gpu: GPU, precision: str) -> tuple[bool, str | None]:
@@ -154,19 +176,30 @@ def evaluate_layout(
         "precision": precision,
         "engine": config,
     }
-    shape = tp * pp
+    attention_dp = config.data_parallel_size
+    shape = tp * pp * attention_dp
     if tp < 1 or pp < 1:
         raise InvalidInputError("tp" if tp < 1 else "pp", tp if tp < 1 else pp, "an integer >= 1")
+    name = f"TP={tp} x PP={pp}" + (f" x DP-attention={attention_dp}" if attention_dp > 1 else "")
     if shape > gpus or gpus % shape:
         where = f"{nodes} x {instance.instance}"
         reason = (
-            f"TP={tp} x PP={pp} needs {shape} GPUs a replica; {where} has {gpus}"
+            f"{name} needs {shape} GPUs a replica; {where} has {gpus}"
             if shape > gpus
-            else f"TP={tp} x PP={pp} = {shape} GPUs a replica does not divide the {gpus} GPUs "
-            f"of {where}"
+            else f"{name} = {shape} GPUs a replica does not divide the {gpus} GPUs of {where}"
         )
-        return LayoutCandidate(**common, dp=gpus // shape, feasible=False, reason=reason)
+        return LayoutCandidate(**common, dp=max(gpus // shape, 1), feasible=False, reason=reason)
     dp = gpus // shape
+    arch = model.architecture if isinstance(model, ModelCard) else model
+    moe_reason = _moe_layout_problem(arch, tp, attention_dp, config.enable_expert_parallel)
+    if moe_reason is None and attention_dp > 1 and tp * attention_dp > instance.gpus:
+        moe_reason = (
+            f"TP={tp} x DP-attention={attention_dp} = {tp * attention_dp} GPUs run each MoE "
+            f"layer together and must stay inside one {instance.instance} "
+            f"({instance.gpus} GPUs)"
+        )
+    if moe_reason is not None:
+        return LayoutCandidate(**common, dp=dp, feasible=False, reason=moe_reason)
     if tp > instance.gpus or instance.gpus % tp:
         return LayoutCandidate(
             **common,
@@ -211,8 +244,45 @@ def evaluate_layout(
     )
 
 
+def _moe_layout_problem(
+    arch: ModelArchitecture, tp: int, attention_dp: int, expert_parallel: bool
+) -> str | None:
+    """Why an expert-parallel or attention-data-parallel layout cannot run (None: it can).
+
+    Attention DP ranks share the MoE layers, so a dense model has nothing to share (run
+    replicas instead); expert parallelism puts whole experts on the TP x DP GPUs of a stage,
+    so that count must divide the experts (vLLM: EP size = TP x DP; SGLang's --ep-size).
+    """
+    if (attention_dp > 1 or expert_parallel) and not arch.is_moe:
+        what = "attention data parallelism" if attention_dp > 1 else "expert parallelism"
+        return f"{what} needs an MoE model; this one is dense (run replicas instead)"
+    group = tp * attention_dp
+    if expert_parallel and arch.num_experts % group:
+        return (
+            f"expert parallelism over TP x DP = {group} GPUs does not divide the "
+            f"{arch.num_experts} experts"
+        )
+    return None
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def moe_variants(
+    arch: ModelArchitecture, base: EngineConfig, gpus_per_instance: int, tp: int
+) -> list[EngineConfig]:
+    """The MoE layouts tried for a TP size: experts sliced by TP (``base``), whole experts
+    (expert parallelism), and attention data parallelism over the rest of the instance with
+    expert parallelism (each rank its own requests and KV: the layout that wins for MLA
+    models, whose latent TP would replicate). Dense models: ``base`` only."""
+    if not arch.is_moe:
+        return [base]
+    out = [base, base.with_overrides(enable_expert_parallel=True)]
+    ranks = gpus_per_instance // tp
+    if ranks > 1 and gpus_per_instance % tp == 0:
+        out.append(base.with_overrides(enable_expert_parallel=True, data_parallel_size=ranks))
+    return out
 
 
 def enumerate_layouts(
@@ -225,8 +295,11 @@ def enumerate_layouts(
     kv_cache_dtypes: Sequence[str] | None = None,
     engine: EngineConfig | None = None,
     nodes: Iterable[int] | None = None,
+    moe_layouts: bool = True,
 ) -> list[LayoutCandidate]:
-    """Every (instance, nodes, TP, PP, DP, precision, KV dtype) with TP x PP x DP = GPUs.
+    """Every (instance, nodes, TP, PP, DP, precision, KV dtype) with TP x PP x DP = GPUs, and
+    for an MoE model (``moe_layouts``) the expert-parallel and attention-data-parallel variants
+    of each TP size (:func:`moe_variants`).
 
     ``engine`` is the settings every candidate is judged at (its ``max_model_len`` above all);
     ``kv_cache_dtypes`` (default: the engine's) are tried in turn. ``nodes`` (default
@@ -247,6 +320,7 @@ def enumerate_layouts(
     configs = [
         base.with_overrides(kv_cache_dtype=kv_dtype) for kv_dtype in kv_cache_dtypes or ()
     ] or [base]
+    arch = model.architecture if isinstance(model, ModelCard) else model
     candidates: list[LayoutCandidate] = []
     for name in names:
         instance = catalog.instance(name)
@@ -254,9 +328,18 @@ def enumerate_layouts(
         for node_count in node_counts:
             gpus = node_count * instance.gpus
             for tp in _divisors(gpus):
+                variants = [
+                    variant
+                    for config in configs
+                    for variant in (
+                        moe_variants(arch, config, instance.gpus, tp) if moe_layouts else [config]
+                    )
+                ]
                 for pp in _divisors(gpus // tp):
                     for precision in precisions:
-                        for config in configs:
+                        for config in variants:
+                            if gpus % (tp * pp * config.data_parallel_size):
+                                continue
                             candidates.append(
                                 evaluate_layout(
                                     model,
@@ -277,5 +360,6 @@ __all__ = [
     "check_layout",
     "enumerate_layouts",
     "evaluate_layout",
+    "moe_variants",
     "precision_support",
 ]

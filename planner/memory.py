@@ -81,6 +81,8 @@ CUDA_GRAPH_BYTES = 1.0 * GIB
 #: Scale/zero-point bytes per weight: AWQ/GPTQ int4 with group 128 (fp16 scale + 4-bit zero),
 #: NVFP4 (one fp8 scale per 16 weights). fp8 and int8 per-channel scales are negligible.
 QUANT_SCALE_BYTES_PER_PARAM = {"int4": 2.5 / 128, "fp4": 1.0 / 16}
+#: MXFP4 (OCP microscaling, gpt-oss's checkpoint format): one e8m0 scale per 32 weights.
+MXFP4_SCALE_BYTES_PER_PARAM = 1.0 / 32
 #: Bytes of the non-quantized parts of a model (embeddings, norms, routers, biases).
 HALF_BYTES = 2.0
 #: Fallback max_model_len when a config does not state max_position_embeddings.
@@ -152,7 +154,9 @@ def _check_precision(precision: str) -> None:
 # ----- weights ---------------------------------------------------------------------------------
 
 
-def _linear_bytes(precision: str) -> float:
+def _linear_bytes(precision: str, arch: ModelArchitecture | None = None) -> float:
+    if precision == "fp4" and arch is not None and arch.quant_method == "mxfp4":
+        return BYTES_PER_PARAM[precision] + MXFP4_SCALE_BYTES_PER_PARAM
     return BYTES_PER_PARAM[precision] + QUANT_SCALE_BYTES_PER_PARAM.get(precision, 0.0)
 
 
@@ -199,11 +203,15 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
     return linear, half
 
 
-def _mlp_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tuple[float, float]:
+def _mlp_params_per_rank(
+    arch: ModelArchitecture, layer: int, tp: int, moe_shards: int | None = None
+) -> tuple[float, float]:
+    """(linear params, 16-bit params) of one layer's MLP on one GPU; the routed experts are
+    split over ``moe_shards`` GPUs (TP x attention-DP ranks; default TP), sliced or whole."""
     h = arch.hidden_size
     if layer not in arch.moe_layers:
         return 3 * h * arch.intermediate_size / tp, 0.0
-    experts = arch.num_experts * 3 * h * arch.moe_intermediate_size / tp
+    experts = arch.num_experts * 3 * h * arch.moe_intermediate_size / (moe_shards or tp)
     half = float(h * arch.num_experts)  # router: replicated
     if arch.expert_bias:
         half += arch.num_experts * (2 * arch.moe_intermediate_size / tp + h) + arch.num_experts
@@ -230,17 +238,28 @@ def stage_weight_bytes(
     pp: int = 1,
     stage: int = 0,
     precision: str = "bf16",
+    moe_shards: int | None = None,
 ) -> float:
-    """Weight bytes one GPU of PP stage ``stage`` holds (see the module docstring)."""
+    """Weight bytes one GPU of PP stage ``stage`` holds (see the module docstring).
+
+    ``moe_shards``: GPUs the routed experts are split over (TP x attention-DP ranks with
+    attention data parallelism; default TP). A checkpoint that quantises only its experts
+    (gpt-oss's MXFP4) keeps its attention in 16-bit.
+    """
     arch = _arch(model)
     _check_precision(precision)
     check_parallelism(arch, tp, pp)
     start, end = pp_layer_split(arch.num_layers, pp)[stage]
     linear = half = 0.0
+    experts_only = arch.experts_only_quantized and BYTES_PER_PARAM[precision] < HALF_BYTES
     for layer in range(start, end):
         mixer_linear, mixer_half = _mixer_params_per_rank(arch, layer, tp)
-        mlp_linear, mlp_half = _mlp_params_per_rank(arch, layer, tp)
-        linear += mixer_linear + mlp_linear
+        mlp_linear, mlp_half = _mlp_params_per_rank(arch, layer, tp, moe_shards)
+        if experts_only:
+            half += mixer_linear
+        else:
+            linear += mixer_linear
+        linear += mlp_linear
         half += mixer_half + mlp_half + 2 * arch.hidden_size  # two RMSNorms
     vocab_shard = _padded_vocab(arch) / tp * arch.hidden_size
     first, last = stage == 0, stage == pp - 1
@@ -250,7 +269,7 @@ def stage_weight_bytes(
         half += arch.hidden_size  # final norm
         if not arch.tie_word_embeddings or not first:
             half += vocab_shard  # lm_head (a tied one is a second copy when PP > 1)
-    return linear * _linear_bytes(precision) + half * HALF_BYTES + _rotary_cache_bytes(arch)
+    return linear * _linear_bytes(precision, arch) + half * HALF_BYTES + _rotary_cache_bytes(arch)
 
 
 def weight_bytes(model: ModelCard | ModelArchitecture, precision: str = "bf16") -> float:
@@ -403,7 +422,9 @@ def plan_memory(
 ) -> MemoryPlan:
     """Per-GPU memory and replica KV capacity of ``model`` on ``tp`` x ``pp`` ``gpu``s under
     ``engine`` (default: vLLM's own settings on the GPU, :func:`planner.engine.engine_defaults`;
-    ``max_model_len`` None: the model's ``max_position_embeddings``).
+    ``max_model_len`` None: the model's ``max_position_embeddings``). With attention data
+    parallelism (``engine.data_parallel_size``) each GPU holds its rank's attention and KV and
+    1/(TP x DP) of the routed experts.
 
     kv_bytes (one GPU) = total_cuda x utilisation - weights - activation - non_torch;
     blocks (stage) = kv_bytes // (block_size x KV bytes per token of the stage's layers);
@@ -422,6 +443,8 @@ def plan_memory(
     block_size, enforce_eager = config.block_size, config.enforce_eager
     kv_element = config.kv_bytes_per_element
     model_len = config.max_model_len or arch.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
+    # with attention data parallelism the routed experts are split over TP x DP GPUs
+    moe_shards = tp * config.data_parallel_size if arch.is_moe else tp
 
     total = gpu.memory_bytes
     reserved = DRIVER_RESERVED_BYTES if gpu.memory_reported_mib is not None else 0.0
@@ -449,7 +472,9 @@ def plan_memory(
     for stage, (start, end) in enumerate(pp_layer_split(arch.num_layers, pp)):
         kinds = arch.layer_kinds[start:end]
         full, sliding, linear = (kinds.count("full"), kinds.count("sliding"), kinds.count("linear"))
-        weights = stage_weight_bytes(arch, tp=tp, pp=pp, stage=stage, precision=precision)
+        weights = stage_weight_bytes(
+            arch, tp=tp, pp=pp, stage=stage, precision=precision, moe_shards=moe_shards
+        )
         activation = hidden_term + forward_term
         if stage == pp - 1:
             sampler = sampler_requests * arch.vocab_size * ACTIVATION_BYTES_PER_LOGIT

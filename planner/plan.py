@@ -265,12 +265,20 @@ class Plan(BaseModel):
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        """TP x PP x attention-DP ranks (an MoE engine with attention data parallelism runs one
+        attention rank a TP group, all sharing the MoE layers)."""
+        return self.tp * self.pp * self.engine.data_parallel_size
 
     @property
     def label(self) -> str:
-        """``g6e.12xlarge TP4 PP1 bf16``, or the GPU where the plan names no instance."""
-        return f"{self.instance or self.gpu} TP{self.tp} PP{self.pp} {self.precision}"
+        """``g6e.12xlarge TP4 PP1 bf16`` (``p5en.48xlarge TP1 PP1 DP-attention 8 EP fp8`` for
+        an MoE layout), or the GPU where the plan names no instance."""
+        moe = ""
+        if self.engine.data_parallel_size > 1:
+            moe += f" DP-attention {self.engine.data_parallel_size}"
+        if self.engine.enable_expert_parallel:
+            moe += " EP"
+        return f"{self.instance or self.gpu} TP{self.tp} PP{self.pp}{moe} {self.precision}"
 
     def scenario(
         self,

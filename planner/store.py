@@ -111,6 +111,21 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX run_problems_dir ON run_problems (run_dir)",
         ],
     ),
+    (
+        3,
+        [
+            # expert / attention-data parallelism, the engine knobs a run set, the dataset
+            "ALTER TABLE measured_results ADD COLUMN data_parallel_size INTEGER",
+            "ALTER TABLE measured_results ADD COLUMN enable_expert_parallel BOOLEAN",
+            "ALTER TABLE measured_results ADD COLUMN max_num_seqs INTEGER",
+            "ALTER TABLE measured_results ADD COLUMN max_num_batched_tokens INTEGER",
+            "ALTER TABLE measured_results ADD COLUMN max_model_len INTEGER",
+            "ALTER TABLE measured_results ADD COLUMN gpu_memory_utilization DOUBLE",
+            "ALTER TABLE measured_results ADD COLUMN dataset VARCHAR",
+            "ALTER TABLE measured_results ADD COLUMN entrypoint VARCHAR",
+            "ALTER TABLE measured_results ADD COLUMN notes VARCHAR",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

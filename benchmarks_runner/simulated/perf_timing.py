@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import Catalog, load_catalog
-from planner.perf.calibration import version_key
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
@@ -208,10 +207,7 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None
 # ----- building one from a plan ----------------------------------------------------------------
 def coefficients_for_plan(model: PerformanceModel, plan: Plan | Scenario) -> list[float]:
     """The fitted coefficient vector the model uses to predict ``plan``."""
-    scenario = timing_scenario(plan)
-    dep = model.deployment(scenario)
-    vector = model.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
-    return [float(v) for v in vector]
+    return [float(v) for v in model.coefficients_of(timing_scenario(plan))]
 
 
 def parse_coefficients(text: str) -> list[float]:

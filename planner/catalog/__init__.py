@@ -1,6 +1,11 @@
 """The catalog: GPUs, instances and prices, models and public measured results."""
 
-from planner.catalog.architecture import ModelArchitecture, architecture_from_config
+from planner.catalog.architecture import (
+    MODEL_CLASSES,
+    ModelArchitecture,
+    ModelClass,
+    architecture_from_config,
+)
 from planner.catalog.loader import (
     EMBEDDED_DATA_DIR,
     Catalog,
@@ -25,6 +30,7 @@ __all__ = [
     "BYTES_PER_PARAM",
     "EMBEDDED_DATA_DIR",
     "GPU",
+    "MODEL_CLASSES",
     "PRECISIONS",
     "PRICING_MODES",
     "Catalog",
@@ -32,6 +38,7 @@ __all__ = [
     "MeasuredResult",
     "ModelArchitecture",
     "ModelCard",
+    "ModelClass",
     "Precision",
     "Price",
     "PriceHistoryEntry",

@@ -23,6 +23,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.catalog.limits import check_config_sizes
 
 LayerKind = Literal["full", "sliding", "linear"]
+ModelClass = Literal[
+    "dense GQA",
+    "coarse MoE",
+    "fine-grained MoE",
+    "MLA",
+    "sliding-window",
+    "hybrid linear attention",
+]
+#: the architecture classes the performance model is validated on, one held out at a time
+MODEL_CLASSES: tuple[ModelClass, ...] = (
+    "dense GQA",
+    "coarse MoE",
+    "fine-grained MoE",
+    "MLA",
+    "sliding-window",
+    "hybrid linear attention",
+)
+#: an MoE with at most this many routed experts is "coarse" (Mixtral's 8, Llama-4 Scout's 16);
+#: more is "fine-grained" (DeepSeek's 256, Qwen3's 128, gpt-oss-20b's 32)
+COARSE_MOE_MAX_EXPERTS = 16
 
 
 class ModelArchitecture(BaseModel):
@@ -64,6 +84,15 @@ class ModelArchitecture(BaseModel):
     linear_key_head_dim: int = 0
     linear_value_head_dim: int = 0
     linear_conv_kernel_dim: int = 0
+    # DeepSeek Sparse Attention (DeepSeek-V3.2): a lightning indexer of index_n_heads x
+    # index_head_dim scores every earlier token; the main attention reads the index_topk best
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
+    # the checkpoint's quantization_config.quant_method (fp8, awq, mxfp4, ...), and whether it
+    # leaves attention in 16-bit (gpt-oss: MXFP4 experts only)
+    quant_method: str | None = None
+    experts_only_quantized: bool = False
 
     # ----- shape facts -------------------------------------------------------------------
     @property
@@ -90,6 +119,31 @@ class ModelArchitecture(BaseModel):
     def num_attention_layers(self) -> int:
         """Layers that keep a per-token KV cache (full or sliding-window attention)."""
         return self.num_full_layers + self.num_sliding_layers
+
+    @property
+    def model_classes(self) -> tuple[ModelClass, ...]:
+        """The architecture classes this model belongs to (see :data:`MODEL_CLASSES`).
+
+        A model can be in several: DeepSeek-V3 is MLA and fine-grained MoE, gpt-oss is
+        fine-grained MoE with sliding-window layers. "dense GQA" is a model with none of the
+        other features (multi-head attention counts as GQA with as many KV heads as heads).
+        """
+        classes: list[ModelClass] = []
+        if self.is_moe:
+            coarse = self.num_experts <= COARSE_MOE_MAX_EXPERTS
+            classes.append("coarse MoE" if coarse else "fine-grained MoE")
+        if self.is_mla:
+            classes.append("MLA")
+        if self.num_sliding_layers:
+            classes.append("sliding-window")
+        if self.num_linear_layers:
+            classes.append("hybrid linear attention")
+        return tuple(classes) or ("dense GQA",)
+
+    @property
+    def sparse_attention_topk(self) -> int | None:
+        """Keys each query attends to under DeepSeek Sparse Attention (V3.2's ``index_topk``)."""
+        return self.index_topk if self.index_n_heads else None
 
     # ----- parameter counts ----------------------------------------------------------------
     def _attention_params(self) -> int:
@@ -387,4 +441,26 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         linear_key_head_dim=int(config.get("linear_key_head_dim") or 0),
         linear_value_head_dim=int(config.get("linear_value_head_dim") or 0),
         linear_conv_kernel_dim=int(config.get("linear_conv_kernel_dim") or 0),
+        index_n_heads=int(config.get("index_n_heads") or 0),
+        index_head_dim=int(config.get("index_head_dim") or 0),
+        index_topk=int(config.get("index_topk") or 0),
+        quant_method=_quant_method(config),
+        experts_only_quantized=_experts_only_quantized(config),
     )
+
+
+def _quant_method(config: dict[str, Any]) -> str | None:
+    quant = config.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method"):
+        return str(quant["quant_method"]).lower()
+    return None
+
+
+def _experts_only_quantized(config: dict[str, Any]) -> bool:
+    """True when the checkpoint's quantization leaves the attention blocks unconverted
+    (``quantization_config.modules_to_not_convert`` names ``self_attn``: gpt-oss's MXFP4)."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict):
+        return False
+    skipped = quant.get("modules_to_not_convert") or []
+    return any("self_attn" in str(m) for m in skipped) and "*" in "".join(map(str, skipped))

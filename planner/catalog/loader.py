@@ -36,6 +36,8 @@ INSTANCES_FILE = "instances.csv"
 PRICES_FILE = "prices.csv"
 PRICE_HISTORY_FILE = "price_history.csv"  # user catalog only: prices a refresh replaced
 MEASURED_FILE = "measured_results.csv"
+#: the embedded catalog keeps one measured file a source family (same columns)
+MEASURED_GLOB = "measured_*.csv"
 MODELS_DIR = "models"
 
 R = TypeVar("R", bound=BaseModel)
@@ -212,6 +214,11 @@ class Catalog:
         self.models[card.hf_id.lower()] = card
 
 
+def _measured_order(path: Path) -> tuple[int, str]:
+    """measured_results.csv first, then the other sources by name (stable row order)."""
+    return (0 if path.name == MEASURED_FILE else 1, path.name)
+
+
 def _merge(base: dict[str, R], extra: Iterable[R], key: Any) -> dict[str, R]:
     merged = dict(base)
     for record in extra:
@@ -262,8 +269,13 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
         if (directory / MODELS_DIR).is_dir():
             for card in read_model_dir(directory / MODELS_DIR, "embedded" if embedded else "user"):
                 catalog.add_model(card)
-        if (directory / MEASURED_FILE).exists():
-            catalog.measured.extend(read_records(directory / MEASURED_FILE, MeasuredResult))
+        measured_files = [directory / MEASURED_FILE] if not embedded else []
+        if embedded:
+            # one file a public source family: measured_results.csv, measured_gpustack.csv, ...
+            measured_files = sorted(directory.glob(MEASURED_GLOB), key=_measured_order)
+        for path in measured_files:
+            if path.exists():
+                catalog.measured.extend(read_records(path, MeasuredResult))
         if not embedded and (directory / PRICE_HISTORY_FILE).exists():
             history = read_records(directory / PRICE_HISTORY_FILE, PriceHistoryEntry)
             catalog.price_history = sorted(history, key=lambda p: (p.superseded_on, p.as_of))

@@ -89,13 +89,14 @@ class GPU(_Record):
         """Peak a model stored in ``precision`` really computes at.
 
         Weight-only formats (int4 AWQ/GPTQ, fp8 or fp4 on chips without such units) dequantise
-        to 16-bit before the matmul, so they compute at the fp16 peak.
+        to 16-bit before the matmul, so they compute at the 16-bit peak: FP4/MXFP4 tensor cores
+        exist only on Blackwell; on Hopper and Ampere 4-bit weights (gpt-oss's MXFP4 experts,
+        vLLM's Marlin / Triton kernels) move 4-bit bytes and multiply in 16-bit; A100 has no
+        FP8 units, so FP8 checkpoints run weight-only there (domain.md, MoE section).
         """
         own = self.dense_tflops(precision)
         if own is not None and precision != "int4":
             return own
-        if precision == "fp4" and self.fp8_dense_tflops is not None:
-            return self.fp8_dense_tflops
         return self.bf16_dense_tflops or self.fp16_dense_tflops
 
     def flops_per_byte(self, precision: str = "bf16") -> float:
@@ -191,7 +192,30 @@ class MeasuredResult(BaseModel):
     origin: Literal["public", "user"] = "public"
     run_id: str | None = None
     simulated: bool = False
+    # layout beyond TP x PP (planner.engine / planner.serve_flags): attention data-parallel
+    # ranks inside one engine (each with its own requests; they run the MoE layers together)
+    # and whole experts sharded over the TP x DP GPUs of a stage instead of sliced; blank: off
+    data_parallel_size: PositiveInt | None = None
+    enable_expert_parallel: bool | None = None
+    # engine knobs the run set (blank: the engine's defaults); SGLang's --chunked-prefill-size
+    # is max_num_batched_tokens, --max-running-requests max_num_seqs, --mem-fraction-static
+    # gpu_memory_utilization
+    max_num_seqs: PositiveInt | None = None
+    max_num_batched_tokens: PositiveInt | None = None
+    max_model_len: PositiveInt | None = None
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    #: "random": every request has the stated lengths; "sharegpt": lengths vary per request
+    #: (vLLM bench's ShareGPT sample) and the stated ones are the means; "uniform": lengths
+    #: drawn uniformly from 1 to twice the stated mean (SGLang bench_serving's random dataset
+    #: at its default --random-range-ratio 0)
+    dataset: Literal["random", "sharegpt", "uniform"] | None = None
+    #: "serve": an HTTP server and a streaming client (vllm bench serve, AIPerf, sglang
+    #: bench_serving); "offline": the engine driven directly (trtllm-bench, vLLM's LLM class).
+    #: Blank: offline for load offline_batch and TensorRT-LLM max-throughput tables, else serve
+    entrypoint: Literal["serve", "offline"] | None = None
+    notes: str | None = None
 
     @property
     def dp(self) -> int:
-        return max(1, self.num_gpus // (self.tp * self.pp))
+        """Independent replicas: GPUs / (TP x PP x attention-DP ranks)."""
+        return max(1, self.num_gpus // (self.tp * self.pp * (self.data_parallel_size or 1)))

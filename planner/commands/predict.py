@@ -2,10 +2,14 @@
 
 IN has the scenario columns of ``data/measured_results.csv`` (engine, engine_version, model,
 precision, gpu, num_gpus, tp, pp, input_len, output_len, load, concurrency, request_rate,
-num_requests, instance, nodes; blank optional cells take the engine's defaults) and any other
-columns, which pass through. OUT is IN plus the prediction columns; a row that cannot be
-predicted gets a message in ``pred_error`` and the others are still predicted. The model is
-fitted on every stored measured result (the public set and the user's runs).
+num_requests, instance, nodes; blank optional cells take the engine's defaults; engine
+settings as in the Scenario: max_num_seqs, max_num_batched_tokens, data_parallel_size (attention
+data-parallel ranks), enable_expert_parallel, entrypoint, ...) and any other columns, which pass
+through. OUT is IN plus the prediction columns; ``pred_uncertain_because`` says in words what
+about a row the measured data do not cover (each reason widens its interval: "no measured MoE
+result on SGLang with H200"). A row that cannot be predicted gets a message in ``pred_error``
+and the others are still predicted. The model is fitted on every stored measured result (the
+public set and the user's runs).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ PREDICTION_COLUMNS = (
     "pred_output_tok_per_s_low",
     "pred_output_tok_per_s_high",
     "pred_far_from_data",
+    "pred_uncertain_because",
     "pred_error",
 )
 
@@ -82,6 +87,7 @@ def prediction_cells(result: Prediction | PlannerError) -> dict[str, str]:
         "pred_output_tok_per_s_low": _fmt(result.output_tok_per_s_low),
         "pred_output_tok_per_s_high": _fmt(result.output_tok_per_s_high),
         "pred_far_from_data": "true" if result.far_from_data else "false",
+        "pred_uncertain_because": "; ".join(result.uncertain_because),
         "pred_error": "",
     }
 

@@ -28,9 +28,11 @@ from the fit (an unmeasured GPU or release) adds the spread its level's fitted k
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,6 +41,7 @@ from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.scenario import Scenario
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, FITTED, FITTED_IDX, FIXED_COEFFICIENTS, IDX
+from planner.workload import LengthDistribution
 
 N_FITTED = len(FITTED)
 #: spec-sheet prior of each fitted coefficient (dimensionless: x times the term's nominal time)
@@ -48,6 +51,7 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "expert_read": 0.5,
     "kv_read": 0.3,
     "gemm": 0.3,
+    "expert_gemm": 0.3,
     "attention": 0.5,
     "allreduce_nvlink": 1.0,
     "allreduce_pcie_p2p": 1.0,
@@ -59,6 +63,7 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "net_hops": 1.0,
     "net_transfer": 1.0,
     "layers": 1.0,
+    "moe_layers": 1.0,
     "forward_passes": 1.0,
     "sequences": 0.5,
 }
@@ -67,6 +72,8 @@ SIGMA_FAMILY = 1.0
 SIGMA_VERSION = 0.5
 SIGMA_GPU = 0.5
 SIGMA_GROUP = 0.5
+SIGMA_ENTRYPOINT = 0.5
+SIGMA_KIND = 0.5
 ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
 METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}
 METRICS = ("output_tok_per_s", "ttft", "itl")
@@ -119,12 +126,83 @@ def measurement_problem(result: MeasuredResult) -> str | None:
     return None
 
 
+#: Coefficient of variation assumed for the per-request lengths of vLLM bench's ShareGPT
+#: sample (the sources publish only the means): lognormal, capped by its filter at 1,024
+#: prompt and 2,048 total tokens (vllm/benchmarks/datasets.py, ShareGPTDataset). An assumption
+#: about the workload, documented in data/README.md, not fitted.
+SHAREGPT_LENGTH_CV = 1.0
+SHAREGPT_MAX_PROMPT = 1024
+SHAREGPT_MAX_TOTAL = 2048
+#: a measured row's length distribution is simulated as a few lengths (its quantiles at the
+#: midpoints of these probability bins, rescaled to the stated mean): requests of equal lengths
+#: move through the simulator together, so a 1,000-request run costs a few dozen cohorts. The
+#: bins thin out towards the top so the longest requests, which set an offline run's end, keep
+#: their length.
+LENGTH_BIN_EDGES = (0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 0.99, 0.999, 1.0)
+
+
+def _binned(dist: LengthDistribution, mean: float) -> LengthDistribution:
+    """``dist`` as a weighted handful of lengths (LENGTH_BIN_EDGES) with mean ``mean``."""
+    edges = LENGTH_BIN_EDGES
+    weights = [hi - lo for lo, hi in itertools.pairwise(edges)]
+    points = [dist.quantile((lo + hi) / 2) for lo, hi in itertools.pairwise(edges)]
+    scale = mean / sum(w * v for w, v in zip(weights, points, strict=True))
+    return LengthDistribution.empirical([max(1, round(v * scale)) for v in points], weights)
+
+
 def scenario_from_measured(result: MeasuredResult) -> Scenario:
     """The scenario a measured row describes (engine defaults for everything it omits).
 
     An offline-batch row was run with vLLM's offline ``LLM`` class (``vllm bench
-    throughput``), whose batch budget defaults differ from ``vllm serve``'s.
+    throughput``), whose batch budget defaults differ from ``vllm serve``'s; a row that names
+    its entrypoint, engine knobs, attention data parallelism or expert parallelism keeps them;
+    a ShareGPT or uniform-random row is simulated with varying lengths of its stated means.
     """
+    lengths: dict[str, object] = {"input_len": result.input_len, "output_len": result.output_len}
+    if result.dataset == "uniform":
+        lengths = {
+            "input_dist": _binned(
+                LengthDistribution.uniform(1, max(1, 2 * result.input_len - 1)), result.input_len
+            ),
+            "output_dist": _binned(
+                LengthDistribution.uniform(1, max(1, 2 * result.output_len - 1)),
+                result.output_len,
+            ),
+        }
+    elif result.dataset == "sharegpt":
+        lengths = {
+            "input_dist": _binned(
+                LengthDistribution.lognormal(
+                    result.input_len,
+                    SHAREGPT_LENGTH_CV * result.input_len,
+                    max_tokens=max(result.input_len, SHAREGPT_MAX_PROMPT),
+                ),
+                result.input_len,
+            ),
+            "output_dist": _binned(
+                LengthDistribution.lognormal(
+                    result.output_len,
+                    SHAREGPT_LENGTH_CV * result.output_len,
+                    max_tokens=max(result.output_len, SHAREGPT_MAX_TOTAL - result.input_len),
+                ),
+                result.output_len,
+            ),
+        }
+    knobs = {
+        name: getattr(result, name)
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_model_len",
+            "gpu_memory_utilization",
+            "enable_expert_parallel",
+            "data_parallel_size",
+            "entrypoint",
+        )
+        if getattr(result, name) is not None
+    }
+    if result.load == "offline_batch" and "entrypoint" not in knobs:
+        knobs["entrypoint"] = "offline"
     return Scenario(
         engine=result.engine,
         engine_version=result.engine_version,
@@ -134,15 +212,14 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
         num_gpus=result.num_gpus,
         tp=result.tp,
         pp=result.pp,
-        input_len=result.input_len,
-        output_len=result.output_len,
         load=result.load,
         concurrency=result.concurrency,
         request_rate=result.request_rate,
         num_requests=int(result.num_requests) if result.num_requests else None,
         instance=result.instance,
         nodes=result.nodes,
-        entrypoint="offline" if result.load == "offline_batch" else None,
+        **lengths,
+        **knobs,
     )
 
 
@@ -182,6 +259,10 @@ class FitSample:
     @property
     def version(self) -> str | None:
         return version_key(self.scenario)
+
+    @property
+    def key(self) -> CoefficientKey:
+        return coefficient_key(self.scenario, self.dep)
 
     @property
     def time_driven(self) -> bool:
@@ -242,7 +323,22 @@ def targets_for(result: MeasuredResult, trace: SimTrace, replicas: int) -> list[
         if ok.any():
             span = trace.finish - trace.first
             stat = result.itl_stat or "mean_itl"
-            if stat.startswith("mean"):
+            if stat == "mean_tpot":
+                # mean over requests of (E2E - TTFT) / (output - 1): linear in c
+                weights = count[ok] / count[ok].sum()
+                V = (weights[:, None] * span[ok] / gaps[ok, None]).sum(0, keepdims=True)
+                targets.append(
+                    Target(
+                        "itl",
+                        "mean",
+                        V,
+                        np.zeros(1),
+                        np.ones(1),
+                        math.log(result.itl_ms / 1e3),
+                        METRIC_WEIGHTS["itl"],
+                    )
+                )
+            elif stat.startswith("mean"):
                 total_gaps = (count[ok] * gaps[ok]).sum()
                 V = (count[ok, None] * span[ok]).sum(0, keepdims=True) / total_gaps
                 targets.append(
@@ -275,15 +371,11 @@ def targets_for(result: MeasuredResult, trace: SimTrace, replicas: int) -> list[
 def build_sample(
     result: MeasuredResult,
     catalog: Catalog,
-    coefficients: Callable[[str, str, str | None], np.ndarray] | None = None,
+    coefficients: Callable[[CoefficientKey], np.ndarray] | None = None,
 ) -> FitSample:
     scenario = scenario_from_measured(result)
     dep = resolve_deployment(scenario, catalog)
-    c = (
-        coefficients(dep.family, dep.gpu.gpu_id, version_key(scenario))
-        if coefficients is not None
-        else None
-    )
+    c = coefficients(coefficient_key(scenario, dep)) if coefficients is not None else None
     if scenario.load in ("rate", "trace") and c is None:
         c = full_from_theta(prior_theta())
     trace = simulate(dep, c if scenario.load in ("rate", "trace") else None)
@@ -297,11 +389,56 @@ LEVELS: tuple[tuple[str, float], ...] = (
     ("version", SIGMA_VERSION),
     ("gpu", SIGMA_GPU),
     ("group", SIGMA_GROUP),
+    ("entrypoint", SIGMA_ENTRYPOINT),
+    ("kind", SIGMA_KIND),
 )
 
 
-def level_keys(family: str, gpu: str, version: str | None) -> dict[str, str | None]:
-    return {"family": family, "version": version, "gpu": gpu, "group": f"{family}/{gpu}"}
+class CoefficientKey(NamedTuple):
+    """What picks a coefficient vector: engine family, GPU, engine release (``family:x.y``),
+    how the engine is driven (``offline``: an engine-only benchmark such as trtllm-bench or
+    vLLM's LLM class; ``serve``: an HTTP server with a streaming client) and the model kind
+    (``dense`` or ``moe``: an engine's MoE kernels are its own)."""
+
+    family: str
+    gpu: str
+    version: str | None = None
+    entrypoint: str | None = None
+    kind: str | None = None
+
+
+def entrypoint_of(scenario: Scenario) -> str:
+    """The scenario's own entrypoint when it says (a measured offline-batch row says
+    ``offline``: vLLM's offline class); else ``offline`` for TensorRT-LLM's max-throughput tables
+    (trtllm-bench) and ``serve`` otherwise: an offline batch of N sent to a server is a closed
+    loop of N with N requests, and predicts the same."""
+    if scenario.entrypoint is not None:
+        return scenario.entrypoint
+    if scenario.load == "max_throughput" and scenario.engine_family == "trtllm":
+        return "offline"
+    return "serve"
+
+
+def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
+    return CoefficientKey(
+        family=dep.family,
+        gpu=dep.gpu.gpu_id,
+        version=version_key(scenario),
+        entrypoint=entrypoint_of(scenario),
+        kind="moe" if dep.card.architecture.is_moe else "dense",
+    )
+
+
+def level_keys(key: CoefficientKey) -> dict[str, str | None]:
+    family = key.family
+    return {
+        "family": family,
+        "version": key.version,
+        "gpu": key.gpu,
+        "group": f"{family}/{key.gpu}",
+        "entrypoint": key.entrypoint,
+        "kind": f"{family}:{key.kind}" if key.kind else None,
+    }
 
 
 @dataclass
@@ -316,20 +453,20 @@ class FittedCoefficients:
     residuals: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (family, metric)
     n_rows: int = 0
 
-    def theta_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
+    def theta_for(self, key: CoefficientKey) -> np.ndarray:
         theta = self.theta0.copy()
-        for level, key in level_keys(family, gpu, version).items():
-            if key is not None and key in self.levels.get(level, {}):
-                theta += self.levels[level][key]
+        for level, name in level_keys(key).items():
+            if name is not None and name in self.levels.get(level, {}):
+                theta += self.levels[level][name]
         return theta
 
-    def full_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
-        return full_from_theta(self.theta_for(family, gpu, version))
+    def full_for(self, key: CoefficientKey) -> np.ndarray:
+        return full_from_theta(self.theta_for(key))
 
     def known(self, level: str, key: str | None) -> bool:
         return key is not None and key in self.levels.get(level, {})
 
-    def log_variance(self, family: str, gpu: str, version: str | None, shares: np.ndarray) -> float:
+    def log_variance(self, key: CoefficientKey, shares: np.ndarray) -> float:
         """Variance of log(prediction) from the coefficients, for term shares of the prediction.
 
         ``shares[k] = c_k x_k / sum c x`` over the fitted terms. Levels absent from the fit
@@ -338,10 +475,10 @@ class FittedCoefficients:
         cols = [np.arange(N_FITTED)]
         extra = 0.0
         sigma = dict(LEVELS)
-        for level, key in level_keys(family, gpu, version).items():
-            if key is None:
+        for level, name in level_keys(key).items():
+            if name is None:
                 continue
-            found = self.columns.get(f"{level}:{key}")
+            found = self.columns.get(f"{level}:{name}")
             if found is None:
                 # a key the data never saw (a GPU, a release): its deviation is as unknown as
                 # the deviations of the keys it did see were spread (empirical Bayes)
@@ -388,7 +525,7 @@ def _pack(samples: Sequence[FitSample]) -> _Packed:
     keys_lin: list[tuple[int, str]] = []
     keys_med: list[tuple[int, str]] = []
     for si, s in enumerate(samples):
-        keys = level_keys(s.family, s.gpu, s.version)
+        keys = level_keys(s.key)
         idx = []
         for li, (level, _) in enumerate(LEVELS):
             key = keys[level]
@@ -467,20 +604,36 @@ def _levenberg_marquardt(
     r = residuals(x)
     cost = _robust_cost(r, n_data)
     lam = 1e-3
+    # imported here: a fit needs scipy, a prediction from the fit cache does not (0.4 s a start)
+    from scipy.sparse import csc_matrix
+    from scipy.sparse.linalg import spsolve
+
     f2 = ROBUST_SCALE**2
     for _ in range(max_iter):
         J = jacobian(x)
-        w = np.ones(r.size)
-        w[:n_data] = 1.0 / np.sqrt(1.0 + r[:n_data] ** 2 / f2)
-        Jw = J * w[:, None]
-        A = Jw.T @ J
-        g = Jw.T @ r
+        w = 1.0 / np.sqrt(1.0 + r[:n_data] ** 2 / f2)
+        Jd = J[:n_data]
+        Jw = Jd * w[:, None]
+        A = Jw.T @ Jd
+        g = Jw.T @ r[:n_data]
+        # the prior rows are diagonal (one a parameter): added without a dense product
+        prior = J[n_data:]
+        if prior.shape[0] == prior.shape[1]:
+            d = np.diag(prior)
+            A[np.diag_indices_from(A)] += d * d
+            g += d * r[n_data:]
+        else:
+            A += prior.T @ prior
+            g += prior.T @ r[n_data:]
         diag = np.maximum(np.diag(A), 1e-12)
         improved = False
         for _ in range(12):
-            try:
-                step = np.linalg.solve(A + lam * np.diag(diag), -g)
-            except np.linalg.LinAlgError:
+            damped = A.copy()
+            damped[np.diag_indices_from(damped)] += lam * diag
+            # the normal matrix is ~70% zeros (parameters of keys that never share a row):
+            # a sparse LU is faster than a dense solve and needs no BLAS threads
+            step = spsolve(csc_matrix(damped), -g)
+            if not np.all(np.isfinite(step)):
                 lam *= 10
                 continue
             x_new = x + step
@@ -604,9 +757,10 @@ def fit_coefficients(
     J = jacobian(x)
     # robust scale of the data residuals and the Gauss-Newton covariance of the parameters
     scale = max(float(np.median(np.abs(res))) * 1.4826 if n_data else 1.0, 0.05)
-    weights = np.ones(n_data + n_params)
-    weights[:n_data] = 1.0 / np.sqrt(1.0 + (res / ROBUST_SCALE) ** 2) / scale**2
-    hess = (J * weights[:, None]).T @ J
+    weights = 1.0 / np.sqrt(1.0 + (res / ROBUST_SCALE) ** 2) / scale**2
+    Jd = J[:n_data]
+    hess = (Jd * weights[:, None]).T @ Jd
+    hess[np.diag_indices_from(hess)] += np.diag(J[n_data:]) ** 2
     try:
         cov = np.linalg.inv(hess)
     except np.linalg.LinAlgError:
@@ -646,10 +800,7 @@ def calibrate(
     for _ in range(rounds - 1):
         if not any(s.time_driven for s in current):
             break
-        current = [
-            resimulate(s, fitted.full_for(s.family, s.gpu, s.version)) if s.time_driven else s
-            for s in current
-        ]
+        current = [resimulate(s, fitted.full_for(s.key)) if s.time_driven else s for s in current]
         fitted = fit_coefficients(current, initial=fitted)
     return fitted, current
 

@@ -21,17 +21,30 @@ from planner.memory import MemoryPlan, plan_memory
 class CapacityPlan:
     kv_capacity_tokens: int
     weights_bytes: float  # per GPU, the stage whose KV pool binds
+    #: why the engine might refuse this layout although the weights fit (then the capacity is
+    #: that of one longest request: a measured run of it exists, or the user asked)
+    problem: str | None = None
 
 
 def plan_capacity(
     card: ModelCard, gpu: GPU, *, tp: int, pp: int, precision: str, engine: EngineConfig
 ) -> CapacityPlan:
-    """Replica KV capacity in tokens; a layout that cannot start raises InvalidInputError.
+    """Replica KV capacity in tokens; a layout whose weights do not fit raises
+    InvalidInputError.
 
-    ``engine`` is resolved (every setting stated, ``max_model_len`` included).
+    ``engine`` is resolved (every setting stated, ``max_model_len`` included). SGLang's
+    ``mem_fraction_static`` (``gpu_memory_utilization`` of an SGLang config) is the share of the
+    GPU for the weights and the KV pool, activations and CUDA graphs being reserved outside it,
+    so its pool is fraction x memory - weights. A layout the engine's own start-up checks would
+    refuse while its weights fit (one ``max_model_len`` request does not fit the pool, vLLM's
+    free-memory check) gets room for one longest request and ``problem`` says why: a measured
+    run of it exists, or the user asked for it.
     """
     trtllm = engine.family == "trtllm"
-    assert engine.max_num_seqs and engine.max_num_batched_tokens
+    sglang = engine.family == "sglang"
+    assert engine.max_num_seqs and engine.max_num_batched_tokens and engine.block_size
+    block_size = engine.block_size
+    max_model_len = engine.max_model_len or 1
     # the sampler's profile run sizes vLLM's activation peak; TensorRT-LLM preallocates its
     # own (smaller) buffers, so it is planned at vLLM's default batch
     seqs = VLLM_SERVE_SMALL_GPU[0] if trtllm else engine.max_num_seqs
@@ -44,6 +57,21 @@ def plan_capacity(
         return plan_memory(card, gpu, tp=tp, pp=pp, precision=precision, engine=config)
 
     plan = plan_at(engine.gpu_memory_utilization)
+    capacity = plan.kv_capacity_tokens
+    problem = plan.problems[0] if plan.problems else None
+    if sglang:
+        fraction = engine.gpu_memory_utilization
+        pools = [
+            int((fraction * plan.total_bytes - stage.weights_bytes)
+                // (block_size * stage.kv_bytes_per_token)) * block_size
+            for stage in plan.stages
+            if stage.kv_bytes_per_token
+        ]  # fmt: skip
+        capacity = max(min(pools), 0) if pools else 0
+        problem = None if capacity >= max_model_len else (
+            f"SGLang's KV pool ({capacity:,} tokens at mem_fraction_static {fraction:.3f}) is "
+            f"shorter than one {max_model_len:,}-token request"
+        )  # fmt: skip
     if trtllm:
         visible = plan.cuda_visible_bytes
         fixed = plan.weights_bytes + plan.activation_bytes + plan.non_torch_bytes
@@ -52,11 +80,24 @@ def plan_capacity(
         utilization = (fixed + free) / visible
         utilization = min(max(utilization, 0.05), usable / visible)
         plan = plan_at(utilization)
-    if plan.kv_capacity_tokens <= 0 or plan.problems:
-        problem = plan.problems[0] if plan.problems else "no memory left for the KV cache"
+        capacity = plan.kv_capacity_tokens
+        problem = plan.problems[0] if plan.problems else None
+    replica_weights = tp * sum(stage.weights_bytes for stage in plan.stages)
+    if replica_weights > tp * pp * plan.cuda_visible_bytes:
         raise InvalidInputError(
-            "layout", f"TP{tp}xPP{pp} {precision} on {gpu.gpu_id}", f"a layout that fits: {problem}"
+            "layout",
+            f"TP{tp}xPP{pp} {precision} on {gpu.gpu_id}",
+            f"a layout that fits: the weights alone ({replica_weights / 1e9:.1f} GB) exceed the "
+            f"{tp * pp} GPUs' {tp * pp * plan.cuda_visible_bytes / 1e9:.1f} GB",
         )
+    if capacity <= 0 or problem is not None:
+        # the engine's own start-up checks may refuse it, but the weights fit: predict with
+        # room for one longest request, and say so
+        floor = -(-max_model_len // block_size) * block_size
+        capacity = max(capacity, floor)
+        problem = problem or "no memory left for the KV cache"
     return CapacityPlan(
-        kv_capacity_tokens=int(plan.kv_capacity_tokens), weights_bytes=float(plan.weights_bytes)
+        kv_capacity_tokens=int(capacity),
+        weights_bytes=float(plan.weights_bytes),
+        problem=problem,
     )

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelCard
-from planner.engine import FAMILIES, EngineConfig
+from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelArchitecture, ModelCard
+from planner.engine import FAMILIES, EngineConfig, sglang_defaults
 from planner.errors import InvalidInputError
 from planner.perf.capacity import plan_capacity
 from planner.perf.scenario import Scenario
@@ -28,6 +28,76 @@ from planner.perf.scenario import Scenario
 PCIE_BYTES_PER_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 121.0e9}
 DEFAULT_FABRIC_GBPS = 400.0
 ACTIVATION_BYTES = 2.0  # all-reduce and pipeline tensors travel in 16-bit
+#: vLLM V1 captures CUDA graphs for steps of up to this many tokens (compilation config
+#: max_capture_size); larger steps launch every kernel.
+VLLM_CUDA_GRAPH_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Bytes per parameter of a model's non-expert linear layers and of its routed experts."""
+
+    dense: float
+    experts: float
+
+
+def weight_bytes_per_param(arch: ModelArchitecture, precision: str) -> WeightBytes:
+    """Bytes a parameter streams: the precision's, except that a checkpoint quantising only its
+    experts (gpt-oss's MXFP4: attention, router, embeddings and lm_head stay BF16, per its
+    ``quantization_config.modules_to_not_convert``) keeps 16-bit dense layers."""
+    bpp = BYTES_PER_PARAM[precision]
+    dense = 2.0 if arch.experts_only_quantized and bpp < 2.0 else bpp
+    return WeightBytes(dense=dense, experts=bpp)
+
+
+@dataclass(frozen=True)
+class AttentionFlops:
+    """FLOPs per (query, key) pair per GPU, summed over the layers, of decode and prefill
+    queries, for the full-context and the capped (sliding-window or top-k) attention."""
+
+    full_decode: float
+    full_prefill: float
+    window_decode: float
+    window_prefill: float
+
+
+def attention_constants(
+    arch: ModelArchitecture, tp: int, full_layers: int, sliding_layers: int
+) -> AttentionFlops:
+    """Score plus value FLOPs of one (query, key) pair, per GPU (heads split over TP).
+
+    GQA: 2 x heads x (head_dim + head_dim). MLA (DeepSeek-V2/V3): decode runs the absorbed form
+    against the cached latent (2 x heads x (kv_lora_rank + rope + kv_lora_rank): the latent is
+    the key with the RoPE part and the value), prefill the expanded one (2 x heads x
+    (qk_nope + rope + v_head)), as vLLM and SGLang's MLA backends do. DeepSeek Sparse Attention
+    (DeepSeek-V3.2): the MLA part attends over the index_topk selected keys (the capped pairs)
+    while the lightning indexer scores every earlier key with index_n_heads x index_head_dim
+    (2 x heads x dim FLOPs a pair, its small projections replicated on every GPU).
+    """
+    heads = arch.num_attention_heads / tp
+    if not arch.is_mla:
+        per_pair = 2.0 * heads * 2 * arch.head_dim
+        return AttentionFlops(
+            per_pair * full_layers,
+            per_pair * full_layers,
+            per_pair * sliding_layers,
+            per_pair * sliding_layers,
+        )
+    assert arch.kv_lora_rank is not None
+    rope = arch.qk_rope_head_dim or 0
+    nope = arch.qk_nope_head_dim or 0
+    v = arch.v_head_dim or arch.head_dim
+    decode = 2.0 * heads * (2 * arch.kv_lora_rank + rope)
+    prefill = 2.0 * heads * (nope + rope + v)
+    if arch.sparse_attention_topk:
+        indexer = 2.0 * arch.index_n_heads * arch.index_head_dim * full_layers
+        return AttentionFlops(indexer, indexer, decode * full_layers, prefill * full_layers)
+    return AttentionFlops(
+        decode * full_layers,
+        prefill * full_layers,
+        decode * sliding_layers,
+        prefill * sliding_layers,
+    )
 
 
 @dataclass(frozen=True)
@@ -42,6 +112,7 @@ class Deployment:
     tp: int
     pp: int
     nodes: int
+    #: schedulers the load is split over: replicas x attention-DP ranks (one is simulated)
     replicas: int
     num_layers: int
     hidden_size: int
@@ -51,17 +122,24 @@ class Deployment:
     num_moe_layers: int
     num_experts: int
     experts_per_token: int
+    data_parallel_size: int  # attention-DP ranks stepping together (their MoE is shared)
+    expert_parallel: bool
+    moe_group: int  # GPUs of a stage each MoE layer is split over (TP x DP)
+    expert_flops_per_row: float  # one token through one routed expert, per GPU
     kv_bytes_per_token_full: float  # over all full-attention layers, per GPU
     kv_bytes_per_token_window: float  # over all sliding-window layers, per GPU
     sliding_window: int | None
     # FLOPs per token, per GPU
     gemm_flops_per_token: float
     lm_head_flops_per_seq: float
-    attn_flops_per_pair_full: float
+    attn_flops_per_pair_full: float  # prefill queries
     attn_flops_per_pair_window: float
+    attn_flops_per_pair_full_decode: float
+    attn_flops_per_pair_window_decode: float
     # rates
     memory_bw: float
     peak_flops: float
+    peak_flops_experts: float
     peak_flops_16bit: float
     link_class: str
     link_bw: float  # per direction, bytes/s
@@ -76,6 +154,10 @@ class Deployment:
     weights_bytes_per_gpu: float
     kv_dtype_bytes: float
     enforce_eager: bool
+    #: steps of more tokens than this run without CUDA graphs (None: no such limit modelled)
+    cuda_graph_max_tokens: int | None = None
+    #: SGLang: share of a running request's remaining output its admission reserves
+    new_token_ratio: float = 0.0
     notes: tuple[str, ...] = ()
 
     @property
@@ -155,15 +237,34 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     tp, pp = scenario.tp, scenario.pp
     notes: list[str] = []
 
+    # ----- layout of the MoE layers ----------------------------------------------------------
+    dp = engine.data_parallel_size
+    expert_parallel = engine.enable_expert_parallel and arch.is_moe
+    if dp > 1 and not arch.is_moe:
+        raise InvalidInputError(
+            "data_parallel_size",
+            dp,
+            f"1 for the dense {card.hf_id} (attention data parallelism needs MoE layers to "
+            "share; run replicas instead)",
+        )
+    moe_group = tp * dp  # GPUs of a stage the MoE layers are split over
+    if expert_parallel and arch.num_experts % moe_group:
+        raise InvalidInputError(
+            "enable_expert_parallel",
+            True,
+            f"an expert-parallel size (TP x DP = {moe_group}) dividing the {arch.num_experts} "
+            f"experts of {card.hf_id}",
+        )
+
     # ----- weights ----------------------------------------------------------------------------
-    bpp = BYTES_PER_PARAM[precision]
+    weights = weight_bytes_per_param(arch, precision)
     expert_params = arch._expert_params() if arch.is_moe else 0
     n_moe = len(arch.moe_layers)
     routed_active = n_moe * arch.experts_per_token * expert_params
     lm_head = arch.vocab_size * arch.hidden_size
     dense_active = arch.active_params - routed_active  # attention, dense MLP, shared, lm_head
-    dense_weight_bytes = dense_active * bpp / tp
-    expert_bytes = expert_params * bpp / tp  # experts are TP-sharded (no expert parallelism)
+    dense_weight_bytes = dense_active * weights.dense / tp
+    expert_bytes = expert_params * weights.experts / moe_group
 
     # ----- KV --------------------------------------------------------------------------------
     kv_bpe = kv_dtype_bytes(engine, precision)
@@ -179,30 +280,33 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         # set (its Mistral-7B rows perform like Llama-3.1-8B at 20k tokens)
         sliding_layers, window = 0, None
     full_layers = arch.num_full_layers + arch.num_sliding_layers - sliding_layers
+    attention = attention_constants(arch, tp, full_layers, sliding_layers)
     kv_full = per_layer_gpu * full_layers
     kv_window = per_layer_gpu * sliding_layers
+    topk = arch.sparse_attention_topk
+    if topk:
+        # DeepSeek Sparse Attention: the main attention reads the index_topk selected latents
+        # (the simulator's window), the indexer reads its own FP8 keys of every earlier token
+        # (index_head_dim bytes + a 4-byte scale a token a layer, DeepSeek-V3.2's indexer cache)
+        window = topk
+        kv_window = per_layer_gpu * full_layers
+        kv_full = (arch.index_head_dim + 4.0) * full_layers
 
     # ----- FLOPs -----------------------------------------------------------------------------
-    gemm = 2.0 * (arch.active_params - lm_head) / tp
+    gemm = 2.0 * (dense_active - lm_head) / tp
     lm_head_flops = 2.0 * lm_head / tp
-    if arch.is_mla:
-        qk = (arch.qk_nope_head_dim or 0) + (arch.qk_rope_head_dim or 0)
-        v = arch.v_head_dim or arch.head_dim
-    else:
-        qk = v = arch.head_dim
-    per_pair = 2.0 * arch.num_attention_heads * (qk + v) / tp
-    attn_full = per_pair * full_layers
-    attn_window = per_pair * sliding_layers
+    expert_flops_per_row = 2.0 * expert_params / moe_group
 
     # ----- rates -----------------------------------------------------------------------------
     memory_bw = gpu.memory_bw_gbps * 1e9
-    peak = gpu.compute_tflops(precision) * 1e12
+    peak_experts = gpu.compute_tflops(precision) * 1e12
     peak16 = (gpu.bf16_dense_tflops or gpu.fp16_dense_tflops) * 1e12
+    peak = peak16 if weights.dense == 2.0 else peak_experts
     if kv_bpe == 1.0 and gpu.fp8_dense_tflops:
         peak16 = gpu.fp8_dense_tflops * 1e12  # FP8 attention kernels with an FP8 KV cache
     link_class, link_bw = _gpu_link(gpu, instance)
 
-    gpus_per_replica = tp * pp
+    gpus_per_replica = tp * pp * dp
     if instance is not None:
         per_node = instance.gpus
         if instance.gpu_id != gpu.gpu_id:
@@ -220,10 +324,31 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     net_boundaries = min(pp - 1, nodes_per_replica - 1) if nodes_per_replica > 1 else 0
     if gpus_per_replica > per_node * nodes_per_replica:
         raise InvalidInputError(
-            "nodes", nodes, f"enough {per_node}-GPU nodes for TP x PP = {gpus_per_replica}"
+            "nodes", nodes, f"enough {per_node}-GPU nodes for TP x PP x DP = {gpus_per_replica}"
+        )
+    if moe_group > per_node:
+        raise InvalidInputError(
+            "data_parallel_size", dp, f"TP x DP within one {per_node}-GPU node (the MoE group)"
         )
 
     assert engine.max_num_seqs and engine.max_num_batched_tokens and engine.block_size
+    graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
+    new_token_ratio = 0.0
+    if family == "sglang":
+        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp)
+        graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
+        updates: dict[str, object] = {}
+        if scenario.gpu_memory_utilization is None:
+            updates["gpu_memory_utilization"] = sg.mem_fraction_static
+        if dp > 1:  # --max-running-requests and --chunked-prefill-size are for all ranks
+            if scenario.max_num_seqs:
+                updates["max_num_seqs"] = max(1, scenario.max_num_seqs // dp)
+            if scenario.max_num_batched_tokens:
+                updates["max_num_batched_tokens"] = max(1, scenario.max_num_batched_tokens // dp)
+        engine = engine.model_copy(update=updates) if updates else engine
+    block_size, max_num_seqs = engine.block_size, engine.max_num_seqs
+    max_batched = engine.max_num_batched_tokens
+    assert block_size and max_num_seqs and max_batched
     plan = plan_capacity(
         card,
         gpu,
@@ -232,6 +357,11 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         precision=precision,
         engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
     )
+    if plan.problem is not None:
+        notes.append(
+            f"memory: {plan.problem}; predicted with room for one longest request "
+            "(the engine may refuse this layout as configured)"
+        )
     return Deployment(
         scenario=scenario,
         family=family,
@@ -241,7 +371,7 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         tp=tp,
         pp=pp,
         nodes=nodes,
-        replicas=scenario.replicas,
+        replicas=scenario.replicas * dp,
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,
         dense_weight_bytes=dense_weight_bytes,
@@ -249,28 +379,37 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         num_moe_layers=n_moe,
         num_experts=arch.num_experts,
         experts_per_token=arch.experts_per_token,
+        data_parallel_size=dp,
+        expert_parallel=expert_parallel,
+        moe_group=moe_group,
+        expert_flops_per_row=expert_flops_per_row,
         kv_bytes_per_token_full=kv_full,
         kv_bytes_per_token_window=kv_window,
         sliding_window=window,
         gemm_flops_per_token=gemm,
         lm_head_flops_per_seq=lm_head_flops,
-        attn_flops_per_pair_full=attn_full,
-        attn_flops_per_pair_window=attn_window,
+        attn_flops_per_pair_full=attention.full_prefill,
+        attn_flops_per_pair_window=attention.window_prefill,
+        attn_flops_per_pair_full_decode=attention.full_decode,
+        attn_flops_per_pair_window_decode=attention.window_decode,
         memory_bw=memory_bw,
         peak_flops=peak,
+        peak_flops_experts=peak_experts,
         peak_flops_16bit=peak16,
-        link_class=link_class if tp > 1 else "none",
+        link_class=link_class if tp > 1 or (dp > 1 and n_moe) else "none",
         link_bw=link_bw,
         network_bw=network_gbps * 1e9 / 8,
         net_boundaries=net_boundaries,
         engine=engine,
-        block_size=engine.block_size,
-        max_num_seqs=engine.max_num_seqs,
-        max_num_batched_tokens=engine.max_num_batched_tokens,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_batched,
         kv_capacity_tokens=plan.kv_capacity_tokens,
         weights_bytes_per_gpu=plan.weights_bytes,
         kv_dtype_bytes=kv_bpe,
         enforce_eager=engine.enforce_eager,
+        cuda_graph_max_tokens=graphs,
+        new_token_ratio=new_token_ratio,
         notes=tuple(notes),
     )
 

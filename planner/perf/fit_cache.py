@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -34,11 +34,11 @@ from typing import Any, cast
 import numpy as np
 
 from planner.perf.calibration import N_FITTED, FittedCoefficients
-from planner.perf.uncertainty import MeasuredPoint
+from planner.perf.uncertainty import MeasuredPoint, SeenData
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the seen-data sets of the novelty reasons
 KEEP_FILES = 8
 _PLANNER = Path(__file__).resolve().parents[1]
 #: sources a fit depends on: the performance model, memory and workload arithmetic, the catalog
@@ -70,6 +70,7 @@ class FitState:
     fitted: FittedCoefficients | None
     points: list[MeasuredPoint]
     combos: list[tuple[str, str, str | None]]  # (family, gpu, release) of every fitted row
+    seen: SeenData = field(default_factory=SeenData)  # what the rows cover (novelty reasons)
 
 
 def cache_file(cache_dir: Path, key: str) -> Path:
@@ -93,6 +94,12 @@ def _pack(state: FitState, key: str) -> dict[str, np.ndarray]:
         "key": key,
         "points": [vars(p) for p in state.points],
         "combos": [list(c) for c in state.combos],
+        "seen": {
+            f.name: sorted(
+                list(v) if isinstance(v, tuple) else [v] for v in getattr(state.seen, f.name)
+            )
+            for f in fields(SeenData)
+        },
         "fitted": None,
     }
     fitted = state.fitted
@@ -173,6 +180,15 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
         raise CorruptCacheError("checksum of the arrays does not match")
     points = [MeasuredPoint(**p) for p in header["points"]]
     combos = [(str(f), str(g), None if v is None else str(v)) for f, g, v in header["combos"]]
+    seen_spec = header.get("seen") or {}
+    sets: dict[str, Any] = {
+        f.name: frozenset(
+            tuple(str(x) for x in item) if len(item) > 1 else str(item[0])
+            for item in seen_spec.get(f.name, [])
+        )
+        for f in fields(SeenData)
+    }
+    seen = SeenData(**sets)
     spec = header["fitted"]
     fitted = None
     if spec is not None:
@@ -208,7 +224,7 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
             residuals=residuals,
             n_rows=int(spec["n_rows"]),
         )
-    return FitState(fitted=fitted, points=points, combos=combos)
+    return FitState(fitted=fitted, points=points, combos=combos, seen=seen)
 
 
 def load(cache_dir: Path, key: str) -> FitState | None:

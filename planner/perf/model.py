@@ -30,14 +30,15 @@ from planner.catalog import Catalog, MeasuredResult
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf import fit_cache
 from planner.perf.calibration import (
+    CoefficientKey,
     FitSample,
     FittedCoefficients,
     build_sample,
     calibrate,
+    coefficient_key,
     full_from_theta,
     measurement_problem,
     prior_theta,
-    version_key,
 )
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.fit_cache import FitState
@@ -49,10 +50,15 @@ from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, s
 from planner.perf.uncertainty import (
     MeasuredPoint,
     PointIndex,
+    SeenData,
     confidence_of,
     interval_factors,
+    layouts_of,
+    novelty,
     point_of,
     term_shares,
+    version_note,
+    widen,
 )
 
 #: The load of a scenario (what a deployment does not depend on), at a neutral value.
@@ -115,6 +121,7 @@ class PerformanceModel:
         self._point_index = PointIndex([])
         self._steady: OrderedDict[str, SteadyStateModel] = OrderedDict()
         self._groups: set[tuple[str, str]] = set()
+        self._seen = SeenData()
         self._combos: list[tuple[str, str, str | None]] = []
         #: measured results of a model restored from the fit cache, until its samples are asked
         self._unsimulated: Sequence[MeasuredResult] | None = None
@@ -142,7 +149,11 @@ class PerformanceModel:
         points = [
             point_of(s.scenario, *_model_params(s.dep), s.dep.link_class) for s in self._samples
         ]
-        self._restore(FitState(self.fitted, points, fit_cache.combos_of(self._samples)))
+        self._restore(
+            FitState(
+                self.fitted, points, fit_cache.combos_of(self._samples), SeenData.of(self._samples)
+            )
+        )
         return self
 
     def _restore(self, state: FitState) -> None:
@@ -151,10 +162,11 @@ class PerformanceModel:
         self._point_index = PointIndex(self._points)
         self._combos = list(state.combos)
         self._groups = {(family, gpu.lower()) for family, gpu, _ in state.combos}
+        self._seen = state.seen
 
     def fit_state(self) -> FitState:
         """What predictions need of the fit (see :mod:`planner.perf.fit_cache`)."""
-        return FitState(self.fitted, list(self._points), list(self._combos))
+        return FitState(self.fitted, list(self._points), list(self._combos), self._seen)
 
     @classmethod
     def from_fit_state(
@@ -207,11 +219,27 @@ class PerformanceModel:
                 out[f"{version}/{gpu}"] = named(self.coefficients_for(family, gpu, version))
         return out
 
-    def coefficients_for(self, family: str, gpu: str, version: str | None = None) -> np.ndarray:
-        """Full coefficient vector over :data:`planner.perf.step_time.FEATURES`."""
+    def coefficients_for(
+        self,
+        family: str,
+        gpu: str,
+        version: str | None = None,
+        *,
+        entrypoint: str | None = None,
+        kind: str | None = None,
+    ) -> np.ndarray:
+        """Full coefficient vector over :data:`planner.perf.step_time.FEATURES` (see
+        :class:`planner.perf.calibration.CoefficientKey` for the arguments)."""
         if self.fitted is None:
             return full_from_theta(prior_theta())
-        return self.fitted.full_for(family, gpu, version)
+        return self.fitted.full_for(CoefficientKey(family, gpu, version, entrypoint, kind))
+
+    def coefficients_of(self, scenario: Scenario) -> np.ndarray:
+        """The coefficient vector a scenario is predicted with."""
+        dep = self.deployment(scenario)
+        if self.fitted is None:
+            return full_from_theta(prior_theta())
+        return self.fitted.full_for(coefficient_key(scenario, dep))
 
     # ----- prediction ------------------------------------------------------------------------
     def deployment(self, scenario: Scenario) -> Deployment:
@@ -237,7 +265,7 @@ class PerformanceModel:
 
     def simulate(self, scenario: Scenario) -> tuple[Deployment, SimTrace, np.ndarray]:
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        c = self.coefficients_of(scenario)
         return dep, simulate(dep, c), c
 
     def predict(self, scenario: Scenario) -> Prediction:
@@ -266,8 +294,7 @@ class PerformanceModel:
     def step_time_s(self, scenario: Scenario, batch: StepBatch) -> float:
         """Seconds one engine step of ``batch`` takes on the scenario's deployment."""
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
-        return step_time_s(batch, dep, c)
+        return step_time_s(batch, dep, self.coefficients_of(scenario))
 
     def request_timing(
         self, scenario: Scenario, running: int, input_len: int, output_len: int
@@ -276,7 +303,7 @@ class PerformanceModel:
         decoding ones: its prompt in budget-sized chunks beside them, then decode steps with
         all of them at the request's mid-answer context. For a simulated server's timing."""
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+        c = self.coefficients_of(scenario)
         context = input_len + output_len // 2
         ttft = 0.0
         done = 0
@@ -297,8 +324,7 @@ class PerformanceModel:
         with self._dep_lock:
             held = self._steady.get(key)
         if held is None:
-            c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
-            held = SteadyStateModel(dep, c)
+            held = SteadyStateModel(dep, self.coefficients_of(scenario))
             with self._dep_lock:
                 self._steady[key] = held
                 if len(self._steady) > 2048:
@@ -327,20 +353,24 @@ class PerformanceModel:
     def steady_prediction(self, scenario: Scenario, state: SteadyState) -> Prediction:
         """A :class:`Prediction` of a steady state of one replica (whole deployment rates)."""
         dep = self.deployment(scenario)
-        c = self.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
-        family, gpu, version = dep.family, dep.gpu.gpu_id, version_key(scenario)
+        c = self.coefficients_of(scenario)
+        key = coefficient_key(scenario, dep)
+        family, gpu = key.family, key.gpu
         shares = term_shares(state.step_terms, c)
-        thr_lo, thr_hi = interval_factors(
-            self.fitted, family, gpu, version, "output_tok_per_s", shares
-        )
-        ttft_lo, ttft_hi = interval_factors(self.fitted, family, gpu, version, "ttft", shares)
-        tpot_lo, tpot_hi = interval_factors(self.fitted, family, gpu, version, "itl", shares)
+        reasons = self.uncertainty_reasons(scenario, dep)
+
+        def factors(metric: str) -> tuple[float, float]:
+            return widen(interval_factors(self.fitted, key, metric, shares), len(reasons))
+
+        thr_lo, thr_hi = factors("output_tok_per_s")
+        ttft_lo, ttft_hi = factors("ttft")
+        tpot_lo, tpot_hi = factors("itl")
         params_b, moe = _model_params(dep)
         near, distance = self._point_index.nearest(
             point_of(scenario, params_b, moe, dep.link_class)
         )
         has_gpu = (family, gpu.lower()) in self._groups
-        confidence = confidence_of(distance, has_gpu)
+        confidence = confidence_of(distance, has_gpu, len(reasons))
         replicas = dep.replicas
         out = state.output_tok_per_s * replicas
         mean_in = scenario.mean_input_len
@@ -348,7 +378,12 @@ class PerformanceModel:
         ms = 1e3
         itl_p99 = state.prefill_step_s if state.prefill_step_share > 0.01 else state.decode_step_s
         e2e_mean = state.ttft_mean_s + (scenario.mean_output_len - 1) * state.tpot_mean_s
-        notes = (*dep.notes, "steady-state estimate (no simulation)")
+        release = version_note(key, self._seen)
+        notes = (
+            *dep.notes,
+            *([release] if release is not None else []),
+            "steady-state estimate (no simulation)",
+        )
         return Prediction(
             output_tok_per_s=out,
             output_tok_per_s_low=out * thr_lo,
@@ -393,6 +428,7 @@ class PerformanceModel:
             confidence=confidence,
             nearest_measured="no measured results in the fit" if near is None else near.label,
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
+            uncertain_because=tuple(reasons),
             notes=notes,
         )
 
@@ -402,15 +438,29 @@ class PerformanceModel:
         c = roofline_coefficients()
         return run_metrics(simulate(dep, c), c, dep.replicas)
 
+    def uncertainty_reasons(self, scenario: Scenario, dep: Deployment | None = None) -> list[str]:
+        """Why a prediction of ``scenario`` is uncertain: what about it the measured data do
+        not cover (:func:`planner.perf.uncertainty.novelty`); empty when all is covered."""
+        dep = dep or self.deployment(scenario)
+        return novelty(
+            coefficient_key(scenario, dep),
+            dep.card.architecture.model_classes,
+            layouts_of(dep.expert_parallel, dep.data_parallel_size),
+            self._seen,
+        )
+
     def _prediction(
         self, scenario: Scenario, dep: Deployment, trace: SimTrace, c: np.ndarray
     ) -> Prediction:
         m = run_metrics(trace, c, dep.replicas)
-        family, gpu, version = dep.family, dep.gpu.gpu_id, version_key(scenario)
+        key = coefficient_key(scenario, dep)
+        family, gpu = key.family, key.gpu
         fitted = self.fitted
+        reasons = self.uncertainty_reasons(scenario, dep)
 
         def factors(metric: str, vector: np.ndarray) -> tuple[float, float]:
-            return interval_factors(fitted, family, gpu, version, metric, term_shares(vector, c))
+            own = interval_factors(fitted, key, metric, term_shares(vector, c))
+            return widen(own, len(reasons))
 
         count = trace.count[:, None]
         mean_ttft_vec = (count * (trace.first - trace.arrival)).sum(0) / max(trace.count.sum(), 1)
@@ -424,9 +474,12 @@ class PerformanceModel:
         point = point_of(scenario, params_b, moe, dep.link_class)
         near, distance = self._point_index.nearest(point)
         has_gpu = (family, gpu.lower()) in self._groups
-        confidence = confidence_of(distance, has_gpu)
+        confidence = confidence_of(distance, has_gpu, len(reasons))
         near_text = "no measured results in the fit" if near is None else near.label
         notes = list(dep.notes)
+        release = version_note(key, self._seen)
+        if release is not None:
+            notes.append(release)
         if not has_gpu:
             notes.append(f"no {family} measurements on {gpu}: shared coefficients from specs")
         ttft = {s: m.ttft_ms(s) for s in ("mean", "p50", "p90", "p99")}
@@ -475,6 +528,7 @@ class PerformanceModel:
             confidence=confidence,
             nearest_measured=near_text,
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
+            uncertain_because=tuple(reasons),
             notes=tuple(notes),
         )
 

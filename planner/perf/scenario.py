@@ -111,9 +111,11 @@ class Scenario(BaseModel):
             raise ValueError("request_rate is required for load='rate'")
         if self.load == "trace" and not self.trace:
             raise ValueError("trace is required for load='trace'")
-        if self.num_gpus is not None and self.num_gpus % (self.tp * self.pp):
+        group = self.tp * self.pp * (self.data_parallel_size or 1)
+        if self.num_gpus is not None and self.num_gpus % group:
             raise ValueError(
-                f"num_gpus={self.num_gpus} must be a multiple of tp x pp = {self.tp * self.pp}"
+                f"num_gpus={self.num_gpus} must be a multiple of tp x pp x data_parallel_size "
+                f"= {group}"
             )
         return self
 
@@ -132,12 +134,18 @@ class Scenario(BaseModel):
         )
 
     @property
+    def gpus_per_replica(self) -> int:
+        """TP x PP x attention-DP ranks: the GPUs of one engine."""
+        return self.tp * self.pp * (self.data_parallel_size or 1)
+
+    @property
     def gpus(self) -> int:
-        return self.num_gpus or self.tp * self.pp
+        return self.num_gpus or self.gpus_per_replica
 
     @property
     def replicas(self) -> int:
-        return max(1, self.gpus // (self.tp * self.pp))
+        """Independent engines behind a load balancer."""
+        return max(1, self.gpus // self.gpus_per_replica)
 
     @property
     def mean_input_len(self) -> float:
@@ -177,9 +185,14 @@ class Scenario(BaseModel):
             "concurrency": f"concurrency {self.concurrency:g}" if self.concurrency else "",
             "rate": f"{self.request_rate:g} req/s" if self.request_rate else "",
         }.get(self.load, self.load)
+        layout = f"TP{self.tp}xPP{self.pp}"
+        if (self.data_parallel_size or 1) > 1:
+            layout += f" DP-attention {self.data_parallel_size}"
+        if self.enable_expert_parallel:
+            layout += " EP"
         return (
             f"{self.engine} {self.model} {self.precision} on {self.gpus}x{self.gpu} "
-            f"TP{self.tp}xPP{self.pp}, {lengths} tokens, {load}"
+            f"{layout}, {lengths} tokens, {load}"
         )
 
     @classmethod
@@ -195,7 +208,8 @@ class Scenario(BaseModel):
                 continue
             values[key] = text
         integers = ("num_gpus", "tp", "pp", "input_len", "output_len", "num_requests", "nodes")
-        for key in (*integers, "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+        for key in (*integers, "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                    "data_parallel_size"):  # fmt: skip
             if key in values:
                 values[key] = _integer(key, values[key])
         try:
@@ -303,4 +317,7 @@ class Prediction(BaseModel):
     confidence: Confidence
     nearest_measured: str
     distance: float
+    #: what about the scenario the measured data do not cover, in words ("no measured MoE
+    #: result on SGLang with H200"); each one widens the intervals
+    uncertain_because: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

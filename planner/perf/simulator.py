@@ -8,6 +8,13 @@ Schedulers
   nothing was preempted does it admit waiting requests first-come-first-served, while
   ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
   caching the shared prefix's full blocks are computed once and reused.
+- ``sglang`` (SGLang's scheduler, 0.5.x defaults): a prefill (extend) batch runs whenever a
+  request can be admitted or a chunked prompt is under way, and the decoding requests wait for
+  it (prefill and decode batches are not mixed); a request is admitted only while the free KV
+  covers its prompt plus ``new_token_ratio`` x its output and the same share of every running
+  request's remaining output (each clipped at 4,096 tokens). The ratio starts at 0.7 (0.21 with
+  DP attention), decays to 0.14 x that over 600 decode steps, and returns to its start when a
+  request has to be retracted (preempted and recomputed, as vLLM does).
 - ``trtllm`` (TensorRT-LLM in-flight batching, GUARANTEED_NO_EVICT): a request is admitted only if
   the blocks for its whole prompt and output can be reserved, so nothing is ever preempted;
   context chunks share the ``max_num_tokens`` budget with generation.
@@ -48,6 +55,12 @@ from planner.workload import LengthDistribution, draw_lengths
 
 _IDLE = IDX["idle"]
 TIMELINE_POINTS = 2000
+#: SGLang's new-token-ratio schedule (python/sglang/srt/managers/scheduler.py, global config):
+#: it decays from its initial value to 0.14 x that value over 600 decode steps
+SGLANG_MIN_RATIO_FACTOR = 0.14
+SGLANG_RATIO_DECAY_STEPS = 600
+#: SGLang clips a request's remaining output at this many tokens when it reserves memory
+SGLANG_CLIP_NEW_TOKENS = 4096
 
 
 class _Cohort:
@@ -226,6 +239,14 @@ class _Engine:
         self.waiting: deque[_Cohort] = deque()
         self.running_seqs = 0
         self.step_no = 0
+        # steps in which the decode pool advanced (all of them but SGLang's prefill-only ones)
+        self.dstep = 0
+        # SGLang: prefill batches before decode ones, admission reserving a share of the
+        # running requests' remaining output (see the module docstring)
+        self.sglang = dep.family == "sglang"
+        self.ratio_init = dep.new_token_ratio
+        self.ratio_min = dep.new_token_ratio * SGLANG_MIN_RATIO_FACTOR
+        self.ratio = dep.new_token_ratio
         # decode pool
         self.pool_n = 0
         self.pool_ctx = 0.0  # sum over pooled sequences of their computed tokens
@@ -261,12 +282,12 @@ class _Engine:
     # ----- the decode pool -------------------------------------------------------------------
     def pool_add(self, co: _Cohort) -> None:
         co.in_pool = True
-        co.base_step = self.step_no
-        co.phase = (co.computed - self.step_no) % self.bs
+        co.base_step = self.dstep
+        co.phase = (co.computed - self.dstep) % self.bs
         self.bucket[co.phase] += co.count
         self.pool_n += co.count
         self.pool_ctx += co.count * co.computed
-        at = self.step_no + co.output - co.generated
+        at = self.dstep + co.output - co.generated
         if at not in self.finishing:
             self.finishing[at] = []
             heapq.heappush(self.finish_heap, at)
@@ -274,7 +295,7 @@ class _Engine:
 
     def materialize(self, co: _Cohort) -> None:
         """Bring a pooled cohort's state up to date and take it out of the pool."""
-        steps = self.step_no - co.base_step
+        steps = self.dstep - co.base_step
         co.computed += steps
         co.generated += steps
         if not self.reserve:
@@ -309,7 +330,7 @@ class _Engine:
         if self.reserve or not self.pool_n:
             return 0
         bs = self.bs
-        s0 = self.step_no
+        s0 = self.dstep
         full, rest = divmod(steps, bs)
         total = sum(self.bucket) * full if full else 0
         for i in range(rest):
@@ -321,7 +342,7 @@ class _Engine:
         if self.reserve or not self.pool_n:
             return k_max
         bs = self.bs
-        s0 = self.step_no
+        s0 = self.dstep
         per_period = sum(self.bucket)
         if per_period == 0:
             return k_max
@@ -337,6 +358,7 @@ class _Engine:
 
     # ----- preemption (general path) ---------------------------------------------------------
     def _preempt(self, cohort: _Cohort, n: int, listed: bool = True) -> None:
+        self.ratio = self.ratio_init  # SGLang retracts and becomes conservative again
         if listed:
             self.running.remove(cohort)
         self.free += cohort.blocks * n
@@ -369,22 +391,83 @@ class _Engine:
         if n_ok <= 0:
             self._preempt(co, co.count)
             return False
-        self._preempt(co.split(co.count - n_ok), co.count - n_ok, listed=False)
+        extra = co.count - n_ok  # before the split shrinks co
+        self._preempt(co.split(extra), extra, listed=False)
         return True
 
     # ----- one step --------------------------------------------------------------------------
     def step(self) -> list[_Cohort] | None:
         """Schedule and execute one step; None when nothing could be scheduled."""
+        if self.sglang and (self.prefilling or self._sglang_admissible()):
+            prefill = self._step_prefill_only()
+            if prefill is not None:
+                return prefill
         fast = self._step_fast()
         if fast is not None:
             return fast
         return self._step_general()
 
+    # ----- SGLang ----------------------------------------------------------------------------
+    def _decay_ratio(self, steps: int) -> None:
+        if self.sglang:
+            decay = (self.ratio_init - self.ratio_min) / SGLANG_RATIO_DECAY_STEPS
+            self.ratio = max(self.ratio_min, self.ratio - decay * steps)
+
+    def _reserved_blocks(self) -> float:
+        """Blocks SGLang holds back for the running requests' future tokens: ratio x their
+        remaining output (each clipped at 4,096 tokens, SGLang's CLIP_MAX_NEW_TOKENS)."""
+        remaining = 0.0
+        for co in self.running:
+            generated = co.generated + (self.dstep - co.base_step if co.in_pool else 0)
+            left = min(co.output - generated, SGLANG_CLIP_NEW_TOKENS)
+            if left > 0:
+                remaining += co.count * left
+        return self.ratio * remaining / self.bs
+
+    def _sglang_need(self, co: _Cohort) -> float:
+        """Blocks one request of ``co`` needs to be admitted: its prompt and ratio x its output."""
+        output = min(co.output - co.generated, SGLANG_CLIP_NEW_TOKENS)
+        return self._blocks_for(co.prompt + co.generated) + self.ratio * max(output, 0) / self.bs
+
+    def _sglang_admissible(self) -> bool:
+        if not self.waiting or self.running_seqs >= self.max_seqs:
+            return False
+        return self.free - self._reserved_blocks() >= self._sglang_need(self.waiting[0])
+
+    def _step_prefill_only(self) -> list[_Cohort] | None:
+        """One SGLang prefill (extend) batch: the chunked request in progress, then new ones,
+        up to the chunked-prefill budget; the decoding requests wait."""
+        budget = self.budget
+        free = self.free
+        sched: list[tuple[_Cohort, int]] = []
+        plist = self.prefilling
+        i = 0
+        while i < len(plist) and budget > 0:
+            co = plist[i]
+            t = min(co.need, budget)
+            if t * co.count > budget:
+                rest = co.split(co.count - max(budget // t, 1))
+                plist.insert(i + 1, rest)
+                self.running.insert(self.running.index(co) + 1, rest)
+            new_blocks = max(self._blocks_for(co.computed + t) - co.blocks - co.shared, 0)
+            if new_blocks * co.count > free:
+                break
+            free -= new_blocks * co.count
+            co.blocks += new_blocks
+            sched.append((co, t))
+            budget -= t * co.count
+            i += 1
+        self.free = free
+        self._admit(sched, budget, into=plist)
+        if not sched:
+            return None
+        return self._execute_fast(sched, 0, 0)
+
     def _step_fast(self) -> list[_Cohort] | None:
         dec = self.pool_n
         if dec > self.budget:
             return None
-        demand = 0 if self.reserve else self.bucket[(-self.step_no) % self.bs]
+        demand = 0 if self.reserve else self.bucket[(-self.dstep) % self.bs]
         free = self.free - demand
         if free < 0:
             return None
@@ -444,6 +527,9 @@ class _Engine:
         fill_step_features(buf, batch, self.dep)
         self._account(buf, 1, float(dec + sum(c.count for c, t in sched if c.generated > 0)))
         self.step_no += 1
+        if dec or not self.sglang:
+            self.dstep += 1
+            self._decay_ratio(1)
         self.pool_ctx += dec
         finished = self._pool_finished()
         for co, t in sched:
@@ -460,7 +546,7 @@ class _Engine:
 
     def _pool_finished(self) -> list[_Cohort]:
         finished: list[_Cohort] = []
-        while self.finish_heap and self.finish_heap[0] <= self.step_no:
+        while self.finish_heap and self.finish_heap[0] <= self.dstep:
             at = heapq.heappop(self.finish_heap)
             for co in self.finishing.pop(at, []):
                 self.materialize(co)
@@ -522,6 +608,8 @@ class _Engine:
         fill_step_features(buf, batch, self.dep)
         self._account(buf, 1, gaps)
         self.step_no += 1
+        self.dstep += 1
+        self._decay_ratio(1)
         finished: list[_Cohort] = []
         for co, t in sched:
             co.computed += t
@@ -557,6 +645,9 @@ class _Engine:
                 per_seq = self._blocks_for(cached + t) - cached // self.bs
             if per_seq > 0:
                 n = min(n, self.free // per_seq)
+            if self.sglang and n > 0:
+                room = self.free - self._reserved_blocks()
+                n = min(n, int(room // max(self._sglang_need(co), 1e-9)))
             if n <= 0:
                 break
             part = co.split(n) if n < co.count else self.waiting.popleft()
@@ -618,12 +709,14 @@ class _Engine:
             return 0
         if self.waiting and self.running_seqs < self.max_seqs and self._head_admissible():
             return 0
-        k = min(horizon, self.finish_heap[0] - self.step_no if self.finish_heap else horizon)
+        k = min(horizon, self.finish_heap[0] - self.dstep if self.finish_heap else horizon)
         if k <= 1:
             return 0
         return self.pool_steps_within(self.free, k)
 
     def _head_admissible(self) -> bool:
+        if self.sglang:
+            return self._sglang_admissible()
         co = self.waiting[0]
         room = self.budget - self.pool_n
         if room <= 0:
@@ -650,6 +743,8 @@ class _Engine:
         self._account(buf, k, float(dec))
         self.free -= demand - demand // 2
         self.step_no += k
+        self.dstep += k
+        self._decay_ratio(k)
         self.pool_ctx += dec * k
         return self._pool_finished()
 
@@ -827,12 +922,14 @@ def simulate(
             eng.waiting.append(co)
             order += 1
         else:
+            # requests issued at the same instant with the same lengths move as one cohort
+            # (their order among themselves is arbitrary); the others keep their order
+            groups: dict[tuple[int, int], int] = {}
             for j in range(issued, issued + count):
-                eng.waiting.append(
-                    _Cohort(
-                        1, int(arrivals.inputs[j]), int(arrivals.outputs[j]), order, at_vec, at_time
-                    )
-                )
+                pair = (int(arrivals.inputs[j]), int(arrivals.outputs[j]))
+                groups[pair] = groups.get(pair, 0) + 1
+            for (prompt, output), members in groups.items():
+                eng.waiting.append(_Cohort(members, prompt, output, order, at_vec, at_time))
                 order += 1
         issued += count
 

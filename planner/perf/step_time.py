@@ -10,23 +10,49 @@ term                   x (seconds)
 =====================  ==========================================================================
 roofline               max(streamed bytes / memory BW, FLOPs / peak): the plain roofline
 weight_read            non-expert weight bytes / memory BW (streamed once per chain)
-expert_read            routed-expert bytes touched / memory BW; a layer touches
-                       E x (1 - (1 - k/E)^tokens) of its E experts
+expert_read            routed-expert bytes touched / memory BW; with T tokens reaching a layer
+                       (all attention-DP ranks' tokens), each of its E experts is touched with
+                       probability 1 - (1 - k/E)^T (top-k routing), so at decode batches of a few
+                       dozen every expert's weights are read (domain.md, MoE section)
 kv_read                KV bytes read by attention / memory BW
-gemm                   2 x active params x tokens (+ lm_head per sampled sequence) / peak
+gemm                   2 x non-routed active params x tokens (+ lm_head per sampled sequence)
+                       / peak: attention projections, dense and shared-expert MLPs, router
+expert_gemm            routed-expert GEMM FLOPs at the rows the grouped GEMM really computes
+                       / peak. Expert e receives n_e ~ Poisson(lambda = T k / E) tokens
+                       (lambda = 2 for DeepSeek at 64 decode sequences: 64 x 8 / 256); the fused
+                       MoE kernels tile each expert's rows by M = 16 (vLLM fused_moe's smallest
+                       BLOCK_SIZE_M, also SGLang's Triton MoE), so an expert costs
+                       M x E[ceil(n_e / M)] rows (:func:`padded_rows_per_expert`): at few tokens
+                       per expert the grouped GEMM runs far below peak. With expert parallelism
+                       over R ranks the busiest rank sets the layer's time: its share of the
+                       assignments is that of R Poisson loads, mean mu = lambda E / R, so the
+                       rows scale by 1 + sqrt(2 ln R) / sqrt(mu) (expected maximum of R normals),
+                       capped at R (:func:`ep_imbalance`)
 attention              score + value FLOPs over (query, key) pairs, prefill's quadratic part
-                       included / 16-bit (or FP8) peak
+                       included / 16-bit (or FP8) peak. MLA decodes with the absorbed form
+                       (2 x heads x (2 kv_lora_rank + rope) FLOPs per pair: the latent is both
+                       key and value) and prefills in the expanded one (2 x heads x (qk + v));
+                       DeepSeek Sparse Attention attends over index_topk keys, its lightning
+                       indexer (2 x index_heads x index_head_dim per pair) over all
 allreduce_<link>       ring all-reduce bytes, 2 (tp-1)/tp x tokens x hidden x 2 B, twice per
                        layer, / link BW per direction; host-staged PCIe (no P2P) moves
-                       2 (tp-1) x the volume through the shared host path
-ar_calls_<link>        all-reduce calls x 10 us (launch and synchronisation latency)
+                       2 (tp-1) x the volume through the shared host path. With attention data
+                       parallelism over d ranks each MoE layer all-gathers the ranks' tokens
+                       and reduce-scatters the result over the TP x d GPUs: 2 x (d-1)/d x T x
+                       hidden x 2 B more per GPU (vLLM's default allgather_reducescatter
+                       all2all backend; SGLang's DP-attention gather/scatter)
+ar_calls_<link>        collective calls x 10 us (launch and synchronisation latency)
 pp_hops                intra-node pipeline boundaries x 100 us
 net_hops               inter-node pipeline boundaries x 1 ms
 net_transfer           activation bytes crossing nodes / network BW
 layers                 layers executed x 10 us (per-layer launch overhead)
+moe_layers             MoE layers executed x 10 us (router, top-k, token sort / permute and
+                       un-permute kernels an MoE layer adds to a dense one)
 forward_passes         forward passes in the chain x 1 ms (per-step scheduling, sampling)
 sequences              sequences in the step x 100 us (per-request CPU work)
-eager_layers           layers x 10 us when CUDA graphs are off (prior only: no labelled data)
+eager_layers           layers x 10 us when the step runs without CUDA graphs: enforce_eager, or
+                       more tokens than the engine captures graphs for (vLLM V1 captures up to
+                       512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs)
 idle                   seconds the engine waits for work (coefficient fixed at 1)
 =====================  ==========================================================================
 
@@ -36,10 +62,15 @@ a token, lasts one micro-batch's trip through all stages. Per GPU that is: the w
 weights / tp streamed once, 1/m of the batch's KV, FLOPs and all-reduce volume, all 2L all-reduce
 calls, and p forward passes. With fewer sequences than stages (m < p) the bubbles show up as the
 same weight time for fewer tokens.
+
+Attention data parallelism (d ranks, ``Deployment.data_parallel_size``): the simulator runs one
+rank's scheduler; the ranks step together, so a step's attention and KV terms are that rank's
+and its MoE layers see d times its tokens.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +83,7 @@ FEATURES: tuple[str, ...] = (
     "expert_read",
     "kv_read",
     "gemm",
+    "expert_gemm",
     "attention",
     "allreduce_nvlink",
     "allreduce_pcie_p2p",
@@ -63,6 +95,7 @@ FEATURES: tuple[str, ...] = (
     "net_hops",
     "net_transfer",
     "layers",
+    "moe_layers",
     "forward_passes",
     "sequences",
     "eager_layers",
@@ -70,8 +103,9 @@ FEATURES: tuple[str, ...] = (
 )
 N_FEATURES = len(FEATURES)
 IDX = {name: i for i, name in enumerate(FEATURES)}
-#: terms whose coefficient is fixed, not fitted: idle time is time; eager overhead has no
-#: labelled measurements (10 x 10 us = 100 us per layer: ~15 kernel launches at ~6 us each).
+#: terms whose coefficient is fixed, not fitted: idle time is time; launches without CUDA
+#: graphs cost 10 x 10 us = 100 us a layer (~15 kernel launches at ~6 us each): left free, the
+#: fit would use the term for whatever else large steps cost.
 FIXED_COEFFICIENTS: dict[str, float] = {"idle": 1.0, "eager_layers": 10.0}
 FITTED: tuple[str, ...] = tuple(f for f in FEATURES if f not in FIXED_COEFFICIENTS)
 FITTED_IDX = np.array([IDX[f] for f in FITTED])
@@ -82,7 +116,20 @@ NET_HOP_UNIT_S = 1e-3
 LAYER_UNIT_S = 10e-6
 FORWARD_UNIT_S = 1e-3
 SEQUENCE_UNIT_S = 100e-6
+MOE_LAYER_UNIT_S = 10e-6
+#: rows a fused-MoE tile covers (vLLM fused_moe's smallest BLOCK_SIZE_M)
+MOE_TILE_ROWS = 16
 
+_ROOFLINE, _WEIGHT, _EXPERT, _KV = (
+    IDX["roofline"],
+    IDX["weight_read"],
+    IDX["expert_read"],
+    IDX["kv_read"],
+)
+_GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attention"]
+_PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
+_LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
+_SEQUENCES, _EAGER = IDX["sequences"], IDX["eager_layers"]
 _AR_BYTES = {
     "nvlink": IDX["allreduce_nvlink"],
     "pcie_p2p": IDX["allreduce_pcie_p2p"],
@@ -168,6 +215,50 @@ def step_features(batch: StepBatch, dep: Deployment) -> np.ndarray:
     return out
 
 
+def _padded_rows_table(tile: int) -> tuple[np.ndarray, np.ndarray]:
+    """log(lambda) grid and tile x E[ceil(n / tile)] for n ~ Poisson(lambda), exact sums."""
+    lams = np.geomspace(1e-4, 1e6, 400)
+    rows = np.empty_like(lams)
+    for i, lam in enumerate(lams):
+        if lam > 2000:  # normal regime: E[ceil(n/M)] M = lambda + (M - 1) / 2 to 1e-6
+            rows[i] = lam + (tile - 1) / 2.0
+            continue
+        top = int(lam + 12 * math.sqrt(lam) + 30)
+        n = np.arange(top + 1)
+        log_pmf = n * math.log(lam) - lam - np.array([math.lgamma(k + 1) for k in n])
+        rows[i] = float((np.exp(log_pmf) * np.ceil(n / tile) * tile).sum())
+    return np.log(lams), rows
+
+
+_LOG_LAMBDA, _PADDED_ROWS = _padded_rows_table(MOE_TILE_ROWS)
+_PADDING = _PADDED_ROWS - np.exp(_LOG_LAMBDA)
+
+
+def padded_rows_per_expert(lam: float) -> float:
+    """Rows a grouped GEMM computes for one expert that receives Poisson(``lam``) tokens,
+    each expert's rows rounded up to whole ``MOE_TILE_ROWS`` tiles: ``lam`` when it is large,
+    ``MOE_TILE_ROWS x P(n >= 1)`` when it is small."""
+    if lam <= 1e-4:
+        return MOE_TILE_ROWS * lam
+    # the padding (rows - lambda) varies smoothly with log(lambda): interpolate that
+    return lam + float(np.interp(math.log(lam), _LOG_LAMBDA, _PADDING))
+
+
+def ep_imbalance(lam: float, num_experts: int, ranks: int) -> float:
+    """Rows of the busiest of ``ranks`` expert-parallel ranks over the mean rank's.
+
+    A rank holding E / R experts receives Poisson(mu = lam x E / R) assignments; the largest of
+    R such loads is about mu + sqrt(2 ln R) x sqrt(mu), so the factor is
+    1 + sqrt(2 ln R / mu), at most R (every assignment on one rank).
+    """
+    if ranks <= 1:
+        return 1.0
+    mu = lam * num_experts / ranks
+    if mu <= 0:
+        return 1.0
+    return min(float(ranks), 1.0 + math.sqrt(2.0 * math.log(ranks) / mu))
+
+
 def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     seqs = batch.decode_seqs + batch.prefill_seqs
     if seqs <= 0:
@@ -179,56 +270,78 @@ def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> No
     # memory traffic of one chain
     weight_bytes = dep.dense_weight_bytes
     expert_bytes = 0.0
+    expert_flops = 0.0
+    n_moe = dep.num_moe_layers
     if dep.num_experts:
         e, k = dep.num_experts, dep.experts_per_token
-        touched = e * (1.0 - (1.0 - k / e) ** micro_tokens)
-        expert_bytes = touched * dep.num_moe_layers * dep.expert_bytes_per_expert_layer
+        moe_tokens = micro_tokens * dep.data_parallel_size  # every DP rank's tokens
+        touched = e * (1.0 - (1.0 - k / e) ** moe_tokens)
+        expert_bytes = touched * n_moe * dep.expert_bytes_per_expert_layer
+        lam = moe_tokens * k / e
+        rows = e * padded_rows_per_expert(lam)
+        if dep.expert_parallel:
+            rows *= ep_imbalance(lam, e, dep.moe_group)
+        expert_flops = n_moe * rows * dep.expert_flops_per_row
     kv_tokens_full = batch.decode_context + batch.prefill_kv_tokens
     kv_tokens_win = batch.decode_context_window + batch.prefill_kv_tokens_window
     kv_bytes = (
         kv_tokens_full * dep.kv_bytes_per_token_full + kv_tokens_win * dep.kv_bytes_per_token_window
     ) / micro
-    pairs_full = batch.decode_context + batch.prefill_pairs
-    pairs_win = batch.decode_context_window + batch.prefill_pairs_window
     sampled = seqs / micro  # the lm_head runs once a sequence, on its last token
     gemm_flops = micro_tokens * dep.gemm_flops_per_token + sampled * dep.lm_head_flops_per_seq
     attn_flops = (
-        pairs_full * dep.attn_flops_per_pair_full + pairs_win * dep.attn_flops_per_pair_window
+        batch.decode_context * dep.attn_flops_per_pair_full_decode
+        + batch.prefill_pairs * dep.attn_flops_per_pair_full
+        + batch.decode_context_window * dep.attn_flops_per_pair_window_decode
+        + batch.prefill_pairs_window * dep.attn_flops_per_pair_window
     ) / micro
     bw = dep.memory_bw
     t_weight = weight_bytes / bw
     t_expert = expert_bytes / bw
     t_kv = kv_bytes / bw
     t_gemm = gemm_flops / dep.peak_flops
+    t_expert_gemm = expert_flops / dep.peak_flops_experts
     t_attn = attn_flops / dep.peak_flops_16bit
-    out[0] = max(t_weight + t_expert + t_kv, t_gemm + t_attn)
-    out[1] = t_weight
-    out[2] = t_expert
-    out[3] = t_kv
-    out[4] = t_gemm
-    out[5] = t_attn
+    out[_ROOFLINE] = max(t_weight + t_expert + t_kv, t_gemm + t_expert_gemm + t_attn)
+    out[_WEIGHT] = t_weight
+    out[_EXPERT] = t_expert
+    out[_KV] = t_kv
+    out[_GEMM] = t_gemm
+    out[_EXPERT_GEMM] = t_expert_gemm
+    out[_ATTENTION] = t_attn
     layers = dep.num_layers
     tp = dep.tp
-    if tp > 1:
-        calls = 2.0 * layers
-        volume = micro_tokens * dep.hidden_size * 2.0
-        if dep.link_class == "pcie_host":
-            moved = 2.0 * (tp - 1) * volume
-        else:
-            moved = 2.0 * (tp - 1) / tp * volume
-        out[_AR_BYTES[dep.link_class]] = calls * moved / dep.link_bw
-        out[_AR_CALLS[dep.link_class]] = calls * AR_CALL_UNIT_S
+    link = dep.link_class
+    if link in _AR_BYTES:
+        activation = micro_tokens * dep.hidden_size * 2.0
+        calls = 0.0
+        moved = 0.0
+        if tp > 1:
+            share = 2.0 * (tp - 1) if link == "pcie_host" else 2.0 * (tp - 1) / tp
+            # attention output in every layer; MLP output in the dense layers, and in the MoE
+            # layers too unless attention-DP ranks gather and scatter them
+            reduced = 2 * layers if dep.data_parallel_size == 1 else 2 * layers - n_moe
+            calls += reduced
+            moved += reduced * share * activation
+        d = dep.data_parallel_size
+        if d > 1 and n_moe:
+            calls += 2 * n_moe
+            moved += 2 * n_moe * (d - 1) / d * activation * d  # gather + scatter
+        out[_AR_BYTES[link]] = moved / dep.link_bw
+        out[_AR_CALLS[link]] = calls * AR_CALL_UNIT_S
     if pp > 1:
         net = dep.net_boundaries
-        out[12] = (pp - 1 - net) * PP_HOP_UNIT_S
+        out[_PP_HOPS] = (pp - 1 - net) * PP_HOP_UNIT_S
         if net:
-            out[13] = net * NET_HOP_UNIT_S
-            out[14] = net * micro_tokens * dep.hidden_size * 2.0 / dep.network_bw
-    out[15] = layers * LAYER_UNIT_S
-    out[16] = pp * FORWARD_UNIT_S
-    out[17] = seqs * SEQUENCE_UNIT_S
-    if dep.enforce_eager:
-        out[IDX["eager_layers"]] = layers * LAYER_UNIT_S
+            out[_NET_HOPS] = net * NET_HOP_UNIT_S
+            out[_NET_TRANSFER] = net * micro_tokens * dep.hidden_size * 2.0 / dep.network_bw
+    out[_LAYERS] = layers * LAYER_UNIT_S
+    out[_MOE_LAYERS] = n_moe * MOE_LAYER_UNIT_S
+    out[_FORWARD] = pp * FORWARD_UNIT_S
+    out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
+    graphs = dep.cuda_graph_max_tokens
+    if dep.enforce_eager or (graphs is not None and micro_tokens > graphs):
+        out[_EAGER] = layers * LAYER_UNIT_S
 
 
 def full_coefficients(fitted: np.ndarray) -> np.ndarray:

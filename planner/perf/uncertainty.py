@@ -1,31 +1,51 @@
-"""How sure a prediction is: its 80% interval and how far it is from measured data.
+"""How sure a prediction is: its 80% interval, how far it is from measured data, and why.
 
 Interval (log space) = the residual spread of the fit for the engine family and metric (10th and
-90th percentiles of log(measured / predicted) over the fitted rows, widened by
-:data:`RESIDUAL_INFLATION` because in-sample residuals understate held-out ones) combined in
-quadrature with the coefficients' own uncertainty at this scenario (Laplace approximation,
-:meth:`FittedCoefficients.log_variance`, which adds the prior variance of every level the data
-never saw: an unmeasured GPU or engine release gets a wider interval by construction).
+90th percentiles of log(measured / predicted) over the fitted rows) combined in quadrature with
+the coefficients' own uncertainty at this scenario (Laplace approximation,
+:meth:`FittedCoefficients.log_variance`, which adds the spread of every level the data never
+saw: an unmeasured GPU, engine release or engine-and-model-kind gets a wider interval by
+construction), then widened by what is new about the scenario.
+
+What is new (:func:`novelty`): each way the scenario leaves the measured data is one reason,
+said in words on the prediction ("no measured MoE result on SGLang with H200"): the GPU, the
+engine family on the GPU, the model kind (dense / MoE) with that family and GPU, the kind with
+the family at all, the family's entrypoint (served over HTTP or an engine-only benchmark), the
+engine release, each architecture class of the model (MLA, sliding-window, ...) with the family,
+and an expert-parallel or attention-data-parallel layout with the family. In-sample residuals
+understate the error on such scenarios; the half-widths are multiplied by a factor per number
+of reasons (0, 1, 2, 3 or more) calibrated so that 80% of the leave-one-source-out held-out
+rows fall inside (``python -m planner validate --calibrate-intervals`` writes them to
+``data/interval_calibration.json``; :func:`calibration_multipliers`).
 
 Distance to data: the nearest measured row under a weighted L1 distance over engine family,
 GPU, model size and kind, lengths, layout and load (each term documented in
 :func:`scenario_distance`). ``measured nearby`` within 1, ``interpolated`` within 3,
-``extrapolated`` beyond, or whenever the engine family has no measurement on the GPU.
+``extrapolated`` beyond, whenever the engine family has no measurement on the GPU, or when
+two or more of the reasons above apply.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from planner.perf.calibration import FittedCoefficients
+from planner.perf.calibration import CoefficientKey, FitSample, FittedCoefficients
 from planner.perf.scenario import Confidence, Scenario
 from planner.perf.step_time import FITTED_IDX
 
 Z80 = 1.2815515655446004  # standard normal quantile of 0.9
 RESIDUAL_INFLATION = 1.0
+#: the interval multipliers by number of novelty reasons (see the module docstring)
+CALIBRATION_FILE = Path(__file__).resolve().parents[2] / "data" / "interval_calibration.json"
+MAX_NOVELTY = 3
+FAMILY_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 #: when a family has too few fitted residuals for a metric
 DEFAULT_LOG_SPREAD = (-0.35, 0.35)
 NEARBY = 1.0
@@ -60,20 +80,144 @@ def residual_quantiles(
     return float(lo) * RESIDUAL_INFLATION, float(hi) * RESIDUAL_INFLATION
 
 
+@dataclass(frozen=True)
+class SeenData:
+    """What the fitted rows cover, to tell what a scenario adds (:func:`novelty`)."""
+
+    gpus: frozenset[str] = frozenset()
+    family_gpu: frozenset[tuple[str, str]] = frozenset()
+    family_kind_gpu: frozenset[tuple[str, str, str]] = frozenset()
+    family_kind: frozenset[tuple[str, str]] = frozenset()
+    family_entrypoint: frozenset[tuple[str, str]] = frozenset()
+    versions: frozenset[str] = frozenset()
+    family_class: frozenset[tuple[str, str]] = frozenset()
+    family_layout: frozenset[tuple[str, str]] = frozenset()
+
+    @classmethod
+    def of(cls, samples: Iterable[FitSample]) -> SeenData:
+        gpus: set[str] = set()
+        fg: set[tuple[str, str]] = set()
+        fkg: set[tuple[str, str, str]] = set()
+        fk: set[tuple[str, str]] = set()
+        fe: set[tuple[str, str]] = set()
+        versions: set[str] = set()
+        fc: set[tuple[str, str]] = set()
+        fl: set[tuple[str, str]] = set()
+        for sample in samples:
+            key = sample.key
+            gpu = key.gpu.lower()
+            gpus.add(gpu)
+            fg.add((key.family, gpu))
+            fkg.add((key.family, key.kind or "", gpu))
+            fk.add((key.family, key.kind or ""))
+            fe.add((key.family, key.entrypoint or ""))
+            if key.version:
+                versions.add(key.version)
+            for cls_ in sample.dep.card.architecture.model_classes:
+                fc.add((key.family, cls_))
+            for layout in layouts_of(sample.dep.expert_parallel, sample.dep.data_parallel_size):
+                fl.add((key.family, layout))
+        return cls(
+            frozenset(gpus),
+            frozenset(fg),
+            frozenset(fkg),
+            frozenset(fk),
+            frozenset(fe),
+            frozenset(versions),
+            frozenset(fc),
+            frozenset(fl),
+        )
+
+
+def layouts_of(expert_parallel: bool, data_parallel_size: int) -> tuple[str, ...]:
+    out = []
+    if expert_parallel:
+        out.append("expert-parallel")
+    if data_parallel_size > 1:
+        out.append("attention-data-parallel")
+    return tuple(out)
+
+
+def novelty(
+    key: CoefficientKey,
+    model_classes: Iterable[str],
+    layouts: Iterable[str],
+    seen: SeenData,
+) -> list[str]:
+    """Why a prediction is uncertain: each way it leaves the measured data, in words."""
+    family = FAMILY_NAMES.get(key.family, key.family)
+    gpu = key.gpu.lower()
+    kind = "MoE" if key.kind == "moe" else "dense"
+    reasons: list[str] = []
+    if gpu not in seen.gpus:
+        reasons.append(f"no measured result on {key.gpu}")
+    elif (key.family, gpu) not in seen.family_gpu:
+        reasons.append(f"no measured {family} result on {key.gpu}")
+    elif (key.family, key.kind or "", gpu) not in seen.family_kind_gpu:
+        reasons.append(f"no measured {kind} result on {family} with {key.gpu}")
+    if (key.family, key.kind or "") not in seen.family_kind:
+        reasons.append(f"no measured {kind} model on {family}")
+    if key.entrypoint and (key.family, key.entrypoint) not in seen.family_entrypoint:
+        how = "served over HTTP" if key.entrypoint == "serve" else "engine-only (offline)"
+        reasons.append(f"no {how} {family} measurement")
+    if key.version and key.version not in seen.versions:
+        release = key.version.split(":", 1)[-1]
+        reasons.append(f"no measurement of {family} {release} (the release can move 2x)")
+    for cls_ in model_classes:
+        if cls_ != "dense GQA" and (key.family, cls_) not in seen.family_class:
+            reasons.append(f"no {cls_} model measured on {family}")
+    for layout in layouts:
+        if (key.family, layout) not in seen.family_layout:
+            reasons.append(f"no {layout} layout measured on {family}")
+    return reasons
+
+
+def version_note(key: CoefficientKey, seen: SeenData) -> str | None:
+    """How the engine release entered the prediction, when the data hold releases of it: its
+    own measured release's coefficients, or the releases pooled when none is given (an
+    unmeasured release is an uncertainty reason, :func:`novelty`)."""
+    family = FAMILY_NAMES.get(key.family, key.family)
+    measured = sorted(v.split(":", 1)[-1] for v in seen.versions if v.startswith(f"{key.family}:"))
+    if not measured:
+        return None
+    if key.version is None:
+        return f"no {family} release given: its measured releases ({', '.join(measured)}) pooled"
+    if key.version in seen.versions:
+        return f"fitted on measured {family} {key.version.split(':', 1)[-1]} results"
+    return None
+
+
+@lru_cache(maxsize=4)
+def _load_multipliers(path: Path) -> tuple[float, ...]:
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        values = payload["multipliers"]
+        return tuple(float(values[str(n)]) for n in range(MAX_NOVELTY + 1))
+    except (OSError, KeyError, ValueError, TypeError):
+        return (1.0,) * (MAX_NOVELTY + 1)
+
+
+def calibration_multipliers(path: Path | None = None) -> tuple[float, ...]:
+    """Half-width multipliers for 0, 1, 2 and 3+ novelty reasons (1.0 when uncalibrated)."""
+    return _load_multipliers(path or CALIBRATION_FILE)
+
+
+def widen(factors: tuple[float, float], reasons: int) -> tuple[float, float]:
+    """An interval's (low, high) multipliers widened in log space for ``reasons`` reasons."""
+    scale = calibration_multipliers()[min(reasons, MAX_NOVELTY)]
+    low, high = factors
+    return math.exp(math.log(low) * scale), math.exp(math.log(high) * scale)
+
+
 def interval_factors(
     fitted: FittedCoefficients | None,
-    family: str,
-    gpu: str,
-    version: str | None,
+    key: CoefficientKey,
     metric: str,
     shares: np.ndarray,
 ) -> tuple[float, float]:
-    """Multipliers (low, high) of a prediction for its 80% interval."""
-    lo, hi = residual_quantiles(fitted, family, metric)
-    if fitted is None:
-        sd = 1.0
-    else:
-        sd = math.sqrt(max(fitted.log_variance(family, gpu, version, shares), 0.0))
+    """Multipliers (low, high) of a prediction for its 80% interval, before :func:`widen`."""
+    lo, hi = residual_quantiles(fitted, key.family, metric)
+    sd = 1.0 if fitted is None else math.sqrt(max(fitted.log_variance(key, shares), 0.0))
     param = Z80 * sd
     low = math.sqrt(min(lo, 0.0) ** 2 + param**2)
     high = math.sqrt(max(hi, 0.0) ** 2 + param**2)
@@ -194,8 +338,8 @@ class PointIndex:
         return self.points[i], float(d[i])
 
 
-def confidence_of(distance: float, family_has_gpu: bool) -> Confidence:
-    if not family_has_gpu or distance > INTERPOLATED:
+def confidence_of(distance: float, family_has_gpu: bool, reasons: int = 0) -> Confidence:
+    if not family_has_gpu or distance > INTERPOLATED or reasons >= 2:
         return "extrapolated"
     if distance <= NEARBY:
         return "measured nearby"

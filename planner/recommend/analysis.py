@@ -44,7 +44,7 @@ def pareto_throughput_vs_interactivity(result: RecommendationResult) -> list[Rec
     """Output tok/s per GPU against tok/s per user (1000 / p99 TPOT): both to maximise."""
     points = [
         (
-            r.pred_output_tok_per_s_per_replica / max(r.tp * r.pp, 1),
+            r.pred_output_tok_per_s_per_replica / max(r.tp * r.pp * r.attention_dp, 1),
             1000.0 / r.pred_tpot_ms_p99 if r.pred_tpot_ms_p99 > 0 else 0.0,
         )
         for r in result.ranked

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner.catalog import Catalog
@@ -177,8 +177,8 @@ def saturated_capacity(
     has one (:class:`PerfPredictor`), else a saturated prediction."""
     if isinstance(predictor, PerfPredictor) and predictor.steady:
         return predictor.steady_saturation(layout, settings)
-    seqs = float(grid_value(settings.max_num_seqs, "max_num_seqs"))
-    return CapacityResult(seqs, predictor(layout, settings, "saturation", seqs), None)
+    full = float(seats(layout, settings))
+    return CapacityResult(full, predictor(layout, settings, "saturation", full), None)
 
 
 def replica_capacity(
@@ -201,7 +201,7 @@ def replica_capacity(
             request.slo,
             kind="concurrency",
             lowest=1,
-            highest=float(concurrency_ceiling(request, settings)),
+            highest=float(concurrency_ceiling(request, settings, layout)),
         )
     # The rate bracket comes from the replica's saturated throughput, so a tiny model on a
     # big GPU and a 405B model on L4s are searched over rates that matter for them.
@@ -215,9 +215,19 @@ def replica_capacity(
     )
 
 
-def concurrency_ceiling(request: RecommendRequest, settings: EngineConfig) -> int:
-    seqs = grid_value(settings.max_num_seqs, "max_num_seqs")
-    return min(seqs, request.demand.concurrency or seqs)
+def seats(layout: LayoutCandidate, settings: EngineConfig) -> int:
+    """The sequences one replica runs at once: ``max_num_seqs`` per scheduler, and a replica
+    with attention data parallelism runs one scheduler per attention-DP rank."""
+    return grid_value(settings.max_num_seqs, "max_num_seqs") * max(layout.attention_dp, 1)
+
+
+def concurrency_ceiling(
+    request: RecommendRequest, settings: EngineConfig, layout: LayoutCandidate
+) -> int:
+    """The most requests in flight one replica is searched up to: its seats, at most the
+    whole demand."""
+    most = seats(layout, settings)
+    return min(most, request.demand.concurrency or most)
 
 
 #: steps down from the steady-state capacity while the simulation misses the SLO, each a
@@ -307,24 +317,31 @@ class PerfPredictor:
         e2e = None if slo.e2e_p99_ms is None else slo.e2e_p99_ms / 1e3
         probe = self.scenario(layout, settings, kind, 1.0)
         model = self.perf.steady_state(probe)
+        # the steady state is one scheduler's: a replica with attention data parallelism runs
+        # ``dp`` of them, each taking 1/dp of the replica's load
+        schedulers = model.dep.replicas
         if kind == "rate":
             found = model.max_rate(limits[0], limits[1], e2e)
         else:
-            highest = concurrency_ceiling(request, settings)
+            highest = math.ceil(concurrency_ceiling(request, settings, layout) / schedulers)
             found = model.max_concurrency(
                 limits[0],
                 limits[1],
                 e2e,
                 highest=highest,
-                run_requests=lambda n: _requests_to_simulate("concurrency", n),
+                run_requests=lambda n: math.ceil(
+                    _requests_to_simulate("concurrency", n * schedulers) / schedulers
+                ),
             )
+        found = replace(found, max_load=found.max_load * schedulers)
         at = self.scenario(layout, settings, kind, max(found.max_load, 1e-9))
         prediction = self.perf.steady_prediction(at, found.state)
         limit = _LIMITS.get(found.limited_by, "none")
         if found.max_load > 0 and slo_violations(prediction, slo):
             # inside the latency SLO but past the KV headroom: the highest steady load within
             def steady_at(load: float) -> Prediction:
-                state = model.at_rate(load) if kind == "rate" else model.at_concurrency(load)
+                each = load / schedulers  # one scheduler's share
+                state = model.at_rate(each) if kind == "rate" else model.at_concurrency(each)
                 return self.perf.steady_prediction(
                     self.scenario(layout, settings, kind, load), state
                 )
@@ -345,8 +362,7 @@ class PerfPredictor:
         probe = self.scenario(layout, settings, "rate", 1.0)
         model = self.perf.steady_state(probe)
         throughput = model.saturation_rate() * model.work.mean_output * model.dep.replicas
-        seqs = float(grid_value(settings.max_num_seqs, "max_num_seqs"))
-        return CapacityResult(seqs, None, None, "saturation", throughput)
+        return CapacityResult(float(seats(layout, settings)), None, None, "saturation", throughput)
 
     def scenario(
         self, layout: LayoutCandidate, settings: EngineConfig, kind: PredictKind, load: float
@@ -354,8 +370,14 @@ class PerfPredictor:
         """The performance model's scenario of one replica of ``layout`` at ``load``."""
         catalog, request, card = self.catalog, self.request, self.card
         inst = catalog.instance(layout.instance)
-        gpus = layout.tp * layout.pp
-        engine = settings.model_copy(update={"kv_cache_dtype": layout.kv_cache_dtype})
+        gpus = layout.gpus_per_replica
+        engine = settings.model_copy(
+            update={
+                "kv_cache_dtype": layout.kv_cache_dtype,
+                "data_parallel_size": layout.attention_dp,
+                "enable_expert_parallel": layout.expert_parallel,
+            }
+        )
         # saturation: a full closed loop
         load_kind: Literal["rate", "concurrency"] = "rate" if kind == "rate" else "concurrency"
         return Scenario(

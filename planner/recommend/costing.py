@@ -10,11 +10,14 @@ from typing import Literal
 from planner.catalog import Catalog, Price
 from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
 from planner.engine import EngineConfig
+from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
-from planner.recommend.capacity import CapacityResult, plan_load
-from planner.recommend.request import Recommendation, RecommendRequest, grid_value
-from planner.vllm_command import vllm_serve_command
+from planner.recommend.capacity import CapacityResult, plan_load, seats
+from planner.recommend.request import Recommendation, RecommendRequest
+from planner.sglang_command import SglangServeConfig, sglang_launch_command
+from planner.trtllm_command import TrtllmServeConfig, trtllm_serve_command
+from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
 
 def cost_recommendation(
@@ -61,6 +64,8 @@ def cost_recommendation(
         update={
             "kv_cache_dtype": layout.kv_cache_dtype,
             "max_model_len": request.max_model_len,
+            "data_parallel_size": layout.attention_dp,
+            "enable_expert_parallel": layout.expert_parallel,
         }
     ).resolved(catalog.gpu(inst.gpu_id))
     cost = PlanCost(
@@ -104,10 +109,12 @@ def cost_recommendation(
         pricing=price.pricing,
         gpu=inst.gpu_id,
         nodes=layout.nodes,
-        gpus=layout.tp * layout.pp * replicas_per_group,
+        gpus=layout.gpus_per_replica * replicas_per_group,
         tp=layout.tp,
         pp=layout.pp,
         dp=replicas_per_group,
+        attention_dp=layout.attention_dp,
+        expert_parallel=layout.expert_parallel,
         precision=layout.precision,
         kv_cache_dtype=layout.kv_cache_dtype,
         engine_settings=engine,
@@ -131,7 +138,9 @@ def cost_recommendation(
         kv_occupancy_peak=prediction.kv_occupancy_max,
         confidence=prediction.confidence,
         far_from_data=prediction.far_from_data,
-        vllm_command=vllm_serve_command(plan.vllm_config()),
+        uncertain_because=list(prediction.uncertain_because),
+        vllm_command=vllm_serve_command(_vllm_config(plan)),
+        launch_command=launch_command(plan),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
         plan=plan,
@@ -152,8 +161,36 @@ def usd_per_hour_bound(
         ceiling_rps = saturated.output_tok_per_s / request.output_len
         needed = math.ceil((demand.peak or 0.0) / max(ceiling_rps, 1e-9) - 1e-9)
     else:
-        seqs = grid_value(settings.max_num_seqs, "max_num_seqs")
-        needed = math.ceil((demand.concurrency or 1) / seqs - 1e-9)
+        needed = math.ceil((demand.concurrency or 1) / seats(layout, settings) - 1e-9)
     replicas = max(needed, 1) + demand.spare_replicas
     groups = math.ceil(replicas / max(layout.dp, 1))
     return groups * layout.nodes * usd_per_instance_hour
+
+
+def _vllm_config(plan: Plan) -> VllmServeConfig:
+    """The plan's ``vllm serve`` configuration (a plan for another engine keeps vLLM's name on
+    its settings, so the command is vLLM's own)."""
+    config = plan.vllm_config()
+    if plan.engine.family == "vllm":
+        return config
+    return config.model_copy(update={"engine": plan.engine.model_copy(update={"engine": "vllm"})})
+
+
+def launch_command(plan: Plan) -> str:
+    """The command that starts one replica of ``plan`` on its engine (``vllm serve``,
+    ``python -m sglang.launch_server`` or ``trtllm-serve``)."""
+    common = {
+        "model": plan.model,
+        "tensor_parallel_size": plan.tp,
+        "pipeline_parallel_size": plan.pp,
+        "precision": plan.precision,
+        "engine": plan.engine,
+    }
+    if plan.engine.family == "sglang":
+        return sglang_launch_command(SglangServeConfig(**common))
+    if plan.engine.family == "trtllm":
+        try:
+            return trtllm_serve_command(TrtllmServeConfig(**common))
+        except InvalidInputError as exc:
+            return f"# {exc}"
+    return vllm_serve_command(_vllm_config(plan))

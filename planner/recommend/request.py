@@ -127,6 +127,9 @@ class Recommendation(BaseModel):
     tp: int
     pp: int
     dp: int
+    #: MoE layout: attention data-parallel ranks inside a replica, whole experts per GPU
+    attention_dp: int = 1
+    expert_parallel: bool = False
     precision: str
     kv_cache_dtype: str
     engine_settings: EngineConfig = Field(description="resolved: what the plan runs with")
@@ -150,7 +153,12 @@ class Recommendation(BaseModel):
     kv_occupancy_peak: float | None = None
     confidence: str = "extrapolated"
     far_from_data: bool = True
+    #: what about the plan the measured data do not cover, in words (why it is uncertain)
+    uncertain_because: list[str] = Field(default_factory=list)
     vllm_command: str
+    #: the command of the request's engine (``vllm serve``, ``python -m sglang.launch_server``
+    #: or ``trtllm-serve``); for vLLM the same as ``vllm_command``
+    launch_command: str = ""
     price_source: str
     price_as_of: str
     prediction_method: Literal["simulation", "steady state"] = Field(
@@ -162,7 +170,9 @@ class Recommendation(BaseModel):
 
     @property
     def label(self) -> str:
-        return f"{self.instance} TP{self.tp} PP{self.pp} {self.precision}"
+        moe = f" DP-attention {self.attention_dp}" if self.attention_dp > 1 else ""
+        moe += " EP" if self.expert_parallel else ""
+        return f"{self.instance} TP{self.tp} PP{self.pp}{moe} {self.precision}"
 
 
 class Rejected(BaseModel):
@@ -191,12 +201,14 @@ class RecommendationResult(BaseModel):
 # ----- table rows --------------------------------------------------------------------------------
 RANKING_COLUMNS = [
     "rank", "provider", "instance", "region", "pricing", "gpu", "nodes", "tp", "pp", "dp",
-    "precision", "kv_cache_dtype", "engine_settings", "replicas", "instances_total",
+    "attention_dp", "expert_parallel", "precision", "kv_cache_dtype", "engine_settings",
+    "replicas", "instances_total",
     "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_total_tokens",
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",
     "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",
     "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "kv_occupancy_peak", "confidence",
-    "far_from_data", "prediction_method", "vllm_command", "price_source", "price_as_of",
+    "far_from_data", "uncertain_because", "prediction_method", "vllm_command", "launch_command",
+    "price_source", "price_as_of",
 ]  # fmt: skip
 
 
@@ -205,6 +217,7 @@ def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
     for rec in result.ranked:
         row = rec.model_dump(exclude={"plan"})
         row["engine_settings"] = rec.engine_settings.label
+        row["uncertain_because"] = "; ".join(rec.uncertain_because)
         rows.append({c: row.get(c) for c in RANKING_COLUMNS})
     return rows
 

@@ -44,6 +44,7 @@ from planner.recommend.capacity import (
     guarded,
     replica_capacity,
     saturated_capacity,
+    seats,
     verified_capacity,
 )
 from planner.recommend.costing import cost_recommendation, usd_per_hour_bound
@@ -54,7 +55,6 @@ from planner.recommend.request import (
     RecommendRequest,
     Rejected,
     SearchSpace,
-    grid_value,
 )
 
 
@@ -161,8 +161,7 @@ def recommend(
                 )
                 continue
         else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
-            seqs = grid_value(widest.max_num_seqs, "max_num_seqs")
-            saturated = CapacityResult(float(seqs), None, None)
+            saturated = CapacityResult(float(seats(layout, widest)), None, None)
         bound = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
         bounded.append((bound, layout, base, saturated))
     bounded.sort(key=lambda item: item[0])
@@ -344,6 +343,7 @@ def _rejected_base(layout: LayoutCandidate) -> dict[str, Any]:
         "dp": layout.dp,
         "precision": layout.precision,
         "kv_cache_dtype": layout.kv_cache_dtype,
+        "moe_layout": layout.moe_label.strip(),
     }
 
 
@@ -368,6 +368,8 @@ def _prediction_key(
         hardware,
         layout.tp,
         layout.pp,
+        layout.attention_dp,
+        layout.expert_parallel,
         layout.precision,
         layout.kv_cache_dtype,
         settings,
@@ -428,7 +430,7 @@ def _capacity_key(
     kind: Literal["rate", "concurrency"],
 ) -> tuple[Any, ...]:
     """The memo key of a capacity: ``what`` (searched, verified), what it depends on, the SLO."""
-    ceiling = concurrency_ceiling(request, settings) if kind == "concurrency" else None
+    ceiling = concurrency_ceiling(request, settings, layout) if kind == "concurrency" else None
     return (
         what,
         *_prediction_key(catalog, predictor, request, layout, settings),
@@ -453,6 +455,8 @@ def _replica_layouts(layouts: Sequence[LayoutCandidate]) -> list[Any]:
             layout.instance,
             layout.tp,
             layout.pp,
+            layout.attention_dp,
+            layout.expert_parallel,
             layout.precision,
             layout.kv_cache_dtype,
         )
@@ -476,7 +480,7 @@ def _best_per_configuration(
     seen_layouts: set[tuple[Any, ...]] = set()
     for rec in ranked:
         key = (rec.instance, rec.precision, rec.kv_cache_dtype)
-        layout_key = (*key, rec.tp, rec.pp)
+        layout_key = (*key, rec.tp, rec.pp, rec.attention_dp, rec.expert_parallel)
         if key not in best:
             best[key] = rec
             kept.append(rec)

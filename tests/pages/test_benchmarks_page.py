@@ -14,7 +14,7 @@ PAGE = "pages/benchmarks.py"
 def test_default_lists_public_and_user_results(app: Callable[..., AppTest]) -> None:
     at = app(PAGE)
     results = frame_with(at, "model", "gpu", "output_tok_per_s", "source")
-    assert len(results) >= 526
+    assert len(results) >= 743
     assert {"public"} <= set(results["origin"])
 
 

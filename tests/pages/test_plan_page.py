@@ -121,15 +121,19 @@ def test_a_skypilot_refresh_reranks_with_the_new_dated_price_and_undo_restores_i
 ) -> None:
     at = app()
     before = frame_with(at, "rank", "label", "usd_per_hour", "price_as_of")
-    challenger = before[before["label"].str.startswith("gpu_2x_b200_sxm6")].iloc[0]
-    assert challenger["rank"] > 1
-    # Lambda's SkyPilot layout (no AvailabilityZone); B200 x 2 at 60% of today's price
-    listed = load_catalog().price("gpu_2x_b200_sxm6", "us-east-1").usd_per_hour
+    # the best-ranked of Lambda's B200 instances that is not already the top plan
+    lambda_b200 = {"gpu_2x_b200_sxm6": 2, "gpu_1x_b200_sxm6": 1}
+    candidates = before[before["label"].str.split().str[0].isin(lambda_b200)]
+    challenger = candidates[candidates["rank"] > 1].iloc[0]
+    instance = challenger["label"].split()[0]
+    # Lambda's SkyPilot layout (no AvailabilityZone); its B200s at 60% of today's price
+    listed = load_catalog().price(instance, "us-east-1").usd_per_hour
     vms = tmp_path / "lambda" / "vms.csv"
     vms.parent.mkdir()
     vms.write_text(
         "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,"
-        f"SpotPrice\ngpu_2x_b200_sxm6,B200,2.0,52.0,450.0,{listed * 0.6:.4f},us-east-1,,\n",
+        f"SpotPrice\n{instance},B200,{lambda_b200[instance]:.1f},52.0,450.0,{listed * 0.6:.4f},"
+        "us-east-1,,\n",
         encoding="utf-8",
     )
     refresh = ["catalog", "refresh", "--skypilot-catalog", str(vms.parent), "--as-of"]
@@ -138,7 +142,7 @@ def test_a_skypilot_refresh_reranks_with_the_new_dated_price_and_undo_restores_i
     no_exception(at)
     after = frame_with(at, "rank", "label", "usd_per_hour", "price_as_of")
     top = after.iloc[0]
-    assert top["label"].startswith("gpu_2x_b200_sxm6")
+    assert top["label"].startswith(instance)
     assert top["price_as_of"] == "2026-11-30"
     assert top["usd_per_hour"] == pytest.approx(challenger["usd_per_hour"] * 0.6, rel=1e-3)
     assert any("(as of 2026-11-30)" in c.value for c in at.caption)

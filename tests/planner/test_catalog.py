@@ -83,8 +83,15 @@ def test_figure_one_prices_are_the_aws_list_prices(catalog: Catalog) -> None:
 
 
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
-    assert len(catalog.measured) == 526
+    # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv) and the
+    # SGLang cookbook's 17 (measured_sglang_cookbook.csv)
+    assert len(catalog.measured) == 743
     assert all(m.source for m in catalog.measured)
+    gpustack = [m for m in catalog.measured if m.source.startswith("gpustack/gpustack")]
+    assert len(gpustack) == 200 and catalog.measured[526:726] == gpustack
+    cookbook = catalog.measured[726:]
+    assert all(m.source.startswith("sgl-project/sglang") and m.gpu == "B200" for m in cookbook)
+    assert sum(1 for m in gpustack if catalog.model(m.model).architecture.is_moe) == 143
     brief = [
         m
         for m in catalog.measured

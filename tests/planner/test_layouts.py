@@ -343,3 +343,69 @@ def test_embedded_catalog_70b_on_g6e_12xlarge(catalog: Catalog) -> None:
         engine=EngineConfig(max_model_len=4096),
     )
     assert not tp8.feasible and "has 4" in (tp8.reason or "")
+
+
+# ----- expert and attention data parallelism ----------------------------------------------------
+def test_moe_layouts_are_enumerated_with_reasons(catalog: Catalog) -> None:
+    from planner.layouts import evaluate_layout
+
+    deepseek = catalog.model("deepseek-ai/DeepSeek-R1-0528")
+    p5e = catalog.instance("p5e.48xlarge")
+    h200 = catalog.gpu(p5e.gpu_id)
+    layouts = enumerate_layouts(
+        catalog, deepseek, instances=["p5e.48xlarge"], max_nodes=1, precisions=("fp8",)
+    )
+    shapes = {(c.tp, c.pp, c.attention_dp, c.expert_parallel) for c in layouts}
+    # TP8 with experts sliced, TP8 with whole experts, attention DP over 8 ranks with EP
+    assert {(8, 1, 1, False), (8, 1, 1, True), (1, 1, 8, True)} <= shapes
+    dep8 = next(c for c in layouts if (c.tp, c.pp, c.attention_dp) == (1, 1, 8))
+    assert dep8.feasible and dep8.dp == 1 and dep8.gpus_per_replica == 8
+    assert dep8.moe_label == " DP-attention 8 EP"
+    assert dep8.memory is not None and dep8.memory.kv_capacity_tokens > 0
+    # a dense model has no MoE layers to share
+    llama = catalog.model("meta-llama/Llama-3.1-70B-Instruct")
+    dense = evaluate_layout(llama, p5e, h200, tp=1, engine=EngineConfig(data_parallel_size=8))
+    assert not dense.feasible and "needs an MoE model" in (dense.reason or "")
+    assert all(
+        not c.expert_parallel and c.attention_dp == 1
+        for c in enumerate_layouts(catalog, llama, instances=["p5e.48xlarge"], max_nodes=1)
+    )
+    # the expert-parallel size (TP x DP) must divide the experts
+    from planner.layouts import _moe_layout_problem
+
+    mixtral = catalog.model("mistralai/Mixtral-8x7B-v0.1").architecture
+    assert _moe_layout_problem(mixtral, 2, 4, True) is None  # 8 experts over 8 GPUs
+    reason = _moe_layout_problem(mixtral, 2, 3, True)
+    assert reason is not None and "does not divide the 8 experts" in reason
+    glm = catalog.model("zai-org/GLM-4.6")
+    dp8 = evaluate_layout(
+        glm,
+        p5e,
+        h200,
+        tp=1,
+        precision="fp8",
+        engine=EngineConfig(data_parallel_size=8, enable_expert_parallel=True, max_model_len=8192),
+    )
+    assert dp8.feasible, dp8.reason  # 160 experts = 8 x 20
+
+
+def test_dp_attention_keeps_only_its_requests_kv_and_raises_mla_capacity(catalog: Catalog) -> None:
+    from planner.layouts import evaluate_layout
+
+    deepseek = catalog.model("deepseek-ai/DeepSeek-R1-0528")
+    p5e = catalog.instance("p5e.48xlarge")
+    h200 = catalog.gpu(p5e.gpu_id)
+    tp8 = evaluate_layout(deepseek, p5e, h200, tp=8, precision="fp8")
+    dp8 = evaluate_layout(
+        deepseek,
+        p5e,
+        h200,
+        tp=1,
+        precision="fp8",
+        engine=EngineConfig(data_parallel_size=8, enable_expert_parallel=True),
+    )
+    assert tp8.memory is not None and dp8.memory is not None
+    # TP=8 replicates the MLA latent on every GPU; 8 DP ranks each hold their own requests'
+    tp8_tokens = tp8.memory.kv_capacity_tokens
+    dp8_tokens = 8 * dp8.memory.kv_capacity_tokens  # one rank's pool, eight ranks
+    assert dp8_tokens > 4 * tp8_tokens

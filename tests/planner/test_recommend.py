@@ -83,9 +83,12 @@ def test_small_catalog_pins_why_tp_over_the_whole_instance_loses(
     catalog: Catalog, perf: PerformanceModel
 ) -> None:
     """On one p5.48xlarge (8 x H100, NVLink): a TP=8 replica serves the load, but the spare
-    replica then costs a second instance. Four TP=2 replicas (DP=4) fit in one instance, spare
-    included, so the bill halves: the naive layout loses on replica granularity."""
-    request = _request(instances=("p5.48xlarge",), precisions=("bf16",))
+    replica then costs a second instance. Smaller replicas (TP=4, DP=2) fit in one instance,
+    spare included, so the bill halves: the naive layout loses on replica granularity. (A peak
+    of 1 req/s of 2,048-token prompts: one TP=4 replica carries it inside the SLO.)"""
+    request = _request(instances=("p5.48xlarge",), precisions=("bf16",)).model_copy(
+        update={"demand": Demand(avg_rate_rps=0.5, peak_rate_rps=1.0, spare_replicas=1)}
+    )
     result = recommend(catalog, request, perf_predictor(catalog, request, perf))
     best = result.best
     assert best is not None and best.instance == "p5.48xlarge"

@@ -155,3 +155,129 @@ def test_terms_are_non_negative_and_grow_with_work(
     bigger = step_features(StepBatch.of([*decodes, extra], chunks), dep)
     for name in ("kv_read", "gemm", "attention", "allreduce_nvlink", "sequences", "roofline"):
         assert bigger[IDX[name]] >= x[IDX[name]] - 1e-15
+
+
+# ----- MoE, MLA, sparse attention, expert and attention data parallelism -------------------------
+def test_expert_gemm_counts_padded_rows_of_the_experts_a_batch_touches(catalog: Catalog) -> None:
+    from planner.perf.step_time import MOE_TILE_ROWS, padded_rows_per_expert
+
+    # Poisson(lambda) rows rounded up to 16-row tiles: ~lambda when large, 16 P(n >= 1) when small
+    assert padded_rows_per_expert(1e-5) == pytest.approx(MOE_TILE_ROWS * 1e-5)
+    assert padded_rows_per_expert(0.5) == pytest.approx(16 * (1 - np.exp(-0.5)), rel=1e-3)
+    assert padded_rows_per_expert(5000) == pytest.approx(5000 + 7.5, rel=1e-6)
+    dep = _dep(catalog, model="deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200", tp=8)
+    arch = catalog.model("deepseek-ai/DeepSeek-R1-0528").architecture
+    x = step_features(StepBatch.of(decode_contexts=[1000] * 64), dep)
+    lam = 64 * 8 / 256  # 2 tokens an expert at 64 decoding sequences
+    rows = 256 * padded_rows_per_expert(lam)
+    flops = 58 * rows * 2 * 3 * 7168 * 2048 / 8
+    assert dep.num_moe_layers == len(arch.moe_layers) == 58  # 61 layers, the first 3 dense
+    assert x[IDX["expert_gemm"]] == pytest.approx(flops / (1979e12), rel=1e-6)
+    # ~7x the rows the assignments need: the grouped GEMM runs far below peak at decode
+    assert rows / (64 * 8) > 6
+
+
+def test_expert_parallel_busiest_rank_sets_the_layer_time(catalog: Catalog) -> None:
+    from planner.perf.step_time import ep_imbalance
+
+    assert ep_imbalance(2.0, 256, 1) == 1.0
+    assert ep_imbalance(2.0, 256, 8) == pytest.approx(1 + np.sqrt(2 * np.log(8) / 64))
+    assert ep_imbalance(1e-3, 256, 8) == 8.0  # one token: all on one rank
+    tp8 = _dep(catalog, model="Qwen/Qwen3-235B-A22B", precision="bf16", tp=8)
+    ep8 = _dep(
+        catalog, model="Qwen/Qwen3-235B-A22B", precision="bf16", tp=8, enable_expert_parallel=True
+    )
+    batch = StepBatch.of(decode_contexts=[500] * 32)
+    x, y = step_features(batch, tp8), step_features(batch, ep8)
+    assert y[IDX["expert_read"]] == pytest.approx(x[IDX["expert_read"]])  # same bytes a GPU
+    assert y[IDX["expert_gemm"]] / x[IDX["expert_gemm"]] == pytest.approx(
+        ep_imbalance(32 * 8 / 128, 128, 8)
+    )
+
+
+def test_mla_decode_is_absorbed_and_prefill_expanded(catalog: Catalog) -> None:
+    dep = _dep(catalog, model="deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200", tp=8)
+    heads = 128 / 8
+    peak = catalog.gpu("H200").bf16_dense_tflops * 1e12
+    decode = step_features(StepBatch.of(decode_contexts=[4000]), dep)[IDX["attention"]]
+    assert decode == pytest.approx(4000 * 2 * heads * (2 * 512 + 64) * 61 / peak, rel=1e-9)
+    prefill = step_features(StepBatch.of(prefill_chunks=[(1000, 0)]), dep)[IDX["attention"]]
+    pairs = 1000 * 1001 / 2
+    assert prefill == pytest.approx(pairs * 2 * heads * (128 + 64 + 128) * 61 / peak, rel=1e-9)
+
+
+def test_deepseek_sparse_attention_caps_the_main_attention_at_top_k(catalog: Catalog) -> None:
+    v32 = _dep(catalog, model="deepseek-ai/DeepSeek-V3.2", precision="fp8", gpu="H200", tp=8)
+    r1 = _dep(catalog, model="deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200", tp=8)
+    assert v32.sliding_window == 2048 and r1.sliding_window is None
+    long = StepBatch.of(decode_contexts=[32000] * 4, window=2048)
+    a32 = step_features(long, v32)
+    a1 = step_features(StepBatch.of(decode_contexts=[32000] * 4), r1)
+    # the latent is read for 2,048 keys, the indexer's 132 B keys for all 32,000
+    latent = 576 * 2 * 61
+    assert a32[IDX["kv_read"]] == pytest.approx(
+        4 * (2048 * latent + 32000 * 132 * 61) / 4.8e12, rel=1e-9
+    )
+    # MLA over 2,048 keys a query, the indexer (64 heads x 128, replicated) over all 32,000
+    peak = catalog.gpu("H200").bf16_dense_tflops * 1e12
+    mla = 2048 * 2 * (128 / 8) * (2 * 512 + 64) * 61
+    indexer = 32000 * 2 * 64 * 128 * 61
+    assert a32[IDX["attention"]] == pytest.approx(4 * (mla + indexer) / peak, rel=1e-9)
+    assert a32[IDX["attention"]] < a1[IDX["attention"]]
+
+
+def test_attention_data_parallel_ranks_share_the_moe_layers(catalog: Catalog) -> None:
+    dp8 = _dep(
+        catalog,
+        model="deepseek-ai/DeepSeek-R1-0528",
+        precision="fp8",
+        gpu="H200",
+        tp=1,
+        data_parallel_size=8,
+        enable_expert_parallel=True,
+    )
+    assert (dp8.tp, dp8.data_parallel_size, dp8.moe_group, dp8.replicas) == (1, 8, 8, 8)
+    assert dp8.link_class == "nvlink"
+    x = step_features(StepBatch.of(decode_contexts=[1000] * 16), dp8)
+    # the rank's 16 tokens with the other 7 ranks' 16 each reach the experts
+    e, k = 256, 8
+    touched = e * (1 - (1 - k / e) ** (16 * 8))
+    assert x[IDX["expert_read"]] == pytest.approx(
+        touched * 58 * dp8.expert_bytes_per_expert_layer / 4.8e12, rel=1e-9
+    )
+    # all-gather + reduce-scatter of all ranks' tokens in every MoE layer, no TP all-reduce
+    moved = 2 * 58 * 7 / 8 * (16 * 8) * 7168 * 2
+    assert x[IDX["allreduce_nvlink"]] == pytest.approx(moved / dp8.link_bw, rel=1e-9)
+    assert x[IDX["ar_calls_nvlink"]] == pytest.approx(2 * 58 * 10e-6)
+    # each rank holds the whole attention: its dense weights are not split
+    tp8 = _dep(catalog, model="deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200", tp=8)
+    assert dp8.dense_weight_bytes == pytest.approx(8 * tp8.dense_weight_bytes)
+    assert dp8.expert_bytes_per_expert_layer == pytest.approx(tp8.expert_bytes_per_expert_layer)
+
+
+def test_mxfp4_experts_only_and_fp4_weight_only_before_blackwell(catalog: Catalog) -> None:
+    h100 = _dep(catalog, model="openai/gpt-oss-120b", precision="fp4", gpu="H100-SXM")
+    b200 = _dep(catalog, model="openai/gpt-oss-120b", precision="fp4", gpu="B200")
+    arch = catalog.model("openai/gpt-oss-120b").architecture
+    assert arch.experts_only_quantized and arch.quant_method == "mxfp4"
+    routed = len(arch.moe_layers) * arch.experts_per_token * arch._expert_params()
+    # attention, router, lm_head stay BF16; the experts stream 4-bit bytes
+    assert h100.dense_weight_bytes == pytest.approx((arch.active_params - routed) * 2.0)
+    assert h100.expert_bytes_per_expert_layer == pytest.approx(arch._expert_params() * 0.5)
+    gpu_h, gpu_b = catalog.gpu("H100-SXM"), catalog.gpu("B200")
+    assert h100.peak_flops_experts == pytest.approx(gpu_h.bf16_dense_tflops * 1e12)  # 16-bit math
+    assert b200.peak_flops_experts == pytest.approx(gpu_b.fp4_dense_tflops * 1e12)  # native FP4
+    assert b200.peak_flops == pytest.approx(gpu_b.bf16_dense_tflops * 1e12)
+    a100_fp8 = _dep(catalog, model="Qwen/Qwen3-32B-FP8", precision="fp8", gpu="A100-80GB-SXM")
+    assert a100_fp8.peak_flops == pytest.approx(
+        catalog.gpu("A100-80GB-SXM").bf16_dense_tflops * 1e12
+    )
+
+
+def test_steps_beyond_the_cuda_graph_limit_launch_every_kernel(catalog: Catalog) -> None:
+    dep = _dep(catalog)
+    assert dep.cuda_graph_max_tokens == 512  # vLLM V1
+    small = step_features(StepBatch.of(decode_contexts=[100] * 512), dep)
+    big = step_features(StepBatch.of(decode_contexts=[100] * 513), dep)
+    assert small[IDX["eager_layers"]] == 0.0
+    assert big[IDX["eager_layers"]] == pytest.approx(32 * 10e-6)
