@@ -48,6 +48,7 @@ import pyarrow as pa
 from annotated_types import Ge
 from pydantic import BaseModel
 
+from planner.credentials import Scrubber
 from planner.errors import RunFilesError
 from planner.run_files import (
     REQUESTS_JSONL,
@@ -764,8 +765,9 @@ class _Batch:
 
 def _arrow_runs(runs: list[_Run], stored: dict[str, tuple[int, int]], now: datetime) -> pa.Table:
     rows: dict[str, list[Any]] = {name: [] for name in _RUN_COLUMNS}
+    scrubber = Scrubber()  # run.json written before the runner scrubbed it keeps no credential
     for run in runs:
-        meta = run.meta
+        meta = scrubber.value(run.meta)
         endpoint: dict[str, Any] = (
             meta["endpoint"] if isinstance(meta.get("endpoint"), dict) else {}
         )

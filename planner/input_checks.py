@@ -122,6 +122,6 @@ def check_file_size(name: str, size_bytes: int, limit_mb: float, setting: str) -
     if size_bytes > limit_mb * 1e6:
         raise InvalidInputError(
             f"{name}: size",
-            f"{size_bytes / 1e6:,.1f} MB",
+            f"{size_bytes / 1e6:,.1f} MB" if size_bytes >= 1e6 else f"{size_bytes / 1e6:.3g} MB",
             f"at most {limit_mb:g} MB (the setting {setting} raises the limit)",
         )

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
         description="Largest catalog CSV or config.json accepted (upload or file), in MB; the "
         "embedded catalog's largest file is 0.16 MB.",
     )
+    max_price_snapshot_mb: float = Field(
+        default=100.0,
+        gt=0,
+        description="Largest SkyPilot catalog file (vms.csv) read by a price refresh, file or "
+        "upload, in MB; SkyPilot's AWS vms.csv is a few MB.",
+    )
     max_trace_mb: float = Field(
         default=1024.0,
         gt=0,

@@ -44,7 +44,12 @@ from planner.catalog.loader import (
     read_records,
 )
 from planner.catalog.schema import Instance, Price, PriceHistoryEntry
-from planner.catalog.skypilot import Offer, SkyPilotFile, read_skypilot_vms
+from planner.catalog.skypilot import (
+    Offer,
+    SkyPilotFile,
+    check_snapshot_size,
+    read_skypilot_vms,
+)
 from planner.errors import CatalogError, InvalidInputError
 
 REFRESHES_DIR = "refreshes"
@@ -264,6 +269,7 @@ def plan_refresh_from_uploads(
         for name, data, provider in uploads:
             if not provider.strip():
                 raise InvalidInputError("provider", provider, f"the cloud {name} prices")
+            check_snapshot_size(name, len(data))  # named as uploaded, not as the temporary copy
             path = Path(tmp) / provider.strip().lower() / Path(name).name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)

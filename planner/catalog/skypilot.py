@@ -35,6 +35,8 @@ from pathlib import Path
 
 from planner.catalog.loader import Catalog
 from planner.errors import CatalogError
+from planner.input_checks import check_file_size
+from planner.settings import get_settings
 
 REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 OPTIONAL_COLUMNS = ("SpotPrice", "AvailabilityZone", "vCPUs", "MemoryGiB")
@@ -123,9 +125,16 @@ def _number(value: str | None, file: str, line: int, column: str) -> float | Non
     return number
 
 
+def check_snapshot_size(name: str, size_bytes: int) -> None:
+    """A SkyPilot catalog file over the ``max_price_snapshot_mb`` setting is refused."""
+    limit = get_settings().max_price_snapshot_mb
+    check_file_size(name, size_bytes, limit, "SERVEWISE_MAX_PRICE_SNAPSHOT_MB")
+
+
 def _read_rows(path: Path) -> list[_Row]:
     name = str(path)
     try:
+        check_snapshot_size(name, path.stat().st_size)
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise CatalogError(name, None, None, f"cannot be read: {exc.strerror}") from None

@@ -4,12 +4,13 @@ IN has the scenario columns of ``data/measured_results.csv`` (engine, engine_ver
 precision, gpu, num_gpus, tp, pp, input_len, output_len, load, concurrency, request_rate,
 num_requests, instance, nodes; blank optional cells take the engine's defaults; engine
 settings as in the Scenario: max_num_seqs, max_num_batched_tokens, data_parallel_size (attention
-data-parallel ranks), enable_expert_parallel, entrypoint, ...) and any other columns, which pass
-through. OUT is IN plus the prediction columns; ``pred_uncertain_because`` says in words what
-about a row the measured data do not cover (each reason widens its interval: "no measured MoE
-result on SGLang with H200"). A row that cannot be predicted gets a message in ``pred_error``
-and the others are still predicted. The model is fitted on every stored measured result (the
-public set and the user's runs).
+data-parallel ranks), enable_expert_parallel, entrypoint, ...; ``dataset`` sharegpt or uniform:
+the lengths are means that vary per request, as when the same row is fitted) and any other
+columns, which pass through. OUT is IN plus the prediction columns; ``pred_uncertain_because``
+says in words what about a row the measured data do not cover (each reason widens its interval:
+"no measured MoE result on SGLang with H200"). A row that cannot be predicted gets a message in
+``pred_error`` and the others are still predicted. The model is fitted on every stored measured
+result (the public set and the user's runs).
 """
 
 from __future__ import annotations

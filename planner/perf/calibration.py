@@ -28,7 +28,6 @@ from the fit (an unmeasured GPU or release) adds the spread its level's fitted k
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,10 +37,9 @@ import numpy as np
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
-from planner.perf.scenario import Scenario
+from planner.perf.scenario import Scenario, dataset_lengths
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import FEATURES, FITTED, FITTED_IDX, FIXED_COEFFICIENTS, IDX
-from planner.workload import LengthDistribution
 
 N_FITTED = len(FITTED)
 #: spec-sheet prior of each fitted coefficient (dimensionless: x times the term's nominal time)
@@ -126,30 +124,6 @@ def measurement_problem(result: MeasuredResult) -> str | None:
     return None
 
 
-#: Coefficient of variation assumed for the per-request lengths of vLLM bench's ShareGPT
-#: sample (the sources publish only the means): lognormal, capped by its filter at 1,024
-#: prompt and 2,048 total tokens (vllm/benchmarks/datasets.py, ShareGPTDataset). An assumption
-#: about the workload, documented in data/README.md, not fitted.
-SHAREGPT_LENGTH_CV = 1.0
-SHAREGPT_MAX_PROMPT = 1024
-SHAREGPT_MAX_TOTAL = 2048
-#: a measured row's length distribution is simulated as a few lengths (its quantiles at the
-#: midpoints of these probability bins, rescaled to the stated mean): requests of equal lengths
-#: move through the simulator together, so a 1,000-request run costs a few dozen cohorts. The
-#: bins thin out towards the top so the longest requests, which set an offline run's end, keep
-#: their length.
-LENGTH_BIN_EDGES = (0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 0.99, 0.999, 1.0)
-
-
-def _binned(dist: LengthDistribution, mean: float) -> LengthDistribution:
-    """``dist`` as a weighted handful of lengths (LENGTH_BIN_EDGES) with mean ``mean``."""
-    edges = LENGTH_BIN_EDGES
-    weights = [hi - lo for lo, hi in itertools.pairwise(edges)]
-    points = [dist.quantile((lo + hi) / 2) for lo, hi in itertools.pairwise(edges)]
-    scale = mean / sum(w * v for w, v in zip(weights, points, strict=True))
-    return LengthDistribution.empirical([max(1, round(v * scale)) for v in points], weights)
-
-
 def scenario_from_measured(result: MeasuredResult) -> Scenario:
     """The scenario a measured row describes (engine defaults for everything it omits).
 
@@ -158,36 +132,7 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
     its entrypoint, engine knobs, attention data parallelism or expert parallelism keeps them;
     a ShareGPT or uniform-random row is simulated with varying lengths of its stated means.
     """
-    lengths: dict[str, object] = {"input_len": result.input_len, "output_len": result.output_len}
-    if result.dataset == "uniform":
-        lengths = {
-            "input_dist": _binned(
-                LengthDistribution.uniform(1, max(1, 2 * result.input_len - 1)), result.input_len
-            ),
-            "output_dist": _binned(
-                LengthDistribution.uniform(1, max(1, 2 * result.output_len - 1)),
-                result.output_len,
-            ),
-        }
-    elif result.dataset == "sharegpt":
-        lengths = {
-            "input_dist": _binned(
-                LengthDistribution.lognormal(
-                    result.input_len,
-                    SHAREGPT_LENGTH_CV * result.input_len,
-                    max_tokens=max(result.input_len, SHAREGPT_MAX_PROMPT),
-                ),
-                result.input_len,
-            ),
-            "output_dist": _binned(
-                LengthDistribution.lognormal(
-                    result.output_len,
-                    SHAREGPT_LENGTH_CV * result.output_len,
-                    max_tokens=max(result.output_len, SHAREGPT_MAX_TOTAL - result.input_len),
-                ),
-                result.output_len,
-            ),
-        }
+    lengths = dataset_lengths(result.dataset, result.input_len, result.output_len)
     knobs = {
         name: getattr(result, name)
         for name in (

@@ -9,6 +9,7 @@ scenario is resolved (:func:`planner.perf.deployment.resolve_deployment`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Literal
 
@@ -37,6 +38,70 @@ ENGINE_FIELDS: tuple[str, ...] = (
     "entrypoint",
     "block_size",
 )
+
+
+#: Coefficient of variation assumed for the per-request lengths of vLLM bench's ShareGPT
+#: sample (the sources publish only the means): lognormal, capped by its filter at 1,024
+#: prompt and 2,048 total tokens (vllm/benchmarks/datasets.py, ShareGPTDataset). An assumption
+#: about the workload, documented in data/README.md, not fitted.
+SHAREGPT_LENGTH_CV = 1.0
+SHAREGPT_MAX_PROMPT = 1024
+SHAREGPT_MAX_TOTAL = 2048
+#: a benchmark dataset's length distribution is simulated as a few lengths (its quantiles at
+#: the midpoints of these probability bins, rescaled to the stated mean): requests of equal
+#: lengths move through the simulator together, so a 1,000-request run costs a few dozen
+#: cohorts. The bins thin out towards the top so the longest requests, which set an offline
+#: run's end, keep their length.
+LENGTH_BIN_EDGES = (0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 0.99, 0.999, 1.0)
+#: the benchmark datasets a measured row (or a predict row) may name (planner.catalog's
+#: MeasuredResult.dataset): "random" has the stated lengths, "sharegpt" and "uniform" vary
+DATASETS = ("random", "sharegpt", "uniform")
+
+
+def _binned(dist: LengthDistribution, mean: float) -> LengthDistribution:
+    """``dist`` as a weighted handful of lengths (LENGTH_BIN_EDGES) with mean ``mean``."""
+    edges = LENGTH_BIN_EDGES
+    weights = [hi - lo for lo, hi in itertools.pairwise(edges)]
+    points = [dist.quantile((lo + hi) / 2) for lo, hi in itertools.pairwise(edges)]
+    scale = mean / sum(w * v for w, v in zip(weights, points, strict=True))
+    return LengthDistribution.empirical([max(1, round(v * scale)) for v in points], weights)
+
+
+def dataset_lengths(dataset: str | None, input_len: int, output_len: int) -> dict[str, Any]:
+    """Scenario length fields of a benchmark run on ``dataset`` with these mean lengths.
+
+    ``random`` (or None): every request has the stated lengths; ``uniform``: drawn uniformly
+    from 1 to twice the mean (SGLang bench_serving's random dataset at --random-range-ratio 0);
+    ``sharegpt``: lognormal around the means (SHAREGPT_LENGTH_CV), capped as vLLM bench's
+    ShareGPT filter caps them.
+    """
+    if dataset == "uniform":
+        return {
+            "input_dist": _binned(
+                LengthDistribution.uniform(1, max(1, 2 * input_len - 1)), input_len
+            ),
+            "output_dist": _binned(
+                LengthDistribution.uniform(1, max(1, 2 * output_len - 1)), output_len
+            ),
+        }
+    if dataset == "sharegpt":
+        prompt_cap = max(input_len, SHAREGPT_MAX_PROMPT)
+        output_cap = max(output_len, SHAREGPT_MAX_TOTAL - input_len)
+        return {
+            "input_dist": _binned(
+                LengthDistribution.lognormal(
+                    input_len, SHAREGPT_LENGTH_CV * input_len, max_tokens=prompt_cap
+                ),
+                input_len,
+            ),
+            "output_dist": _binned(
+                LengthDistribution.lognormal(
+                    output_len, SHAREGPT_LENGTH_CV * output_len, max_tokens=output_cap
+                ),
+                output_len,
+            ),
+        }
+    return {"input_len": input_len, "output_len": output_len}
 
 
 class TraceRequest(BaseModel):
@@ -197,7 +262,12 @@ class Scenario(BaseModel):
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Scenario:
-        """Build from a CSV row (blank cells are absent); bad values raise InvalidInputError."""
+        """Build from a CSV row (blank cells are absent); bad values raise InvalidInputError.
+
+        A ``dataset`` column (as in ``data/measured_results.csv``) says how the lengths vary:
+        ``sharegpt`` and ``uniform`` rows have the stated lengths as means
+        (:func:`dataset_lengths`), so a measured row is predicted as the workload it describes.
+        """
         fields = cls.model_fields
         values: dict[str, Any] = {}
         for key, raw in row.items():
@@ -212,6 +282,19 @@ class Scenario(BaseModel):
                     "data_parallel_size"):  # fmt: skip
             if key in values:
                 values[key] = _integer(key, values[key])
+        dataset = str(row.get("dataset") or "").strip().lower() or None
+        if dataset is not None and dataset not in DATASETS:
+            raise InvalidInputError("dataset", row.get("dataset"), f"one of {', '.join(DATASETS)}")
+        mean_in, mean_out = values.get("input_len"), values.get("output_len")
+        if (
+            dataset not in (None, "random")
+            and isinstance(mean_in, int)
+            and isinstance(mean_out, int)
+            and min(mean_in, mean_out) > 0
+        ):
+            # the workload a measured row describes: its lengths vary around the stated means
+            del values["input_len"], values["output_len"]
+            values.update(dataset_lengths(dataset, mean_in, mean_out))
         try:
             return cls.model_validate(values)
         except ValidationError as exc:

@@ -11,11 +11,18 @@ from pathlib import Path
 import pytest
 
 from planner.catalog import EMBEDDED_DATA_DIR, Catalog, load_catalog
-from planner.catalog.refresh import apply_refresh, list_refreshes, plan_refresh, undo_refresh
+from planner.catalog.refresh import (
+    apply_refresh,
+    list_refreshes,
+    plan_refresh,
+    plan_refresh_from_uploads,
+    undo_refresh,
+)
 from planner.catalog.schema import Price
 from planner.catalog.skypilot import find_vms_files, read_skypilot_vms
 from planner.cli import main
 from planner.errors import CatalogError, InvalidInputError
+from planner.settings import get_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "skypilot"
 SNAPSHOT = date(2026, 11, 30)
@@ -169,6 +176,23 @@ def test_bad_files_name_the_file_row_and_column(tmp_path: Path, catalog: Catalog
         find_vms_files(FIXTURES / "aws" / "vms.csv", ["aws", "gcp"])
     with pytest.raises(CatalogError, match="holds no SkyPilot"):
         find_vms_files(tmp_path, ["oci"])
+
+
+def test_a_snapshot_over_the_size_setting_is_refused_by_its_own_name(
+    tmp_path: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVEWISE_MAX_PRICE_SNAPSHOT_MB", "0.001")  # 1,000 bytes
+    get_settings.cache_clear()
+    data = (FIXTURES / "aws" / "vms.csv").read_bytes()
+    assert len(data) > 1000
+    limit = r"vms\.csv: size.*at most 0\.001 MB \(the setting SERVEWISE_MAX_PRICE_SNAPSHOT_MB"
+    with pytest.raises(InvalidInputError, match=limit):
+        read_skypilot_vms(FIXTURES / "aws" / "vms.csv", "aws", catalog)
+    with pytest.raises(InvalidInputError, match=r"my-aws-vms\.csv: size='0\.0\d+ MB'"):
+        plan_refresh_from_uploads(tmp_path, [("my-aws-vms.csv", data, "aws")], catalog, SNAPSHOT)
+    monkeypatch.delenv("SERVEWISE_MAX_PRICE_SNAPSHOT_MB")
+    get_settings.cache_clear()
+    assert plan_refresh_from_uploads(tmp_path, [("my-aws-vms.csv", data, "aws")], catalog, SNAPSHOT)
 
 
 def test_refresh_command_reports_writes_and_undoes(

@@ -285,6 +285,33 @@ def test_a_touched_run_is_not_reingested_a_changed_one_is(tmp_path: Path) -> Non
     assert len(store.run_requests("20261201T150000Z-aaaaaa")) == 31
 
 
+def test_a_run_written_before_credentials_were_scrubbed_stores_none(tmp_path: Path) -> None:
+    """A run.json from an older runner, with URL credentials and a bearer token in its error,
+    is stored without them (the run files themselves are the user's and stay as they are)."""
+    runs = tmp_path / "runs"
+    writer = RunWriter(runs, run_id="20261201T160000Z-cccccc")
+    writer.append_requests([_record(i, "c") for i in range(3)])
+    writer.write_meta(status="failed", model=MODEL)
+    meta = json.loads((writer.dir / RUN_JSON).read_text())
+    url = "http://alice:s3cret-pass@127.0.0.1:9/v1"  # as an older runner wrote it, unscrubbed
+    meta.update(
+        endpoint={"base_url": url, "api": "completions"},
+        config={"base_url": url},
+        error="HTTP 401: Authorization: Bearer sk-old-MARKER-0123456789abcdef rejected",
+    )
+    (writer.dir / RUN_JSON).write_text(json.dumps(meta))
+    store = Store(tmp_path / "s.duckdb")
+    assert store.ingest_runs(runs) == ["20261201T160000Z-cccccc"]
+    store.close()
+    data = (tmp_path / "s.duckdb").read_bytes()
+    for marker in (b"s3cret-pass", b"alice:", b"sk-old-MARKER-0123456789abcdef"):
+        assert marker not in data
+    store = Store(tmp_path / "s.duckdb")
+    run = store.query("SELECT base_url, error FROM benchmark_runs").iloc[0]
+    assert run.base_url == "http://127.0.0.1:9/v1"
+    assert "401" in run.error and "MARKER" not in run.error
+
+
 # ----- interrupted runs ---------------------------------------------------------------------
 WRITER = """
 import sys, time

@@ -112,3 +112,53 @@ def test_validate_prints_errors_next_to_the_roofline(
     assert "== random 5-fold ==" in text
     assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
     assert "Excluded from the fit" in text and "with the 9 excluded rows" in text
+
+
+def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes() -> None:
+    """``dataset`` sharegpt/uniform: lengths vary around the stated means, as when the same
+    row is fitted (planner.perf.calibration.scenario_from_measured); a bad name is an error."""
+    from planner.catalog import MeasuredResult
+    from planner.errors import InvalidInputError
+    from planner.perf.calibration import scenario_from_measured
+    from planner.perf.scenario import Scenario
+
+    row = {
+        "engine": "vllm",
+        "model": "Qwen/Qwen3-30B-A3B",
+        "gpu": "H100-SXM",
+        "num_gpus": "1",
+        "input_len": "220",
+        "output_len": "200",
+        "load": "concurrency",
+        "concurrency": "32",
+        "num_requests": "500",
+    }
+    for dataset in ("sharegpt", "uniform"):
+        scenario = Scenario.from_row({**row, "dataset": dataset})
+        assert scenario.input_len is None and scenario.input_dist is not None
+        assert scenario.mean_input_len == pytest.approx(220, rel=0.02)
+        assert scenario.mean_output_len == pytest.approx(200, rel=0.02)
+        measured = MeasuredResult(
+            source="test",
+            engine="vllm",
+            model=row["model"],
+            precision="bf16",
+            gpu="H100-SXM",
+            num_gpus=1,
+            tp=1,
+            pp=1,
+            input_len=220,
+            output_len=200,
+            dataset=dataset,
+            load="concurrency",
+            concurrency=32,
+            num_requests=500,
+            output_tok_per_s=1000.0,
+        )
+        assert scenario_from_measured(measured).input_dist == scenario.input_dist
+        assert scenario_from_measured(measured).output_dist == scenario.output_dist
+    fixed = Scenario.from_row({**row, "dataset": "random"})
+    assert (fixed.input_len, fixed.output_len, fixed.input_dist) == (220, 200, None)
+    with pytest.raises(InvalidInputError) as bad:
+        Scenario.from_row({**row, "dataset": "lmsys"})
+    assert bad.value.field == "dataset" and "sharegpt" in bad.value.allowed
