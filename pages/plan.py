@@ -95,9 +95,9 @@ with st.container(border=True, key="top_recommendation"):
         )
         cols[4].metric("Instances", f"{best.instances_total}")
         st.caption(
-            f"Confidence of the prediction: **{best.confidence}**. Engine settings: "
-            f"{best.engine_settings.label}. Price: {best.price_source} (as of "
-            f"{best.price_as_of})."
+            f"Confidence of the prediction: **{best.confidence}**. Engine: "
+            f"{best.plan.engine.engine} ({best.engine_settings.label}). Price: "
+            f"{best.price_source} (as of {best.price_as_of})."
         )
         if best.far_from_data or best.uncertain_because:
             why = "; ".join(best.uncertain_because) or "other GPU, model size or lengths"
@@ -105,11 +105,11 @@ with st.container(border=True, key="top_recommendation"):
                 f"This prediction is uncertain ({why}): its interval is widened for it; treat "
                 "it as an estimate and verify it with a benchmark run."
             )
-        st.code(best.vllm_command, language="bash", wrap_lines=True)
+        st.code(best.launch_command or best.vllm_command, language="bash", wrap_lines=True)
 
 if best is not None:
     with st.container(border=True, key="deploy"):
-        deploy_section(best, ref.catalog, scenario)
+        deploy_section(best.plan, ref.catalog)
 
 utilisation_note = (
     f"at {scenario.utilisation:.0%} utilisation"

@@ -1,4 +1,4 @@
-"""Build the ``python -m sglang.launch_server`` command line for a planned deployment.
+"""Build the ``python3 -m sglang.launch_server`` command line for a planned deployment.
 
 The same shape as :mod:`planner.vllm_command`: a config (:class:`SglangServeConfig`: the model,
 the layout, the precision and the engine settings of :class:`planner.engine.EngineConfig`) and
@@ -86,8 +86,9 @@ def sglang_launch_args(config: SglangServeConfig) -> list[str]:
 
 
 def sglang_launch_command(config: SglangServeConfig) -> str:
-    """The shell command line to paste: ``python -m sglang.launch_server --model-path ...``."""
-    return shlex.join(["python", *sglang_launch_args(config)])
+    """The shell command line to paste: ``python3 -m sglang.launch_server --model-path ...``
+    (``python3``: SGLang's images have no ``python``)."""
+    return shlex.join(["python3", *sglang_launch_args(config)])
 
 
 __all__ = ["SglangServeConfig", "sglang_launch_args", "sglang_launch_command"]

@@ -1,25 +1,24 @@
 """The Plan page's Deploy section: pick a target, read its files, download them as a zip.
 
-Thin: the files come from :mod:`planner.deploy`; this draws them.
+Thin: the files come from :mod:`planner.deploy` (for the plan's engine); this draws them.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages.common.planning import recommend_request
-from pages.common.scenario import Scenario
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
 from planner.catalog import Catalog
-from planner.deploy import render, spec_from_recommendation, zip_bytes
-from planner.recommend import Recommendation
+from planner.deploy import engine_serving, render, spec_from_plan, zip_bytes
+from planner.deploy.launch import engine_image, engine_release
+from planner.plan import Plan
 
 TARGET_LABELS = {"k8s": "Kubernetes", "skypilot": "SkyPilot", "docker": "docker run"}
-LANGUAGES = {".yaml": "yaml", ".sh": "bash", ".md": "markdown"}
+LANGUAGES = {".yaml": "yaml", ".yml": "yaml", ".sh": "bash", ".md": "markdown"}
 
 
-def deploy_section(best: Recommendation, catalog: Catalog, scenario: Scenario) -> None:
+def deploy_section(plan: Plan, catalog: Catalog) -> None:
     st.subheader("Deploy")
     target = bound(
         st.segmented_control,
@@ -33,27 +32,36 @@ def deploy_section(best: Recommendation, catalog: Catalog, scenario: Scenario) -
     files = None
     spec = None
     with planner_errors("No deployment files for this plan"):
-        fraction = scenario.load_avg / scenario.load_peak if scenario.load_peak else None
-        spec = spec_from_recommendation(
-            best, recommend_request(scenario), catalog, average_load_fraction=fraction
-        )
+        spec = spec_from_plan(plan, catalog)
         files = render(spec, target)
     if files is None or spec is None:
         return
+    engine = engine_serving(spec.family)
     cold = spec.cold_start()
-    cols = st.columns([1, 1, 2])
+    cols = st.columns([1, 1, 1, 2])
     cols[0].metric(
+        "Engine", f"{engine.display_name} {engine_release(spec)}", help=engine_image(spec)
+    )
+    cols[1].metric(
         "Cold start (first)",
         f"{cold.first_start_s / 60:,.1f} min",
         help=cold.describe(),
     )
-    cols[1].metric("Restart (weights on disk)", f"{cold.load_s / 60:,.1f} min")
+    cols[2].metric("Restart (weights on disk)", f"{cold.load_s / 60:,.1f} min")
     scaling = (
-        f"{spec.min_groups} to {spec.groups}" if spec.min_groups < spec.groups else f"{spec.groups}"
+        f"{spec.min_replicas} to {spec.replicas}"
+        if spec.min_replicas < spec.replicas
+        else f"{spec.replicas}"
     )
-    cols[2].caption(
-        f"{scaling} replica group{'s' if spec.groups > 1 else ''} of {spec.nodes_per_group} x "
-        f"{spec.instance}; scaling on `vllm:num_requests_waiting`. {cold.describe()}"
+    signal = (
+        f"scaling on `{engine.queue_metric}`"
+        if engine.queue_metric
+        else "scaling on CPU (no queue gauge: see the README)"
+    )
+    cols[3].caption(
+        f"{scaling} replica{'s' if spec.replicas > 1 else ''} of {spec.plan.gpus_per_replica} x "
+        f"{spec.plan.gpu} on {spec.instances} x {spec.instance} at the peak; {signal}. "
+        f"{cold.describe()}"
     )
     st.download_button(
         f"Download the {TARGET_LABELS[target]} files (zip)",

@@ -40,6 +40,10 @@ UPLOADED_TRACE = "_uploaded_trace"
 UPLOADED_TRACE_ERROR = "_uploaded_trace_error"
 
 
+#: the engines a plan can be made for (their families' names in planner.engine)
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
+
+
 @dataclass(frozen=True)
 class LengthSpec:
     """A length distribution as the sidebar edits it: a shape, a mean and a spread."""
@@ -399,6 +403,16 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
 
         # --- engine settings every layout is judged and started with
         st.subheader("Engine")
+        engine = bound(
+            st.segmented_control,
+            "Engine",
+            list(ENGINE_LABELS),
+            format_func=ENGINE_LABELS.__getitem__,
+            default="vllm",
+            required=True,
+            key="engine",
+            help="The serving engine every plan is predicted, launched and deployed with.",
+        )
         left, right = st.columns(2)
         gpu_util = bound(
             left.slider,
@@ -504,6 +518,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         pricing=str(pricing),
         utilisation=utilisation / 100 if manual else None,
         engine=EngineConfig.of(
+            engine=str(engine or "vllm"),
             gpu_memory_utilization=float(gpu_util),
             kv_cache_dtype=str(kv_dtype),
             max_model_len=int(max_model_len) or None,

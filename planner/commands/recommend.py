@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from planner.catalog import PRICING_MODES, Catalog, load_catalog
 from planner.commands.args import fraction, number, positive_int
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.recommend import (
@@ -80,6 +81,22 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--precision", action="append", help="bf16, fp8, ... (repeatable)")
     parser.add_argument(
+        "--engine",
+        default="vllm",
+        help="serving engine: vllm, sglang or tensorrt-llm (default vllm)",
+    )
+    parser.add_argument(
+        "--attention-dp",
+        type=positive_int(1024),
+        default=1,
+        help="attention data-parallel ranks a replica (MoE models; default 1)",
+    )
+    parser.add_argument(
+        "--expert-parallel",
+        action="store_true",
+        help="shard whole experts over a replica's GPUs (MoE models)",
+    )
+    parser.add_argument(
         "--spare-replicas",
         type=number(low=0, high=1_000, integer=True),
         default=1,
@@ -135,9 +152,23 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
                 max_nodes=args.max_nodes,
                 **({"precisions": tuple(args.precision)} if args.precision else {}),
             ),
+            engine=_engine(args),
         )
     except ValidationError as exc:
         raise invalid_input(exc) from None
+
+
+def _engine(args: argparse.Namespace) -> EngineConfig:
+    """The engine settings every candidate starts from (the options' names on error)."""
+    try:
+        return EngineConfig.of(
+            engine=args.engine,
+            data_parallel_size=args.attention_dp,
+            enable_expert_parallel=args.expert_parallel,
+        )
+    except InvalidInputError as exc:
+        option = {"engine": "--engine", "data_parallel_size": "--attention-dp"}
+        raise InvalidInputError(option.get(exc.field, exc.field), exc.value, exc.allowed) from None
 
 
 def invalid_input(exc: ValidationError) -> InvalidInputError:
@@ -147,15 +178,9 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
     return InvalidInputError(field, first.get("input"), first["msg"].removeprefix("Value error, "))
 
 
-def emit(
-    target: str,
-    directory: Path,
-    result: RecommendationResult,
-    request: RecommendRequest,
-    catalog: Catalog,
-) -> None:
+def emit(target: str, directory: Path, result: RecommendationResult, catalog: Catalog) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
-    from planner.deploy import TARGETS, render, spec_from_recommendation, write_bundle
+    from planner.deploy import TARGETS, render, spec_from_plan, write_bundle
 
     if target not in TARGETS:
         raise InvalidInputError("--emit TARGET", target, f"one of {', '.join(TARGETS)}")
@@ -163,7 +188,7 @@ def emit(
         raise InvalidInputError(
             "--emit", target, "a scenario with a configuration that meets the SLOs"
         )
-    spec = spec_from_recommendation(result.best, request, catalog)
+    spec = spec_from_plan(result.best.plan, catalog)
     paths = write_bundle(render(spec, target), directory)
     print(f"Wrote {directory}: {', '.join(p.name for p in paths)}")
     print(f"Cold start: {spec.cold_start().describe()}")
@@ -204,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_html(result, catalog, args.html)
     if args.emit:
-        emit(args.emit[0], Path(args.emit[1]), result, request, catalog)
+        emit(args.emit[0], Path(args.emit[1]), result, catalog)
     if args.json:
         # each row with its typed plan: `benchmarks_runner import --plan FILE#RANK` reads it
         typed = [
@@ -226,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if ranked:
         print(f"\n{len(rejected)} candidates rejected; the best command:")
-        print(f"  {ranked[0]['vllm_command']}")
+        print(f"  {ranked[0]['launch_command'] or ranked[0]['vllm_command']}")
     else:
         for row in rejected[:40]:
             layout = f"{row['instance']} TP{row['tp']} PP{row['pp']} {row['precision']}"

@@ -1,10 +1,13 @@
 """The files of each deployment target, as text, and a zip of them.
 
-``render(spec, target)`` returns ``{file name: text}`` for ``docker`` (the launch command and a
-``docker run`` line), ``k8s`` (Deployment, Service, HorizontalPodAutoscaler, the KEDA
-alternative) or ``skypilot`` (a task for ``sky launch`` and the same task with its SkyServe
-``service:`` section for ``sky serve up``). Every target also gets a README with what the
-files assume and the cold-start estimate. Nothing here writes outside the directory given to
+``render(spec, target)`` returns ``{file name: text}`` for ``docker`` (the launch script and
+``docker run`` lines), ``k8s`` (Deployment or LeaderWorkerSet, Service, HorizontalPodAutoscaler,
+the KEDA alternative where the engine has a queue gauge, a ConfigMap of the engine's config
+files) or ``skypilot`` (a task for ``sky launch`` and the same task with its SkyServe
+``service:`` section for ``sky serve up``), for a plan on any engine. The engine's config files
+(TensorRT-LLM's LLM API options) are files of the docker bundle too. Every target also gets a
+README with what the files assume, how they scale and why, and the cold-start estimate.
+Nothing here writes outside the directory given to
 :func:`write_bundle`, or touches the network.
 """
 
@@ -19,11 +22,12 @@ import yaml
 
 from planner.deploy import kubernetes, skypilot
 from planner.deploy.launch import (
+    config_files,
     docker_run_command,
     engine_image,
-    head_script,
-    launch_command,
-    worker_script,
+    engine_release,
+    host_script,
+    serving,
 )
 from planner.deploy.spec import DeploySpec
 from planner.errors import InvalidInputError
@@ -53,24 +57,62 @@ def to_yaml(documents: list[dict[str, Any]]) -> str:
 
 
 def _summary(spec: DeploySpec) -> str:
-    serve = spec.serve
-    shape = f"TP{serve.tensor_parallel_size} x PP{serve.pipeline_parallel_size}"
-    if spec.data_parallel_size > 1:
-        shape += f" x DP{spec.data_parallel_size}"
+    plan = spec.plan
+    engine = serving(spec)
     scaling = (
-        f"{spec.min_groups} to {spec.groups} groups"
-        if spec.min_groups < spec.groups
-        else f"{spec.groups} groups (fixed: no demand curve)"
+        f"{spec.min_replicas} to {spec.replicas} replicas"
+        if spec.min_replicas < spec.replicas
+        else f"{spec.replicas} replica{'s' if spec.replicas > 1 else ''} (fixed: no demand curve)"
+    )
+    where = (
+        f"{spec.nodes} x {spec.instance} a replica"
+        if spec.nodes > 1
+        else f"{spec.replicas_per_instance} a {spec.instance}"
+        if spec.replicas_per_instance > 1
+        else f"one {spec.instance} a replica"
     )
     return (
-        f"{spec.model} ({serve.precision}) on {spec.nodes_per_group} x {spec.instance} "
-        f"({spec.gpus_per_group} x {spec.gpu_id}, {shape}) a group, {scaling}, "
-        f"{spec.provider} {spec.region} {spec.pricing.replace('_', ' ')}; "
-        f"vLLM {spec.engine_version} ({engine_image(spec)})."
+        f"{plan.model} ({plan.precision}), {plan.label}: {plan.gpus_per_replica} x {plan.gpu} a "
+        f"replica ({where}), {scaling}, {spec.instances} instance"
+        f"{'s' if spec.instances > 1 else ''} at the peak; {spec.provider} {spec.region} "
+        f"{spec.pricing.replace('_', ' ')}; {engine.display_name} {engine_release(spec)} "
+        f"({engine_image(spec)})."
     )
+
+
+def _release_note(spec: DeploySpec) -> list[str]:
+    if spec.plan.engine.version is not None:
+        return []
+    engine = serving(spec)
+    return [
+        "",
+        f"The plan names no {engine.display_name} release: the files pin "
+        f"{engine.pinned_release} (see planner/deploy/engines.py for why); the engine settings "
+        "are the plan's, stated in full in the command.",
+    ]
+
+
+def _scaling_note(spec: DeploySpec) -> list[str]:
+    engine = serving(spec)
+    if engine.queue_metric is not None:
+        return [
+            "",
+            f"Scaling: on `{engine.queue_metric}` ({engine.display_name}'s requests waiting for "
+            f"a batch slot, from `{engine.metrics_path}`): a replica is added when more than "
+            f"{spec.waiting_target:g} requests wait per replica on average.",
+        ]
+    return [
+        "",
+        f"Scaling: {engine.display_name} has no queue gauge to scale on here: "
+        f"{engine.no_queue_metric_reason}. The autoscaler falls back to the pods' CPU (more "
+        f"than {kubernetes.CPU_SCALE_OUT_CORES} cores busy a pod on average: the HTTP front "
+        "end's tokenisation grows with the requests in flight), a weaker signal than the "
+        "queue; there is no KEDA ScaledObject.",
+    ]
 
 
 def _readme(spec: DeploySpec, target: str, files: list[str]) -> str:
+    engine = serving(spec)
     lines = [
         f"# Deploy {spec.name} ({target})",
         "",
@@ -79,62 +121,82 @@ def _readme(spec: DeploySpec, target: str, files: list[str]) -> str:
         f"Cold start: {spec.cold_start().describe()}",
         "",
         "Files: " + ", ".join(f"`{f}`" for f in files) + ".",
-        "",
+        *_release_note(spec),
     ]
     if target == "k8s":
-        workload = next(f for f in files if f in ("deployment.yaml", "leaderworkerset.yaml"))
+        workload = kubernetes.workload_file(spec)
+        configs = " -f configmap.yaml" if config_files(spec) else ""
+        keda = (
+            " (or, with KEDA installed, `keda-scaledobject.yaml` instead of `hpa.yaml`)"
+            if engine.queue_metric is not None
+            else ""
+        )
+        adapter = (
+            f"Prometheus scraping the pods plus prometheus-adapter serving `{engine.queue_metric}` "
+            "as a pods metric"
+            if engine.queue_metric is not None
+            else "metrics-server (CPU)"
+        )
         lines += [
-            f"Apply: `kubectl apply -f {workload} -f service.yaml -f hpa.yaml` (or, with "
-            "KEDA installed, `keda-scaledobject.yaml` instead of `hpa.yaml`). The Hugging Face "
-            "token, when the model needs one: `kubectl create secret generic hf-token "
-            "--from-literal=token=$HF_TOKEN`.",
+            "",
+            f"Apply: `kubectl apply{configs} -f {workload} -f service.yaml -f hpa.yaml`{keda}. "
+            "The Hugging Face token, when the model needs one: `kubectl create secret generic "
+            "hf-token --from-literal=token=$HF_TOKEN`.",
             "",
             "The cluster needs the GPU device plugin (`nvidia.com/gpu` / `amd.com/gpu`), GPU "
             "feature discovery for `nvidia.com/gpu.product`, nodes of the planned instance type, "
-            "and for `hpa.yaml` Prometheus scraping the pods plus prometheus-adapter serving "
-            f"`{kubernetes.WAITING_METRIC}` as a pods metric. The autoscaler adds a group when "
-            f"more than {spec.waiting_target:g} requests wait per group on average.",
+            f"and for `hpa.yaml` {adapter}.",
+            *_scaling_note(spec),
         ]
-        if spec.nodes_per_group > 1:
+        if spec.nodes > 1:
             lines += [
                 "",
-                f"A group is {spec.nodes_per_group} pods on {spec.nodes_per_group} instances "
-                "(pipeline stages across instances): the LeaderWorkerSet controller "
-                "(kubernetes-sigs/lws) must be installed.",
+                f"A replica is {spec.nodes} pods on {spec.nodes} instances: the "
+                "LeaderWorkerSet controller (kubernetes-sigs/lws) must be installed.",
+            ]
+        if spec.replicas_per_instance > 1:
+            lines += [
+                "",
+                f"{spec.replicas_per_instance} replicas share one {spec.instance} "
+                f"({spec.gpus_per_pod} GPUs a pod): the scheduler packs their pods on a node.",
             ]
     elif target == "skypilot":
         lines += [
-            "One group: `sky launch -c "
-            f"{spec.name} task.yaml --secret HF_TOKEN`. As a service: `sky serve up service.yaml "
-            "--secret HF_TOKEN` (one SkyServe replica = one group).",
+            "",
+            f"One instance: `sky launch -c {spec.name} task.yaml --secret HF_TOKEN`. As a "
+            "service: `sky serve up service.yaml --secret HF_TOKEN` (one SkyServe replica = one "
+            "replica of the plan).",
         ]
+        if spec.replicas_per_instance > 1:
+            lines += [
+                "",
+                f"The plan packs {spec.replicas_per_instance} replicas on one {spec.instance}: "
+                f"`task.yaml` runs them all (ports {spec.port} to "
+                f"{spec.port + spec.replicas_per_instance - 1}), but SkyServe's load balancer "
+                "reaches one port of a replica, so under `service.yaml` each instance carries "
+                f"one replica ({spec.replicas} instances instead of {spec.instances}). To pay the "
+                "plan's price as a service, deploy the Kubernetes files (the scheduler packs "
+                "the pods) or put your own balancer in front of `task.yaml`'s ports.",
+            ]
     else:
+        ports = (
+            f"ports {spec.port} to {spec.port + spec.replicas_per_instance - 1}"
+            if spec.replicas_per_instance > 1
+            else f"port {spec.port}"
+        )
         lines += [
-            f"On each of the {spec.groups * spec.nodes_per_group} instances: `sh docker-run.sh` "
-            f"(or `sh launch.sh` where vLLM {spec.engine_version} is installed); put a load "
-            "balancer in front of the groups' port "
-            f"{spec.port}."
+            "",
+            f"On each of the {spec.instances} instances, in this folder: `sh docker-run.sh` "
+            f"(or `sh launch.sh` where {engine.display_name} {engine_release(spec)} is "
+            f"installed); put a load balancer in front of the instances' {ports}."
             + (
-                f" A group is {spec.nodes_per_group} instances: set `NODE_RANK` (0 on the "
-                "head) and `HEAD_IP` (the head's address) on each."
-                if spec.nodes_per_group > 1
+                f" A replica is {spec.nodes} instances: set `NODE_RANK` (0 on the first) and "
+                "`HEAD_IP` (the first's address) on each."
+                if spec.nodes > 1
                 else ""
             ),
         ]
     return "\n".join(lines) + "\n"
-
-
-def _launch_script(spec: DeploySpec) -> str:
-    if spec.nodes_per_group == 1:
-        return launch_command(spec) + "\n"
-    return (
-        ': "${NODE_RANK:?set NODE_RANK: 0 on the head node, 1.. on the others}"\n'
-        'if [ "$NODE_RANK" = 0 ]; then\n'
-        + "".join(f"  {line}\n" for line in head_script(spec).splitlines())
-        + "else\n"
-        + f"  {worker_script('$HEAD_IP')}"
-        + "fi\n"
-    )
 
 
 def render(spec: DeploySpec, target: str) -> dict[str, str]:
@@ -143,8 +205,9 @@ def render(spec: DeploySpec, target: str) -> dict[str, str]:
         raise InvalidInputError("target", target, f"one of {', '.join(TARGETS)}")
     files: dict[str, str] = {}
     if target == "docker":
-        files["launch.sh"] = "#!/bin/sh\n" + _launch_script(spec)
+        files["launch.sh"] = "#!/bin/sh\n" + host_script(spec)
         files["docker-run.sh"] = "#!/bin/sh\n" + docker_run_command(spec)
+        files.update(config_files(spec))
     elif target == "k8s":
         for name, objects in kubernetes.manifests(spec).items():
             files[name] = to_yaml(objects)

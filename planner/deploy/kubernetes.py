@@ -1,17 +1,24 @@
-"""Kubernetes manifests of a plan: a Deployment per replica group, a Service, an autoscaler.
+"""Kubernetes manifests of a plan: the replicas, a Service, an autoscaler.
 
-One pod is one replica group (one ``vllm serve`` on all the GPUs of one instance; see
-:mod:`planner.deploy.spec`); a group spanning several instances is a LeaderWorkerSet (the
-``lws`` controller of Kubernetes SIG Apps must be installed). The manifests need, in the
-cluster: the NVIDIA device plugin or GPU operator (``nvidia.com/gpu``; AMD's device plugin
-for ``amd.com/gpu``), GPU feature discovery for the ``nvidia.com/gpu.product`` label, and, for
-the autoscaler, Prometheus scraping the pods' ``/metrics`` plus prometheus-adapter serving
-``vllm:num_requests_waiting`` as a pods metric (or KEDA, with the ScaledObject given instead
-of the HorizontalPodAutoscaler).
+One pod is one replica (the plan's engine command on ``gpus_per_pod`` GPUs; replicas that share
+an instance in the plan are pods the scheduler packs on one node); a replica spanning several
+instances is a LeaderWorkerSet group (the ``lws`` controller of Kubernetes SIG Apps must be
+installed). The manifests need, in the cluster: the NVIDIA device plugin or GPU operator
+(``nvidia.com/gpu``; AMD's device plugin for ``amd.com/gpu``), GPU feature discovery for the
+``nvidia.com/gpu.product`` label, and, for the autoscaler, Prometheus scraping the pods'
+metrics plus prometheus-adapter serving the engine's queue gauge as a pods metric (or KEDA,
+with the ScaledObject given instead of the HorizontalPodAutoscaler).
 
-Scaling signal: waiting requests (``vllm:num_requests_waiting``), the queue depth, not GPU
-utilisation, which a decode-bound engine keeps near 100% at any load. Scale-down waits 10
-minutes: a new pod costs a cold start (the estimate is in the bundle's README).
+Scaling signal: the requests waiting for a batch slot (vLLM ``vllm:num_requests_waiting``,
+SGLang ``sglang:num_queue_reqs``: :mod:`planner.deploy.engines`), the queue depth, not GPU
+utilisation, which a decode-bound engine keeps near 100% at any load. An engine without such a
+gauge (TensorRT-LLM at the pinned release) scales on the pods' CPU (metrics-server, no adapter:
+the HTTP front end's tokenisation grows with the requests in flight), a weaker signal the README
+names with its reason. Scale-down waits 10 minutes: a new pod costs a cold start (the estimate
+is in the bundle's README).
+
+An engine config file the command names (TensorRT-LLM's LLM API options) is a ConfigMap mounted
+at the container's working directory.
 
 Node selection: ``node.kubernetes.io/instance-type`` (set by the cloud on EKS, GKE, AKS and
 OKE nodes) pins the planned instance type; ``nvidia.com/gpu.product`` the GPU. Spot plans also
@@ -27,12 +34,15 @@ from typing import Any
 
 from planner.deploy.launch import (
     CACHE_DIR,
+    CONFIG_DIR,
+    config_files,
     engine_args,
     engine_image,
-    head_script,
-    worker_script,
+    node_script,
+    serving,
 )
 from planner.deploy.spec import DeploySpec
+from planner.errors import InvalidInputError
 
 #: clouds whose managed Kubernetes labels nodes with their instance type
 MANAGED_K8S = ("aws", "gcp", "azure", "oci")
@@ -41,8 +51,9 @@ SPOT_NODE_LABELS = {
     "gcp": ("cloud.google.com/gke-spot", "true"),
     "azure": ("kubernetes.azure.com/scalesetpriority", "spot"),
 }
-WAITING_METRIC = "vllm:num_requests_waiting"
 SHM_SIZE = "16Gi"  # PyTorch/NCCL shared memory between the ranks of one pod
+#: CPU fallback of an engine without a queue gauge: scale out above this many busy cores a pod
+CPU_SCALE_OUT_CORES = "2"
 
 
 def _labels(spec: DeploySpec) -> dict[str, str]:
@@ -83,14 +94,14 @@ def startup_failure_threshold(spec: DeploySpec, period_s: int = 10) -> int:
 
 
 def _container(spec: DeploySpec, command: list[str], *, serves: bool) -> dict[str, Any]:
-    """The vLLM container of one pod; ``serves``: it runs the HTTP server (probes, port)."""
+    """The engine container of one pod; ``serves``: it runs the HTTP server (probes, port)."""
     resource = "nvidia.com/gpu" if spec.vendor == "nvidia" else "amd.com/gpu"
-    gpus = str(spec.gpus_per_node)
+    gpus = str(spec.gpus_per_pod)
     container: dict[str, Any] = {
-        "name": "vllm",
+        "name": spec.family,
         "image": engine_image(spec),
-        "command": command[:2],
-        "args": command[2:],
+        "command": command[:1],
+        "args": command[1:],
         "env": [
             {"name": "HF_HOME", "value": CACHE_DIR},
             {
@@ -106,8 +117,13 @@ def _container(spec: DeploySpec, command: list[str], *, serves: bool) -> dict[st
             {"name": "model-cache", "mountPath": CACHE_DIR},
         ],
     }
+    if config_files(spec):
+        container["workingDir"] = CONFIG_DIR
+        container["volumeMounts"].append(
+            {"name": "engine-config", "mountPath": CONFIG_DIR, "readOnly": True}
+        )
     if serves:
-        probe = {"httpGet": {"path": "/health", "port": "http"}}
+        probe = {"httpGet": {"path": serving(spec).health_path, "port": "http"}}
         container["ports"] = [{"name": "http", "containerPort": spec.port}]
         container["startupProbe"] = {
             **probe,
@@ -120,26 +136,48 @@ def _container(spec: DeploySpec, command: list[str], *, serves: bool) -> dict[st
 
 
 def _pod_spec(spec: DeploySpec, container: dict[str, Any]) -> dict[str, Any]:
+    volumes = _volumes(spec)
     return {
         "containers": [container],
         "nodeSelector": _node_selector(spec),
         "tolerations": _tolerations(spec),
         "terminationGracePeriodSeconds": 60,
-        "volumes": [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
-            {
-                # one volume a pod, made and deleted with it: replicas never share a disk
-                "name": "model-cache",
-                "ephemeral": {
-                    "volumeClaimTemplate": {
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": f"{spec.disk_gb}Gi"}},
-                        }
+        "volumes": volumes,
+    }
+
+
+def _volumes(spec: DeploySpec) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+        {
+            # one volume a pod, made and deleted with it: replicas never share a disk
+            "name": "model-cache",
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": f"{spec.disk_gb}Gi"}},
                     }
-                },
+                }
             },
-        ],
+        },
+    ]
+    if config_files(spec):
+        volumes.append({"name": "engine-config", "configMap": {"name": _config_map_name(spec)}})
+    return volumes
+
+
+def _config_map_name(spec: DeploySpec) -> str:
+    return f"{spec.name}-engine-config"
+
+
+def config_map(spec: DeploySpec) -> dict[str, Any]:
+    """The engine config files (TensorRT-LLM's LLM API options) as a ConfigMap."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": _config_map_name(spec), "labels": _labels(spec)},
+        "data": config_files(spec),
     }
 
 
@@ -150,24 +188,24 @@ def _template_metadata(spec: DeploySpec, role: str | None = None) -> dict[str, A
         metadata["annotations"] = {
             "prometheus.io/scrape": "true",
             "prometheus.io/port": str(spec.port),
-            "prometheus.io/path": "/metrics",
+            "prometheus.io/path": serving(spec).metrics_path,
         }
     return metadata
 
 
 def deployment(spec: DeploySpec) -> dict[str, Any]:
-    """The groups as a Deployment (one pod a group), or, for a group spanning several
+    """The replicas as a Deployment (one pod a replica), or, for a replica spanning several
     instances, as a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, the Kubernetes SIG's API for
-    multi-node serving): one leader pod running the Ray head and ``vllm serve``, workers
-    joining it, scaled and restarted as a whole group."""
-    if spec.nodes_per_group == 1:
+    multi-node serving): a group of pods a replica, the leader serving HTTP, scaled and
+    restarted as a whole (:func:`planner.deploy.launch.node_script`)."""
+    if spec.nodes == 1:
         container = _container(spec, engine_args(spec), serves=True)
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {"name": spec.name, "labels": _labels(spec)},
             "spec": {
-                "replicas": spec.groups,
+                "replicas": spec.replicas,
                 "selector": {"matchLabels": {"app.kubernetes.io/name": spec.name}},
                 "strategy": {
                     "type": "RollingUpdate",
@@ -179,18 +217,17 @@ def deployment(spec: DeploySpec) -> dict[str, Any]:
                 },
             },
         }
-    leader = _container(spec, ["/bin/bash", "-c", head_script(spec)], serves=True)
-    worker = _container(
-        spec, ["/bin/bash", "-c", worker_script("${LWS_LEADER_ADDRESS}")], serves=False
-    )
+    script = ["/bin/bash", "-c", node_script(spec, "$LWS_WORKER_INDEX", "$LWS_LEADER_ADDRESS")]
+    leader = _container(spec, script, serves=True)
+    worker = _container(spec, script, serves=False)
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
         "metadata": {"name": spec.name, "labels": _labels(spec)},
         "spec": {
-            "replicas": spec.groups,
+            "replicas": spec.replicas,
             "leaderWorkerTemplate": {
-                "size": spec.nodes_per_group,
+                "size": spec.nodes,
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {
                     "metadata": _template_metadata(spec, "leader"),
@@ -215,7 +252,7 @@ def pod_templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _scale_target(spec: DeploySpec) -> dict[str, str]:
-    if spec.nodes_per_group == 1:
+    if spec.nodes == 1:
         return {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name}
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
@@ -232,34 +269,41 @@ def service(spec: DeploySpec) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": {"app.kubernetes.io/name": spec.name}
-            | ({"servewise.io/role": "leader"} if spec.nodes_per_group > 1 else {}),
+            | ({"servewise.io/role": "leader"} if spec.nodes > 1 else {}),
             "ports": [{"name": "http", "port": spec.port, "targetPort": "http"}],
         },
     }
 
 
 def horizontal_pod_autoscaler(spec: DeploySpec) -> dict[str, Any]:
-    """autoscaling/v2 on the pods metric ``vllm:num_requests_waiting`` (average per pod)."""
+    """autoscaling/v2 on the engine's queue gauge (average per pod), or on CPU for an engine
+    without one (module docstring)."""
+    queue = serving(spec).queue_metric
+    if queue is not None:
+        metric: dict[str, Any] = {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": queue},
+                "target": {"type": "AverageValue", "averageValue": f"{spec.waiting_target:g}"},
+            },
+        }
+    else:
+        metric = {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {"type": "AverageValue", "averageValue": CPU_SCALE_OUT_CORES},
+            },
+        }
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": spec.name, "labels": _labels(spec)},
         "spec": {
             "scaleTargetRef": _scale_target(spec),
-            "minReplicas": spec.min_groups,
-            "maxReplicas": spec.groups,
-            "metrics": [
-                {
-                    "type": "Pods",
-                    "pods": {
-                        "metric": {"name": WAITING_METRIC},
-                        "target": {
-                            "type": "AverageValue",
-                            "averageValue": f"{spec.waiting_target:g}",
-                        },
-                    },
-                }
-            ],
+            "minReplicas": spec.min_replicas,
+            "maxReplicas": spec.replicas,
+            "metrics": [metric],
             "behavior": {
                 "scaleUp": {"stabilizationWindowSeconds": 0},
                 "scaleDown": {"stabilizationWindowSeconds": 600},
@@ -269,16 +313,22 @@ def horizontal_pod_autoscaler(spec: DeploySpec) -> dict[str, Any]:
 
 
 def keda_scaled_object(spec: DeploySpec, namespace: str = "default") -> dict[str, Any]:
-    """The same scaling with KEDA (keda.sh/v1alpha1), querying Prometheus directly."""
-    query = f'sum({WAITING_METRIC}{{namespace="{namespace}",pod=~"{spec.name}-.*"}})'
+    """The same scaling with KEDA (keda.sh/v1alpha1), querying Prometheus for the queue gauge
+    directly (an engine without one has no ScaledObject)."""
+    queue = serving(spec).queue_metric
+    if queue is None:
+        raise InvalidInputError(
+            "plan.engine.engine", spec.plan.engine.engine, "an engine with a queue gauge"
+        )
+    query = f'sum({queue}{{namespace="{namespace}",pod=~"{spec.name}-.*"}})'
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": {"name": spec.name, "labels": _labels(spec)},
         "spec": {
             "scaleTargetRef": _scale_target(spec),
-            "minReplicaCount": spec.min_groups,
-            "maxReplicaCount": spec.groups,
+            "minReplicaCount": spec.min_replicas,
+            "maxReplicaCount": spec.replicas,
             "cooldownPeriod": 600,
             "triggers": [
                 {
@@ -294,13 +344,18 @@ def keda_scaled_object(spec: DeploySpec, namespace: str = "default") -> dict[str
     }
 
 
+def workload_file(spec: DeploySpec) -> str:
+    return "deployment.yaml" if spec.nodes == 1 else "leaderworkerset.yaml"
+
+
 def manifests(spec: DeploySpec) -> dict[str, list[dict[str, Any]]]:
     """File name -> the objects it holds."""
-    return {
-        ("deployment.yaml" if spec.nodes_per_group == 1 else "leaderworkerset.yaml"): [
-            deployment(spec)
-        ],
-        "service.yaml": [service(spec)],
-        "hpa.yaml": [horizontal_pod_autoscaler(spec)],
-        "keda-scaledobject.yaml": [keda_scaled_object(spec)],
-    }
+    files: dict[str, list[dict[str, Any]]] = {}
+    if config_files(spec):
+        files["configmap.yaml"] = [config_map(spec)]
+    files[workload_file(spec)] = [deployment(spec)]
+    files["service.yaml"] = [service(spec)]
+    files["hpa.yaml"] = [horizontal_pod_autoscaler(spec)]
+    if serving(spec).queue_metric is not None:
+        files["keda-scaledobject.yaml"] = [keda_scaled_object(spec)]
+    return files

@@ -1,17 +1,23 @@
-"""What a deployment file needs to know about a plan, and nothing more.
+"""What the deployment files of a plan need beyond the plan itself, and the cold start.
 
-:class:`DeploySpec` is the narrow input of the renderers in :mod:`planner.deploy`: the engine
-command of one replica group, where it runs (provider, region, instance, spot or not), how many
-groups at the planned peak and how few at the average load, and the bytes of weights a cold
-start moves. It is built from a ranked :class:`~planner.recommend.Recommendation` by
-:func:`spec_from_recommendation`. (It is not a second plan: when the typed ``Plan`` of
-``planner/plan.py`` lands, a ``spec_from_plan`` replaces this builder and the renderers stay.)
+The files render a typed :class:`~planner.plan.Plan` (the recommendation's, or one read back
+from a run): its model, TP x PP, precision, :class:`~planner.engine.EngineConfig` (the engine,
+its release, attention data parallelism and expert parallelism included), the instances one
+replica spans, the replicas, the price (provider, region, on-demand or spot) and the cost.
+:class:`DeploySpec` adds only what the plan does not say and the catalog does (the GPU's vendor,
+the GPUs of the instance, its network, the checkpoint's size) plus the deployment's own choices
+(the port, the waiting-requests target of the autoscaler); :func:`spec_from_plan` builds it. No
+engine setting is restated here: the engine command comes from the plan
+(:mod:`planner.engine_command`).
 
-A *replica group* is what the recommender prices: ``nodes_per_group`` instances carrying
-``data_parallel_size`` engine replicas of TP x PP GPUs each. One group is one ``vllm serve``
-process (``--data-parallel-size`` runs the replicas of a group as engine cores behind one
-endpoint, for dense and MoE models alike: docs.vllm.ai "Data Parallel Deployment"), so a
-Kubernetes pod, a SkyServe replica and a ``docker run`` are each one group.
+One *replica* is one engine process on ``plan.gpus_per_replica`` GPUs (one pod, one ``docker
+run``, one SkyServe replica), spanning ``plan.nodes`` instances; where a replica needs fewer
+GPUs than an instance has, ``replicas_per_instance`` of them share it (the plan was priced so:
+a Kubernetes scheduler packs their pods on one node, the docker files start them on their own
+GPUs and ports).
+
+Replicas: the plan's count at the peak; at the average load the plan's utilisation says how
+many are busy (``ceil(utilisation x replicas)``, the minimum the autoscaler keeps).
 
 Cold start (:func:`cold_start_estimate`): the checkpoint is downloaded once over the
 instance's network (``network_gbps`` of ``instances.csv``; 10 Gbit/s assumed where the catalog
@@ -29,14 +35,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.catalog import Catalog, PricingMode
-from planner.engine import EngineConfig
+from planner.catalog import Catalog
 from planner.errors import InvalidInputError
-from planner.recommend import Recommendation, RecommendRequest
-from planner.vllm_command import VllmServeConfig
+from planner.plan import Plan
 
-#: vLLM version of the optional extra (requirements-vllm.txt): the image tag and the pip pin.
-VLLM_VERSION = "0.27.1"
 DEFAULT_PORT = 8000
 #: assumptions of the cold-start estimate (see the module docstring)
 DEFAULT_NETWORK_GBPS = 10.0
@@ -134,26 +136,14 @@ def dns_name(text: str, *, limit: int = 40) -> str:
 
 
 class DeploySpec(BaseModel):
-    """One replica group's engine command, where it runs and how many of it (module doc)."""
+    """A plan and what its files need that it does not carry (module docstring)."""
 
     model_config = ConfigDict(frozen=True)
 
+    plan: Plan
     name: str = Field(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=40)
-    model: str
-    engine: Literal["vllm"] = "vllm"
-    engine_version: str = VLLM_VERSION
-    serve: VllmServeConfig  # one group's engine: TP x PP, precision, EngineConfig (its DP)
-    provider: str
-    region: str
-    instance: str
-    pricing: PricingMode
-    gpu_id: str
     vendor: Literal["nvidia", "amd"]
-    gpus_per_node: int = Field(ge=1)
-    nodes_per_group: int = Field(default=1, ge=1)
-    groups: int = Field(ge=1, description="groups planned for the peak, spares included")
-    min_groups: int = Field(ge=1, description="groups enough for the average load")
-    group_rps: float | None = Field(default=None, gt=0, description="req/s a group sustains")
+    gpus_per_node: int = Field(ge=1, description="GPUs of one instance")
     checkpoint_bytes: float = Field(gt=0)
     network_gbps: float | None = Field(default=None, gt=0)
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
@@ -161,38 +151,83 @@ class DeploySpec(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> DeploySpec:
-        per_group = (
-            self.serve.tensor_parallel_size
-            * self.serve.pipeline_parallel_size
-            * self.data_parallel_size
-        )
-        if per_group != self.gpus_per_node * self.nodes_per_group:
-            raise InvalidInputError(
-                "serve.engine.data_parallel_size",
-                self.data_parallel_size,
-                f"TP x PP x DP = the {self.gpus_per_node * self.nodes_per_group} GPUs of a group "
-                f"({self.nodes_per_group} x {self.instance})",
-            )
-        if self.min_groups > self.groups:
-            raise InvalidInputError("min_groups", self.min_groups, f"<= groups ({self.groups})")
+        check_deployable(self.plan, self.gpus_per_node)
         return self
 
+    # ----- read from the plan --------------------------------------------------------------
     @property
-    def data_parallel_size(self) -> int:
-        """Engine replicas of TP x PP GPUs a group runs (``--data-parallel-size``)."""
-        return self.serve.engine.data_parallel_size
+    def instance(self) -> str:
+        assert self.plan.instance is not None  # checked by the validator
+        return self.plan.instance
+
+    @property
+    def provider(self) -> str:
+        assert self.plan.price is not None
+        return self.plan.price.provider
+
+    @property
+    def region(self) -> str:
+        assert self.plan.price is not None
+        return self.plan.price.region
+
+    @property
+    def pricing(self) -> str:
+        assert self.plan.price is not None
+        return self.plan.price.pricing
 
     @property
     def spot(self) -> bool:
         return self.pricing == "spot"
 
     @property
-    def gpus_per_group(self) -> int:
-        return self.gpus_per_node * self.nodes_per_group
+    def family(self) -> str:
+        """The engine family (``vllm``, ``sglang``, ``trtllm``)."""
+        return self.plan.engine.family
+
+    @property
+    def nodes(self) -> int:
+        """Instances one replica spans."""
+        return self.plan.nodes
+
+    @property
+    def replicas(self) -> int:
+        """Replicas at the planned peak, spares included."""
+        return self.plan.replicas
+
+    @property
+    def min_replicas(self) -> int:
+        """Replicas the average load keeps busy: ``ceil(utilisation x replicas)``; without a
+        cost (a plan written by hand) the deployment is fixed at its replicas."""
+        cost = self.plan.cost
+        if cost is None:
+            return self.replicas
+        return min(self.replicas, max(1, math.ceil(cost.utilisation * self.replicas - 1e-9)))
+
+    @property
+    def request_rate_per_replica(self) -> float | None:
+        """Requests per second one replica was predicted to serve at the plan's load."""
+        prediction = self.plan.prediction
+        return prediction.request_per_s if prediction is not None else None
+
+    # ----- derived with the catalog ----------------------------------------------------------
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs of one process (one pod, one container): a replica's share of one instance."""
+        return self.plan.gpus_per_replica // self.nodes
+
+    @property
+    def replicas_per_instance(self) -> int:
+        """Replicas sharing one instance (1 for a replica spanning instances)."""
+        return self.gpus_per_node // self.gpus_per_pod if self.nodes == 1 else 1
+
+    @property
+    def instances(self) -> int:
+        """Instances at the peak: the replicas packed ``replicas_per_instance`` to one."""
+        return math.ceil(self.replicas / self.replicas_per_instance) * self.nodes
 
     @property
     def gpu_product_label(self) -> str | None:
-        return GPU_PRODUCT_LABELS.get(self.gpu_id) if self.vendor == "nvidia" else None
+        return GPU_PRODUCT_LABELS.get(self.plan.gpu) if self.vendor == "nvidia" else None
 
     @property
     def disk_gb(self) -> int:
@@ -204,69 +239,54 @@ class DeploySpec(BaseModel):
         return cold_start_estimate(self.checkpoint_bytes, self.network_gbps)
 
 
-def spec_from_recommendation(
-    rec: Recommendation,
-    request: RecommendRequest,
-    catalog: Catalog,
-    *,
-    average_load_fraction: float | None = None,
-) -> DeploySpec:
-    """The :class:`DeploySpec` of a ranked recommendation for ``request``.
+def check_deployable(plan: Plan, gpus_per_node: int) -> None:
+    """InvalidInputError unless the plan names its instance and price, and a replica fills
+    whole instances or shares one evenly with others."""
+    if plan.instance is None:
+        raise InvalidInputError("plan.instance", None, "the instance type the plan runs on")
+    if plan.price is None:
+        raise InvalidInputError(
+            "plan.price", None, "the price the plan was costed at (provider, region)"
+        )
+    gpus = plan.gpus_per_replica
+    if plan.nodes > 1:
+        fits = gpus == plan.nodes * gpus_per_node
+    else:
+        fits = gpus <= gpus_per_node and gpus_per_node % gpus == 0
+    if not fits:
+        raise InvalidInputError(
+            "plan.nodes",
+            plan.nodes,
+            f"instances that replicas of TP x PP x DP-attention = {gpus} GPUs fill "
+            f"({plan.instance} has {gpus_per_node})",
+        )
 
-    The minimum number of groups follows the demand curve: average / peak rate of the request,
-    or ``average_load_fraction`` where the caller knows it (the Plan page's average and peak
-    concurrency); spare replicas stay in the minimum. Without a curve the deployment is fixed
-    at the planned groups.
-    """
-    instance = catalog.instance(rec.instance)
+
+def checkpoint_bytes(total_params: float, precision: str) -> float:
+    """Bytes of the checkpoint a plan at ``precision`` downloads
+    (:data:`CHECKPOINT_BYTES_PER_PARAM`)."""
+    per_param = CHECKPOINT_BYTES_PER_PARAM.get(precision)
+    if per_param is None:
+        allowed = ", ".join(CHECKPOINT_BYTES_PER_PARAM)
+        raise InvalidInputError("plan.precision", precision, f"one of {allowed}")
+    return total_params * per_param
+
+
+def spec_from_plan(plan: Plan, catalog: Catalog, *, port: int = DEFAULT_PORT) -> DeploySpec:
+    """The :class:`DeploySpec` of ``plan``: the plan, and from the catalog its instance's GPUs
+    and network, its GPU's vendor and its model's checkpoint size."""
+    if plan.instance is None:
+        raise InvalidInputError("plan.instance", None, "the instance type the plan runs on")
+    instance = catalog.instance(plan.instance)
+    check_deployable(plan, instance.gpus)
     gpu = catalog.gpu(instance.gpu_id)
-    card = catalog.model(request.model)
-    demand = request.demand
-    if average_load_fraction is None and demand.avg_rate_rps and demand.peak_rate_rps:
-        average_load_fraction = demand.avg_rate_rps / demand.peak_rate_rps
-    groups = max(1, rec.instances_total // max(rec.nodes, 1))
-    min_groups = groups
-    if average_load_fraction is not None:
-        if not 0 < average_load_fraction <= 1:
-            raise InvalidInputError(
-                "average_load_fraction", average_load_fraction, "average / peak, in (0, 1]"
-            )
-        spare = demand.spare_replicas
-        at_peak = max(rec.replicas - spare, 1)
-        at_average = math.ceil(at_peak * average_load_fraction - 1e-9) + spare
-        min_groups = min(groups, max(1, math.ceil(at_average / max(rec.dp, 1))))
-    settings = rec.engine_settings
-    serve = VllmServeConfig(
-        model=card.hf_id,
-        tensor_parallel_size=rec.tp,
-        pipeline_parallel_size=rec.pp,
-        precision=rec.precision,
-        engine=EngineConfig(
-            max_num_seqs=settings.max_num_seqs,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            max_model_len=request.input_len + request.output_len,
-            kv_cache_dtype=rec.kv_cache_dtype,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            enable_chunked_prefill=settings.enable_chunked_prefill,
-            data_parallel_size=rec.dp,
-        ),
-    )
+    card = catalog.model(plan.model)
     return DeploySpec(
+        plan=plan,
         name=dns_name(card.hf_id.split("/")[-1]),
-        model=card.hf_id,
-        serve=serve,
-        provider=rec.provider,
-        region=rec.region,
-        instance=rec.instance,
-        pricing=rec.pricing,
-        gpu_id=gpu.gpu_id,
         vendor=gpu.vendor,
         gpus_per_node=instance.gpus,
-        nodes_per_group=rec.nodes,
-        groups=groups,
-        min_groups=min_groups,
-        group_rps=rec.max_rps_per_replica * rec.dp if rec.max_rps_per_replica > 0 else None,
-        checkpoint_bytes=card.architecture.total_params
-        * CHECKPOINT_BYTES_PER_PARAM.get(rec.precision, 2.0),
+        checkpoint_bytes=checkpoint_bytes(card.architecture.total_params, plan.precision),
         network_gbps=instance.network_gbps,
+        port=port,
     )

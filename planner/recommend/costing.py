@@ -10,13 +10,12 @@ from typing import Literal
 from planner.catalog import Catalog, Price
 from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
 from planner.engine import EngineConfig
+from planner.engine_command import launch_command
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
 from planner.recommend.capacity import CapacityResult, plan_load, seats
 from planner.recommend.request import Recommendation, RecommendRequest
-from planner.sglang_command import SglangServeConfig, sglang_launch_command
-from planner.trtllm_command import TrtllmServeConfig, trtllm_serve_command
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
 
@@ -140,7 +139,7 @@ def cost_recommendation(
         far_from_data=prediction.far_from_data,
         uncertain_because=list(prediction.uncertain_because),
         vllm_command=vllm_serve_command(_vllm_config(plan)),
-        launch_command=launch_command(plan),
+        launch_command=_launch_line(plan),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
         plan=plan,
@@ -176,21 +175,10 @@ def _vllm_config(plan: Plan) -> VllmServeConfig:
     return config.model_copy(update={"engine": plan.engine.model_copy(update={"engine": "vllm"})})
 
 
-def launch_command(plan: Plan) -> str:
-    """The command that starts one replica of ``plan`` on its engine (``vllm serve``,
-    ``python -m sglang.launch_server`` or ``trtllm-serve``)."""
-    common = {
-        "model": plan.model,
-        "tensor_parallel_size": plan.tp,
-        "pipeline_parallel_size": plan.pp,
-        "precision": plan.precision,
-        "engine": plan.engine,
-    }
-    if plan.engine.family == "sglang":
-        return sglang_launch_command(SglangServeConfig(**common))
-    if plan.engine.family == "trtllm":
-        try:
-            return trtllm_serve_command(TrtllmServeConfig(**common))
-        except InvalidInputError as exc:
-            return f"# {exc}"
-    return vllm_serve_command(_vllm_config(plan))
+def _launch_line(plan: Plan) -> str:
+    """The plan's launch command (:mod:`planner.engine_command`), or why its engine cannot
+    spell the layout, as a shell comment (a ranking row never fails for it)."""
+    try:
+        return launch_command(plan)
+    except InvalidInputError as exc:
+        return f"# {exc}"

@@ -209,3 +209,29 @@ def test_the_sidebars_lengths_are_what_every_plan_predicts_and_runs() -> None:
     assert request.slo.kv_occupancy_max == 0.9
     # the sidebar's average concurrency is the demand's average, not dropped
     assert (request.demand.concurrency, request.demand.avg_concurrency) == (32, 16.0)
+
+
+@pytest.mark.parametrize(
+    ("engine", "shown", "command", "scaling"),
+    [
+        ("SGLang", "SGLang 0.5.19", "python3 -m sglang.launch_server", "sglang:num_queue_reqs"),
+        ("TensorRT-LLM", "TensorRT-LLM 1.0.0", "trtllm-serve", "name: cpu"),
+    ],
+)
+def test_the_deploy_section_deploys_the_plans_engine(
+    app: Callable[..., AppTest], engine: str, shown: str, command: str, scaling: str
+) -> None:
+    """The sidebar's engine makes the plan; its launch command heads the page and the Deploy
+    section renders its files on the engine's image, scaled on what the engine exposes."""
+    at = app(engine=engine)  # the URL holds the engine as the sidebar names it
+    assert top_metrics(at)["Engine"] == shown
+    codes = [c.value for c in at.code]
+    assert codes[0].startswith(command)
+    assert any("HorizontalPodAutoscaler" in c and scaling in c for c in codes)
+    assert any("kind: Deployment" in c and command.split()[0] in c for c in codes)
+    readme = next(c for c in codes if c.startswith("# Deploy "))
+    assert shown in readme
+    at.button_group(key="deploy_target").set_value("docker").run()
+    no_exception(at)
+    docker = [c.value for c in at.code if c.value.startswith("#!/bin/sh\ndocker run")]
+    assert docker and command.split()[-1] in docker[0]  # --entrypoint PROGRAM IMAGE ARGS

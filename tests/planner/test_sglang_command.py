@@ -104,9 +104,9 @@ def test_sglang_plain_tensor_parallel_states_only_what_it_sets() -> None:
         SglangServeConfig(model="Qwen/Qwen3-32B", engine=EngineConfig(engine="sglang"))
     )
     assert line == (
-        "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp-size 1 --dtype bfloat16"
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp-size 1 --dtype bfloat16"
     )
-    assert shlex.split(line)[0] == "python"
+    assert shlex.split(line)[0] == "python3"
 
 
 @pytest.mark.parametrize(("tp", "dp", "ep"), [(8, 1, False), (4, 1, True), (2, 4, True)])

@@ -121,6 +121,7 @@ for path in sys.argv[1:]:
         "use_spot": resources.use_spot,
         "disk_size": resources.disk_size,
         "num_nodes": task.num_nodes,
+        "image_id": next(iter(resources.image_id.values())) if resources.image_id else None,
         "run": task.run,
         "min_replicas": None if service is None else service.min_replicas,
         "max_replicas": None if service is None else service.max_replicas,
