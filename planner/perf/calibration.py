@@ -47,9 +47,13 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "roofline": 1.0,
     "weight_read": 0.2,
     "expert_read": 0.5,
+    # gathered rows and scattered writes stream at about half the HBM rate, like expert_read
+    "expert_activation": 0.5,
     "kv_read": 0.3,
     "gemm": 0.3,
-    "expert_gemm": 0.3,
+    # Triton fused-MoE at 22-29% of the H100 BF16 peak (planner.perf.deployment.
+    # expert_tile_factor: VeOmni pull request #460): 1 / (1 + 0.5 x tile factor)
+    "expert_gemm": 0.5,
     "attention": 0.5,
     "allreduce_nvlink": 1.0,
     "allreduce_pcie_p2p": 1.0,
