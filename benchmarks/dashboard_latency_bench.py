@@ -147,7 +147,7 @@ def time_changes(page: Page, repeats: int) -> dict[str, list[float]]:
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Set the observed utilisation").click()
     wait_idle(page)
-    slider = sidebar.get_by_role("slider")
+    slider = sidebar.get_by_role("slider", name="Observed utilisation (%)")
     samples: dict[str, list[float]] = {}
     samples["utilisation slider step (re-rank)"] = [
         timed_change(page, lambda key=key: slider.press(key))  # type: ignore[misc]

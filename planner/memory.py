@@ -49,6 +49,7 @@ embeddings, lm_head, norms and routers stay 16-bit, as vLLM's quantized checkpoi
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -231,6 +232,31 @@ def _rotary_cache_bytes(arch: ModelArchitecture) -> float:
     return float(arch.max_position_embeddings or DEFAULT_MAX_MODEL_LEN) * rotary * HALF_BYTES
 
 
+@lru_cache(maxsize=4096)
+def _stage_layer_params(
+    arch: ModelArchitecture,
+    tp: int,
+    start: int,
+    end: int,
+    moe_shards: int | None,
+    experts_only: bool,
+) -> tuple[float, float]:
+    """(linear params, 16-bit params) one GPU holds of layers ``start..end-1``: a loop over
+    the layers that a search repeats for every layout, memoised by the (frozen, hashable)
+    architecture's value."""
+    linear = half = 0.0
+    for layer in range(start, end):
+        mixer_linear, mixer_half = _mixer_params_per_rank(arch, layer, tp)
+        mlp_linear, mlp_half = _mlp_params_per_rank(arch, layer, tp, moe_shards)
+        if experts_only:
+            half += mixer_linear
+        else:
+            linear += mixer_linear
+        linear += mlp_linear
+        half += mixer_half + mlp_half + 2 * arch.hidden_size  # two RMSNorms
+    return linear, half
+
+
 def stage_weight_bytes(
     model: ModelCard | ModelArchitecture,
     *,
@@ -250,17 +276,8 @@ def stage_weight_bytes(
     _check_precision(precision)
     check_parallelism(arch, tp, pp)
     start, end = pp_layer_split(arch.num_layers, pp)[stage]
-    linear = half = 0.0
     experts_only = arch.experts_only_quantized and BYTES_PER_PARAM[precision] < HALF_BYTES
-    for layer in range(start, end):
-        mixer_linear, mixer_half = _mixer_params_per_rank(arch, layer, tp)
-        mlp_linear, mlp_half = _mlp_params_per_rank(arch, layer, tp, moe_shards)
-        if experts_only:
-            half += mixer_linear
-        else:
-            linear += mixer_linear
-        linear += mlp_linear
-        half += mixer_half + mlp_half + 2 * arch.hidden_size  # two RMSNorms
+    linear, half = _stage_layer_params(arch, tp, start, end, moe_shards, experts_only)
     vocab_shard = _padded_vocab(arch) / tp * arch.hidden_size
     first, last = stage == 0, stage == pp - 1
     if first:

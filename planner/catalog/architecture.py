@@ -16,6 +16,7 @@ Conventions:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -105,15 +106,15 @@ class ModelArchitecture(BaseModel):
 
     @property
     def num_full_layers(self) -> int:
-        return sum(1 for k in self.layer_kinds if k == "full")
+        return _layer_kind_counts(self.layer_kinds).get("full", 0)
 
     @property
     def num_sliding_layers(self) -> int:
-        return sum(1 for k in self.layer_kinds if k == "sliding")
+        return _layer_kind_counts(self.layer_kinds).get("sliding", 0)
 
     @property
     def num_linear_layers(self) -> int:
-        return sum(1 for k in self.layer_kinds if k == "linear")
+        return _layer_kind_counts(self.layer_kinds).get("linear", 0)
 
     @property
     def num_attention_layers(self) -> int:
@@ -234,12 +235,12 @@ class ModelArchitecture(BaseModel):
 
     @property
     def total_params(self) -> int:
-        layers = sum(self.layer_params(i) for i in range(self.num_layers))
+        layers = _layers_params(self, active_only=False)
         return layers + self.embedding_params + self.lm_head_params + self.hidden_size
 
     @property
     def active_params(self) -> int:
-        layers = sum(self.layer_params(i, active_only=True) for i in range(self.num_layers))
+        layers = _layers_params(self, active_only=True)
         return layers + self.vocab_size * self.hidden_size + self.hidden_size
 
     @property
@@ -464,3 +465,20 @@ def _experts_only_quantized(config: dict[str, Any]) -> bool:
         return False
     skipped = quant.get("modules_to_not_convert") or []
     return any("self_attn" in str(m) for m in skipped) and "*" in "".join(map(str, skipped))
+
+
+@lru_cache(maxsize=256)
+def _layers_params(arch: ModelArchitecture, *, active_only: bool) -> int:
+    """All layers' parameters (the routed experts a token uses with ``active_only``): a sum
+    over every layer that a search asks for hundreds of times, so memoised by the (frozen,
+    hashable) architecture's value."""
+    return sum(arch.layer_params(i, active_only=active_only) for i in range(arch.num_layers))
+
+
+@lru_cache(maxsize=256)
+def _layer_kind_counts(kinds: tuple[str, ...]) -> dict[str, int]:
+    """Layers of each kind (``full``, ``sliding``, ``linear``), counted once per model."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts

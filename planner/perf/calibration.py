@@ -47,9 +47,13 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "roofline": 1.0,
     "weight_read": 0.2,
     "expert_read": 0.5,
+    # gathered rows and scattered writes stream at about half the HBM rate, like expert_read
+    "expert_activation": 0.5,
     "kv_read": 0.3,
     "gemm": 0.3,
-    "expert_gemm": 0.3,
+    # Triton fused-MoE at 22-29% of the H100 BF16 peak (planner.perf.deployment.
+    # expert_tile_factor: VeOmni pull request #460): 1 / (1 + 0.5 x tile factor)
+    "expert_gemm": 0.5,
     "attention": 0.5,
     "allreduce_nvlink": 1.0,
     "allreduce_pcie_p2p": 1.0,
@@ -397,6 +401,14 @@ class FittedCoefficients:
     residual_scale: float
     residuals: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (family, metric)
     n_rows: int = 0
+    #: :meth:`log_variance`'s quadratic form per key (derived from the fields above, never saved)
+    _variance_forms: dict[CoefficientKey, np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    #: :func:`planner.perf.uncertainty.residual_quantiles` per (family, metric), derived
+    residual_quantile_memo: dict[tuple[str, str], tuple[float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def theta_for(self, key: CoefficientKey) -> np.ndarray:
         theta = self.theta0.copy()
@@ -415,10 +427,23 @@ class FittedCoefficients:
         """Variance of log(prediction) from the coefficients, for term shares of the prediction.
 
         ``shares[k] = c_k x_k / sum c x`` over the fitted terms. Levels absent from the fit
-        contribute their prior variance.
+        contribute their prior variance. Every part is a quadratic form in ``shares``, so the
+        variance is ``shares' Q shares`` with ``Q`` built once per key (:meth:`_variance_form`).
         """
-        cols = [np.arange(N_FITTED)]
-        extra = 0.0
+        form = self._variance_forms.get(key)
+        if form is None:
+            form = self._variance_forms[key] = self._variance_form(key)
+        return float(shares @ form @ shares)
+
+    def _variance_form(self, key: CoefficientKey) -> np.ndarray:
+        """``Q`` of :meth:`log_variance`: ``M' C M`` (``M`` scatters the shares onto the packed
+        parameters of the key's levels, ``C`` their covariance), plus the prior variance of the
+        terms a level never saw (diagonal), plus, for a key the data never saw, the spread of
+        the fitted deviations of that level's keys."""
+        n_params = self.covariance.shape[0]
+        scatter = np.zeros((n_params, N_FITTED))
+        scatter[np.arange(N_FITTED), np.arange(N_FITTED)] += 1.0
+        form = np.zeros((N_FITTED, N_FITTED))
         sigma = dict(LEVELS)
         for level, name in level_keys(key).items():
             if name is None:
@@ -427,24 +452,23 @@ class FittedCoefficients:
             if found is None:
                 # a key the data never saw (a GPU, a release): its deviation is as unknown as
                 # the deviations of the keys it did see were spread (empirical Bayes)
-                extra += self._level_spread(level, shares)
+                form += self._level_spread_form(level)
                 continue
             # terms this key never saw in the data carry their prior variance
-            extra += sigma[level] ** 2 * float((shares[found < 0] ** 2).sum())
-            cols.append(found)
-        g = np.zeros(self.covariance.shape[0])
-        for col in cols:
-            ok = col >= 0
-            np.add.at(g, col[ok], shares[ok])
-        return float(g @ self.covariance @ g) + extra
+            form += np.diag(np.where(found < 0, sigma[level] ** 2, 0.0))
+            ok = found >= 0
+            np.add.at(scatter, (found[ok], np.arange(N_FITTED)[ok]), 1.0)
+        return form + scatter.T @ self.covariance @ scatter
 
-    def _level_spread(self, level: str, shares: np.ndarray) -> float:
-        """Mean square effect on log(prediction) of the fitted deviations of a level's keys."""
-        effects = [float(shares @ delta) for delta in self.levels.get(level, {}).values()]
-        prior = dict(LEVELS)[level] ** 2 * float((shares**2).sum())
-        if len(effects) < 3:
-            return prior
-        return float(np.mean(np.square(effects)))
+    def _level_spread_form(self, level: str) -> np.ndarray:
+        """Mean square effect on log(prediction) of the fitted deviations of a level's keys, as
+        a quadratic form: ``mean_k (shares . delta_k)^2`` (the prior variance with fewer than
+        three keys)."""
+        deltas = list(self.levels.get(level, {}).values())
+        if len(deltas) < 3:
+            return dict(LEVELS)[level] ** 2 * np.eye(N_FITTED)
+        stacked = np.stack(deltas)
+        return stacked.T @ stacked / len(deltas)
 
 
 @dataclass

@@ -126,6 +126,11 @@ class Deployment:
     expert_parallel: bool
     moe_group: int  # GPUs of a stage each MoE layer is split over (TP x DP)
     expert_flops_per_row: float  # one token through one routed expert, per GPU
+    #: activation bytes one (token, routed expert) row moves through a GPU's fused-MoE kernels
+    #: (:func:`expert_activation_bytes_per_row`)
+    expert_activation_bytes_per_row: float
+    #: the grouped GEMMs' time per routed FLOP over a long-K GEMM's (:func:`expert_tile_factor`)
+    expert_tile_factor: float
     kv_bytes_per_token_full: float  # over all full-attention layers, per GPU
     kv_bytes_per_token_window: float  # over all sliding-window layers, per GPU
     sliding_window: int | None
@@ -167,6 +172,57 @@ class Deployment:
     @property
     def kv_bytes_per_token(self) -> float:
         return self.kv_bytes_per_token_full + self.kv_bytes_per_token_window
+
+
+def expert_activation_bytes_per_row(
+    hidden: int, intermediate: int, moe_group: int, expert_parallel: bool
+) -> float:
+    """Activation bytes (16-bit) one (token, routed expert) row moves through a GPU's MoE kernels.
+
+    The fused-MoE path of vLLM and SGLang (``fused_experts``: the up/gate GEMM gathers each
+    row's hidden state through ``sorted_token_ids`` and writes ``intermediate_cache1`` of 2 x I,
+    ``silu_and_mul`` reads it and writes I, the down GEMM reads I and writes
+    ``intermediate_cache3`` of hidden, ``moe_sum`` reads that back to combine the top-k rows),
+    and TensorRT-LLM's CUTLASS MoE (expand, grouped GEMMs, finalize) alike, move per row
+    ``2 B x (3 x hidden + 6 x I)``. With the experts sliced over ``moe_group`` GPUs (tensor
+    parallel MoE) every GPU moves every row's hidden-size parts and 1/moe_group of the
+    intermediate ones; with expert parallelism a GPU moves whole rows, 1/moe_group of them on
+    average. Unlike a dense layer's, these bytes do not shrink with TP: DeepSeek-V3 at TP 8
+    does 2 x 3 x 7168 x 256 = 11 MFLOP a row against 46 KB, an arithmetic intensity (240
+    FLOP/B) under H200's FP8 ridge (410), so its MoE layers are bound by activation traffic at
+    prefill and at large decode batches.
+    """
+    if expert_parallel:
+        return 2.0 * (3.0 * hidden + 6.0 * intermediate) / moe_group
+    return 2.0 * (3.0 * hidden + 6.0 * intermediate / moe_group)
+
+
+#: K-depth a grouped-GEMM tile's fixed work is worth (:func:`expert_tile_factor`)
+TILE_OVERHEAD_K = 8192.0
+
+
+def expert_tile_factor(
+    hidden: int, intermediate: int, moe_group: int, expert_parallel: bool
+) -> float:
+    """Time per routed-expert FLOP of the fused-MoE grouped GEMMs over a long-K GEMM's.
+
+    A tile of a GEMM costs its K-loop plus fixed work (pipeline fill and drain, the epilogue
+    that writes the tile, per-expert scales and the gathered-row addresses); over a GEMM of
+    depth K the overhead is K0 / K. An expert's up/gate GEMM does 2/3 of its FLOPs at K =
+    hidden, the down GEMM 1/3 at K = the GPU's share of the intermediate width, so the factor
+    is ``1 + K0 x (2 / (3 hidden) + 1 / (3 I_gpu))``: narrow experts, and experts sliced by TP
+    (DeepSeek-V3 at TP 8: I_gpu = 256), run far below the dense GEMM rate.
+
+    K0 (TILE_OVERHEAD_K = 8192) and the ``expert_gemm`` prior (0.5) solve the two published
+    measurements of the Triton fused-MoE kernel (the kernel vLLM and SGLang use) in
+    ByteDance-Seed/VeOmni pull request #460 (2026-02-06, H100, BF16, 32,768 tokens, 128
+    experts, top-8): 215 TFLOP/s (22% of the 989 TFLOP/s peak) at hidden 2048 / intermediate
+    768 (Qwen3-30B-A3B's shape) and 283 TFLOP/s (29%) at 4096 / 1024, with efficiency =
+    1 / (1 + c x factor) when compute-bound. Not fitted to the measured serving results; the
+    coefficient itself is fitted per engine, GPU and release like every other.
+    """
+    inter = intermediate if expert_parallel else intermediate / moe_group
+    return 1.0 + TILE_OVERHEAD_K * (2.0 / (3.0 * hidden) + 1.0 / (3.0 * max(inter, 1.0)))
 
 
 def _gpu_link(gpu: GPU, instance: Instance | None) -> tuple[str, float]:
@@ -296,6 +352,13 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
     gemm = 2.0 * (dense_active - lm_head) / tp
     lm_head_flops = 2.0 * lm_head / tp
     expert_flops_per_row = 2.0 * expert_params / moe_group
+    expert_activation = (
+        expert_activation_bytes_per_row(
+            arch.hidden_size, arch.moe_intermediate_size, moe_group, expert_parallel
+        )
+        if arch.is_moe
+        else 0.0
+    )
 
     # ----- rates -----------------------------------------------------------------------------
     memory_bw = gpu.memory_bw_gbps * 1e9
@@ -383,6 +446,14 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         expert_parallel=expert_parallel,
         moe_group=moe_group,
         expert_flops_per_row=expert_flops_per_row,
+        expert_activation_bytes_per_row=expert_activation,
+        expert_tile_factor=(
+            expert_tile_factor(
+                arch.hidden_size, arch.moe_intermediate_size, moe_group, expert_parallel
+            )
+            if arch.is_moe
+            else 1.0
+        ),
         kv_bytes_per_token_full=kv_full,
         kv_bytes_per_token_window=kv_window,
         sliding_window=window,

@@ -167,6 +167,8 @@ class SteadyStateModel:
         self.seats = self._seats()
         self._steps: dict[float, _Step] = {}
         self._saturation: tuple[float, Bound] | None = None
+        self._closed: dict[tuple[float, float, int | None], SteadyState] = {}
+        self._wave_steps: dict[tuple[float, int], float] = {}
         self.evaluations = 0  # latency states computed (for the benchmarks)
 
     def _seats(self) -> float:
@@ -291,7 +293,21 @@ class SteadyStateModel:
         budget holds, and groups stay staggered. Beyond the seats of the batch the rest wait,
         a residence each round. ``run_requests``: a finite run that starts with all
         ``in_flight`` at once (as the simulator and ``vllm bench serve`` do): its first wave
-        queues for the prefill, and that wave's share of the run sets the TTFT tail."""
+        queues for the prefill, and that wave's share of the run sets the TTFT tail.
+
+        Memoised: a capacity search for another SLO or another concurrency ceiling asks the
+        same loads again (a closed loop's loads are whole requests)."""
+        key = (in_flight, quantile, run_requests)
+        held_state = self._closed.get(key)
+        if held_state is None:
+            held_state = self._at_concurrency(in_flight, quantile, run_requests)
+            if len(self._closed) < 4096:
+                self._closed[key] = held_state
+        return held_state
+
+    def _at_concurrency(
+        self, in_flight: float, quantile: float, run_requests: int | None
+    ) -> SteadyState:
         self.evaluations += 1
         w, dep = self.work, self.dep
         mean_in, n_dec = w.mean_input, max(w.mean_output - 1.0, 0.0)
@@ -326,8 +342,8 @@ class SteadyStateModel:
             wave = np.repeat(ends, [max(1, round(size)) for size in sizes])
             rest = np.full(max(run_requests - wave.size, 0), own)
             ttfts = np.concatenate([wave, rest])
-            ttft_q = max(own, float(np.quantile(ttfts, quantile)))
-            ttft_mean = float(ttfts.mean())
+            ttft_q = max(own, _linear_quantile(np.sort(ttfts), quantile))
+            ttft_mean = float(ttfts.sum()) / ttfts.size
             if w.fixed_output:
                 # it stays a wave: a request decodes beside the later groups' prefills only
                 later = (groups - 1) * group_steps * (t_p - t_d) / max(n_dec, 1.0)
@@ -360,38 +376,19 @@ class SteadyStateModel:
             step_terms=terms,
         )
 
-    def _open_loop(
-        self, u: float, quantile: float, *, stable: bool, bound: Bound, detail: bool = True
-    ) -> SteadyState:
-        """The state at ``u``; without ``detail`` only the ``quantile`` latencies (the
-        medians are set to them): what a capacity search compares with an SLO."""
+    def _open_loop(self, u: float, quantile: float, *, stable: bool, bound: Bound) -> SteadyState:
+        """The state at ``u`` (a capacity search compares only its limits with an SLO:
+        :meth:`_broken_at`)."""
         self.evaluations += 1
         dep, w = self.dep, self.work
         st = self.step(u)
         rate = u / st.mean_s if st.mean_s > 0 else 0.0
         mean_in = w.mean_input
-        residence = st.chunks * st.prefill_s + (w.mean_output - 1.0) * st.mean_s
-        seat = _erlang_wait(self.seats, rate, residence)
-        parts: list[_Wait | _Uniform | _Gamma]
-        if self.chunked and mean_in > st.room:
-            # a prompt fills the budget for I / R steps: prompts are served one after another
-            full = st.prefill_s
-            service = (mean_in / st.room) * full
-            own = st.chunks * st.prefill_s
-            wait = _MD1(rate, service)
-            rho = rate * service
-            idle_rest = _Uniform(st.decode_s, 1.0 - rho)
-            parts = [wait, seat, idle_rest]
-        else:
-            # prompts that fit the budget are served together: those that arrived during the
-            # step in flight share the next step (its length grows with them)
-            bulk = self._bulk(st, rate)
-            own, rho = bulk.fixed_s, bulk.load
-            parts = [bulk, seat]
-        stable = stable and rho < 1.0 and seat.stable
+        parts, own, queues_drain = self._ttft_parts(st, rate)
+        stable = stable and queues_drain
         if stable:
             ttft_q = _sum_quantile(parts, quantile) + own
-            ttft_p50 = _sum_quantile(parts, 0.5) + own if detail else ttft_q
+            ttft_p50 = _sum_quantile(parts, 0.5) + own
             ttft_mean = sum(p.mean for p in parts) + own
         else:
             ttft_q = ttft_p50 = ttft_mean = math.inf
@@ -422,6 +419,56 @@ class SteadyStateModel:
             bound=bound,
             step_terms=st.terms,
         )
+
+    def _ttft_parts(
+        self, st: _Step, rate: float
+    ) -> tuple[list[_Wait | _Uniform | _Gamma], float, bool]:
+        """The waits a prompt's TTFT sums at ``rate`` (seconds), its fixed part (its own
+        prefill steps) and whether the queues drain."""
+        mean_in = self.work.mean_input
+        residence = st.chunks * st.prefill_s + (self.work.mean_output - 1.0) * st.mean_s
+        seat = _erlang_wait(self.seats, rate, residence)
+        if self.chunked and mean_in > st.room:
+            # a prompt fills the budget for I / R steps: prompts are served one after another
+            service = (mean_in / st.room) * st.prefill_s
+            rho = rate * service
+            own = st.chunks * st.prefill_s
+            parts: list[_Wait | _Uniform | _Gamma] = [
+                _MD1(rate, service),
+                seat,
+                _Uniform(st.decode_s, 1.0 - rho),
+            ]
+            return parts, own, rho < 1.0 and seat.stable
+        # prompts that fit the budget are served together: those that arrived during the
+        # step in flight share the next step (its length grows with them)
+        bulk = self._bulk(st, rate)
+        return [bulk, seat], bulk.fixed_s, bulk.load < 1.0 and seat.stable
+
+    def _broken_at(self, u: float, quantile: float, limits: tuple[float | None, ...]) -> str | None:
+        """What :func:`_broken` says of the state at ``u`` (the first limit it breaks), without
+        computing its quantiles: a latency meets its limit when its tail at the limit is at
+        most ``1 - quantile`` (``P(TTFT > limit) <= 1 - q`` is ``TTFT_q <= limit``), one
+        evaluation of the summed survival instead of a bisection for the quantile."""
+        self.evaluations += 1
+        ttft_limit, tpot_limit, e2e_limit = limits
+        st = self.step(u)
+        rate = u / st.mean_s if st.mean_s > 0 else 0.0
+        parts, own, stable = self._ttft_parts(st, rate)
+        if not stable:
+            return "ttft" if ttft_limit is not None else "saturation"
+        tail = 1.0 - quantile
+        if ttft_limit is not None and _sum_survival(parts, ttft_limit - own) > tail:
+            return "ttft"
+        if tpot_limit is None and e2e_limit is None:
+            return None
+        _, tpot_q, _ = self._tpot(st, rate, quantile)
+        if tpot_limit is not None and not tpot_q <= tpot_limit:
+            return "tpot"
+        if e2e_limit is not None:
+            decoding = (self.work.output_quantile(quantile) - 1.0) * tpot_q
+            if _sum_survival(parts, e2e_limit - decoding - own) > tail:
+                return "e2e"
+        return None
 
     def _bulk(self, st: _Step, rate: float) -> _Gamma:
         """TTFT beyond the fixed part (``T_d + delta``, one step with the prompt alone) when
@@ -458,9 +505,12 @@ class SteadyStateModel:
 
     def _wave_step_s(self, prompts: float, steps: int) -> float:
         """One of the ``steps`` prefill steps of ``prompts`` prompts on an idle engine."""
-        chunk = self.work.mean_input / steps
-        terms = self._terms(0.0, prompts, chunk, chunk * (steps - 1) / 2.0)
-        return float(self.c @ terms)
+        held = self._wave_steps.get((prompts, steps))
+        if held is None:
+            chunk = self.work.mean_input / steps
+            terms = self._terms(0.0, prompts, chunk, chunk * (steps - 1) / 2.0)
+            held = self._wave_steps[prompts, steps] = float(self.c @ terms)
+        return held
 
     def _full_step_s(self, st: _Step) -> float:
         """A step whose budget is full of prompt tokens beside the decodes."""
@@ -486,18 +536,12 @@ class SteadyStateModel:
         slope = self._per_decode_seq_s(st.decode)
         per_prompt = max(st.mean_s - st.decode_s, 0.0) / st.u if st.u > 0 else 0.0
         base = max(st.decode_s - slope * (st.decode / 2.0 - 1.0), st.decode_s * 0.5)
-        # one distribution per typical answer length (the request mix in bins)
-        values: list[np.ndarray] = []
-        probabilities: list[np.ndarray] = []
-        means = []
-        for n in ns:
-            b = per_prompt / n + slope / 2.0
-            counts, pmf = _generalised_poisson(rate * n * base, rate * n * b)
-            values.append(base + b * counts)
-            probabilities.append(pmf / ns.size)
-            means.append(float(base + b * (counts * pmf).sum()))
-        v = np.concatenate(values)
-        p = np.concatenate(probabilities)
+        # one distribution per typical answer length (the request mix in bins), all at once
+        b = per_prompt / ns + slope / 2.0
+        counts, pmf, support = _generalised_poisson_rows(rate * ns * base, rate * ns * b)
+        means = base + b * (pmf * counts).sum(axis=1)
+        v = (base + b[:, None] * counts)[support]
+        p = (pmf / ns.size)[support]
         order = np.argsort(v)
         v, cum = v[order], np.cumsum(p[order])
         return (
@@ -526,24 +570,21 @@ class SteadyStateModel:
         (bisection on the arrivals per step: latency grows with load)."""
         limits = (ttft_p99_s, tpot_p99_s, e2e_p99_s)
         u_max, bound = self.saturation()
-        top = self._open_loop(u_max * (1 - 1e-6), quantile, stable=True, bound=bound)
-        if _broken(top, limits) is None and top.stable:
+        u_top = u_max * (1 - 1e-6)
+        limit = self._broken_at(u_top, quantile, limits)
+        if limit is None:
+            top = self._open_loop(u_top, quantile, stable=True, bound=bound)
             return Capacity(top.rate, top, "saturation", self.evaluations)
-        lo, hi = 0.0, u_max
-        best: SteadyState | None = None
-        limit: str = _broken(top, limits) or "saturation"
-        probe = u_max * 0.01
-        low = self._open_loop(probe, quantile, stable=True, bound="none")
-        broken = _broken(low, limits)
+        lo, hi = u_max * 0.01, u_max
+        broken = self._broken_at(lo, quantile, limits)
         if broken is not None:
+            low = self._open_loop(lo, quantile, stable=True, bound="none")
             return Capacity(0.0, low, broken, self.evaluations)
-        lo, best = probe, low
         while hi - lo > rel_tol * hi:
             mid = math.sqrt(lo * hi)
-            state = self._open_loop(mid, quantile, stable=True, bound="none", detail=False)
-            broken = _broken(state, limits)
+            broken = self._broken_at(mid, quantile, limits)
             if broken is None:
-                lo, best = mid, state
+                lo = mid
             else:
                 hi, limit = mid, broken
         best = self._open_loop(lo, quantile, stable=True, bound="none")
@@ -710,13 +751,18 @@ class _Gamma:
         return upper_gamma_q(shape, t / scale)
 
 
+def _sum_survival(parts: list[_Wait | _Uniform | _Gamma], t: float) -> float:
+    """The summed survival of independent waits at ``t``, at most 1 (a union bound)."""
+    return min(1.0, sum(p.survival(t) for p in parts))
+
+
 def _sum_quantile(parts: list[_Wait | _Uniform | _Gamma], q: float) -> float:
     """The ``q`` quantile of the sum of independent waits, bounded by their summed survival
     (a union bound: conservative where they overlap), by bisection."""
     tail = 1.0 - q
 
     def survival(t: float) -> float:
-        return min(1.0, sum(p.survival(t) for p in parts))
+        return _sum_survival(parts, t)
 
     hi = max(max((p.mean for p in parts), default=0.0) * 4.0, 1e-3)
     while survival(hi) > tail and hi < 1e7:
@@ -731,21 +777,41 @@ def _sum_quantile(parts: list[_Wait | _Uniform | _Gamma], q: float) -> float:
     return (lo + hi) / 2.0
 
 
-def _generalised_poisson(theta: float, m: float) -> tuple[np.ndarray, np.ndarray]:
-    """Support and probabilities of the total progeny of a Poisson branching process:
+def _linear_quantile(ordered: np.ndarray, q: float) -> float:
+    """``numpy.quantile(values, q)`` (its default, linear method) of the sorted ``ordered``,
+    without numpy's general machinery (a closed-loop search asks it thousands of times)."""
+    n = ordered.size
+    h = q * (n - 1)
+    below = min(max(math.floor(h), 0), n - 1)
+    above = min(below + 1, n - 1)
+    t = h - below
+    a, b = float(ordered[below]), float(ordered[above])
+    # numpy's lerp: from the nearer end, so the result is exact at t = 0 and t = 1
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
+
+
+def _generalised_poisson_rows(
+    theta: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The total progeny of a Poisson branching process for each (``theta``, ``m``) pair:
     ``theta`` Poisson immigrants, each with Poisson(``m``) offspring (Consul's generalised
-    Poisson, mean ``theta / (1 - m)``, variance ``theta / (1 - m)^3``); m >= 1 explodes."""
-    m = min(max(m, 0.0), 0.98)
-    if theta <= 0:
-        return np.zeros(1), np.ones(1)
-    mean = theta / (1.0 - m)
-    sd = math.sqrt(theta / (1.0 - m) ** 3)
-    k = np.arange(0, int(mean + 12.0 * sd + 10))
-    with np.errstate(divide="ignore"):
-        log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, k.size)))])
-        log_pmf = math.log(theta) + (k - 1) * np.log(theta + k * m) - theta - k * m - log_factorial
-    pmf = np.exp(log_pmf - log_pmf.max())
-    return k.astype(float), pmf / pmf.sum()
+    Poisson, mean ``theta / (1 - m)``, variance ``theta / (1 - m)^3``; m >= 1 explodes, so it
+    is held below 0.98). Returns the counts ``0..K-1``, each row's probabilities over them and
+    the mask of each row's own support (its mean + 12 sd; zero beyond it)."""
+    m = np.clip(m, 0.0, 0.98)
+    positive = theta > 0
+    safe = np.where(positive, theta, 1.0)
+    mean = safe / (1.0 - m)
+    sd = np.sqrt(safe / (1.0 - m) ** 3)
+    sizes = np.where(positive, (mean + 12.0 * sd + 10).astype(int), 1)
+    k = np.arange(0, int(sizes.max()))
+    support = k[None, :] < sizes[:, None]
+    log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, k.size)))])
+    t, mm = safe[:, None], m[:, None]
+    log_pmf = np.log(t) + (k - 1) * np.log(t + k * mm) - t - k * mm - log_factorial
+    log_pmf = np.where(support, log_pmf, -np.inf)
+    pmf = np.exp(log_pmf - log_pmf.max(axis=1, keepdims=True))
+    return k.astype(float), pmf / pmf.sum(axis=1, keepdims=True), support
 
 
 def upper_gamma_q(a: float, x: float) -> float:

@@ -8,12 +8,19 @@ docs/domain.md). The terms, per GPU, for one macro-step in which every running s
 =====================  ==========================================================================
 term                   x (seconds)
 =====================  ==========================================================================
-roofline               max(streamed bytes / memory BW, FLOPs / peak): the plain roofline
+roofline               max(streamed bytes / memory BW, FLOPs / peak): the plain roofline (bytes:
+                       weights, experts touched, MoE activations, KV)
 weight_read            non-expert weight bytes / memory BW (streamed once per chain)
 expert_read            routed-expert bytes touched / memory BW; with T tokens reaching a layer
                        (all attention-DP ranks' tokens), each of its E experts is touched with
                        probability 1 - (1 - k/E)^T (top-k routing), so at decode batches of a few
                        dozen every expert's weights are read (domain.md, MoE section)
+expert_activation      activation bytes the fused-MoE kernels move for the T x k routed rows
+                       (gather, intermediate caches, combine; 2 B x (3 hidden + 6 I / group) a
+                       row when the experts are sliced over the group, whole rows over the
+                       group with expert parallelism: :func:`planner.perf.deployment.
+                       expert_activation_bytes_per_row`) / memory BW. It does not shrink with
+                       TP, so fine-grained MoE at TP 4-8 is bound by it at prefill
 kv_read                KV bytes read by attention / memory BW
 gemm                   2 x non-routed active params x tokens (+ lm_head per sampled sequence)
                        / peak: attention projections, dense and shared-expert MLPs, router
@@ -27,7 +34,10 @@ expert_gemm            routed-expert GEMM FLOPs at the rows the grouped GEMM rea
                        over R ranks the busiest rank sets the layer's time: its share of the
                        assignments is that of R Poisson loads, mean mu = lambda E / R, so the
                        rows scale by 1 + sqrt(2 ln R) / sqrt(mu) (expected maximum of R normals),
-                       capped at R (:func:`ep_imbalance`)
+                       capped at R (:func:`ep_imbalance`). The FLOPs are scaled by the tile
+                       overhead of narrow expert GEMMs, 1 + K0 (2 / (3 hidden) + 1 / (3 I_gpu))
+                       (:func:`planner.perf.deployment.expert_tile_factor`, from published
+                       Triton fused-MoE kernel measurements)
 attention              score + value FLOPs over (query, key) pairs, prefill's quadratic part
                        included / 16-bit (or FP8) peak. MLA decodes with the absorbed form
                        (2 x heads x (2 kv_lora_rank + rope) FLOPs per pair: the latent is both
@@ -81,6 +91,7 @@ FEATURES: tuple[str, ...] = (
     "roofline",
     "weight_read",
     "expert_read",
+    "expert_activation",
     "kv_read",
     "gemm",
     "expert_gemm",
@@ -126,6 +137,7 @@ _ROOFLINE, _WEIGHT, _EXPERT, _KV = (
     IDX["expert_read"],
     IDX["kv_read"],
 )
+_EXPERT_ACT = IDX["expert_activation"]
 _GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attention"]
 _PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
 _LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
@@ -271,6 +283,7 @@ def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> No
     weight_bytes = dep.dense_weight_bytes
     expert_bytes = 0.0
     expert_flops = 0.0
+    activation_bytes = 0.0
     n_moe = dep.num_moe_layers
     if dep.num_experts:
         e, k = dep.num_experts, dep.experts_per_token
@@ -279,9 +292,13 @@ def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> No
         expert_bytes = touched * n_moe * dep.expert_bytes_per_expert_layer
         lam = moe_tokens * k / e
         rows = e * padded_rows_per_expert(lam)
+        routed = moe_tokens * k
         if dep.expert_parallel:
-            rows *= ep_imbalance(lam, e, dep.moe_group)
+            imbalance = ep_imbalance(lam, e, dep.moe_group)
+            rows *= imbalance
+            routed *= imbalance
         expert_flops = n_moe * rows * dep.expert_flops_per_row
+        activation_bytes = n_moe * routed * dep.expert_activation_bytes_per_row
     kv_tokens_full = batch.decode_context + batch.prefill_kv_tokens
     kv_tokens_win = batch.decode_context_window + batch.prefill_kv_tokens_window
     kv_bytes = (
@@ -298,16 +315,18 @@ def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> No
     bw = dep.memory_bw
     t_weight = weight_bytes / bw
     t_expert = expert_bytes / bw
+    t_activation = activation_bytes / bw
     t_kv = kv_bytes / bw
     t_gemm = gemm_flops / dep.peak_flops
     t_expert_gemm = expert_flops / dep.peak_flops_experts
     t_attn = attn_flops / dep.peak_flops_16bit
-    out[_ROOFLINE] = max(t_weight + t_expert + t_kv, t_gemm + t_expert_gemm + t_attn)
+    out[_ROOFLINE] = max(t_weight + t_expert + t_activation + t_kv, t_gemm + t_expert_gemm + t_attn)
     out[_WEIGHT] = t_weight
     out[_EXPERT] = t_expert
+    out[_EXPERT_ACT] = t_activation
     out[_KV] = t_kv
     out[_GEMM] = t_gemm
-    out[_EXPERT_GEMM] = t_expert_gemm
+    out[_EXPERT_GEMM] = t_expert_gemm * dep.expert_tile_factor
     out[_ATTENTION] = t_attn
     layers = dep.num_layers
     tp = dep.tp

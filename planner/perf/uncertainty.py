@@ -67,6 +67,17 @@ def residual_quantiles(
     """10th/90th percentiles of log(measured / predicted) for a family's metric (inflated)."""
     if fitted is None:
         return DEFAULT_LOG_SPREAD
+    held = fitted.residual_quantile_memo.get((family, metric))
+    if held is None:
+        held = fitted.residual_quantile_memo[family, metric] = _residual_quantiles(
+            fitted, family, metric
+        )
+    return held
+
+
+def _residual_quantiles(
+    fitted: FittedCoefficients, family: str, metric: str
+) -> tuple[float, float]:
     res = fitted.residuals.get((family, metric))
     if res is None or res.size < 8:
         pooled = [r for (f, m), r in fitted.residuals.items() if m == metric]

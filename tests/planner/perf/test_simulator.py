@@ -14,7 +14,25 @@ from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_time_
 from planner.workload import LengthDistribution
 
 #: a coefficient per fitted term, in the order of step_time.FITTED
-FITTED_COEFFICIENTS = [1.0, 0.25, 0.4, 0.3, 1.0, 0.5, 0.6, 1.4, 1.5, 1.3, 1.5, 3, 11, 1, 1.2, 1]
+FITTED_COEFFICIENTS = [
+    1.0,
+    0.25,
+    0.4,
+    0.5,
+    0.3,
+    1.0,
+    0.5,
+    0.6,
+    1.4,
+    1.5,
+    1.3,
+    1.5,
+    3,
+    11,
+    1,
+    1.2,
+    1,
+]
 C = full_coefficients(np.array([*FITTED_COEFFICIENTS, 1.2, 1.0, 1.6, 0.15]))
 
 

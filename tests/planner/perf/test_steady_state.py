@@ -10,20 +10,30 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
+from planner.perf.steady_state import _broken, _generalised_poisson_rows, _linear_quantile
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 H100 = {"gpu": "H100-SXM", "tp": 2, "instance": "p5.48xlarge", "precision": "fp8"}
 A100 = {"gpu": "A100-80GB-SXM", "tp": 4, "instance": "p4de.24xlarge", "precision": "bf16"}
+#: MoE layouts (the step prices the experts a batch touches): gpt-oss-120b's MXFP4 checkpoint
+#: on one and on two H100s, Qwen3-235B-A22B in FP8 on eight
+GPT_OSS_TP1 = {"model": "openai/gpt-oss-120b", "gpu": "H100-SXM", "tp": 1,
+               "instance": "p5.48xlarge", "precision": "fp4"}  # fmt: skip
+GPT_OSS_TP2 = {**GPT_OSS_TP1, "tp": 2}
+QWEN3_235B = {"model": "Qwen/Qwen3-235B-A22B", "gpu": "H100-SXM", "tp": 8,
+              "instance": "p5.48xlarge", "precision": "fp8"}  # fmt: skip
 
 
 def _scenario(layout: dict[str, object], **load: object) -> Scenario:
+    fields = {"model": LLAMA_70B, **layout, **load}
     return Scenario(
-        engine="vllm", model=LLAMA_70B, input_len=2048, output_len=512,
-        max_num_seqs=256, max_num_batched_tokens=8192, **layout, **load,  # type: ignore[arg-type]
+        engine="vllm", input_len=2048, output_len=512, max_num_seqs=256,
+        max_num_batched_tokens=8192, **fields,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -31,8 +41,28 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a / b - 1.0) <= tolerance
 
 
-@pytest.mark.parametrize("layout", [H100, A100], ids=["H100 TP2 fp8", "A100 TP4 bf16"])
-@pytest.mark.parametrize("load_share", [0.2, 0.5])
+#: gpt-oss-120b on one H100 at a fifth of its capacity: the steady state's p99 TTFT is ~27%
+#: and its p99 TPOT ~17% below the simulation's (the means agree): the gamma fitted to a
+#: prompt's wait misses the tail of arriving during one of the long MoE prefill steps. Near
+#: capacity, where a search compares it with an SLO, it agrees (the 0.5 case).
+LOW_LOAD_MOE_TAIL = pytest.mark.xfail(
+    strict=True, reason="p99 tail of the wait at low load on a one-GPU MoE (see above)"
+)
+
+
+@pytest.mark.parametrize(
+    ("layout", "load_share"),
+    [
+        (H100, 0.2), (H100, 0.5), (A100, 0.2), (A100, 0.5),
+        pytest.param(GPT_OSS_TP1, 0.2, marks=LOW_LOAD_MOE_TAIL), (GPT_OSS_TP1, 0.5),
+        (GPT_OSS_TP2, 0.2), (QWEN3_235B, 0.5),
+    ],
+    ids=[
+        "H100 TP2 fp8-0.2", "H100 TP2 fp8-0.5", "A100 TP4 bf16-0.2", "A100 TP4 bf16-0.5",
+        "gpt-oss-120b H100 TP1-0.2", "gpt-oss-120b H100 TP1-0.5", "gpt-oss-120b H100 TP2-0.2",
+        "Qwen3-235B H100 TP8 fp8-0.5",
+    ],
+)  # fmt: skip
 def test_a_poisson_load_matches_a_long_simulation(
     model: PerformanceModel, layout: dict[str, object], load_share: float
 ) -> None:
@@ -49,7 +79,9 @@ def test_a_poisson_load_matches_a_long_simulation(
     assert "steady-state estimate (no simulation)" in steady.notes
 
 
-@pytest.mark.parametrize("layout", [H100, A100], ids=["H100 TP2 fp8", "A100 TP4 bf16"])
+@pytest.mark.parametrize(
+    "layout", [H100, A100, GPT_OSS_TP1], ids=["H100 TP2 fp8", "A100 TP4 bf16", "gpt-oss-120b"]
+)
 @pytest.mark.parametrize("in_flight", [4, 16])
 def test_a_closed_loop_matches_the_simulated_run(
     model: PerformanceModel, layout: dict[str, object], in_flight: int
@@ -64,10 +96,15 @@ def test_a_closed_loop_matches_the_simulated_run(
     assert _close(steady.ttft_ms_p99, simulated.ttft_ms_p99, 0.10)
 
 
-def test_the_capacity_inside_an_slo_is_the_simulators_edge(model: PerformanceModel) -> None:
-    """Highest rate with p99 TTFT <= 3 s and p99 TPOT <= 100 ms, steady state against a
-    bisection of 1,000-request simulations."""
-    probe = _scenario(H100, load="rate", request_rate=1.0, num_requests=1000)
+@pytest.mark.parametrize(
+    "layout", [H100, GPT_OSS_TP1, QWEN3_235B], ids=["H100 TP2 fp8", "gpt-oss-120b", "Qwen3-235B"]
+)
+def test_the_capacity_inside_an_slo_is_the_simulators_edge(
+    model: PerformanceModel, layout: dict[str, object]
+) -> None:
+    """Highest rate with p99 TTFT <= 3 s and p99 TPOT <= 100 ms, steady state against
+    1,000-request simulations 10% below and above it."""
+    probe = _scenario(layout, load="rate", request_rate=1.0, num_requests=1000)
     found = model.steady_state(probe).max_rate(3.0, 0.100)
     assert found.max_load > 0 and found.limited_by in ("ttft", "tpot", "saturation")
     at = probe.model_copy(update={"request_rate": found.max_load * 0.9})
@@ -117,3 +154,45 @@ def test_the_incomplete_gamma_matches_scipys() -> None:
     for a in (0.05, 0.5, 1.0, 3.7, 12.0, 95.0, 256.0):
         for x in (0.0, 0.01, 0.5, 1.0, a * 0.5, a, a * 1.5, a + 30.0):
             assert abs(upper_gamma_q(a, x) - float(gammaincc(a, x))) < 1e-10
+
+
+@pytest.mark.parametrize("layout", [H100, A100, GPT_OSS_TP1], ids=["H100", "A100", "gpt-oss"])
+@pytest.mark.parametrize(
+    "limits", [(3.0, 0.100, None), (0.8, None, None), (None, 0.040, None), (3.0, 0.100, 30.0)]
+)
+def test_the_capacity_searchs_limit_check_is_the_states_quantiles(
+    model: PerformanceModel, layout: dict[str, object], limits: tuple[float | None, ...]
+) -> None:
+    """The bisection checks each limit by the tail at the limit (one survival evaluation)
+    instead of computing the quantile: it says what the full state's quantiles say, at every
+    load from idle to saturation."""
+    steady = model.steady_state(_scenario(layout, load="rate", request_rate=1.0))
+    u_max, _ = steady.saturation()
+    for share in (0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.97, 0.999):
+        u = u_max * share
+        state = steady._open_loop(u, 0.99, stable=True, bound="none")
+        assert steady._broken_at(u, 0.99, limits) == _broken(state, limits), share
+
+
+def test_the_branching_counts_have_the_generalised_poissons_moments() -> None:
+    """Consul's generalised Poisson: mean theta / (1 - m), variance theta / (1 - m)^3 (up to
+    the tail cut at 12 standard deviations); a row with no immigrants is all at zero; each
+    row sums to one."""
+    theta = np.array([0.0, 0.3, 2.0, 12.0, 40.0])
+    m = np.array([0.5, 0.0, 0.4, 0.8, 0.2])
+    counts, pmf, support = _generalised_poisson_rows(theta, m)
+    assert np.allclose(pmf.sum(axis=1), 1.0)
+    assert pmf[0, 0] == 1.0 and not support[0, 1:].any()
+    assert (pmf[~support] == 0).all()
+    mean = pmf @ counts
+    variance = pmf @ counts**2 - mean**2
+    assert np.allclose(mean[1:], theta[1:] / (1 - m[1:]), rtol=1e-4)
+    assert np.allclose(variance[1:], theta[1:] / (1 - m[1:]) ** 3, rtol=2e-2)
+
+
+def test_the_linear_quantile_is_numpys() -> None:
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 10, 101, 1000):
+        values = np.sort(rng.lognormal(size=n))
+        for q in (0.0, 0.01, 0.5, 0.9, 0.99, 1.0):
+            assert _linear_quantile(values, q) == float(np.quantile(values, q))

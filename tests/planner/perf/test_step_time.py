@@ -172,9 +172,61 @@ def test_expert_gemm_counts_padded_rows_of_the_experts_a_batch_touches(catalog: 
     rows = 256 * padded_rows_per_expert(lam)
     flops = 58 * rows * 2 * 3 * 7168 * 2048 / 8
     assert dep.num_moe_layers == len(arch.moe_layers) == 58  # 61 layers, the first 3 dense
-    assert x[IDX["expert_gemm"]] == pytest.approx(flops / (1979e12), rel=1e-6)
+    # narrow TP-sliced experts: 1 + 8192 x (2 / (3 x 7168) + 1 / (3 x 256)) = 12.4 x the time
+    tile = 1 + 8192 * (2 / (3 * 7168) + 1 / (3 * 256))
+    assert dep.expert_tile_factor == pytest.approx(tile)
+    assert x[IDX["expert_gemm"]] == pytest.approx(tile * flops / (1979e12), rel=1e-6)
     # ~7x the rows the assignments need: the grouped GEMM runs far below peak at decode
     assert rows / (64 * 8) > 6
+
+
+def test_moe_activation_traffic_does_not_shrink_with_tensor_parallelism(catalog: Catalog) -> None:
+    """Every TP rank moves every routed row's hidden-size activations (gather, down-GEMM
+    output, combine); expert parallelism splits the rows instead."""
+    from planner.perf.deployment import expert_activation_bytes_per_row
+    from planner.perf.step_time import ep_imbalance
+
+    kw = {"model": "deepseek-ai/DeepSeek-R1-0528", "precision": "fp8", "gpu": "H200"}
+    tp8 = _dep(catalog, **kw, tp=8)
+    ep8 = _dep(catalog, **kw, tp=8, enable_expert_parallel=True)
+    assert tp8.expert_activation_bytes_per_row == pytest.approx(2 * (3 * 7168 + 6 * 2048 / 8))
+    assert ep8.expert_activation_bytes_per_row == pytest.approx(2 * (3 * 7168 + 6 * 2048) / 8)
+    assert expert_activation_bytes_per_row(7168, 2048, 1, False) == pytest.approx(
+        expert_activation_bytes_per_row(7168, 2048, 1, True)
+    )
+    chunk = StepBatch.of(prefill_chunks=[(8192, 0)])
+    x, y = step_features(chunk, tp8), step_features(chunk, ep8)
+    rows = 8192 * 8
+    assert x[IDX["expert_activation"]] == pytest.approx(
+        58 * rows * tp8.expert_activation_bytes_per_row / 4.8e12, rel=1e-9
+    )
+    imbalance = ep_imbalance(8192 * 8 / 256, 256, 8)
+    assert y[IDX["expert_activation"]] == pytest.approx(
+        x[IDX["expert_activation"]] * imbalance * (3 * 7168 + 6 * 2048) / 8 / (3 * 7168 + 6 * 256),
+        rel=1e-9,
+    )
+    # an 8k-token prefill chunk moves more activation bytes than the GPU's expert weights
+    assert x[IDX["expert_activation"]] > x[IDX["expert_read"]]
+    # dense models have no such term; it is part of the roofline's bytes
+    dense = _dep(catalog)
+    assert step_features(chunk, dense)[IDX["expert_activation"]] == 0.0
+    assert dense.expert_tile_factor == 1.0
+
+
+def test_narrow_experts_run_the_grouped_gemm_slower(catalog: Catalog) -> None:
+    from planner.perf.deployment import expert_tile_factor
+
+    # the two published Triton fused-MoE measurements the constants solve (VeOmni #460):
+    # 1 / (1 + 0.5 x factor) = 22% at hidden 2048 / intermediate 768, 29% at 4096 / 1024
+    assert 1 / (1 + 0.5 * expert_tile_factor(2048, 768, 1, False)) == pytest.approx(
+        0.217, abs=0.002
+    )
+    assert 1 / (1 + 0.5 * expert_tile_factor(4096, 1024, 1, False)) == pytest.approx(
+        0.286, abs=0.002
+    )
+    # TP slices the down GEMM's depth, EP keeps whole experts
+    assert expert_tile_factor(7168, 2048, 8, False) > expert_tile_factor(7168, 2048, 8, True)
+    assert expert_tile_factor(4096, 14336, 1, False) < expert_tile_factor(2048, 768, 1, False)
 
 
 def test_expert_parallel_busiest_rank_sets_the_layer_time(catalog: Catalog) -> None:
@@ -190,8 +242,11 @@ def test_expert_parallel_busiest_rank_sets_the_layer_time(catalog: Catalog) -> N
     batch = StepBatch.of(decode_contexts=[500] * 32)
     x, y = step_features(batch, tp8), step_features(batch, ep8)
     assert y[IDX["expert_read"]] == pytest.approx(x[IDX["expert_read"]])  # same bytes a GPU
+    # the busiest rank's rows, at whole experts' (not TP-sliced) tile overhead
+    tiles = ep8.expert_tile_factor / tp8.expert_tile_factor
+    assert tiles < 1
     assert y[IDX["expert_gemm"]] / x[IDX["expert_gemm"]] == pytest.approx(
-        ep_imbalance(32 * 8 / 128, 128, 8)
+        ep_imbalance(32 * 8 / 128, 128, 8) * tiles
     )
 
 
