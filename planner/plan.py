@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -150,6 +151,13 @@ class PlanWorkload(BaseModel):
 def _fixed(length: int) -> LengthDistribution:
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise InvalidInputError("length", length, "a token count >= 1")
+    return _fixed_distribution(length)
+
+
+@lru_cache(maxsize=1024)
+def _fixed_distribution(length: int) -> LengthDistribution:
+    """One (frozen) fixed distribution per length: a search builds a request's workload per
+    candidate, and validating a new one each time is most of what that costs."""
     return LengthDistribution.fixed(length)
 
 

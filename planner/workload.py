@@ -209,6 +209,12 @@ class LengthDistribution(_Validated):
         upper = self.max_tokens if self.max_tokens is not None else np.iinfo(np.int64).max
         return np.clip(np.rint(x), self.min_tokens, upper).astype(np.int64)
 
+    def _clipped_fixed(self) -> int:
+        """The fixed count as :meth:`_clip` leaves it, in plain Python (a search asks for it
+        per candidate)."""
+        upper = self.max_tokens if self.max_tokens is not None else np.iinfo(np.int64).max
+        return int(min(max(round(float(self.value or 0)), self.min_tokens), upper))
+
     def _lognormal_params(self) -> tuple[float, float]:
         assert self.mean_tokens is not None and self.std is not None
         sigma2 = math.log1p((self.std / self.mean_tokens) ** 2)
@@ -253,7 +259,7 @@ class LengthDistribution(_Validated):
     def mean(self) -> float:
         """Expected token count of what :meth:`sample` draws."""
         if self.kind == "fixed":
-            return float(self._clip(np.array([float(self.value or 0)]))[0])
+            return float(self._clipped_fixed())
         if self.kind == "uniform":
             assert self.low is not None and self.high is not None
             return float(self._clip(np.arange(self.low, self.high + 1, dtype=float)).mean())
@@ -268,7 +274,7 @@ class LengthDistribution(_Validated):
         if not 0 <= q <= 1:
             raise InvalidInputError("quantile", q, "a probability in [0, 1]")
         if self.kind == "fixed":
-            return int(self._clip(np.array([float(self.value or 0)]))[0])
+            return self._clipped_fixed()
         if self.kind == "uniform":
             assert self.low is not None and self.high is not None
             count = self.high - self.low + 1

@@ -146,6 +146,11 @@ class Catalog:
     measured: list[MeasuredResult] = field(default_factory=list)
     #: prices a catalog refresh replaced, oldest first (not used for planning)
     price_history: list[PriceHistoryEntry] = field(default_factory=list)
+    #: ``prices`` by instance, built on first use and rebuilt when ``prices`` is replaced or
+    #: grows (a search asks for an instance's prices per candidate)
+    _prices_by_instance: tuple[int, int, dict[str, list[Price]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def gpu(self, gpu_id: str) -> GPU:
         found = self.gpus.get(gpu_id)
@@ -175,12 +180,16 @@ class Catalog:
         region: str | None = None,
         pricing: str | None = None,
     ) -> list[Price]:
+        index = self._prices_by_instance
+        if index is None or index[0] != id(self.prices) or index[1] != len(self.prices):
+            by_instance: dict[str, list[Price]] = {}
+            for p in self.prices:
+                by_instance.setdefault(p.instance, []).append(p)
+            index = self._prices_by_instance = (id(self.prices), len(self.prices), by_instance)
         return [
             p
-            for p in self.prices
-            if p.instance == instance
-            and (region is None or p.region == region)
-            and (pricing is None or p.pricing == pricing)
+            for p in index[2].get(instance, ())
+            if (region is None or p.region == region) and (pricing is None or p.pricing == pricing)
         ]
 
     def price(self, instance: str, region: str | None = None, pricing: str = "on_demand") -> Price:

@@ -343,7 +343,7 @@ class SteadyStateModel:
             rest = np.full(max(run_requests - wave.size, 0), own)
             ttfts = np.concatenate([wave, rest])
             ttft_q = max(own, _linear_quantile(np.sort(ttfts), quantile))
-            ttft_mean = float(ttfts.mean())
+            ttft_mean = float(ttfts.sum()) / ttfts.size
             if w.fixed_output:
                 # it stays a wave: a request decodes beside the later groups' prefills only
                 later = (groups - 1) * group_steps * (t_p - t_d) / max(n_dec, 1.0)

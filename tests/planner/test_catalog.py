@@ -82,6 +82,23 @@ def test_figure_one_prices_are_the_aws_list_prices(catalog: Catalog) -> None:
     assert catalog.price("g6.2xlarge", "us-east-1").usd_per_hour == pytest.approx(0.9776)
 
 
+def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
+    """``prices_for`` reads an index by instance: a price added to the list, or a list put in
+    its place, is seen at once."""
+    own = Catalog(gpus=catalog.gpus, instances=catalog.instances, prices=list(catalog.prices))
+    listed = own.prices_for("g6e.2xlarge", region="us-east-1", pricing="on_demand")
+    assert [p.usd_per_hour for p in listed] == pytest.approx([2.24208])
+    own.prices.append(listed[0].model_copy(update={"region": "eu-north-1"}))
+    assert {p.region for p in own.prices_for("g6e.2xlarge", pricing="on_demand")} >= {
+        "us-east-1",
+        "eu-north-1",
+    }
+    own.prices = [p for p in own.prices if p.instance != "g6e.2xlarge"]
+    assert own.prices_for("g6e.2xlarge") == []
+    every = [p for p in catalog.prices if p.instance == "p5.48xlarge" and p.pricing == "spot"]
+    assert catalog.prices_for("p5.48xlarge", pricing="spot") == every
+
+
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv) and the
     # SGLang cookbook's 17 (measured_sglang_cookbook.csv)
