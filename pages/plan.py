@@ -105,7 +105,7 @@ with st.container(border=True, key="top_recommendation"):
                 f"This prediction is uncertain ({why}): its interval is widened for it; treat "
                 "it as an estimate and verify it with a benchmark run."
             )
-        st.code(best.launch_command or best.vllm_command, language="bash", wrap_lines=True)
+        st.code(best.launch_command, language="bash", wrap_lines=True)
 
 if best is not None:
     with st.container(border=True, key="deploy"):

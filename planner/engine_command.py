@@ -11,6 +11,7 @@ API options file also has that file (:func:`engine_config_files`), which the com
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from planner.plan import Plan
 from planner.sglang_command import SglangServeConfig, sglang_launch_args
@@ -24,28 +25,17 @@ from planner.trtllm_command import (
 from planner.vllm_command import vllm_serve_args
 
 
-def _sglang(plan: Plan, host: str | None, port: int | None) -> SglangServeConfig:
-    return SglangServeConfig(
-        model=plan.model,
-        tensor_parallel_size=plan.tp,
-        pipeline_parallel_size=plan.pp,
-        precision=plan.precision,
-        engine=plan.engine,
-        host=host,
-        port=port,
-    )
-
-
-def _trtllm(plan: Plan, host: str | None, port: int | None) -> TrtllmServeConfig:
-    return TrtllmServeConfig(
-        model=plan.model,
-        tensor_parallel_size=plan.tp,
-        pipeline_parallel_size=plan.pp,
-        precision=plan.precision,
-        engine=plan.engine,
-        host=host,
-        port=port,
-    )
+def _fields(plan: Plan, host: str | None, port: int | None) -> dict[str, Any]:
+    """What every engine's command config takes from the plan."""
+    return {
+        "model": plan.model,
+        "tensor_parallel_size": plan.tp,
+        "pipeline_parallel_size": plan.pp,
+        "precision": plan.precision,
+        "engine": plan.engine,
+        "host": host,
+        "port": port,
+    }
 
 
 def engine_argv(plan: Plan, *, host: str | None = None, port: int | None = None) -> list[str]:
@@ -53,9 +43,9 @@ def engine_argv(plan: Plan, *, host: str | None = None, port: int | None = None)
     ``host:port`` when given). A layout the engine cannot spell raises InvalidInputError."""
     family = plan.engine.family
     if family == "sglang":
-        return ["python3", *sglang_launch_args(_sglang(plan, host, port))]
+        return ["python3", *sglang_launch_args(SglangServeConfig(**_fields(plan, host, port)))]
     if family == "trtllm":
-        return ["trtllm-serve", *trtllm_serve_args(_trtllm(plan, host, port))]
+        return ["trtllm-serve", *trtllm_serve_args(TrtllmServeConfig(**_fields(plan, host, port)))]
     return ["vllm", *vllm_serve_args(plan.vllm_config(host=host, port=port))]
 
 
@@ -69,7 +59,7 @@ def engine_config_files(plan: Plan) -> dict[str, str]:
     TensorRT-LLM LLM API options when the plan sets any; none for the other engines."""
     if plan.engine.family != "trtllm":
         return {}
-    config = _trtllm(plan, None, None)
+    config = TrtllmServeConfig(**_fields(plan, None, None))
     if not trtllm_extra_options(config):
         return {}
     return {EXTRA_OPTIONS_FILE: trtllm_extra_options_yaml(config)}

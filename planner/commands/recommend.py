@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if ranked:
         print(f"\n{len(rejected)} candidates rejected; the best command:")
-        print(f"  {ranked[0]['launch_command'] or ranked[0]['vllm_command']}")
+        print(f"  {ranked[0]['launch_command']}")
     else:
         for row in rejected[:40]:
             layout = f"{row['instance']} TP{row['tp']} PP{row['pp']} {row['precision']}"

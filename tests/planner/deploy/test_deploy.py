@@ -33,6 +33,7 @@ from planner.deploy import (
     write_bundle,
     zip_bytes,
 )
+from planner.deploy.engines import VLLM_RELEASE
 from planner.deploy.kubernetes import MANAGED_K8S
 from planner.deploy.launch import DEPLOY_FLAGS, LISTEN_HOST, engine_image
 from planner.engine import EngineConfig
@@ -69,6 +70,22 @@ def _plan(catalog: Catalog, request: RecommendRequest) -> Plan:
     return result.best.plan
 
 
+#: attention data parallelism over 4 ranks and expert parallelism (an MoE layout)
+MOE_LAYOUT: dict[str, Any] = {"data_parallel_size": 4, "enable_expert_parallel": True}
+
+
+def _moe_request(engine: EngineConfig) -> RecommendRequest:
+    return RecommendRequest(
+        model="Qwen/Qwen3-235B-A22B",
+        input_len=2048,
+        output_len=512,
+        demand=Demand(avg_rate_rps=2, peak_rate_rps=4),
+        slo=Slo(ttft_p99_ms=3000, tpot_p99_ms=100),
+        search=SearchSpace(instances=("p5en.48xlarge",), max_nodes=1, precisions=("fp8",)),
+        engine=engine,
+    )
+
+
 @pytest.fixture(scope="module")
 def plans(catalog: Catalog) -> dict[str, Plan]:
     requests = {
@@ -95,15 +112,8 @@ def plans(catalog: Catalog) -> dict[str, Plan]:
         "mi355x": RecommendRequest(
             **BRIEF, search=SearchSpace(instances=("BM.GPU.MI355X.8",), max_nodes=1)
         ),
-        "sglang-moe": RecommendRequest(
-            model="Qwen/Qwen3-235B-A22B",
-            input_len=2048,
-            output_len=512,
-            demand=Demand(avg_rate_rps=2, peak_rate_rps=4),
-            slo=Slo(ttft_p99_ms=3000, tpot_p99_ms=100),
-            search=SearchSpace(instances=("p5en.48xlarge",), max_nodes=1, precisions=("fp8",)),
-            engine=EngineConfig(engine="sglang", data_parallel_size=4, enable_expert_parallel=True),
-        ),
+        "sglang-moe": _moe_request(EngineConfig(engine="sglang", **MOE_LAYOUT)),
+        "vllm-moe": _moe_request(EngineConfig(**MOE_LAYOUT)),
         "trtllm": RecommendRequest(
             **BRIEF,
             search=SearchSpace(instances=("p5.48xlarge", "g6e.12xlarge"), max_nodes=1),
@@ -182,6 +192,7 @@ def _templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
         "mi355x",
         "sglang-moe",
         "sglang-two-nodes",
+        "vllm-moe",
         "trtllm",
         "trtllm-options",
     ],
@@ -393,6 +404,8 @@ def test_moe_and_multi_node_flags_are_the_plans(specs: dict[str, DeploySpec]) ->
     moe = render(specs["sglang-moe"], "docker")["docker-run.sh"]
     assert "--tp-size 4 --dp-size 4 --enable-dp-attention --ep-size 4" in moe
     assert "--enable-metrics" in moe and '"device=4,5,6,7"' in moe  # two replicas an instance
+    vllm_moe = render(specs["vllm-moe"], "k8s")["deployment.yaml"]
+    assert "- --data-parallel-size\n        - '4'\n        - --enable-expert-parallel" in vllm_moe
     two = render(specs["sglang-two-nodes"], "k8s")["leaderworkerset.yaml"]
     assert '--node-rank "$LWS_WORKER_INDEX"' in two and "--nnodes 2" in two
     vllm = render(specs["brief-aws"], "docker")
@@ -445,6 +458,12 @@ def test_every_target_has_a_readme_with_the_engine_and_the_cold_start(
     assert "packs 2 replicas on one p5en.48xlarge" in packed
     with pytest.raises(InvalidInputError, match="target='helm'"):
         render(specs["brief-one-instance"], "helm")
+
+
+def test_the_pinned_vllm_release_is_the_optional_extras() -> None:
+    pins = Path("requirements-vllm.txt").read_text(encoding="utf-8").splitlines()
+    assert f"vllm=={VLLM_RELEASE}" in pins
+    assert engine_serving("vllm").image(None, "nvidia", "H100-SXM").endswith(f":v{VLLM_RELEASE}")
 
 
 def test_cold_start_is_weights_over_bandwidth() -> None:
