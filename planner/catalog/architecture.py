@@ -94,6 +94,9 @@ class ModelArchitecture(BaseModel):
     # leaves attention in 16-bit (gpt-oss: MXFP4 experts only)
     quant_method: str | None = None
     experts_only_quantized: bool = False
+    # FP8 weights scaled per block (quantization_config.weight_block_size, e.g. [128, 128]:
+    # DeepSeek-V3/R1, Qwen3-*-FP8, GLM-4.x-FP8), with activations quantised per token group
+    block_scaled_fp8: bool = False
 
     # ----- shape facts -------------------------------------------------------------------
     @property
@@ -447,6 +450,7 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         index_topk=int(config.get("index_topk") or 0),
         quant_method=_quant_method(config),
         experts_only_quantized=_experts_only_quantized(config),
+        block_scaled_fp8=_block_scaled_fp8(config),
     )
 
 
@@ -455,6 +459,14 @@ def _quant_method(config: dict[str, Any]) -> str | None:
     if isinstance(quant, dict) and quant.get("quant_method"):
         return str(quant["quant_method"]).lower()
     return None
+
+
+def _block_scaled_fp8(config: dict[str, Any]) -> bool:
+    """True for an FP8 checkpoint with per-block weight scales (``weight_block_size``)."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict) or str(quant.get("quant_method", "")).lower() != "fp8":
+        return False
+    return bool(quant.get("weight_block_size"))
 
 
 def _experts_only_quantized(config: dict[str, Any]) -> bool:

@@ -175,7 +175,9 @@ def test_expert_gemm_counts_padded_rows_of_the_experts_a_batch_touches(catalog: 
     # narrow TP-sliced experts: 1 + 8192 x (2 / (3 x 7168) + 1 / (3 x 256)) = 12.4 x the time
     tile = 1 + 8192 * (2 / (3 * 7168) + 1 / (3 * 256))
     assert dep.expert_tile_factor == pytest.approx(tile)
-    assert x[IDX["expert_gemm"]] == pytest.approx(tile * flops / (1979e12), rel=1e-6)
+    # block-scaled FP8 experts (weight_block_size 128 x 128) at 0.67 of the FP8 peak
+    peak = 1979e12 * 0.67
+    assert x[IDX["expert_gemm"]] == pytest.approx(tile * flops / peak, rel=1e-6)
     # ~7x the rows the assignments need: the grouped GEMM runs far below peak at decode
     assert rows / (64 * 8) > 6
 
@@ -336,3 +338,23 @@ def test_steps_beyond_the_cuda_graph_limit_launch_every_kernel(catalog: Catalog)
     big = step_features(StepBatch.of(decode_contexts=[100] * 513), dep)
     assert small[IDX["eager_layers"]] == 0.0
     assert big[IDX["eager_layers"]] == pytest.approx(32 * 10e-6)
+
+
+def test_block_scaled_fp8_checkpoints_compute_below_the_per_tensor_fp8_rate(
+    catalog: Catalog,
+) -> None:
+    from planner.perf.deployment import BLOCK_SCALED_FP8_RATE
+
+    block = catalog.model("Qwen/Qwen3-14B-FP8").architecture
+    assert (
+        block.block_scaled_fp8 and not catalog.model("Qwen/Qwen3-14B").architecture.block_scaled_fp8
+    )
+    h100 = _dep(catalog, model="Qwen/Qwen3-14B-FP8", precision="fp8")
+    assert h100.peak_flops == pytest.approx(1979e12 * BLOCK_SCALED_FP8_RATE)
+    # a per-tensor FP8 checkpoint keeps the FP8 peak; A100 runs FP8 weight-only at 16-bit
+    assert _dep(catalog, precision="fp8").peak_flops == pytest.approx(1979e12)
+    a100 = _dep(catalog, model="Qwen/Qwen3-14B-FP8", precision="fp8", gpu="A100-80GB-SXM")
+    assert a100.peak_flops == pytest.approx(312e12)
+    # DeepSeek's experts are block-scaled too
+    r1 = _dep(catalog, model="deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200", tp=8)
+    assert r1.peak_flops_experts == pytest.approx(1979e12 * BLOCK_SCALED_FP8_RATE)
