@@ -1,25 +1,40 @@
-"""Input change -> re-rendered Plan page, measured in a real browser.
+"""Input change -> re-rendered Plan page, measured in a real browser, for three scenarios.
 
-    .venv/bin/python benchmarks/dashboard_latency_bench.py [--repeats 7]
+    .venv/bin/python benchmarks/dashboard_latency_bench.py [--scenario plan|brief|trace]
+        [--repeats 5] [--no-fit-cache] [--runs N]
 
-Starts ``streamlit run app.py`` on 127.0.0.1 with a fresh user data directory (holding the
-fitted model's cache, as any earlier run leaves it; ``--no-fit-cache``: without; ``--runs N``:
-with N run directories to ingest), opens the Plan page of the default scenario in Debian's
-headless Chromium (Playwright), and times, from the key press or click to the moment the page
-shows the new top recommendation and the script run has finished:
+Each scenario starts ``streamlit run app.py`` on 127.0.0.1 with a fresh user data directory
+(holding the fitted model's cache, as any earlier run leaves it; ``--no-fit-cache``: without;
+``--runs N``: with N run directories to ingest), opens the Plan page in Debian's headless
+Chromium (Playwright) over every provider, and times:
 
-- a step of the utilisation slider (re-ranks cached predictions: the common interaction);
-- a change of pricing mode (on demand -> spot and back: new prices, same predictions);
-- a change of the output length (a new workload: every candidate's capacity is searched);
-- a change of the p99 TPOT SLO (a new search too).
+- **fresh server to the top recommendation**: from spawning the server to the page showing
+  the best configuration with its charts drawn (and, apart, the server's own start to its
+  health check, and the page's load on that started server);
+- from the key press or click to the end of the script run it starts, the page drawn:
+  a step of the utilisation slider (re-ranks cached predictions), pricing on demand <-> spot
+  and one region picked and dropped (new prices, same predictions), a change of the output
+  length (a new workload: every candidate's capacity is searched), of the p99 TPOT SLO (a new
+  search), of the peak load (rate mode: the same capacities, more replicas; concurrency mode: a
+  new ceiling), and of an engine setting (``gpu_memory_utilization``: new layouts).
 
-Prints the median and the spread of each, of all changes together, and the time from the
-server's start to the first top recommendation.
+Scenarios (the sidebar through the URL, as a link reproduces it):
+
+- ``plan``: the Plan page's default (Llama-3.1-70B, 2,048 in / 512 out, 16 requests in flight
+  on average and 32 at peak, p99 TTFT 3 s and TPOT 100 ms, bf16 and fp8);
+- ``brief``: the brief's scenario in rate mode (the same, at 2 req/s);
+- ``trace``: a Mooncake-format trace (2,000 requests, lognormal lengths, the one
+  ``benchmarks/recommend_bench.py`` writes) uploaded on the page, at 1 req/s average and 2 at
+  peak (its lengths come from the trace: no output-length change).
+
+Prints the median and the spread of each change, of all changes of a scenario together, and
+the machine's load average before and after (the machine is shared: medians of repeats).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -30,41 +45,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from playwright.sync_api import Page  # noqa: E402
+from playwright.sync_api import Locator, Page  # noqa: E402
 
 from tests.browser.harness import (  # noqa: E402
     RENDERED_JS,
     chromium,
-    open_page,
     run_dashboard,
-    top_cost,
     wait_idle,
 )
 
-#: The page shows a new headline figure and no script run is in flight.
-CHANGED_JS = """(old) => {
+#: The page shows the top recommendation's headline figure and no script run is in flight.
+SHOWN_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.dataset.testScriptState !== 'notRunning') return false;
   const metric = Array.from(document.querySelectorAll(
     '.st-key-top_recommendation [data-testid="stMetric"]'))
     .find(m => m.innerText.includes('$ per M output tokens'));
   const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
-  return !!value && value.innerText.trim() !== old;
+  return !!value && value.innerText.trim().startsWith('$');
 }"""
-
-
-def timed_change(page: Page, action: Callable[[], None], timeout_ms: float = 300_000) -> float:
-    """Seconds from ``action`` to the re-rendered page with a different top figure."""
-    old = top_cost(page)
-    start = time.perf_counter()
-    action()
-    page.wait_for_function(CHANGED_JS, arg=old, timeout=timeout_ms, polling="raf")
-    page.wait_for_function(RENDERED_JS, timeout=timeout_ms, polling="raf")
-    elapsed = time.perf_counter() - start
-    wait_idle(page)  # let the page settle before the next change
-    return elapsed
-
-
 RUNNING_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.dataset.testScriptState === 'running';
@@ -74,24 +73,29 @@ IDLE_JS = """() => {
   return !!app && app.dataset.testScriptState === 'notRunning';
 }"""
 
+SCENARIOS: dict[str, str] = {
+    "plan": "",
+    "brief": "?load=rate&avg_rate=2&peak_rate=2",
+    "trace": "?load=rate&avg_rate=1&peak_rate=2&source=trace&trace_format=mooncake",
+}
+
 
 def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: float = 300_000) -> float:
-    """Seconds from ``action`` to the end of the script run it starts (for a change that need
-    not move the top figure, such as a looser SLO)."""
+    """Seconds from ``action`` to the end of the script run it starts, the page drawn."""
     start = time.perf_counter()
     action()
     page.wait_for_function(RUNNING_JS, timeout=10_000, polling="raf")
     page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling="raf")
     page.wait_for_function(RENDERED_JS, timeout=timeout_ms, polling="raf")
     elapsed = time.perf_counter() - start
-    wait_idle(page)
+    wait_idle(page)  # let the page settle before the next change
     return elapsed
 
 
 def summary(name: str, samples: list[float]) -> str:
     median = statistics.median(samples)
     return (
-        f"{name:<44} median {median:6.2f} s   min {min(samples):6.2f} s   "
+        f"  {name:<46} median {median:6.2f} s   min {min(samples):6.2f} s   "
         f"max {max(samples):6.2f} s   (n={len(samples)})"
     )
 
@@ -109,49 +113,72 @@ def seed_fit_cache(user_dir: Path) -> None:
     fit_cache.save(user_dir / "cache", key, model.fit_state())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7, help="changes timed per input")
-    parser.add_argument(
-        "--no-fit-cache", action="store_true", help="start without a cached fit (it fits first)"
-    )
-    parser.add_argument(
-        "--runs", type=int, default=0, help="run directories in the fresh runs folder"
-    )
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="servewise-bench-") as user_dir:
-        if not args.no_fit_cache:
-            seed_fit_cache(Path(user_dir))
-        if args.runs:
-            from benchmarks.ingest_bench import write_runs
+def write_trace(path: Path) -> Path:
+    from benchmarks.recommend_bench import write_trace as write
 
-            write_runs(Path(user_dir) / "runs", args.runs, 100, 256)
-        with run_dashboard(Path(user_dir)) as dashboard, chromium() as context:
-            page = context.new_page()
-            start = time.perf_counter()
-            open_page(page, dashboard.url, timeout_ms=600_000)
-            cold = time.perf_counter() - start
-            samples = time_changes(page, args.repeats)
-    what = "cached fit" if not args.no_fit_cache else "no cached fit"
-    runs = f", {args.runs} runs to ingest" if args.runs else ""
-    print(f"Plan page, default scenario ({what}{runs}), headless Chromium")
-    print(f"{'fresh server to the top recommendation':<44} {cold:6.2f} s")
-    for name, values in samples.items():
-        print(summary(name, values))
-    every = [v for values in samples.values() for v in values]
-    print(summary("every sidebar change", every))
-    return 0
+    return write(path)
 
 
-def time_changes(page: Page, repeats: int) -> dict[str, list[float]]:
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min, 2 cores)"
+
+
+def measure(
+    name: str, user_dir: Path, trace: Path | None, repeats: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Start a server, open the scenario's Plan page (the cold-start timings), then time the
+    sidebar changes on it."""
+    timings: dict[str, float] = {}
+    spawned = time.perf_counter()
+    with run_dashboard(user_dir, timeout_s=120) as dashboard, chromium() as context:
+        timings["server start to /_stcore/health"] = time.perf_counter() - spawned
+        page = context.new_page()
+        opened = time.perf_counter()
+        page.goto(f"{dashboard.url}/{SCENARIOS[name]}", wait_until="domcontentloaded")
+        if trace is not None:
+            sidebar = page.locator('[data-testid="stSidebar"]')
+            uploader = sidebar.get_by_role("region", name="Trace file").get_by_test_id(
+                "stFileUploaderDropzoneInput"
+            )
+            uploader.set_input_files(str(trace))
+            page.wait_for_function(
+                "() => document.querySelector('[data-testid=\"stSidebar\"]')"
+                ".innerText.includes('trace.jsonl')",
+                timeout=120_000,
+            )
+        page.wait_for_function(SHOWN_JS, timeout=600_000, polling="raf")
+        page.wait_for_function(RENDERED_JS, timeout=600_000, polling="raf")
+        now = time.perf_counter()
+        timings["page load to the top recommendation"] = now - opened
+        timings["fresh server to the top recommendation"] = now - spawned
+        wait_idle(page)
+        return timings, time_changes(page, name, repeats)
+
+
+def time_changes(page: Page, name: str, repeats: int) -> dict[str, list[float]]:
     sidebar = page.locator('[data-testid="stSidebar"]')
+    samples: dict[str, list[float]] = {}
+
+    def number(label: str, nth: int = 0) -> Locator:
+        field = sidebar.locator('[data-testid="stNumberInput"]').filter(has_text=label).nth(nth)
+        return field.locator("input")
+
+    def set_number(label: str, value: float, nth: int = 0) -> Callable[[], None]:
+        def act() -> None:
+            box = number(label, nth)
+            box.fill(f"{value:g}")
+            box.press("Enter")
+
+        return act
+
     sidebar.get_by_text("Set the observed utilisation").click()
     wait_idle(page)
     slider = sidebar.get_by_role("slider", name="Observed utilisation (%)")
-    samples: dict[str, list[float]] = {}
+    keys = ["ArrowLeft" if i % 2 == 0 else "ArrowRight" for i in range(repeats)]
     samples["utilisation slider step (re-rank)"] = [
-        timed_change(page, lambda key=key: slider.press(key))  # type: ignore[misc]
-        for key in ["ArrowLeft" if i % 2 == 0 else "ArrowRight" for i in range(repeats)]
+        timed_rerun(page, lambda key=key: slider.press(key))  # type: ignore[misc]
+        for key in keys
     ]
 
     def pick_pricing(mode: str) -> Callable[[], None]:
@@ -162,29 +189,80 @@ def time_changes(page: Page, repeats: int) -> dict[str, list[float]]:
         return act
 
     samples["pricing on demand <-> spot (re-price)"] = [
-        timed_change(page, pick_pricing("spot" if i % 2 == 0 else "on_demand"))
+        timed_rerun(page, pick_pricing("spot" if i % 2 == 0 else "on_demand"))
         for i in range(min(repeats, 4))
     ]
+    regions = sidebar.locator('[data-testid="stMultiSelect"]').filter(has_text="Regions")
 
-    def set_number(label: str, nth: int, value: int) -> Callable[[], None]:
-        def act() -> None:
-            field = sidebar.locator('[data-testid="stNumberInput"]').filter(has_text=label).nth(nth)
-            box = field.locator("input")
-            box.fill(str(value))
-            box.press("Enter")
+    def add_region() -> None:
+        regions.locator("input").fill("us-east-1")
+        page.keyboard.press("Enter")
+        page.keyboard.press("Escape")
 
-        return act
+    def drop_region() -> None:
+        regions.locator("input").click()
+        page.keyboard.press("Backspace")
+        page.keyboard.press("Escape")
 
-    # each a new workload: every candidate's capacity is searched again
-    outputs = [448, 384, 320, 480, 416][: max(1, min(repeats, 5))]
-    samples["output length change (new search)"] = [
-        timed_change(page, set_number("Mean (tokens)", 1, tokens)) for tokens in outputs
+    samples["a region picked / dropped (re-price)"] = [
+        timed_rerun(page, add_region if i % 2 == 0 else drop_region) for i in range(min(repeats, 4))
     ]
-    slos = [90, 80, 120, 70][: max(1, min(repeats, 4))]
+    if name != "trace":
+        outputs = [448, 384, 320, 480, 416][: max(1, min(repeats, 5))]
+        samples["output length change (new search)"] = [
+            timed_rerun(page, set_number("Mean (tokens)", tokens, nth=1)) for tokens in outputs
+        ]
+    slos = [90, 80, 120, 70, 110][: max(1, min(repeats, 5))]
     samples["p99 TPOT SLO change (new search)"] = [
-        timed_rerun(page, set_number("TPOT", 0, tpot)) for tpot in slos
+        timed_rerun(page, set_number("TPOT", tpot)) for tpot in slos
+    ]
+    peak = float(number("Peak (").input_value())
+    peaks = [peak * f for f in (1.5, 0.75, 1.25, 2.0, 1.0)][: max(1, min(repeats, 5))]
+    samples["peak load change"] = [
+        timed_rerun(page, set_number("Peak (", round(value, 1))) for value in peaks
+    ]
+    memory = sidebar.get_by_role("slider", name="gpu_memory_utilization")
+    samples["engine: gpu_memory_utilization step"] = [
+        timed_rerun(page, lambda key=key: memory.press(key))  # type: ignore[misc]
+        for key in keys[: min(repeats, 4)]
     ]
     return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    parser.add_argument("--repeats", type=int, default=5, help="changes timed per input")
+    parser.add_argument(
+        "--no-fit-cache", action="store_true", help="start without a cached fit (it fits first)"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=0, help="run directories in the fresh runs folder"
+    )
+    args = parser.parse_args()
+    print(load_average(), flush=True)
+    for name in args.scenario or list(SCENARIOS):
+        with tempfile.TemporaryDirectory(prefix="servewise-bench-") as tmp:
+            user_dir = Path(tmp)
+            if not args.no_fit_cache:
+                seed_fit_cache(user_dir)
+            if args.runs:
+                from benchmarks.ingest_bench import write_runs
+
+                write_runs(user_dir / "runs", args.runs, 100, 256)
+            trace = write_trace(user_dir / "trace.jsonl") if name == "trace" else None
+            timings, samples = measure(name, user_dir, trace, args.repeats)
+        what = "cached fit" if not args.no_fit_cache else "no cached fit"
+        runs = f", {args.runs} runs to ingest" if args.runs else ""
+        print(f"\n== {name}: Plan page, every provider ({what}{runs}), headless Chromium")
+        for label, value in timings.items():
+            print(f"  {label:<46} {value:6.2f} s")
+        for label, values in samples.items():
+            print(summary(label, values))
+        every = [v for values in samples.values() for v in values]
+        print(summary("every sidebar change", every))
+        print(f"  {load_average()}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

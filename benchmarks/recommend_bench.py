@@ -1,6 +1,12 @@
 """Recommendation speed and the steady state's agreement with the simulator, three scenarios.
 
     .venv/bin/python benchmarks/recommend_bench.py [--scenario plan|brief|trace] [--no-before]
+        [--cli-repeats 5]
+
+First the brief's command, ``python -m planner recommend`` for Llama-3.1-70B, 2,048/512,
+2 req/s, AWS, p99 TTFT 3 s, TPOT 100 ms: fresh processes with the fit cache on disk (median
+of ``--cli-repeats``), one without it, and in one process the first search, the same search
+again (warm) and the simulation-only search.
 
 Scenarios, each over every provider of the embedded catalog:
 
@@ -15,8 +21,9 @@ For each it prints, with wall and CPU seconds (the machine is shared: CPU time i
 search itself costs):
 
 1. cold process start to first ranking: a new Python process that imports the planner, loads
-   the catalog and the fitted model from the disk cache and ranks; side by side, today's
-   figure before this change: the fit cache off and every bisection step simulated;
+   the catalog and the fitted model from the disk cache and ranks; the same with no fit
+   cache; side by side, the figure before the fit cache and the steady state: the fit cache
+   off and every bisection step simulated;
 2. in one process: the first ranking, then re-ranks after a workload change (512 -> 448
    output tokens), an SLO change (TPOT 100 -> 80 ms) and a price change (spot instead of on
    demand); the same with the simulation-only search for the ratios;
@@ -261,12 +268,6 @@ def _cell(rec: Any) -> str:
     return f"{rec.label} x{rec.instances_total} ${rec.usd_per_million_output_tokens:.2f}"
 
 
-def _cell(rec: Any) -> str:
-    if rec is None:
-        return ""
-    return f"{rec.label} x{rec.instances_total} ${rec.usd_per_million_output_tokens:.2f}"
-
-
 def print_rankings(steady: RecommendationResult, simulated: RecommendationResult) -> None:
     def key(r: Any) -> tuple[str, int, int, str]:
         return (r.instance, r.tp, r.pp, r.precision)
@@ -311,6 +312,9 @@ def run_scenario(
         new = cold_start(name, trace, steady=True, fit_cache=True, cache_dir=Path(cache))
         line("cold process start to first ranking", new["spawn_wall"], new["cpu"],
              f"best {new['best']}")  # fmt: skip
+        fits = cold_start(name, trace, steady=True, fit_cache=False, cache_dir=Path(cache))
+        line("  the same with no fit cache (it fits first)", fits["spawn_wall"], fits["cpu"],
+             f"best {fits['best']}")  # fmt: skip
         if before:
             old = cold_start(name, trace, steady=False, fit_cache=False, cache_dir=Path(cache))
             ratio = f"{old['spawn_wall'] / new['spawn_wall']:.1f}x wall"
@@ -359,14 +363,84 @@ def run_scenario(
         print_rankings(results[True], results[False])
 
 
+# ----- 0. the command line ----------------------------------------------------------------------
+CLI = [
+    "-m", "planner", "recommend", "--model", LLAMA_70B, "--input-len", "2048",
+    "--output-len", "512", "--rate", "2", "--provider", "aws", "--slo-ttft-p99-ms", "3000",
+    "--slo-tpot-p99-ms", "100", "--top", "3",
+]  # fmt: skip
+
+
+def cli_seconds(env: dict[str, str]) -> tuple[float, str]:
+    """Wall seconds of one ``python -m planner recommend`` process, and its best line."""
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, *CLI], env=env, capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    best = next((row.strip() for row in out.stdout.splitlines() if row.strip()[:3] == "1. "), "")
+    return time.perf_counter() - start, best
+
+
+def cli_figures(catalog: Catalog, perf: PerformanceModel, repeats: int, before: bool) -> None:
+    """The brief's command: Llama-3.1-70B, 2,048/512, 2 req/s, AWS, p99 TTFT 3 s, TPOT 100 ms."""
+    print(f"\n== python -m planner recommend {' '.join(CLI[3:])}")
+    with tempfile.TemporaryDirectory(prefix="servewise-bench-user-") as user:
+        key = fit_cache.cache_key(results_fingerprint(catalog, catalog.measured))
+        fit_cache.save(Path(user) / "cache", key, perf.fit_state())
+        env = dict(os.environ, SERVEWISE_USER_DATA_DIR=user)
+        env.pop("SERVEWISE_CACHE_DIR", None)
+        runs = [cli_seconds(env) for _ in range(repeats)]
+        cold = statistics.median(t for t, _ in runs)
+        print(
+            f"  fresh process, the fit cache on disk: median {cold:6.2f} s "
+            f"(min {min(t for t, _ in runs):.2f}, max {max(t for t, _ in runs):.2f}, "
+            f"n={repeats}); best: {runs[0][1]}"
+        )
+        off, _ = cli_seconds(dict(env, SERVEWISE_FIT_CACHE="0"))
+        print(f"  fresh process, no fit cache (it fits first):  {off:6.2f} s ({off / cold:.1f}x)")
+    request = RecommendRequest(
+        model=LLAMA_70B,
+        input_len=2048,
+        output_len=512,
+        demand=Demand(avg_rate_rps=2.0),
+        slo=SLO,
+        search=SearchSpace(providers=("aws",)),
+    )
+    first, wall, cpu = timed(
+        lambda: recommend(catalog, request, perf_predictor(catalog, request, perf))
+    )
+    line(
+        "in this process: the first search",
+        wall,
+        cpu,
+        f"best {first.best.label if first.best else None}",
+    )
+    _, wall, cpu = timed(
+        lambda: recommend(catalog, request, perf_predictor(catalog, request, perf))
+    )
+    line("in this process: the same search again (warm)", wall, cpu)
+    if before:
+        simulated = perf_predictor(catalog, request, perf, steady=False)
+        old, wall_old, cpu_old = timed(
+            lambda: recommend(catalog, request, simulated, cache=CapacityCache())
+        )
+        line("  simulation-only search (every bisection step simulated)", wall_old, cpu_old,
+             f"best {old.best.label if old.best else None}")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", action="append", choices=["plan", "brief", "trace"])
     parser.add_argument("--no-before", action="store_true", help="skip the simulation-only runs")
+    parser.add_argument("--cli-repeats", type=int, default=5, help="command-line runs (0: none)")
     args = parser.parse_args()
+    one, five, fifteen = os.getloadavg()
+    print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min, 2 cores)")
     catalog = load_catalog()
     perf, wall, cpu = timed(lambda: get_performance_model(catalog))
     line("performance model (fitted or read from the cache)", wall, cpu)
+    if args.cli_repeats:
+        cli_figures(catalog, perf, args.cli_repeats, before=not args.no_before)
     with tempfile.TemporaryDirectory(prefix="servewise-trace-") as tmp:
         trace = write_trace(Path(tmp) / "trace.jsonl")
         for name in args.scenario or ["plan", "brief", "trace"]:
