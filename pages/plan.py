@@ -98,6 +98,7 @@ with st.container(border=True, key="top_recommendation"):
             f"Confidence of the prediction: **{best.confidence}**. Engine: "
             f"{best.plan.engine.engine} ({best.engine_settings.label}). Price: "
             f"{best.price_source} (as of {best.price_as_of})."
+            + (f" Engine release: {best.release_note}." if best.release_note else "")
         )
         if best.far_from_data or best.uncertain_because:
             why = "; ".join(best.uncertain_because) or "other GPU, model size or lengths"

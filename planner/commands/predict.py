@@ -8,9 +8,10 @@ data-parallel ranks), enable_expert_parallel, entrypoint, ...; ``dataset`` share
 the lengths are means that vary per request, as when the same row is fitted) and any other
 columns, which pass through. OUT is IN plus the prediction columns; ``pred_uncertain_because``
 says in words what about a row the measured data do not cover (each reason widens its interval:
-"no measured MoE result on SGLang with H200"). A row that cannot be predicted gets a message in
-``pred_error`` and the others are still predicted. The model is fitted on every stored measured
-result (the public set and the user's runs).
+"no measured MoE result on SGLang with H200"), ``pred_release`` which engine release's
+measurements the prediction used ("fitted on measured vLLM 0.11 results"). A row that cannot be
+predicted gets a message in ``pred_error`` and the others are still predicted. The model is
+fitted on every stored measured result (the public set and the user's runs).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ PREDICTION_COLUMNS = (
     "pred_output_tok_per_s_high",
     "pred_far_from_data",
     "pred_uncertain_because",
+    "pred_release",
     "pred_error",
 )
 
@@ -89,6 +91,7 @@ def prediction_cells(result: Prediction | PlannerError) -> dict[str, str]:
         "pred_output_tok_per_s_high": _fmt(result.output_tok_per_s_high),
         "pred_far_from_data": "true" if result.far_from_data else "false",
         "pred_uncertain_because": "; ".join(result.uncertain_because),
+        "pred_release": result.release_note or "",
         "pred_error": "",
     }
 

@@ -87,8 +87,8 @@ def _release_note(spec: DeploySpec) -> list[str]:
     return [
         "",
         f"The plan names no {engine.display_name} release: the files pin "
-        f"{engine.pinned_release} (see planner/deploy/engines.py for why); the engine settings "
-        "are the plan's, stated in full in the command.",
+        f"{engine.pinned_release} ({engine.pin_reason}); the engine settings are the plan's, "
+        "stated in full in the command.",
     ]
 
 
@@ -186,7 +186,12 @@ def _readme(spec: DeploySpec, target: str, files: list[str]) -> str:
         )
         lines += [
             "",
-            f"On each of the {spec.instances} instances, in this folder: `sh docker-run.sh` "
+            (
+                "On the instance"
+                if spec.instances == 1
+                else f"On each of the {spec.instances} instances"
+            )
+            + ", in this folder: `sh docker-run.sh` "
             f"(or `sh launch.sh` where {engine.display_name} {engine_release(spec)} is "
             f"installed); put a load balancer in front of the instances' {ports}."
             + (

@@ -52,6 +52,8 @@ class EngineServing:
     family: str
     display_name: str
     pinned_release: str
+    #: why that release (shown in the bundle's README when the plan names none)
+    pin_reason: str
     health_path: str
     metrics_path: str
     #: the Prometheus gauge of requests waiting for a batch slot; None: the engine has none
@@ -104,6 +106,7 @@ ENGINES: dict[str, EngineServing] = {
         family="vllm",
         display_name="vLLM",
         pinned_release=VLLM_RELEASE,
+        pin_reason="the release of Servewise's optional vllm extra",
         health_path="/health",
         metrics_path="/metrics",
         queue_metric="vllm:num_requests_waiting",
@@ -115,6 +118,8 @@ ENGINES: dict[str, EngineServing] = {
         family="sglang",
         display_name="SGLang",
         pinned_release=SGLANG_RELEASE,
+        pin_reason="the last 0.5.x release with CUDA 12 images; the planner's SGLang defaults "
+        "are 0.5.x's",
         health_path="/health",
         metrics_path="/metrics",
         queue_metric="sglang:num_queue_reqs",
@@ -126,6 +131,7 @@ ENGINES: dict[str, EngineServing] = {
         family="trtllm",
         display_name="TensorRT-LLM",
         pinned_release=TRTLLM_RELEASE,
+        pin_reason="the release the planner's TensorRT-LLM measurements were taken on",
         health_path="/health",
         metrics_path="/prometheus/metrics",
         queue_metric=None,

@@ -167,8 +167,9 @@ def _docker_words(spec: DeploySpec, name: str, gpus: str | None, port: int) -> l
     return words
 
 
-def _volumes(spec: DeploySpec) -> str:
-    # the model cache and the config files on the host: $HOME and $PWD left for the shell
+def _mounts(spec: DeploySpec) -> str:
+    # the model cache and the config files on the host ($HOME and $PWD left for the shell),
+    # and the working directory where the command finds its config files
     volumes = [f'-v "$HOME/.cache/huggingface:{CACHE_DIR}"']
     for file in config_files(spec):
         volumes.append(f'-v "$PWD/{file}:{CONFIG_DIR}/{file}:ro"')
@@ -185,7 +186,7 @@ def docker_run_command(spec: DeploySpec) -> str:
     and ``HEAD_IP`` set.
     """
     image = engine_image(spec)
-    volumes = _volumes(spec)
+    volumes = _mounts(spec)
     if spec.nodes > 1:
         script = shlex.quote(node_script(spec, "$NODE_RANK", "$HEAD_IP"))
         words = _docker_words(spec, spec.name, None, spec.port)

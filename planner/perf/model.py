@@ -429,6 +429,7 @@ class PerformanceModel:
             nearest_measured="no measured results in the fit" if near is None else near.label,
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
             uncertain_because=tuple(reasons),
+            release_note=release,
             notes=notes,
         )
 
@@ -529,6 +530,7 @@ class PerformanceModel:
             nearest_measured=near_text,
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
             uncertain_because=tuple(reasons),
+            release_note=release,
             notes=tuple(notes),
         )
 

@@ -403,4 +403,8 @@ class Prediction(BaseModel):
     #: what about the scenario the measured data do not cover, in words ("no measured MoE
     #: result on SGLang with H200"); each one widens the intervals
     uncertain_because: tuple[str, ...] = ()
+    #: how the engine release entered the prediction ("fitted on measured vLLM 0.11 results",
+    #: "no vLLM release given: its measured releases (0.10, 0.11) pooled"); None when the data
+    #: hold no release of the engine. An unmeasured release is an uncertainty reason instead.
+    release_note: str | None = None
     notes: tuple[str, ...] = ()

@@ -138,6 +138,7 @@ def cost_recommendation(
         confidence=prediction.confidence,
         far_from_data=prediction.far_from_data,
         uncertain_because=list(prediction.uncertain_because),
+        release_note=prediction.release_note,
         vllm_command=vllm_serve_command(_vllm_config(plan)),
         launch_command=_launch_line(plan),
         price_source=price.source,

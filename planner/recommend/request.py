@@ -155,6 +155,8 @@ class Recommendation(BaseModel):
     far_from_data: bool = True
     #: what about the plan the measured data do not cover, in words (why it is uncertain)
     uncertain_because: list[str] = Field(default_factory=list)
+    #: which engine release's measurements the prediction used (Prediction.release_note)
+    release_note: str | None = None
     vllm_command: str
     #: the command of the request's engine (``vllm serve``, ``python -m sglang.launch_server``
     #: or ``trtllm-serve``); for vLLM the same as ``vllm_command``

@@ -50,6 +50,9 @@ def test_a_lower_utilisation_raises_the_cost_per_token(app: Callable[..., AppTes
     )
     assert ratio.to_numpy() == pytest.approx(3.0, rel=1e-6)  # 60% -> 20% busy: 3x per token
     assert top_metrics(at)["Utilisation"] == "20%"
+    # which engine release's measurements the best plan's prediction used (issue 11, item 8)
+    best = next(c.value for c in at.caption if c.value.startswith("Confidence of the prediction"))
+    assert "Engine release:" in best and "vLLM" in best
 
 
 def test_the_url_sets_the_scenario(app: Callable[..., AppTest]) -> None:

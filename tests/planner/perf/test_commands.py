@@ -162,3 +162,29 @@ def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes()
     with pytest.raises(InvalidInputError) as bad:
         Scenario.from_row({**row, "dataset": "lmsys"})
     assert bad.value.field == "dataset" and "sharegpt" in bad.value.allowed
+
+
+def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: PerformanceModel) -> None:
+    """A measured release is fitted on and said so; an unmeasured one is a reason the
+    prediction is uncertain ("the release can move 2x")."""
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    rows = {
+        "measured": "tensorrt-llm,0.17",
+        "unmeasured": "tensorrt-llm,0.9.0",
+        "none": "tensorrt-llm,",
+    }
+    source.write_text(
+        "scenario_id,engine,engine_version,model,precision,gpu,input_len,output_len,load,"
+        "concurrency\n"
+        + "".join(
+            f"{name},{engine},meta-llama/Llama-3.1-8B-Instruct,fp8,H100-SXM,128,128,concurrency,8\n"
+            for name, engine in rows.items()
+        ),
+        encoding="utf-8",
+    )
+    assert main(["predict", "--scenarios", str(source), "--out", str(out), "--public-only"]) == 0
+    got = {r["scenario_id"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert got["measured"]["pred_release"] == "fitted on measured TensorRT-LLM 0.17 results"
+    assert got["unmeasured"]["pred_release"] == ""
+    assert "TensorRT-LLM 0.9" in got["unmeasured"]["pred_uncertain_because"]
+    assert "pooled" in got["none"]["pred_release"]
