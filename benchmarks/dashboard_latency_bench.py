@@ -5,7 +5,8 @@
 
 Each scenario starts ``streamlit run app.py`` on 127.0.0.1 with a fresh user data directory
 (holding the fitted model's cache, as any earlier run leaves it; ``--no-fit-cache``: without;
-``--runs N``: with N run directories to ingest), opens the Plan page in Debian's headless
+``--runs N``: with N run directories to ingest, and then only the first page and the time
+until it settles are timed), opens the Plan page in Debian's headless
 Chromium (Playwright) over every provider, and times:
 
 - **fresh server to the top recommendation**: from spawning the server to the page showing
@@ -27,8 +28,10 @@ Scenarios (the sidebar through the URL, as a link reproduces it):
   ``benchmarks/recommend_bench.py`` writes) uploaded on the page, at 1 req/s average and 2 at
   peak (its lengths come from the trace: no output-length change).
 
-Prints the median and the spread of each change, of all changes of a scenario together, and
-the machine's load average before and after (the machine is shared: medians of repeats).
+Prints the median and the spread of each change, of all changes of a scenario together, the
+server's CPU seconds for each (read from ``/proc``: what the change costs the server, which is
+its time on an idle machine less the browser's drawing), and the machine's load average before
+and after (the machine is shared: medians of repeats).
 """
 
 from __future__ import annotations
@@ -80,23 +83,35 @@ SCENARIOS: dict[str, str] = {
 }
 
 
-def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: float = 300_000) -> float:
-    """Seconds from ``action`` to the end of the script run it starts, the page drawn."""
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) the server process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_rerun(
+    page: Page, pid: int, action: Callable[[], None], timeout_ms: float = 300_000
+) -> tuple[float, float]:
+    """Seconds from ``action`` to the end of the script run it starts, the page drawn; and the
+    server's CPU seconds over it (what the change costs the server: on a loaded machine the
+    wall time is mostly waiting for a core)."""
+    cpu = server_cpu_s(pid)
     start = time.perf_counter()
     action()
     page.wait_for_function(RUNNING_JS, timeout=10_000, polling="raf")
     page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling="raf")
     page.wait_for_function(RENDERED_JS, timeout=timeout_ms, polling="raf")
     elapsed = time.perf_counter() - start
+    cpu = server_cpu_s(pid) - cpu
     wait_idle(page)  # let the page settle before the next change
-    return elapsed
+    return elapsed, cpu
 
 
-def summary(name: str, samples: list[float]) -> str:
+def summary(name: str, samples: list[float], cpu: list[float]) -> str:
     median = statistics.median(samples)
     return (
-        f"  {name:<46} median {median:6.2f} s   min {min(samples):6.2f} s   "
-        f"max {max(samples):6.2f} s   (n={len(samples)})"
+        f"  {name:<42} median {median:5.2f} s  min {min(samples):5.2f}  max {max(samples):5.2f}"
+        f"  (n={len(samples)});  server CPU median {statistics.median(cpu):5.2f} s"
     )
 
 
@@ -125,8 +140,8 @@ def load_average() -> str:
 
 
 def measure(
-    name: str, user_dir: Path, trace: Path | None, repeats: int
-) -> tuple[dict[str, float], dict[str, list[float]]]:
+    name: str, user_dir: Path, trace: Path | None, repeats: int, *, runs: int = 0
+) -> tuple[dict[str, float], Samples]:
     """Start a server, open the scenario's Plan page (the cold-start timings), then time the
     sidebar changes on it."""
     timings: dict[str, float] = {}
@@ -152,13 +167,28 @@ def measure(
         now = time.perf_counter()
         timings["page load to the top recommendation"] = now - opened
         timings["fresh server to the top recommendation"] = now - spawned
+        timings["  the server's CPU seconds until then"] = server_cpu_s(dashboard.process.pid)
+        if runs:
+            # the page reruns while the runs are ingested and the model refits on them in its
+            # own process: how long until it settles; no changes are timed meanwhile
+            wait_idle(page, timeout_ms=900_000, stable_ms=3_000)
+            timings["until the page settles (runs in, refit done)"] = time.perf_counter() - spawned
+            return timings, {}
         wait_idle(page)
-        return timings, time_changes(page, name, repeats)
+        return timings, time_changes(page, dashboard.process.pid, name, repeats)
 
 
-def time_changes(page: Page, name: str, repeats: int) -> dict[str, list[float]]:
+Samples = dict[str, tuple[list[float], list[float]]]
+
+
+def time_changes(page: Page, pid: int, name: str, repeats: int) -> Samples:
+    """(wall seconds, server CPU seconds) of each change, by change."""
     sidebar = page.locator('[data-testid="stSidebar"]')
-    samples: dict[str, list[float]] = {}
+    samples: Samples = {}
+
+    def record(label: str, actions: list[Callable[[], None]]) -> None:
+        timed = [timed_rerun(page, pid, action) for action in actions]
+        samples[label] = ([wall for wall, _ in timed], [cpu for _, cpu in timed])
 
     def number(label: str, nth: int = 0) -> Locator:
         field = sidebar.locator('[data-testid="stNumberInput"]').filter(has_text=label).nth(nth)
@@ -176,10 +206,10 @@ def time_changes(page: Page, name: str, repeats: int) -> dict[str, list[float]]:
     wait_idle(page)
     slider = sidebar.get_by_role("slider", name="Observed utilisation (%)")
     keys = ["ArrowLeft" if i % 2 == 0 else "ArrowRight" for i in range(repeats)]
-    samples["utilisation slider step (re-rank)"] = [
-        timed_rerun(page, lambda key=key: slider.press(key))  # type: ignore[misc]
-        for key in keys
-    ]
+    record(
+        "utilisation slider step (re-rank)",
+        [lambda key=key: slider.press(key) for key in keys],  # type: ignore[misc]
+    )
 
     def pick_pricing(mode: str) -> Callable[[], None]:
         def act() -> None:
@@ -188,10 +218,10 @@ def time_changes(page: Page, name: str, repeats: int) -> dict[str, list[float]]:
 
         return act
 
-    samples["pricing on demand <-> spot (re-price)"] = [
-        timed_rerun(page, pick_pricing("spot" if i % 2 == 0 else "on_demand"))
-        for i in range(min(repeats, 4))
-    ]
+    record(
+        "pricing on demand <-> spot (re-price)",
+        [pick_pricing("spot" if i % 2 == 0 else "on_demand") for i in range(min(repeats, 4))],
+    )
     regions = sidebar.locator('[data-testid="stMultiSelect"]').filter(has_text="Regions")
 
     def add_region() -> None:
@@ -204,28 +234,26 @@ def time_changes(page: Page, name: str, repeats: int) -> dict[str, list[float]]:
         page.keyboard.press("Backspace")
         page.keyboard.press("Escape")
 
-    samples["a region picked / dropped (re-price)"] = [
-        timed_rerun(page, add_region if i % 2 == 0 else drop_region) for i in range(min(repeats, 4))
-    ]
+    record(
+        "a region picked / dropped (re-price)",
+        [add_region if i % 2 == 0 else drop_region for i in range(min(repeats, 4))],
+    )
     if name != "trace":
         outputs = [448, 384, 320, 480, 416][: max(1, min(repeats, 5))]
-        samples["output length change (new search)"] = [
-            timed_rerun(page, set_number("Mean (tokens)", tokens, nth=1)) for tokens in outputs
-        ]
+        record(
+            "output length change (new search)",
+            [set_number("Mean (tokens)", tokens, nth=1) for tokens in outputs],
+        )
     slos = [90, 80, 120, 70, 110][: max(1, min(repeats, 5))]
-    samples["p99 TPOT SLO change (new search)"] = [
-        timed_rerun(page, set_number("TPOT", tpot)) for tpot in slos
-    ]
+    record("p99 TPOT SLO change (new search)", [set_number("TPOT", tpot) for tpot in slos])
     peak = float(number("Peak (").input_value())
     peaks = [peak * f for f in (1.5, 0.75, 1.25, 2.0, 1.0)][: max(1, min(repeats, 5))]
-    samples["peak load change"] = [
-        timed_rerun(page, set_number("Peak (", round(value, 1))) for value in peaks
-    ]
+    record("peak load change", [set_number("Peak (", round(value, 1)) for value in peaks])
     memory = sidebar.get_by_role("slider", name="gpu_memory_utilization")
-    samples["engine: gpu_memory_utilization step"] = [
-        timed_rerun(page, lambda key=key: memory.press(key))  # type: ignore[misc]
-        for key in keys[: min(repeats, 4)]
-    ]
+    record(
+        "engine: gpu_memory_utilization step",
+        [lambda key=key: memory.press(key) for key in keys[: min(repeats, 4)]],  # type: ignore[misc]
+    )
     return samples
 
 
@@ -251,16 +279,18 @@ def main() -> int:
 
                 write_runs(user_dir / "runs", args.runs, 100, 256)
             trace = write_trace(user_dir / "trace.jsonl") if name == "trace" else None
-            timings, samples = measure(name, user_dir, trace, args.repeats)
+            timings, samples = measure(name, user_dir, trace, args.repeats, runs=args.runs)
         what = "cached fit" if not args.no_fit_cache else "no cached fit"
         runs = f", {args.runs} runs to ingest" if args.runs else ""
         print(f"\n== {name}: Plan page, every provider ({what}{runs}), headless Chromium")
         for label, value in timings.items():
             print(f"  {label:<46} {value:6.2f} s")
-        for label, values in samples.items():
-            print(summary(label, values))
-        every = [v for values in samples.values() for v in values]
-        print(summary("every sidebar change", every))
+        for label, (walls, cpus) in samples.items():
+            print(summary(label, walls, cpus))
+        every = [v for walls, _ in samples.values() for v in walls]
+        every_cpu = [v for _, cpus in samples.values() for v in cpus]
+        if every:
+            print(summary("every sidebar change", every, every_cpu))
         print(f"  {load_average()}", flush=True)
     return 0
 
