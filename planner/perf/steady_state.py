@@ -538,12 +538,18 @@ class SteadyStateModel:
         base = max(st.decode_s - slope * (st.decode / 2.0 - 1.0), st.decode_s * 0.5)
         # one distribution per typical answer length (the request mix in bins), all at once
         b = per_prompt / ns + slope / 2.0
-        counts, pmf, support = _generalised_poisson_rows(rate * ns * base, rate * ns * b)
-        means = base + b * (pmf * counts).sum(axis=1)
-        v = (base + b[:, None] * counts)[support]
-        p = (pmf / ns.size)[support]
-        order = np.argsort(v)
-        v, cum = v[order], np.cumsum(p[order])
+        if ns.size == 1:
+            # one answer length (fixed lengths): one row, its values already in order
+            counts, row = _generalised_poisson(rate * ns[0] * base, rate * ns[0] * b[0])
+            means = np.array([base + b[0] * (row * counts).sum()])
+            v, cum = base + b[0] * counts, np.cumsum(row)
+        else:
+            counts, pmf, support = _generalised_poisson_rows(rate * ns * base, rate * ns * b)
+            means = base + b * (pmf * counts).sum(axis=1)
+            v = (base + b[:, None] * counts)[support]
+            p = (pmf / ns.size)[support]
+            order = np.argsort(v)
+            v, cum = v[order], np.cumsum(p[order])
         return (
             float(np.mean(means)),
             float(np.interp(quantile, cum, v)),
@@ -790,6 +796,32 @@ def _linear_quantile(ordered: np.ndarray, q: float) -> float:
     return a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
 
 
+def _generalised_poisson(theta: float, m: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_generalised_poisson_rows` of one (``theta``, ``m``) pair: the counts and their
+    probabilities over the row's support (the same numbers, without the rows' masking)."""
+    m = min(max(m, 0.0), 0.98)
+    if not theta > 0:
+        return np.zeros(1), np.ones(1)
+    size = int(theta / (1.0 - m) + 12.0 * math.sqrt(theta / (1.0 - m) ** 3) + 10)
+    k = np.arange(0, size)
+    log_pmf = math.log(theta) + (k - 1) * np.log(theta + k * m) - theta - k * m
+    log_pmf -= _log_factorials(size)
+    pmf = np.exp(log_pmf - log_pmf.max())
+    return k.astype(float), pmf / pmf.sum()
+
+
+_LOG_FACTORIALS = np.zeros(1)
+
+
+def _log_factorials(size: int) -> np.ndarray:
+    """``log(k!)`` for ``k < size`` (a cumulative sum: each prefix is the same numbers)."""
+    global _LOG_FACTORIALS
+    if _LOG_FACTORIALS.size < size:
+        grown = max(size, 2 * _LOG_FACTORIALS.size)
+        _LOG_FACTORIALS = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, grown)))])
+    return _LOG_FACTORIALS[:size]
+
+
 def _generalised_poisson_rows(
     theta: np.ndarray, m: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -806,7 +838,7 @@ def _generalised_poisson_rows(
     sizes = np.where(positive, (mean + 12.0 * sd + 10).astype(int), 1)
     k = np.arange(0, int(sizes.max()))
     support = k[None, :] < sizes[:, None]
-    log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, k.size)))])
+    log_factorial = _log_factorials(k.size)
     t, mm = safe[:, None], m[:, None]
     log_pmf = np.log(t) + (k - 1) * np.log(t + k * mm) - t - k * mm - log_factorial
     log_pmf = np.where(support, log_pmf, -np.inf)
