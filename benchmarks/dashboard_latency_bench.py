@@ -67,6 +67,10 @@ SHOWN_JS = """() => {
   const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
   return !!value && value.innerText.trim().startsWith('$');
 }"""
+#: The top recommendation's headline figure is on the page (a script run may still go on).
+DRAWN_JS = SHOWN_JS.replace(
+    "if (!app || app.dataset.testScriptState !== 'notRunning') return false;", ""
+)
 RUNNING_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.dataset.testScriptState === 'running';
@@ -162,11 +166,13 @@ def measure(
                 ".innerText.includes('trace.jsonl')",
                 timeout=120_000,
             )
+        page.wait_for_function(DRAWN_JS, timeout=600_000, polling="raf")
+        timings["fresh server to the top recommendation drawn"] = time.perf_counter() - spawned
         page.wait_for_function(SHOWN_JS, timeout=600_000, polling="raf")
         page.wait_for_function(RENDERED_JS, timeout=600_000, polling="raf")
         now = time.perf_counter()
         timings["page load to the top recommendation"] = now - opened
-        timings["fresh server to the top recommendation"] = now - spawned
+        timings["fresh server to the top recommendation, run over"] = now - spawned
         timings["  the server's CPU seconds until then"] = server_cpu_s(dashboard.process.pid)
         if runs:
             # the page reruns while the runs are ingested and the model refits on them in its

@@ -231,15 +231,19 @@ def performance_model(
 _last_fit: dict[str, list[MeasuredResult]] = {}
 
 
-def refitting(ref: CatalogRef, store: Store, user: list[MeasuredResult]) -> bool:
+def refitting(
+    ref: CatalogRef, store: Store, user: list[MeasuredResult], *, wait: bool = True
+) -> bool:
     """Whether the fit on ``user``'s runs is still to come: a page must not wait the ~10-30 s
     a refit on new runs takes. While run files are being ingested the refit waits for all of
-    them; then it runs in the background (started here)."""
+    them; then it runs in the background (started here). ``wait``: give it the
+    ``ingest_wait_s`` setting to land first (the page's model does; a notice asked after it
+    in the same run does not wait again)."""
     progress = ingestion_progress(store)
     if progress is not None and progress.running:
         return not fit_is_cached(ref.catalog, user)
-    wait = settings().ingest_wait_s
-    return performance_model_nowait(ref.catalog, user, wait_s=wait) is None
+    wait_s = settings().ingest_wait_s if wait else 0.0
+    return performance_model_nowait(ref.catalog, user, wait_s=wait_s) is None
 
 
 def refit_pending(ref: CatalogRef, store: Store) -> int:
@@ -248,7 +252,7 @@ def refit_pending(ref: CatalogRef, store: Store) -> int:
     progress = ingestion_progress(store)
     if progress is not None and progress.running:
         return 0  # the ingestion's own notice says what is coming
-    if not user or not refitting(ref, store, user):
+    if not user or not refitting(ref, store, user, wait=False):
         return 0
     return max(len(user) - len(_last_fit.get(ref.key, [])), 1)
 

@@ -102,13 +102,21 @@ def get_store(ref: CatalogRef) -> Store:
     return store
 
 
+#: per store, the ingestion pass a page has already waited for
+_waited_for: dict[int, IngestProgress] = {}
+
+
 def runs_generation(store: Store) -> int:
     """Ingest new or changed benchmark runs in the background (a pass unless one is in flight:
     a pass over an unchanged folder only compares file sizes and times), waiting at most the
-    ``ingest_wait_s`` setting for them; returns a key that changes once new runs are in."""
+    ``ingest_wait_s`` setting for them, once a pass (a page asks several times a run, and
+    reruns while the pass goes on: none of those waits again); returns a key that changes once
+    new runs are in."""
     cfg = settings()
-    store.ingest_in_background(Path(cfg.runs_directory))
-    store.ingest_job.wait(timeout=cfg.ingest_wait_s)
+    progress = store.ingest_in_background(Path(cfg.runs_directory))
+    if _waited_for.get(id(store)) is not progress:
+        store.ingest_job.wait(timeout=cfg.ingest_wait_s)
+        _waited_for[id(store)] = progress
     return store.ingest_job.passes
 
 

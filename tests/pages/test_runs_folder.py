@@ -62,3 +62,37 @@ def test_a_page_does_not_wait_for_a_large_runs_folder_and_says_what_is_coming(
     assert not [i for i in at.info if "Ingesting run files" in i.value]
     assert len(store.runs()) == 40
     assert any("nothing is quarantined" in c.value for c in at.caption)
+
+
+def test_a_page_waits_for_an_ingestion_pass_once_not_at_every_call(
+    own_user_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page run asks for the runs several times (the model's fit, the notices) and reruns
+    while a pass goes on: only the first ask waits (``SERVEWISE_INGEST_WAIT_S``). The pass is
+    held in flight by holding the store's write lock, so nothing here depends on timing."""
+    from pages.common.resources import runs_generation
+    from planner.store import Store
+
+    write_run(own_user_dir / "runs", "20261130T100000Z-cccccc", ttft_s=0.1, gap_s=0.01, gpu="L4")
+    monkeypatch.setenv("SERVEWISE_INGEST_WAIT_S", "0.05")
+    get_settings.cache_clear()
+    store = Store(own_user_dir / "store.duckdb")
+    waits: list[float | None] = []
+    job = store.ingest_job
+    real_wait = job.wait
+
+    def counted(timeout: float | None = None) -> object:
+        waits.append(timeout)
+        return real_wait(timeout)
+
+    monkeypatch.setattr(job, "wait", counted)
+    with store.write_lock():  # the pass cannot write: it stays in flight
+        runs_generation(store)
+        runs_generation(store)
+        runs_generation(store)
+        assert job.current is not None and job.current.running
+    assert waits == [0.05]
+    job.wait(timeout=60)  # the pass ends once the lock is free
+    runs_generation(store)  # a new pass (nothing new to ingest): waited for afresh
+    assert len(waits) >= 2
+    store.close()
