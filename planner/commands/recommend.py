@@ -256,4 +256,26 @@ def run(args: argparse.Namespace) -> int:
         for row in rejected[:40]:
             layout = f"{row['instance']} TP{row['tp']} PP{row['pp']} {row['precision']}"
             print(f"  {layout}: {row['reason']}")
+        if not rejected:
+            print(f"  {no_layout_reason(catalog, request)}")
     return 0
+
+
+def no_layout_reason(catalog: Catalog, request: RecommendRequest) -> str:
+    """Why a search judged no layout at all (every shape was left out before judging)."""
+    search = request.search
+    names = search.instances or tuple(
+        name
+        for name, inst in catalog.instances.items()
+        if (not search.providers or inst.provider in search.providers)
+        and (not search.gpus or inst.gpu_id in search.gpus)
+    )
+    counts = sorted({catalog.instances[n].gpus for n in names if n in catalog.instances})
+    offered = ", ".join(str(c) for c in counts) or "none"
+    dp = request.engine.data_parallel_size
+    if dp > 1:
+        return (
+            f"no layout to judge: --attention-dp={dp} must divide the GPUs of an instance "
+            f"(the instances searched have {offered} GPUs each)"
+        )
+    return f"no layout to judge on the instances searched ({offered} GPUs each)"

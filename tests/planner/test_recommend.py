@@ -232,6 +232,29 @@ def test_cli_bad_input_is_one_line_naming_the_field() -> None:
     assert "Traceback" not in out.stderr
 
 
+def test_a_search_that_judges_no_layout_says_why(catalog: Catalog) -> None:
+    """DP-attention 3 divides no instance's GPUs: every shape is left out before it is judged,
+    and the rejection list must not be empty."""
+    from planner.commands.recommend import no_layout_reason
+
+    request = _request(gpus=("L40S",)).model_copy(
+        update={"engine": EngineConfig.of(engine="sglang", data_parallel_size=3)}
+    )
+    reason = no_layout_reason(catalog, request)
+    assert reason.startswith("no layout to judge: --attention-dp=3 must divide")
+    assert "have 1, 4, 8 GPUs each" in reason
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "planner", "recommend", "--model", LLAMA_70B,
+            "--input-len", "2048", "--output-len", "512", "--rate", "1", "--provider", "aws",
+            "--gpu", "L40S", "--engine", "sglang", "--attention-dp", "3",
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "--attention-dp=3 must divide the GPUs of an instance" in out.stdout
+
+
 def test_concurrency_demand_buys_replicas_that_hold_it_inside_the_slo(
     catalog: Catalog, perf: PerformanceModel
 ) -> None:
