@@ -30,6 +30,7 @@ from planner.recommend import (
     RecommendRequest,
     SearchSpace,
     Slo,
+    filtered_instances,
     perf_predictor,
     ranking_rows,
     recommend,
@@ -263,14 +264,8 @@ def run(args: argparse.Namespace) -> int:
 
 def no_layout_reason(catalog: Catalog, request: RecommendRequest) -> str:
     """Why a search judged no layout at all (every shape was left out before judging)."""
-    search = request.search
-    names = search.instances or tuple(
-        name
-        for name, inst in catalog.instances.items()
-        if (not search.providers or inst.provider in search.providers)
-        and (not search.gpus or inst.gpu_id in search.gpus)
-    )
-    counts = sorted({catalog.instances[n].gpus for n in names if n in catalog.instances})
+    searched = filtered_instances(catalog, request.search)
+    counts = sorted({catalog.instances[name].gpus for name in searched})
     offered = ", ".join(str(c) for c in counts) or "none"
     dp = request.engine.data_parallel_size
     if dp > 1:
