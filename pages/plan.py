@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from pages.charts.plan import latency_figure, pareto_figure, ranking_figure, tornado_figure
@@ -25,6 +26,7 @@ from pages.common.ui import planner_errors
 from pages.common.url_params import bound
 from planner.recommend import ranking_rows, rejected_rows
 from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
+from planner.workload import Workload
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -226,16 +228,23 @@ with st.expander("What your latest verification run changed"):
                 st.caption(f"Run {run_id}: predicted before → after the refit.")
                 st.dataframe(moves, hide_index=True, key="table_moves")
 
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def lengths_figure(workload_key: tuple[object, ...], _workload: Workload) -> go.Figure:
+    """The workload's length histograms: drawn once per workload (a price, SLO or load change
+    keeps it), shared as is (``st.plotly_chart`` copies a figure, never changes it)."""
+    rng = np.random.default_rng(0)
+    return length_histogram(
+        _workload.input_len.sample(5000, rng),
+        _workload.output_len.sample(5000, rng),
+        _workload.source or "the distributions in the sidebar",
+    )
+
+
 workload = scenario.workload()
 shaped = workload.input_len.kind != "fixed" or workload.output_len.kind != "fixed"
 with st.expander("Workload: request lengths", expanded=shaped):
-    rng = np.random.default_rng(0)
-    fig_lengths = length_histogram(
-        workload.input_len.sample(5000, rng),
-        workload.output_len.sample(5000, rng),
-        workload.source or "the distributions in the sidebar",
-    )
-    st.plotly_chart(fig_lengths, key="chart_lengths")
+    st.plotly_chart(lengths_figure(scenario.workload_key(), workload), key="chart_lengths")
 
 sources = sources_frame(result, ref.catalog) if result else pd.DataFrame()
 with export_slot:

@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -136,9 +136,20 @@ def _result_key(result: MeasuredResult) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
-def _executemany(cur: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
-    if rows:  # DuckDB refuses an empty parameter list
-        cur.executemany(sql, rows)
+def _insert_rows(
+    cur: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], rows: list[list[Any]]
+) -> None:
+    """Insert ``rows`` (values in ``columns``' order) in one statement over an Arrow table:
+    DuckDB's ``executemany`` runs a statement per row (a fresh store's catalog took 0.3 s)."""
+    if not rows:
+        return
+    frame = pa.table({c: pa.array([row[i] for row in rows]) for i, c in enumerate(columns)})
+    cur.register("new_rows", frame)
+    try:
+        names = ", ".join(columns)
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM new_rows")
+    finally:
+        cur.unregister("new_rows")
 
 
 def _clean(value: Any) -> Any:
@@ -252,22 +263,33 @@ class Store:
                 ):
                     cur.execute(f"DELETE FROM {table}")
                 cur.execute("DELETE FROM measured_results WHERE origin = 'public'")
-                _executemany(
+                _insert_rows(
                     cur,
-                    "INSERT INTO catalog_gpus VALUES (?, ?, 'embedded')",
-                    [[g.gpu_id, g.model_dump_json()] for g in catalog.gpus.values()],
+                    "catalog_gpus",
+                    ["gpu_id", "record", "origin"],
+                    [[g.gpu_id, g.model_dump_json(), "embedded"] for g in catalog.gpus.values()],
                 )
-                _executemany(
+                _insert_rows(
                     cur,
-                    "INSERT INTO catalog_instances VALUES (?, ?, ?, ?, 'embedded')",
+                    "catalog_instances",
+                    ["instance", "provider", "gpu_id", "record", "origin"],
                     [
-                        [i.instance, i.provider, i.gpu_id, i.model_dump_json()]
+                        [i.instance, i.provider, i.gpu_id, i.model_dump_json(), "embedded"]
                         for i in catalog.instances.values()
                     ],
                 )
-                _executemany(
+                _insert_rows(
                     cur,
-                    "INSERT INTO catalog_prices VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "catalog_prices",
+                    [
+                        "provider",
+                        "instance",
+                        "region",
+                        "pricing",
+                        "usd_per_hour",
+                        "source",
+                        "as_of",
+                    ],
                     [
                         [
                             p.provider,
@@ -281,9 +303,10 @@ class Store:
                         for p in catalog.prices
                     ],
                 )
-                _executemany(
+                _insert_rows(
                     cur,
-                    "INSERT INTO catalog_models VALUES (?, ?, ?, ?, ?, ?)",
+                    "catalog_models",
+                    ["hf_id", "name", "config", "source", "as_of", "origin"],
                     [
                         [c.hf_id, c.name, json.dumps(c.config), c.source, c.as_of, c.origin]
                         for c in catalog.models.values()

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import plotly.io as pio
+
+# Every chart is on the white template. Set once as the default, a new figure takes it at no
+# cost; ``update_layout(template="plotly_white")`` validates the whole template again for
+# each figure (~14 ms each, five figures a Plan page run). The figure's JSON is the same.
+pio.templates.default = "plotly_white"
 
 #: Predicted values are open markers / hatched bars, measured ones filled diamonds.
 PREDICTED = "predicted"
@@ -45,7 +51,6 @@ def finish(
             "t": 80 if legend and not legend_below else 60,
             "b": 130 if legend and legend_below else 60,
         },
-        template="plotly_white",
         showlegend=legend,
         legend={"orientation": "h", **place},
         hoverlabel={"namelength": -1},

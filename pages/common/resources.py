@@ -125,7 +125,9 @@ def ingestion_progress(store: Store) -> IngestProgress | None:
     return store.ingest_job.current
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+# A resource, not data: the list (of frozen results, never changed in place) is handed out
+# as is; cache_data would unpickle ~750 results again on every rerun of every page.
+@st.cache_resource(show_spinner=False, max_entries=16)
 def _measured(
     db_path: str, catalog_key: str, generation: int, _store: Store
 ) -> list[MeasuredResult]:

@@ -154,7 +154,10 @@ class Scenario:
         )
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+# A resource: the same frozen Workload object on every rerun, so what the planner memoises on
+# its length distributions (sorted values, quantiles) is reused, and no unpickling of the
+# trace's lengths on each rerun
+@st.cache_resource(show_spinner=False, max_entries=8)
 def cached_trace(path: str, fmt: str, digest: str, name: str | None = None) -> Workload:
     del digest  # part of the cache key: same path, new bytes
     return load_trace(Path(path), fmt, name=name)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ caller wrote itself, ``(catalog, user results, cache directory)``; it is read on
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 from pathlib import Path
@@ -22,6 +23,11 @@ def main(argv: list[str]) -> int:
             catalog, results, cache_dir = pickle.load(handle)  # written by our own caller
     finally:
         payload.unlink(missing_ok=True)
+    # A refit is background work: at a lower priority the dashboard that started it keeps
+    # the cores for its pages (a fresh store over a team's runs refits while the first page
+    # is drawn).
+    if hasattr(os, "nice"):
+        os.nice(10)
     from planner.perf.model import get_performance_model
 
     get_performance_model(catalog, results, cache_dir=Path(cache_dir))
