@@ -32,7 +32,9 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
+import sys
 import threading
 import time
 import types
@@ -1022,6 +1024,16 @@ def ingest_pending(
     return progress
 
 
+def _lower_thread_priority() -> None:
+    """Background work yields the cores to the pages: the calling thread (and DuckDB's work on
+    it, the store runs one DuckDB thread) at nice 10. Linux schedules threads one by one; where
+    a thread's priority cannot be set this way nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return  # elsewhere a thread id is no process id: setpriority could name another one
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
 class IngestJob:
     """One background ingestion at a time per store: :meth:`start` returns the progress of
     the pass in flight (or of a new one); the last finished pass stays readable."""
@@ -1062,6 +1074,7 @@ class IngestJob:
             return progress
 
     def _run(self, runs_dir: Path, pending: list[PendingRun], progress: IngestProgress) -> None:
+        _lower_thread_priority()
         try:
             ingest_pending(self.store, runs_dir, pending, progress)
         except Exception as exc:  # a background thread must not die silently

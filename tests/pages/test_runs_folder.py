@@ -96,3 +96,36 @@ def test_a_page_waits_for_an_ingestion_pass_once_not_at_every_call(
     runs_generation(store)  # a new pass (nothing new to ingest): waited for afresh
     assert len(waits) >= 2
     store.close()
+
+
+def test_a_page_does_not_wait_for_a_pass_that_cannot_end_within_the_wait(
+    own_user_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass larger than what the wait could ingest (here: at 1 byte a second, any) is not
+    waited for at all: the page draws at once and says what is coming. Held in flight by the
+    store's write lock, as above, so nothing depends on timing."""
+    from pages.common import resources
+    from planner.store import Store
+
+    write_run(own_user_dir / "runs", "20261130T100000Z-dddddd", ttft_s=0.1, gap_s=0.01, gpu="L4")
+    monkeypatch.setenv("SERVEWISE_INGEST_WAIT_S", "60")
+    monkeypatch.setattr(resources, "INGEST_WAIT_BYTES_PER_S", 1.0)
+    get_settings.cache_clear()
+    store = Store(own_user_dir / "store.duckdb")
+    waits: list[float | None] = []
+    job = store.ingest_job
+    real_wait = job.wait
+
+    def counted(timeout: float | None = None) -> object:
+        waits.append(timeout)
+        return real_wait(timeout)
+
+    monkeypatch.setattr(job, "wait", counted)
+    with store.write_lock():
+        resources.runs_generation(store)
+        assert job.current is not None and job.current.running
+        assert job.current.bytes_total > 60
+    assert waits == []
+    job.wait(timeout=60)
+    assert len(store.runs()) == 1
+    store.close()
