@@ -16,8 +16,10 @@ the pairing of prompt and answer lengths and the shared prefixes stay as recorde
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import weakref
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -87,6 +89,21 @@ class _Validated(BaseModel):
 def _check_positive(field: str, value: float | None) -> None:
     if value is not None and not value > 0:
         raise InvalidInputError(field, value, "a number > 0")
+
+
+#: what is derived from a (frozen) distribution, by the object's identity: a weak reference to
+#: it and its memo, dropped when the distribution is
+_MEMOS: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
+
+
+def _memo_of(owner: object) -> dict[str, Any]:
+    held = _MEMOS.get(id(owner))
+    if held is not None and held[0]() is owner:
+        return held[1]
+    memo: dict[str, Any] = {}
+    key = id(owner)
+    _MEMOS[key] = (weakref.ref(owner, lambda _ref: _MEMOS.pop(key, None)), memo)
+    return memo
 
 
 class LengthDistribution(_Validated):
@@ -221,12 +238,37 @@ class LengthDistribution(_Validated):
         return math.log(self.mean_tokens) - sigma2 / 2, math.sqrt(sigma2)
 
     def _empirical(self) -> tuple[np.ndarray, np.ndarray]:
-        assert self.values is not None
-        values = np.asarray(self.values, dtype=np.int64)
-        weights = np.ones(len(values)) if self.weights is None else np.asarray(self.weights)
-        order = np.argsort(values, kind="stable")
-        values, weights = values[order], weights[order].astype(float)
-        return self._clip(values), weights / weights.sum()
+        """The sorted, clipped values and their probabilities (memoised: a search asks a
+        trace's distributions for their quantiles per candidate)."""
+        memo = _memo_of(self)
+        held = memo.get("empirical")
+        if held is None:
+            assert self.values is not None
+            values = np.asarray(self.values, dtype=np.int64)
+            weights = np.ones(len(values)) if self.weights is None else np.asarray(self.weights)
+            order = np.argsort(values, kind="stable")
+            values, weights = values[order], weights[order].astype(float)
+            held = memo["empirical"] = (self._clip(values), weights / weights.sum())
+            held[0].setflags(write=False)
+            held[1].setflags(write=False)
+        return held
+
+    def _empirical_cdf(self) -> np.ndarray:
+        memo = _memo_of(self)
+        cdf = memo.get("cdf")
+        if cdf is None:
+            cdf = memo["cdf"] = np.cumsum(self._empirical()[1])
+            cdf.setflags(write=False)
+        return cdf
+
+    def key(self) -> str:
+        """A short digest of the distribution (memoised): what a cache key holds instead of a
+        trace's thousands of lengths."""
+        memo = _memo_of(self)
+        digest = memo.get("key")
+        if digest is None:
+            digest = memo["key"] = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        return str(digest)
 
     def _continuous_quantile(self, q: np.ndarray) -> np.ndarray:
         assert self.mean_tokens is not None and self.std is not None
@@ -281,8 +323,8 @@ class LengthDistribution(_Validated):
             index = min(count - 1, max(0, math.ceil(q * count) - 1))
             return int(self._clip(np.array([float(self.low + index)]))[0])
         if self.kind == "empirical":
-            values, probs = self._empirical()
-            cdf = np.cumsum(probs)
+            values = self._empirical()[0]
+            cdf = self._empirical_cdf()
             index = int(np.searchsorted(cdf, q - 1e-12, side="left"))
             return int(values[min(index, len(values) - 1)])
         # sample() rounds to the nearest integer: P(rint(X) <= x) >= q  <=>  x >= Q(q) - 0.5.

@@ -61,7 +61,18 @@ from planner.perf.uncertainty import (
     widen,
 )
 
+
 #: The load of a scenario (what a deployment does not depend on), at a neutral value.
+def _scenario_key(scenario: Scenario) -> str:
+    """The scenario as a cache key: its JSON, with each length distribution by its digest (a
+    trace's thousands of lengths would be dumped again for every candidate of a search)."""
+    if scenario.input_dist is None and scenario.output_dist is None:
+        return scenario.model_dump_json()
+    head = scenario.model_dump_json(exclude={"input_dist", "output_dist"})
+    dists = [d.key() if d is not None else "-" for d in (scenario.input_dist, scenario.output_dist)]
+    return f"{head}|{dists[0]}|{dists[1]}"
+
+
 _NO_LOAD: dict[str, Any] = {
     "load": "concurrency",
     "concurrency": 1.0,
@@ -250,7 +261,7 @@ class PerformanceModel:
         what was predicted before it.
         """
         unloaded = scenario.model_copy(update=_NO_LOAD)
-        key = unloaded.model_dump_json()
+        key = _scenario_key(unloaded)
         with self._dep_lock:
             dep = self._dep_cache.get(key)
         if dep is None:
@@ -320,7 +331,7 @@ class PerformanceModel:
         """The steady-state model of the scenario's deployment with its fitted coefficients
         (:mod:`planner.perf.steady_state`), cached on everything but the load."""
         dep = self.deployment(scenario)
-        key = dep.scenario.model_copy(update=_NO_LOAD).model_dump_json()
+        key = _scenario_key(dep.scenario.model_copy(update=_NO_LOAD))
         with self._dep_lock:
             held = self._steady.get(key)
         if held is None:

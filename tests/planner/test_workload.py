@@ -329,3 +329,33 @@ def test_mean_and_spread_mean_one_thing_for_every_shape() -> None:
         make("zipf", 100, 1)
     with pytest.raises(InvalidInputError, match="spread"):
         make("normal", 100, -1)
+
+
+def test_an_empirical_distribution_memoises_without_changing_what_it_says() -> None:
+    """What a trace's distribution derives (sorted values, CDF, digest) is memoised on the
+    object: the figures are those a fresh equal object gives, the memo cannot be written to,
+    and equality, copies and pickles are as without it."""
+    import pickle
+
+    values = [900, 12, 4000, 12, 77, 1500, 300]
+    weights = [1.0, 2.0, 0.5, 1.0, 3.0, 1.0, 1.5]
+    used = LengthDistribution.empirical(values, weights)
+    for q in (0.0, 0.1, 0.5, 0.9, 0.99, 1.0):
+        used.quantile(q)
+    used.mean()
+    fresh = LengthDistribution.empirical(values, weights)
+    assert [used.quantile(q) for q in (0.05, 0.5, 0.95, 1.0)] == [
+        fresh.quantile(q) for q in (0.05, 0.5, 0.95, 1.0)
+    ]
+    assert used.mean() == fresh.mean()
+    assert used.key() == fresh.key()
+    assert used.key() != LengthDistribution.empirical(values).key()
+    sorted_values, probabilities = used._empirical()
+    with pytest.raises(ValueError):
+        sorted_values[0] = 1
+    with pytest.raises(ValueError):
+        probabilities[0] = 0.0
+    assert used == fresh and hash(used) == hash(fresh)
+    assert pickle.loads(pickle.dumps(used)) == fresh
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    assert (used.sample(50, rng_a) == fresh.sample(50, rng_b)).all()
