@@ -7,7 +7,9 @@ Each scenario starts ``streamlit run app.py`` on 127.0.0.1 with a fresh user dat
 (holding the fitted model's cache, as any earlier run leaves it; ``--no-fit-cache``: without;
 ``--runs N``: with N run directories to ingest, and then only the first page and the time
 until it settles are timed), opens the Plan page in Debian's headless
-Chromium (Playwright) over every provider, and times:
+Chromium (Playwright) over every provider, and times (the browser is started before the
+server, as a user's is open already: its own start takes about a second of both cores here
+and is not the dashboard's):
 
 - **fresh server to the top recommendation**: from spawning the server to the page showing
   the best configuration with its charts drawn (and, apart, the server's own start to its

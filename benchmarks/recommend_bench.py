@@ -69,6 +69,7 @@ from planner.recommend import (  # noqa: E402
     RecommendRequest,
     SearchSpace,
     Slo,
+    capacity,
     perf_predictor,
     recommend,
 )
@@ -286,8 +287,15 @@ def print_rankings(steady: RecommendationResult, simulated: RecommendationResult
         mark = "" if a and b and key(a) == key(b) else "  <- differs"
         same += not mark
         print(f"  {i + 1:>2} {_cell(a):<46} {_cell(b):<46}{mark}")
-    print(f"  top 10: {same} of 10 positions hold the same configuration")
-    for k in list(steady_rank)[:10]:
+    top_steady, top_sim = list(steady_rank)[:10], list(sim_rank)[:10]
+    shared = len(set(top_steady) & set(top_sim))
+    print(
+        f"  top 10: {same} of 10 positions hold the same configuration; {shared} of 10 "
+        "configurations are in both top 10s"
+    )
+    position = {k: i + 1 for i, k in enumerate(steady_rank)}
+    sim_position = {k: i + 1 for i, k in enumerate(sim_rank)}
+    for k in top_steady:
         a, b = steady_rank[k], sim_rank.get(k)
         if b is None:
             print(f"    {a.label}: not ranked by the simulation-only search")
@@ -296,10 +304,29 @@ def print_rankings(steady: RecommendationResult, simulated: RecommendationResult
                 f"    {a.label}: {a.instances_total} instances vs {b.instances_total}: capacity "
                 f"{a.max_rps_per_replica:.3g} vs {b.max_rps_per_replica:.3g} req/s a replica"
             )
+    for k in top_sim:
+        if k in top_steady:
+            continue
+        b, a = sim_rank[k], steady_rank.get(k)
+        where = f"#{position[k]} in the steady-state search" if a else "not ranked there"
+        capacity_note = (
+            f", capacity {a.max_rps_per_replica:.3g} vs {b.max_rps_per_replica:.3g} a replica"
+            if a
+            else ""
+        )
+        print(
+            f"    {b.label}: #{sim_position[k]} in the simulation-only search, {where}"
+            f"{capacity_note}"
+        )
 
 
 def run_scenario(
-    name: str, trace: Path, catalog: Catalog, perf: PerformanceModel, before: bool
+    name: str,
+    trace: Path,
+    catalog: Catalog,
+    perf: PerformanceModel,
+    before: bool,
+    reference_requests: int = 0,
 ) -> None:
     request = scenario_request(name, trace)
     kind = "concurrency" if request.demand.concurrency is not None else "rate"
@@ -365,6 +392,21 @@ def run_scenario(
     if before:
         print("  -- rankings")
         print_rankings(results[True], results[False])
+    if reference_requests and kind == "rate":
+        # the simulation-only search again, each rate judged by a run long enough to reach
+        # its steady state (the search's own 160-request runs start from an empty engine)
+        held = capacity.RATE_SEARCH_REQUESTS
+        capacity.RATE_SEARCH_REQUESTS = reference_requests
+        try:
+            predictor = perf_predictor(catalog, request, perf, steady=False)
+            reference, wall, cpu = timed(
+                lambda: recommend(catalog, request, predictor, cache=CapacityCache())
+            )
+        finally:
+            capacity.RATE_SEARCH_REQUESTS = held
+        line(f"[simulation only, {reference_requests:,}-request runs] first ranking", wall, cpu)
+        print(f"  -- rankings: steady state / simulation only, {reference_requests:,}-request runs")
+        print_rankings(results[True], reference)
 
 
 # ----- 0. the command line ----------------------------------------------------------------------
@@ -447,6 +489,13 @@ def main() -> int:
     parser.add_argument("--scenario", action="append", choices=["plan", "brief", "trace"])
     parser.add_argument("--no-before", action="store_true", help="skip the simulation-only runs")
     parser.add_argument("--cli-repeats", type=int, default=5, help="command-line runs (0: none)")
+    parser.add_argument(
+        "--reference-requests",
+        type=int,
+        default=0,
+        help="rate scenarios: also rank by a simulation-only search whose runs have this many "
+        "requests (e.g. 1000, long enough for steady state; minutes)",
+    )
     args = parser.parse_args()
     one, five, fifteen = os.getloadavg()
     print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min, 2 cores)")
@@ -458,7 +507,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="servewise-trace-") as tmp:
         trace = write_trace(Path(tmp) / "trace.jsonl")
         for name in args.scenario or ["plan", "brief", "trace"]:
-            run_scenario(name, trace, catalog, perf, before=not args.no_before)
+            run_scenario(name, trace, catalog, perf, not args.no_before, args.reference_requests)
     return 0
 
 

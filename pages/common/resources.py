@@ -84,9 +84,10 @@ def get_catalog() -> CatalogRef:
 
 
 @st.cache_resource(show_spinner=False)
-def _open_store(db_path: str, runs_dir: str) -> Store:
-    # run files are ingested in the background (runs_generation), never before a page draws
-    return open_store(Path(db_path), runs_dir=Path(runs_dir), ingest="no")
+def _open_store(db_path: str, runs_dir: str, _catalog: Catalog) -> Store:
+    # run files are ingested in the background (runs_generation), never before a page draws;
+    # synced with the catalog at hand (not one loaded again), later ones by _synced
+    return open_store(Path(db_path), runs_dir=Path(runs_dir), ingest="no", catalog=_catalog)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -97,7 +98,7 @@ def _synced(db_path: str, catalog_key: str, _store: Store, _catalog: Catalog) ->
 def get_store(ref: CatalogRef) -> Store:
     """The store for the configured database file, in sync with ``ref``'s catalog."""
     cfg = settings()
-    store = _open_store(str(cfg.database_file), str(cfg.runs_directory))
+    store = _open_store(str(cfg.database_file), str(cfg.runs_directory), ref.catalog)
     _synced(str(cfg.database_file), ref.key, store, ref.catalog)
     return store
 
