@@ -12,13 +12,15 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from planner.report import ReportSection, render_report
+
+if TYPE_CHECKING:  # the figures come built: plotly is imported by the charts
+    import plotly.graph_objects as go
 
 
 @dataclass
