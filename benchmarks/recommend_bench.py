@@ -183,7 +183,11 @@ def agreement(
     request: RecommendRequest,
     perf: PerformanceModel,
     result: RecommendationResult,
+    reference_requests: int = 0,
 ) -> list[dict[str, float]]:
+    """Per shortlisted candidate: capacity from the steady state and from the simulation-only
+    search (and, with ``reference_requests`` in rate mode, from that search with runs of that
+    many requests), and the p99s at the steady-state capacity."""
     from planner.layouts import enumerate_layouts
     from planner.recommend.search import SHORTLIST
 
@@ -216,6 +220,21 @@ def agreement(
             saturated = saturated_capacity(simulated, layout, settings)
         est = steady.steady_capacity(layout, settings, request, kind)
         sim = replica_capacity(simulated, layout, settings, request, kind, saturated)  # type: ignore[arg-type]
+        cap_long = float("nan")
+        if reference_requests and kind == "rate":
+            held = capacity.RATE_SEARCH_REQUESTS
+            capacity.RATE_SEARCH_REQUESTS = reference_requests
+            try:
+                cap_long = replica_capacity(
+                    simulated,
+                    layout,
+                    settings,
+                    request,
+                    kind,  # type: ignore[arg-type]
+                    saturated,
+                ).max_load
+            finally:
+                capacity.RATE_SEARCH_REQUESTS = held
         load = est.max_load
         scenario = steady.scenario(layout, settings, kind, load)
         long = scenario.model_copy(update={"num_requests": max(1000, 4 * int(load))})
@@ -228,6 +247,7 @@ def agreement(
                 "label": f"{rec.label} {settings.label}",
                 "cap_steady": load,
                 "cap_sim": sim.max_load,
+                "cap_long": cap_long,
                 "ttft_steady": state.ttft_ms_p99,
                 "ttft_160": at_160.ttft_ms_p99,
                 "ttft_long": at_long.ttft_ms_p99,
@@ -243,11 +263,16 @@ def agreement(
 def print_agreement(rows: list[dict[str, float]], kind: str) -> None:
     unit = "req/s" if kind == "rate" else "in flight"
     print(f"  shortlist: capacity ({unit}) steady vs simulation-only search; p99 at the steady")
-    print("  capacity: steady state / simulated 160 requests / simulated >= 1,000 requests")
+    print(
+        "  capacity: steady state / simulation-only search (/ the same with long runs); p99:"
+        " steady / simulated 160 requests / simulated >= 1,000 requests"
+    )
     print(f"  {'candidate':<58} {'capacity':>17} {'p99 TTFT ms':>22} {'p99 TPOT ms':>20}")
     for r in rows:
         print(
-            f"  {r['label'][:58]:<58} {r['cap_steady']:7.3g} {r['cap_sim']:7.3g} "
+            f"  {r['label'][:58]:<58} {r['cap_steady']:7.3g} {r['cap_sim']:7.3g}"
+            + (f"/{r['cap_long']:<6.3g}" if math.isfinite(r["cap_long"]) else " ")
+            + " "
             f"{r['ttft_steady']:6.0f}/{r['ttft_160']:6.0f}/{r['ttft_long']:6.0f} "
             f"{r['tpot_steady']:5.1f}/{r['tpot_160']:5.1f}/{r['tpot_long']:5.1f}  [{r['limit']}]"
         )
@@ -260,6 +285,8 @@ def print_agreement(rows: list[dict[str, float]], kind: str) -> None:
         return f"{good}/{len(pairs)} within 10% (median |error| {median:.1%})"
 
     print(f"  capacity, steady vs simulation-only search: {within('cap_steady', 'cap_sim')}")
+    if any(math.isfinite(r["cap_long"]) for r in rows):
+        print(f"    (with long runs: {within('cap_steady', 'cap_long')})")
     print(f"  p99 TTFT, steady vs 160 requests:  {within('ttft_steady', 'ttft_160')}")
     print(f"  p99 TTFT, steady vs long run:      {within('ttft_steady', 'ttft_long')}")
     print(f"  p99 TPOT, steady vs 160 requests:  {within('tpot_steady', 'tpot_160')}")
@@ -388,7 +415,7 @@ def run_scenario(
             )
             line(f"[{label}] {what}", wall, cpu, f"{again.evaluations} new capacity searches")
     print("  -- steady state against the simulator")
-    print_agreement(agreement(catalog, request, perf, results[True]), kind)
+    print_agreement(agreement(catalog, request, perf, results[True], reference_requests), kind)
     if before:
         print("  -- rankings")
         print_rankings(results[True], results[False])
