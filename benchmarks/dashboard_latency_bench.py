@@ -68,11 +68,22 @@ SHOWN_JS = """() => {
     '.st-key-top_recommendation [data-testid="stMetric"]'))
     .find(m => m.innerText.includes('$ per M output tokens'));
   const value = metric && metric.querySelector('[data-testid="stMetricValue"]');
-  return !!value && value.innerText.trim().startsWith('$');
+  const box = value && value.closest('[data-testid="stElementContainer"]');
+  return !!value && value.innerText.trim().startsWith('$') && !!box && box.dataset.stale !== 'true';
 }"""
-#: The top recommendation's headline figure is on the page (a script run may still go on).
+#: The top recommendation's headline figure is on the page, drawn by the script run in flight
+#: or the last one (not a stale one from before: a run marks the elements it has not drawn yet
+#: ``data-stale``); a script run may still go on.
 DRAWN_JS = SHOWN_JS.replace(
     "if (!app || app.dataset.testScriptState !== 'notRunning') return false;", ""
+)
+#: The same for the uploaded trace: the page's own caption (not the sidebar) names it.
+TRACE_DRAWN_JS = DRAWN_JS.replace(
+    "const app = ",
+    "const said = Array.from(document.querySelectorAll("
+    '\'[data-testid="stMain"] [data-testid="stCaptionContainer"]\'))'
+    ".some(c => c.innerText.includes('trace.jsonl'));\n  if (!said) return false;\n  const app = ",
+    1,
 )
 RUNNING_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
@@ -189,7 +200,8 @@ def _first_page_and_changes(
             ".innerText.includes('trace.jsonl')",
             timeout=120_000,
         )
-    page.wait_for_function(DRAWN_JS, timeout=600_000, polling="raf")
+    drawn = DRAWN_JS if trace is None else TRACE_DRAWN_JS
+    page.wait_for_function(drawn, timeout=600_000, polling="raf")
     timings["fresh server to the top recommendation drawn"] = time.perf_counter() - spawned
     page.wait_for_function(SHOWN_JS, timeout=600_000, polling="raf")
     page.wait_for_function(RENDERED_JS, timeout=600_000, polling="raf")
