@@ -203,10 +203,10 @@ if asked:
         scenario.pricing,
     ):
         st.markdown(f"- {line}")
-with st.expander(f"Every rejected candidate ({len(rejected)})"):
-    st.dataframe(rejected, hide_index=True, key="table_rejected")
 
-with st.expander("Trade-offs: throughput against speed per user, and what moves the bill"):
+
+def trade_offs_section() -> None:
+    """The Pareto chart and, when asked, the sensitivity of the best choice."""
     fig_pareto = pareto_figure(result) if result else None
     if fig_pareto is not None:
         st.plotly_chart(fig_pareto, key="chart_pareto")
@@ -221,6 +221,25 @@ with st.expander("Trade-offs: throughput against speed per user, and what moves 
         with planner_errors("Could not compute the sensitivity"), st.spinner("Re-searching…"):
             rows = plan_sensitivity(ref, get_store(ref), scenario, result, float(change))
             st.plotly_chart(tornado_figure(rows, float(change)), key="chart_tornado")
+
+
+# Closed sections are drawn only when opened (opening reruns the page): the rejected
+# candidates alone are 1,000-2,000 rows, 0.2-0.3 MB for the browser on every change.
+rejected_section = st.expander(
+    f"Every rejected candidate ({len(rejected)})", key="open_rejected", on_change="rerun"
+)
+if rejected_section.open:
+    with rejected_section:
+        st.dataframe(rejected, hide_index=True, key="table_rejected")
+
+trade_offs = st.expander(
+    "Trade-offs: throughput against speed per user, and what moves the bill",
+    key="open_trade_offs",
+    on_change="rerun",
+)
+if trade_offs.open:
+    with trade_offs:
+        trade_offs_section()
 
 with st.expander("What your latest verification run changed"):
     if result is not None and st.toggle(
@@ -253,8 +272,12 @@ def lengths_figure(workload_key: tuple[object, ...], _workload: Workload) -> go.
 
 workload = scenario.workload()
 shaped = workload.input_len.kind != "fixed" or workload.output_len.kind != "fixed"
-with st.expander("Workload: request lengths", expanded=shaped):
-    st.plotly_chart(lengths_figure(scenario.workload_key(), workload), key="chart_lengths")
+lengths_section = st.expander(
+    "Workload: request lengths", expanded=shaped, key="open_lengths", on_change="rerun"
+)
+if lengths_section.open:
+    with lengths_section:
+        st.plotly_chart(lengths_figure(scenario.workload_key(), workload), key="chart_lengths")
 
 sources = sources_frame(result, ref.catalog) if result else pd.DataFrame()
 with export_slot:

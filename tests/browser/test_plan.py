@@ -31,3 +31,21 @@ def test_moving_the_utilisation_changes_the_top_recommendation(
     assert float(at_30.strip("$").replace(",", "")) > float(at_60.strip("$").replace(",", ""))
     assert "util=30" in page.url and "util_manual=true" in page.url
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_a_closed_section_is_drawn_when_opened(page: Page, dashboard: Dashboard) -> None:
+    """The rejected candidates and the trade-offs are sent only once their section is opened
+    (the click reruns the page): closed, the browser has neither the table nor the chart."""
+    open_page(page, dashboard.url)
+    main = page.locator('[data-testid="stMain"]')
+    rejected = main.locator('[data-testid="stExpander"]').filter(has_text="Every rejected")
+    expect(rejected).to_be_visible()
+    assert rejected.locator('[data-testid="stDataFrame"]').count() == 0
+    rejected.locator("summary").click()
+    expect(rejected.locator('[data-testid="stDataFrame"]')).to_be_visible(timeout=60_000)
+    trade_offs = main.locator('[data-testid="stExpander"]').filter(has_text="Trade-offs")
+    assert trade_offs.locator('[data-testid="stPlotlyChart"]').count() == 0
+    trade_offs.locator("summary").click()
+    expect(trade_offs.locator('[data-testid="stPlotlyChart"]')).to_be_visible(timeout=60_000)
+    wait_idle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0

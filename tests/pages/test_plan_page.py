@@ -111,7 +111,18 @@ def test_the_plan_shows_what_the_latest_verification_run_moved(
 
 
 def test_trade_offs_show_the_pareto_frontier_and_a_tornado(app: Callable[..., AppTest]) -> None:
+    """Closed, the section sends nothing (opening it reruns the page); opened (as the browser
+    does, through the expander's state), its charts are drawn."""
     at = app()
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert not any("Pareto frontier" in spec for spec in specs)
+    assert not [t for t in at.toggle if t.key == "plan_show_sensitivity"]
+    assert not [d for d in at.dataframe if "reason" in d.value.columns]  # the rejected table
+    at.session_state["open_trade_offs"] = True
+    at.session_state["open_rejected"] = True
+    at.run()
+    no_exception(at)
+    assert [d for d in at.dataframe if "reason" in d.value.columns]
     at.toggle(key="plan_show_sensitivity").set_value(True).run()
     no_exception(at)
     titles = [c.proto.spec for c in at.get("plotly_chart")]
