@@ -39,7 +39,7 @@ import threading
 import time
 import types
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -983,10 +983,14 @@ def ingest_pending(
     on_batch: Callable[[IngestProgress], None] | None = None,
     *,
     bulk: bool = True,
+    before_batch: Callable[[], None] | None = None,
 ) -> IngestProgress:
-    """The batches of a scanned pass (see :func:`ingest`)."""
+    """The batches of a scanned pass (see :func:`ingest`); ``before_batch`` is called before
+    each (a background pass holds off there while a page computes)."""
     try:
         for pending_batch in _batches(pending):
+            if before_batch is not None:
+                before_batch()
             batch = _Batch(store, pending_batch, bulk=bulk)
             with store.bulk_cursor() as con:
                 batch.read(con)
@@ -1034,13 +1038,22 @@ def _lower_thread_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
+#: The longest a background pass holds off for a page's computation at one time: a page that
+#: keeps computing cannot stall ingestion for longer.
+FOREGROUND_HOLD_S = 3.0
+
+
 class IngestJob:
     """One background ingestion at a time per store: :meth:`start` returns the progress of
-    the pass in flight (or of a new one); the last finished pass stays readable."""
+    the pass in flight (or of a new one); the last finished pass stays readable. While a page
+    computes inside :meth:`foreground`, the pass waits before its next batch (the batches are
+    mostly Python, which would share the interpreter lock with the page)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
+        self._foreground = threading.Condition()
+        self._busy = 0
         self._thread: threading.Thread | None = None
         self.current: IngestProgress | None = None
         self.last_finished: IngestProgress | None = None
@@ -1073,10 +1086,29 @@ class IngestJob:
             self._thread.start()
             return progress
 
+    @contextlib.contextmanager
+    def foreground(self) -> Iterator[None]:
+        """A page's computation (a search) that background batches wait for (at most
+        :data:`FOREGROUND_HOLD_S` at a time)."""
+        with self._foreground:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._foreground:
+                self._busy -= 1
+                self._foreground.notify_all()
+
+    def _hold_for_foreground(self) -> None:
+        with self._foreground:
+            self._foreground.wait_for(lambda: self._busy == 0, timeout=FOREGROUND_HOLD_S)
+
     def _run(self, runs_dir: Path, pending: list[PendingRun], progress: IngestProgress) -> None:
         _lower_thread_priority()
         try:
-            ingest_pending(self.store, runs_dir, pending, progress)
+            ingest_pending(
+                self.store, runs_dir, pending, progress, before_batch=self._hold_for_foreground
+            )
         except Exception as exc:  # a background thread must not die silently
             progress.error = f"{type(exc).__name__}: {exc}"
             progress.finished_at = time.time()

@@ -313,13 +313,14 @@ def recommendations(ref: CatalogRef, store: Store, scenario: Scenario) -> Recomm
     """``planner.recommend.recommend`` for the scenario."""
     model, model_key = performance_model(ref, store, scenario)
     request = recommend_request(scenario)
-    return _recommendations(
-        model_key,
-        request.model_dump_json(),
-        scenario.catalog_with_model(ref.catalog),
-        model,
-        request,
-    )
+    with store.ingest_job.foreground():  # a background ingestion pass waits for the search
+        return _recommendations(
+            model_key,
+            request.model_dump_json(),
+            scenario.catalog_with_model(ref.catalog),
+            model,
+            request,
+        )
 
 
 # ----- predicted against measured ---------------------------------------------------------------

@@ -389,3 +389,40 @@ def test_background_ingestion_reports_progress_and_finishes(tmp_path: Path) -> N
     assert "Read 4 of 4 new or changed run directories" in progress.describe()
     assert "4 runs ingested" in progress.describe()
     assert len(store.runs()) == 4
+
+
+def test_a_background_pass_holds_off_while_a_page_computes_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a page computes inside ``IngestJob.foreground`` (its search), the background pass
+    waits before its next batch; once the page is done, or after ``FOREGROUND_HOLD_S`` at the
+    most, it goes on, and every run lands. Deterministic: a hold that does not hold makes the
+    waiting thread end at once; only then can the first assertion fail."""
+    import threading
+
+    from planner import ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "FOREGROUND_HOLD_S", 60.0)
+    runs_dir = tmp_path / "runs"
+    for i in range(3):
+        write_completed_run(runs_dir, f"20261201T10000{i}Z-ffff{i:02d}")
+    store = Store(tmp_path / "store.duckdb")
+    job = store.ingest_job
+    with job.foreground():
+        waiter = threading.Thread(target=job._hold_for_foreground)
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive()  # held while the page computes
+        progress = store.ingest_in_background(runs_dir)
+        assert progress.runs_total == 3
+    waiter.join(10)
+    assert not waiter.is_alive()
+    job.wait(timeout=60)
+    assert sorted(store.runs()["run_id"]) == [f"20261201T10000{i}Z-ffff{i:02d}" for i in range(3)]
+    monkeypatch.setattr(ingest_module, "FOREGROUND_HOLD_S", 0.01)
+    with job.foreground():  # a page that never ends holds a pass back only so long
+        bounded = threading.Thread(target=job._hold_for_foreground)
+        bounded.start()
+        bounded.join(10)
+        assert not bounded.is_alive()
+    store.close()
