@@ -116,12 +116,46 @@ def pp_layer_split(num_layers: int, pp: int) -> list[tuple[int, int]]:
 
 
 def _arch(model: ModelCard | ModelArchitecture) -> ModelArchitecture:
+    if type(model) is ModelArchitecture:  # the common case, without pydantic's isinstance hook
+        return model
     return model.architecture if isinstance(model, ModelCard) else model
+
+
+#: What is computed once per architecture (a search asks it for every candidate and every
+#: context): key -> (the architecture, by identity, and the answer). Architectures are few.
+_PER_ARCH: dict[tuple[object, ...], tuple[ModelArchitecture, object]] = {}
+
+
+def _per_arch(arch: ModelArchitecture, key: tuple[object, ...]) -> tuple[bool, object]:
+    held = _PER_ARCH.get((id(arch), *key))
+    if held is not None and held[0] is arch:
+        return True, held[1]
+    return False, None
+
+
+def _keep_per_arch(arch: ModelArchitecture, key: tuple[object, ...], value: object) -> None:
+    if len(_PER_ARCH) > 50_000:
+        _PER_ARCH.clear()
+    _PER_ARCH[(id(arch), *key)] = (arch, value)
 
 
 def check_parallelism(model: ModelCard | ModelArchitecture, tp: int, pp: int = 1) -> None:
     """Raise :class:`InvalidInputError` if vLLM cannot shard the model ``tp`` x ``pp`` ways."""
     arch = _arch(model)
+    key = ("parallelism", tp, pp)
+    known, problem = _per_arch(arch, key)
+    if not known:
+        try:
+            _check_parallelism(arch, tp, pp)
+            problem = None
+        except InvalidInputError as exc:
+            problem = exc
+        _keep_per_arch(arch, key, problem)
+    if isinstance(problem, InvalidInputError):
+        raise InvalidInputError(problem.field, problem.value, problem.allowed)
+
+
+def _check_parallelism(arch: ModelArchitecture, tp: int, pp: int) -> None:
     if not isinstance(tp, int) or tp < 1:
         raise InvalidInputError("tp", tp, "an integer >= 1")
     if not isinstance(pp, int) or pp < 1:
@@ -273,6 +307,18 @@ def stage_weight_bytes(
     (gpt-oss's MXFP4) keeps its attention in 16-bit.
     """
     arch = _arch(model)
+    key = ("weights", tp, pp, stage, precision, moe_shards)
+    known, held = _per_arch(arch, key)
+    if known:
+        return held  # type: ignore[return-value]
+    weights = _stage_weight_bytes(arch, tp, pp, stage, precision, moe_shards)
+    _keep_per_arch(arch, key, weights)
+    return weights
+
+
+def _stage_weight_bytes(
+    arch: ModelArchitecture, tp: int, pp: int, stage: int, precision: str, moe_shards: int | None
+) -> float:
     _check_precision(precision)
     check_parallelism(arch, tp, pp)
     start, end = pp_layer_split(arch.num_layers, pp)[stage]
