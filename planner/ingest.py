@@ -1053,7 +1053,8 @@ class IngestJob:
         self.store = store
         self._lock = threading.Lock()
         self._foreground = threading.Condition()
-        self._busy = 0
+        self._busy = 0  # pages computing in foreground()
+        self._waiters = 0  # callers of wait(): a pass someone waits for never holds off
         self._thread: threading.Thread | None = None
         self.current: IngestProgress | None = None
         self.last_finished: IngestProgress | None = None
@@ -1089,7 +1090,8 @@ class IngestJob:
     @contextlib.contextmanager
     def foreground(self) -> Iterator[None]:
         """A page's computation (a search) that background batches wait for (at most
-        :data:`FOREGROUND_HOLD_S` at a time)."""
+        :data:`FOREGROUND_HOLD_S` at a time), unless someone waits for the pass (a page that
+        waits for a small pass inside it lets it run)."""
         with self._foreground:
             self._busy += 1
         try:
@@ -1101,7 +1103,9 @@ class IngestJob:
 
     def _hold_for_foreground(self) -> None:
         with self._foreground:
-            self._foreground.wait_for(lambda: self._busy == 0, timeout=FOREGROUND_HOLD_S)
+            self._foreground.wait_for(
+                lambda: self._busy == 0 or self._waiters > 0, timeout=FOREGROUND_HOLD_S
+            )
 
     def _run(self, runs_dir: Path, pending: list[PendingRun], progress: IngestProgress) -> None:
         _lower_thread_priority()
@@ -1119,7 +1123,16 @@ class IngestJob:
                 self.passes += 1
 
     def wait(self, timeout: float | None = None) -> IngestProgress | None:
+        """The pass in flight, once it ends or ``timeout`` passes; meanwhile it does not hold
+        off for pages (the caller is waiting for it)."""
         thread = self._thread
         if thread is not None:
-            thread.join(timeout)
+            with self._foreground:
+                self._waiters += 1
+                self._foreground.notify_all()
+            try:
+                thread.join(timeout)
+            finally:
+                with self._foreground:
+                    self._waiters -= 1
         return self.current

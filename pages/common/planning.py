@@ -311,9 +311,12 @@ def _recommendations(
 
 def recommendations(ref: CatalogRef, store: Store, scenario: Scenario) -> RecommendationResult:
     """``planner.recommend.recommend`` for the scenario."""
-    model, model_key = performance_model(ref, store, scenario)
-    request = recommend_request(scenario)
-    with store.ingest_job.foreground():  # a background ingestion pass waits for the search
+    # A background ingestion pass holds off meanwhile: a large one starting with this page
+    # (a team's runs folder on a fresh store) begins once the search is done; a small one the
+    # page waits for runs at once.
+    with store.ingest_job.foreground():
+        model, model_key = performance_model(ref, store, scenario)
+        request = recommend_request(scenario)
         return _recommendations(
             model_key,
             request.model_dump_json(),

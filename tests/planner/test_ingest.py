@@ -426,3 +426,22 @@ def test_a_background_pass_holds_off_while_a_page_computes_and_loses_nothing(
         bounded.join(10)
         assert not bounded.is_alive()
     store.close()
+
+
+def test_a_pass_someone_waits_for_does_not_hold_off_for_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page that waits for a small pass inside its own computation (``foreground``) must get
+    it: waiting lets the pass run (else the page would wait the whole hold for nothing)."""
+    from planner import ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "FOREGROUND_HOLD_S", 600.0)
+    runs_dir = tmp_path / "runs"
+    write_completed_run(runs_dir, "20261201T110000Z-eeee00")
+    store = Store(tmp_path / "store.duckdb")
+    with store.ingest_job.foreground():
+        store.ingest_in_background(runs_dir)
+        progress = store.ingest_job.wait(timeout=120)
+        assert progress is not None and not progress.running
+    assert list(store.runs()["run_id"]) == ["20261201T110000Z-eeee00"]
+    store.close()
