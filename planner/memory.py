@@ -58,6 +58,7 @@ from planner.catalog.architecture import ModelArchitecture
 from planner.catalog.schema import BYTES_PER_PARAM, GPU, PRECISIONS, ModelCard
 from planner.engine import BLOCK_SIZES, KV_CACHE_DTYPES, EngineConfig
 from planner.errors import InvalidInputError
+from planner.memo import memo_of
 from planner.workload import LengthDistribution, Workload
 
 GIB = 2**30
@@ -121,37 +122,18 @@ def _arch(model: ModelCard | ModelArchitecture) -> ModelArchitecture:
     return model.architecture if isinstance(model, ModelCard) else model
 
 
-#: What is computed once per architecture (a search asks it for every candidate and every
-#: context): key -> (the architecture, by identity, and the answer). Architectures are few.
-_PER_ARCH: dict[tuple[object, ...], tuple[ModelArchitecture, object]] = {}
-
-
-def _per_arch(arch: ModelArchitecture, key: tuple[object, ...]) -> tuple[bool, object]:
-    held = _PER_ARCH.get((id(arch), *key))
-    if held is not None and held[0] is arch:
-        return True, held[1]
-    return False, None
-
-
-def _keep_per_arch(arch: ModelArchitecture, key: tuple[object, ...], value: object) -> None:
-    if len(_PER_ARCH) > 50_000:
-        _PER_ARCH.clear()
-    _PER_ARCH[(id(arch), *key)] = (arch, value)
-
-
 def check_parallelism(model: ModelCard | ModelArchitecture, tp: int, pp: int = 1) -> None:
     """Raise :class:`InvalidInputError` if vLLM cannot shard the model ``tp`` x ``pp`` ways."""
     arch = _arch(model)
-    key = ("parallelism", tp, pp)
-    known, problem = _per_arch(arch, key)
-    if not known:
+    memo, key = memo_of(arch), ("parallelism", tp, pp)  # asked for every candidate of a search
+    if key not in memo:
         try:
             _check_parallelism(arch, tp, pp)
-            problem = None
+            memo[key] = None
         except InvalidInputError as exc:
-            problem = exc
-        _keep_per_arch(arch, key, problem)
-    if isinstance(problem, InvalidInputError):
+            memo[key] = exc
+    problem = memo[key]
+    if problem is not None:
         raise InvalidInputError(problem.field, problem.value, problem.allowed)
 
 
@@ -307,13 +289,10 @@ def stage_weight_bytes(
     (gpt-oss's MXFP4) keeps its attention in 16-bit.
     """
     arch = _arch(model)
-    key = ("weights", tp, pp, stage, precision, moe_shards)
-    known, held = _per_arch(arch, key)
-    if known:
-        return held  # type: ignore[return-value]
-    weights = _stage_weight_bytes(arch, tp, pp, stage, precision, moe_shards)
-    _keep_per_arch(arch, key, weights)
-    return weights
+    memo, key = memo_of(arch), ("weights", tp, pp, stage, precision, moe_shards)
+    if key not in memo:  # the same for every context a search asks this layout at
+        memo[key] = _stage_weight_bytes(arch, tp, pp, stage, precision, moe_shards)
+    return float(memo[key])
 
 
 def _stage_weight_bytes(

@@ -19,7 +19,6 @@ import csv
 import hashlib
 import json
 import math
-import weakref
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
+from planner.memo import memo_of
 
 LengthKind = Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
 ArrivalKind = Literal["closed_loop", "poisson", "gamma", "trace"]
@@ -89,21 +89,6 @@ class _Validated(BaseModel):
 def _check_positive(field: str, value: float | None) -> None:
     if value is not None and not value > 0:
         raise InvalidInputError(field, value, "a number > 0")
-
-
-#: what is derived from a (frozen) distribution, by the object's identity: a weak reference to
-#: it and its memo, dropped when the distribution is
-_MEMOS: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
-
-
-def _memo_of(owner: object) -> dict[str, Any]:
-    held = _MEMOS.get(id(owner))
-    if held is not None and held[0]() is owner:
-        return held[1]
-    memo: dict[str, Any] = {}
-    key = id(owner)
-    _MEMOS[key] = (weakref.ref(owner, lambda _ref: _MEMOS.pop(key, None)), memo)
-    return memo
 
 
 class LengthDistribution(_Validated):
@@ -240,7 +225,7 @@ class LengthDistribution(_Validated):
     def _empirical(self) -> tuple[np.ndarray, np.ndarray]:
         """The sorted, clipped values and their probabilities (memoised: a search asks a
         trace's distributions for their quantiles per candidate)."""
-        memo = _memo_of(self)
+        memo = memo_of(self)
         held = memo.get("empirical")
         if held is None:
             assert self.values is not None
@@ -254,7 +239,7 @@ class LengthDistribution(_Validated):
         return held
 
     def _empirical_cdf(self) -> np.ndarray:
-        memo = _memo_of(self)
+        memo = memo_of(self)
         cdf = memo.get("cdf")
         if cdf is None:
             cdf = memo["cdf"] = np.cumsum(self._empirical()[1])
@@ -264,7 +249,7 @@ class LengthDistribution(_Validated):
     def key(self) -> str:
         """A short digest of the distribution (memoised): what a cache key holds instead of a
         trace's thousands of lengths."""
-        memo = _memo_of(self)
+        memo = memo_of(self)
         digest = memo.get("key")
         if digest is None:
             digest = memo["key"] = hashlib.sha256(self.model_dump_json().encode()).hexdigest()

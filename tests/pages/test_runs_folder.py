@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from planner.ingest import IngestJob
 from planner.settings import get_settings
 from tests.pages.conftest import BAD_LINE_RUN, BAD_META_RUN, frame_with, no_exception, write_run
 
@@ -32,6 +33,19 @@ def test_the_quarantine_lists_each_bad_run_with_file_line_and_field(
     assert rows[BAD_META_RUN].file == "run.json"
     assert "the whole run is skipped" in rows[BAD_META_RUN].reason
     assert any("2 problems in 2 run directories" in w.value for w in at.warning)
+
+
+def counted_waits(job: IngestJob, monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """The timeouts of every ``job.wait`` call from now on (the waits still happen)."""
+    waits: list[float | None] = []
+    real_wait = job.wait
+
+    def counted(timeout: float | None = None) -> object:
+        waits.append(timeout)
+        return real_wait(timeout)
+
+    monkeypatch.setattr(job, "wait", counted)
+    return waits
 
 
 def test_the_good_lines_of_a_run_with_a_bad_line_are_kept(app: Callable[..., AppTest]) -> None:
@@ -77,15 +91,8 @@ def test_a_page_waits_for_an_ingestion_pass_once_not_at_every_call(
     monkeypatch.setenv("SERVEWISE_INGEST_WAIT_S", "0.05")
     get_settings.cache_clear()
     store = Store(own_user_dir / "store.duckdb")
-    waits: list[float | None] = []
     job = store.ingest_job
-    real_wait = job.wait
-
-    def counted(timeout: float | None = None) -> object:
-        waits.append(timeout)
-        return real_wait(timeout)
-
-    monkeypatch.setattr(job, "wait", counted)
+    waits = counted_waits(job, monkeypatch)
     with store.write_lock():  # the pass cannot write: it stays in flight
         runs_generation(store)
         runs_generation(store)
@@ -112,15 +119,8 @@ def test_a_page_does_not_wait_for_a_pass_that_cannot_end_within_the_wait(
     monkeypatch.setattr(resources, "INGEST_WAIT_BYTES_PER_S", 1.0)
     get_settings.cache_clear()
     store = Store(own_user_dir / "store.duckdb")
-    waits: list[float | None] = []
     job = store.ingest_job
-    real_wait = job.wait
-
-    def counted(timeout: float | None = None) -> object:
-        waits.append(timeout)
-        return real_wait(timeout)
-
-    monkeypatch.setattr(job, "wait", counted)
+    waits = counted_waits(job, monkeypatch)
     with store.write_lock():
         resources.runs_generation(store)
         assert job.current is not None and job.current.running

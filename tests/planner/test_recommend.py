@@ -366,45 +366,36 @@ def test_no_ranked_plan_runs_its_kv_cache_past_the_headroom(
 def test_a_shortlisted_capacity_the_simulation_refutes_is_lowered_not_rejected() -> None:
     """The steady-state estimate is checked by simulation at falling shares of it, down to
     half, then once halfway back to the share that failed. A stand-in predictor (no
-    simulation: the steps are the subject here) meets the SLO up to 0.56 req/s only."""
+    simulation: the steps are the subject here) meets the SLO up to ``meets`` req/s only."""
     from planner.perf.scenario import Prediction
     from planner.recommend.capacity import CapacityResult, verified_capacity
 
     asked: list[float] = []
 
-    def predictor(layout: object, settings: object, kind: object, load: float) -> Prediction:
-        asked.append(round(load, 3))
-        ttft = 1000.0 if load <= 0.56 else 9000.0
-        return Prediction.model_construct(
-            ttft_ms_p99=ttft, tpot_ms_p99=50.0, e2e_ms_p99=0.0, kv_occupancy_max=0.5
+    def check(meets: float) -> CapacityResult:
+        def predictor(layout: object, settings: object, kind: object, load: float) -> Prediction:
+            asked.append(round(load, 3))
+            return Prediction.model_construct(
+                ttft_ms_p99=1000.0 if load <= meets else 9000.0,
+                tpot_ms_p99=50.0,
+                e2e_ms_p99=0.0,
+                kv_occupancy_max=0.5,
+            )
+
+        estimate = CapacityResult(1.0, predictor(None, None, "rate", 1.0), None, "tpot")
+        asked.clear()
+        return verified_capacity(
+            predictor,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            EngineConfig(),
+            _request(),
+            "rate",
+            estimate,
         )
 
-    request = _request()
-    estimate = CapacityResult(1.0, predictor(None, None, "rate", 1.0), None, "tpot")
-    asked.clear()
-    lowered = verified_capacity(
-        predictor,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        EngineConfig(),
-        request,
-        "rate",
-        estimate,
-    )
+    lowered = check(meets=0.56)
     assert asked == [1.0, 0.94, 0.88, 0.8, 0.7, 0.6, 0.5, 0.55]
     assert lowered.max_load == pytest.approx(0.55) and lowered.reason is None
-
-    def never(layout: object, settings: object, kind: object, load: float) -> Prediction:
-        return Prediction.model_construct(
-            ttft_ms_p99=9000.0, tpot_ms_p99=50.0, e2e_ms_p99=0.0, kv_occupancy_max=0.5
-        )
-
-    refuted = verified_capacity(
-        never,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        EngineConfig(),
-        request,
-        "rate",
-        estimate,
-    )
+    refuted = check(meets=0.0)
     assert refuted.max_load == 0.0
     assert refuted.reason is not None and "simulated down to 0.5 req/s" in refuted.reason
