@@ -273,7 +273,12 @@ def lengths_figure(workload_key: tuple[object, ...], _workload: Workload) -> go.
 workload = scenario.workload()
 shaped = workload.input_len.kind != "fixed" or workload.output_len.kind != "fixed"
 lengths_section = st.expander(
-    "Workload: request lengths", expanded=shaped, key="open_lengths", on_change="rerun"
+    "Workload: request lengths",
+    expanded=shaped,
+    # open at first for shaped lengths (a trace, a distribution), closed for fixed ones: a
+    # state of its own for each, so uploading a trace opens it
+    key=f"open_lengths_{'shaped' if shaped else 'fixed'}",
+    on_change="rerun",
 )
 if lengths_section.open:
     with lengths_section:

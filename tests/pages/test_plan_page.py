@@ -249,3 +249,14 @@ def test_the_deploy_section_deploys_the_plans_engine(
     no_exception(at)
     docker = [c.value for c in at.code if c.value.startswith("#!/bin/sh\ndocker run")]
     assert docker and command.split()[-1] in docker[0]  # --entrypoint PROGRAM IMAGE ARGS
+
+
+def test_the_lengths_chart_opens_for_shaped_lengths(app: Callable[..., AppTest]) -> None:
+    """Fixed lengths: the section starts closed and sends no chart; a distribution (as a trace
+    gives) opens it with its histograms."""
+    at = app()
+    assert not any("Request lengths" in c.proto.spec for c in at.get("plotly_chart"))
+    at.selectbox(key="out_shape").set_value("lognormal").run()
+    at.number_input(key="out_spread").set_value(128).run()
+    no_exception(at)
+    assert any("Request lengths" in c.proto.spec for c in at.get("plotly_chart"))
