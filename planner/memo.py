@@ -9,13 +9,16 @@ keyed by identity instead: a weak reference to the object, and the memo dropped 
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: id(object) -> (a weak reference to it, its memo)
 _MEMOS: dict[int, tuple[weakref.ref[Any], dict[Any, Any]]] = {}
 
 
-def memo_of(owner: object) -> dict[Any, Any]:
+def _memo_of(owner: object) -> dict[Any, Any]:
     """The memo of ``owner`` (frozen: nothing it derives may change), empty at first."""
     held = _MEMOS.get(id(owner))
     if held is not None and held[0]() is owner:
@@ -25,3 +28,11 @@ def memo_of(owner: object) -> dict[Any, Any]:
     # the callback runs as the object is freed, before its id can name another object
     _MEMOS[key] = (weakref.ref(owner, lambda _ref: _MEMOS.pop(key, None)), memo)
     return memo
+
+
+def memoised(owner: object, key: object, compute: Callable[[], T]) -> T:
+    """``compute()`` once for ``owner`` and ``key``, from its memo afterwards."""
+    memo = _memo_of(owner)
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]

@@ -58,7 +58,7 @@ from planner.catalog.architecture import ModelArchitecture
 from planner.catalog.schema import BYTES_PER_PARAM, GPU, PRECISIONS, ModelCard
 from planner.engine import BLOCK_SIZES, KV_CACHE_DTYPES, EngineConfig
 from planner.errors import InvalidInputError
-from planner.memo import memo_of
+from planner.memo import memoised
 from planner.workload import LengthDistribution, Workload
 
 GIB = 2**30
@@ -125,16 +125,18 @@ def _arch(model: ModelCard | ModelArchitecture) -> ModelArchitecture:
 def check_parallelism(model: ModelCard | ModelArchitecture, tp: int, pp: int = 1) -> None:
     """Raise :class:`InvalidInputError` if vLLM cannot shard the model ``tp`` x ``pp`` ways."""
     arch = _arch(model)
-    memo, key = memo_of(arch), ("parallelism", tp, pp)  # asked for every candidate of a search
-    if key not in memo:
+
+    def problem() -> InvalidInputError | None:
         try:
             _check_parallelism(arch, tp, pp)
-            memo[key] = None
         except InvalidInputError as exc:
-            memo[key] = exc
-    problem = memo[key]
-    if problem is not None:
-        raise InvalidInputError(problem.field, problem.value, problem.allowed)
+            return exc
+        return None
+
+    # asked for every candidate of a search
+    found = memoised(arch, ("parallelism", tp, pp), problem)
+    if found is not None:
+        raise InvalidInputError(found.field, found.value, found.allowed)
 
 
 def _check_parallelism(arch: ModelArchitecture, tp: int, pp: int) -> None:
@@ -289,10 +291,12 @@ def stage_weight_bytes(
     (gpt-oss's MXFP4) keeps its attention in 16-bit.
     """
     arch = _arch(model)
-    memo, key = memo_of(arch), ("weights", tp, pp, stage, precision, moe_shards)
-    if key not in memo:  # the same for every context a search asks this layout at
-        memo[key] = _stage_weight_bytes(arch, tp, pp, stage, precision, moe_shards)
-    return float(memo[key])
+    # the same for every context a search asks this layout at
+    return memoised(
+        arch,
+        ("weights", tp, pp, stage, precision, moe_shards),
+        lambda: _stage_weight_bytes(arch, tp, pp, stage, precision, moe_shards),
+    )
 
 
 def _stage_weight_bytes(

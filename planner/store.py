@@ -137,17 +137,24 @@ def _result_key(result: MeasuredResult) -> str:
 
 
 def _insert_rows(
-    cur: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], rows: list[list[Any]]
+    cur: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: Sequence[str],
+    rows: list[list[Any]],
+    *,
+    replace: bool = False,
 ) -> None:
-    """Insert ``rows`` (values in ``columns``' order) in one statement over an Arrow table:
-    DuckDB's ``executemany`` runs a statement per row (a fresh store's catalog took 0.3 s)."""
+    """Insert (``replace``: or replace) ``rows`` (values in ``columns``' order) in one
+    statement over an Arrow table: DuckDB's ``executemany`` runs a statement per row (a fresh
+    store's catalog took 0.3 s)."""
     if not rows:
         return
     frame = pa.table({c: pa.array([row[i] for row in rows]) for i, c in enumerate(columns)})
     cur.register("new_rows", frame)
     try:
         names = ", ".join(columns)
-        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM new_rows")
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        cur.execute(f"{verb} INTO {table} ({names}) SELECT {names} FROM new_rows")
     finally:
         cur.unregister("new_rows")
 
@@ -332,25 +339,12 @@ class Store:
     def _insert_measured(cur: duckdb.DuckDBPyConnection, results: Iterable[MeasuredResult]) -> int:
         """Insert (or replace) measured results in one statement."""
         results = list(results)
-        if not results:
-            return 0
-        records = [result.model_dump() for result in results]
-        table = pa.table(
-            {
-                "result_key": pa.array([_result_key(r) for r in results], type=pa.string()),
-                **{c: pa.array([record[c] for record in records]) for c in MEASURED_COLUMNS},
-            }
-        )
-        columns = ", ".join(["result_key", *MEASURED_COLUMNS])
-        cur.register("new_measured", table)
-        try:
-            cur.execute(
-                f"INSERT OR REPLACE INTO measured_results ({columns}) "
-                f"SELECT {columns} FROM new_measured"
-            )
-        finally:
-            cur.unregister("new_measured")
-        return len(records)
+        rows = [
+            [_result_key(result), *(record[c] for c in MEASURED_COLUMNS)]
+            for result, record in ((r, r.model_dump()) for r in results)
+        ]
+        _insert_rows(cur, "measured_results", ["result_key", *MEASURED_COLUMNS], rows, replace=True)
+        return len(rows)
 
     def add_measured_results(self, results: Iterable[MeasuredResult]) -> int:
         with self._cursor() as cur:

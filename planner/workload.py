@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
-from planner.memo import memo_of
+from planner.memo import memoised
 
 LengthKind = Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
 ArrivalKind = Literal["closed_loop", "poisson", "gamma", "trace"]
@@ -223,37 +223,35 @@ class LengthDistribution(_Validated):
         return math.log(self.mean_tokens) - sigma2 / 2, math.sqrt(sigma2)
 
     def _empirical(self) -> tuple[np.ndarray, np.ndarray]:
-        """The sorted, clipped values and their probabilities (memoised: a search asks a
-        trace's distributions for their quantiles per candidate)."""
-        memo = memo_of(self)
-        held = memo.get("empirical")
-        if held is None:
-            assert self.values is not None
-            values = np.asarray(self.values, dtype=np.int64)
-            weights = np.ones(len(values)) if self.weights is None else np.asarray(self.weights)
-            order = np.argsort(values, kind="stable")
-            values, weights = values[order], weights[order].astype(float)
-            held = memo["empirical"] = (self._clip(values), weights / weights.sum())
-            held[0].setflags(write=False)
-            held[1].setflags(write=False)
-        return held
+        """The sorted, clipped values and their probabilities (memoised, read-only: a search
+        asks a trace's distributions for their quantiles per candidate)."""
+        return memoised(self, "empirical", self._sorted_probabilities)
+
+    def _sorted_probabilities(self) -> tuple[np.ndarray, np.ndarray]:
+        assert self.values is not None
+        values = np.asarray(self.values, dtype=np.int64)
+        weights = np.ones(len(values)) if self.weights is None else np.asarray(self.weights)
+        order = np.argsort(values, kind="stable")
+        values, weights = self._clip(values[order]), weights[order].astype(float)
+        probabilities = weights / weights.sum()
+        values.setflags(write=False)
+        probabilities.setflags(write=False)
+        return values, probabilities
 
     def _empirical_cdf(self) -> np.ndarray:
-        memo = memo_of(self)
-        cdf = memo.get("cdf")
-        if cdf is None:
-            cdf = memo["cdf"] = np.cumsum(self._empirical()[1])
-            cdf.setflags(write=False)
-        return cdf
+        def cdf() -> np.ndarray:
+            cumulative = np.cumsum(self._empirical()[1])
+            cumulative.setflags(write=False)
+            return cumulative
+
+        return memoised(self, "cdf", cdf)
 
     def key(self) -> str:
         """A short digest of the distribution (memoised): what a cache key holds instead of a
         trace's thousands of lengths."""
-        memo = memo_of(self)
-        digest = memo.get("key")
-        if digest is None:
-            digest = memo["key"] = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
-        return str(digest)
+        return memoised(
+            self, "key", lambda: hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        )
 
     def _continuous_quantile(self, q: np.ndarray) -> np.ndarray:
         assert self.mean_tokens is not None and self.std is not None

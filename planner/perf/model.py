@@ -62,7 +62,6 @@ from planner.perf.uncertainty import (
 )
 
 
-#: The load of a scenario (what a deployment does not depend on), at a neutral value.
 def _scenario_key(scenario: Scenario) -> str:
     """The scenario as a cache key: its JSON, with each length distribution by its digest (a
     trace's thousands of lengths would be dumped again for every candidate of a search)."""
@@ -73,6 +72,7 @@ def _scenario_key(scenario: Scenario) -> str:
     return f"{head}|{dists[0]}|{dists[1]}"
 
 
+#: The load of a scenario (what a deployment does not depend on), at a neutral value.
 _NO_LOAD: dict[str, Any] = {
     "load": "concurrency",
     "concurrency": 1.0,

@@ -230,8 +230,6 @@ def concurrency_ceiling(
     return min(most, request.demand.concurrency or most)
 
 
-#: steps down from the steady-state capacity while the simulation misses the SLO, each a
-#: share of the load of the step before
 #: The loads a shortlisted candidate is simulated at, as shares of its steady-state capacity,
 #: until one meets the SLO. Down to half: a KV-bound layout (70B fp8 on one GH200 at 2,048 /
 #: 512 tokens) meets it in simulation at 0.6 of its steady-state estimate, where the
@@ -250,8 +248,8 @@ def verified_capacity(
     """The steady-state capacity checked by simulation (for the shortlist): simulated at the
     estimated load, and lower (:data:`VERIFY_STEPS`) until the simulation meets the SLO too,
     then once halfway back to the last load that failed; the prediction kept is the simulated
-    one. The estimate is an upper limit: a short
-    simulation that has not reached steady state can look better than the steady state."""
+    one. The estimate is an upper limit: a short simulation that has not reached steady state
+    can look better than the steady state."""
     if estimate.prediction is None or estimate.max_load <= 0:
         return estimate
     load = estimate.max_load
