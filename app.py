@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages.common.heap import first_page_of_process
 from pages.common.navigation import ensure_app_navigation
 from pages.common.resources import get_catalog
 from pages.common.scenario import SCENARIO_KEY, scenario_sidebar
@@ -36,5 +37,6 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES, position="top")
-st.session_state[SCENARIO_KEY] = scenario_sidebar(get_catalog().catalog)
-page.run()
+with first_page_of_process():  # see pages/common/heap.py
+    st.session_state[SCENARIO_KEY] = scenario_sidebar(get_catalog().catalog)
+    page.run()

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from planner.catalog import Catalog, ModelCard, Price
 from planner.engine import EngineConfig
+from planner.gc_pause import gc_paused
 from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.recommend.capacity import (
@@ -104,6 +105,7 @@ def engine_grid(request: RecommendRequest) -> list[EngineConfig]:
     ]
 
 
+@gc_paused()  # see planner.gc_pause: its collections found nothing and cost a fifth of it
 def recommend(
     catalog: Catalog,
     request: RecommendRequest,
