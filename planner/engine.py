@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from planner.catalog.schema import GPU
 from planner.errors import InvalidInputError
+from planner.memo import memoised
 
 GIB = 2**30
 
@@ -222,6 +223,17 @@ def engine_defaults(
     engine: str, gpu: GPU, *, entrypoint: Entrypoint = "serve", data_parallel_size: int = 1
 ) -> EngineConfig:
     """The resolved config ``engine`` starts with on ``gpu`` when nothing is set."""
+    # asked for every candidate of a search: kept with the (frozen) GPU
+    return memoised(
+        gpu,
+        ("engine defaults", engine, entrypoint, data_parallel_size),
+        lambda: _engine_defaults(engine, gpu, entrypoint, data_parallel_size),
+    )
+
+
+def _engine_defaults(
+    engine: str, gpu: GPU, entrypoint: Entrypoint, data_parallel_size: int
+) -> EngineConfig:
     family = check_engine(engine)
     prefix_caching = False
     if family == "trtllm":

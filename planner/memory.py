@@ -500,52 +500,16 @@ def plan_memory(
     non_torch = NON_TORCH_BYTES[multi]
     framework = FRAMEWORK_OVERHEAD_BYTES[multi]
     cuda_graph = 0.0 if enforce_eager else CUDA_GRAPH_BYTES
-    per_layer_kv = kv_bytes_per_token_per_layer_per_gpu(arch, tp, kv_cache_dtype)
-    state_per_rank = arch.linear_state_bytes_per_sequence() / tp
-
-    sampler_requests = min(max_num_seqs, max_num_batched_tokens)
-    hidden_term = max_num_batched_tokens * arch.hidden_size * ACTIVATION_BYTES_PER_HIDDEN
-    ffn_width = arch.intermediate_size
-    if arch.is_moe:
-        ffn_width = max(
-            ffn_width,
-            arch.experts_per_token * arch.moe_intermediate_size
-            + arch.shared_expert_intermediate_size,
-        )
-    forward_term = max_num_batched_tokens * HALF_BYTES * (2 * arch.hidden_size + 3 * ffn_width / tp)
-
-    stages: list[StageMemory] = []
-    for stage, (start, end) in enumerate(pp_layer_split(arch.num_layers, pp)):
-        kinds = arch.layer_kinds[start:end]
-        full, sliding, linear = (kinds.count("full"), kinds.count("sliding"), kinds.count("linear"))
-        weights = stage_weight_bytes(
-            arch, tp=tp, pp=pp, stage=stage, precision=precision, moe_shards=moe_shards
-        )
-        activation = hidden_term + forward_term
-        if stage == pp - 1:
-            sampler = sampler_requests * arch.vocab_size * ACTIVATION_BYTES_PER_LOGIT
-            activation = hidden_term + max(sampler, forward_term)
-        kv = max(budget - weights - activation - non_torch, 0.0)
-        per_token = (full + sliding) * per_layer_kv
-        blocks = int(kv // (block_size * per_token)) if per_token else 0
-        stages.append(
-            StageMemory(
-                stage=stage,
-                first_layer=start,
-                end_layer=end,
-                full_layers=full,
-                sliding_layers=sliding,
-                linear_layers=linear,
-                weights_bytes=weights,
-                activation_bytes=activation,
-                kv_bytes=kv,
-                kv_bytes_per_token=per_token,
-                linear_state_bytes_per_sequence=linear
-                * state_per_rank
-                / max(arch.num_linear_layers, 1),
-                kv_blocks=blocks,
-            )
-        )
+    # the stages do not depend on max_model_len: a search asks them again for every context
+    stages = memoised(
+        arch,
+        ("stages", gpu.gpu_id, total, reserved, tp, pp, precision, kv_cache_dtype,
+         gpu_memory_utilization, max_num_seqs, max_num_batched_tokens, block_size, moe_shards),
+        lambda: _plan_stages(
+            arch, tp, pp, precision, kv_cache_dtype, max_num_seqs, max_num_batched_tokens,
+            block_size, budget, non_torch, moe_shards,
+        ),
+    )  # fmt: skip
 
     # The stage that runs out first binds the replica (vLLM takes the min of num_blocks).
     def _headroom(s: StageMemory) -> float:
@@ -638,10 +602,73 @@ def plan_memory(
         linear_state_bytes=arch.linear_state_bytes_per_sequence(),
         max_model_len_blocks_needed=needed_blocks,
         binding_stage=binding.stage,
-        stages=stages,
+        stages=list(stages),
         problems=problems,
         warnings=warnings,
     )
+
+
+def _plan_stages(
+    arch: ModelArchitecture,
+    tp: int,
+    pp: int,
+    precision: str,
+    kv_cache_dtype: str,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    block_size: int,
+    budget: float,
+    non_torch: float,
+    moe_shards: int,
+) -> tuple[StageMemory, ...]:
+    """Weights, activations and KV blocks of one GPU of each PP stage under ``budget``
+    (gpu_memory_utilization x the GPU), ``non_torch`` of it the runtime's."""
+    per_layer_kv = kv_bytes_per_token_per_layer_per_gpu(arch, tp, kv_cache_dtype)
+    state_per_rank = arch.linear_state_bytes_per_sequence() / tp
+    sampler_requests = min(max_num_seqs, max_num_batched_tokens)
+    hidden_term = max_num_batched_tokens * arch.hidden_size * ACTIVATION_BYTES_PER_HIDDEN
+    ffn_width = arch.intermediate_size
+    if arch.is_moe:
+        ffn_width = max(
+            ffn_width,
+            arch.experts_per_token * arch.moe_intermediate_size
+            + arch.shared_expert_intermediate_size,
+        )
+    forward_term = max_num_batched_tokens * HALF_BYTES * (2 * arch.hidden_size + 3 * ffn_width / tp)
+
+    stages: list[StageMemory] = []
+    for stage, (start, end) in enumerate(pp_layer_split(arch.num_layers, pp)):
+        kinds = arch.layer_kinds[start:end]
+        full, sliding, linear = (kinds.count("full"), kinds.count("sliding"), kinds.count("linear"))
+        weights = stage_weight_bytes(
+            arch, tp=tp, pp=pp, stage=stage, precision=precision, moe_shards=moe_shards
+        )
+        activation = hidden_term + forward_term
+        if stage == pp - 1:
+            sampler = sampler_requests * arch.vocab_size * ACTIVATION_BYTES_PER_LOGIT
+            activation = hidden_term + max(sampler, forward_term)
+        kv = max(budget - weights - activation - non_torch, 0.0)
+        per_token = (full + sliding) * per_layer_kv
+        blocks = int(kv // (block_size * per_token)) if per_token else 0
+        stages.append(
+            StageMemory(
+                stage=stage,
+                first_layer=start,
+                end_layer=end,
+                full_layers=full,
+                sliding_layers=sliding,
+                linear_layers=linear,
+                weights_bytes=weights,
+                activation_bytes=activation,
+                kv_bytes=kv,
+                kv_bytes_per_token=per_token,
+                linear_state_bytes_per_sequence=linear
+                * state_per_rank
+                / max(arch.num_linear_layers, 1),
+                kv_blocks=blocks,
+            )
+        )
+    return tuple(stages)
 
 
 def _max_fitting_len(stage: StageMemory, arch: ModelArchitecture, mnbt: int, block: int) -> int:

@@ -482,3 +482,31 @@ def test_a_plan_that_fits_fits(
     if plan.fits:
         assert plan.kv_capacity_tokens >= max_len
         assert plan.budget_bytes <= plan.cuda_visible_bytes - plan.framework_overhead_bytes
+
+
+@pytest.mark.parametrize(
+    ("config", "tp", "pp", "precision"),
+    [(LLAMA_3_70B, 4, 2, "fp8"), (QWEN3_NEXT_80B, 4, 1, "bf16"), (LLAMA_3_8B, 1, 1, "bf16")],
+)
+def test_a_plan_for_another_max_model_len_reuses_the_stages_and_equals_a_fresh_one(
+    config: dict[str, Any], tp: int, pp: int, precision: str
+) -> None:
+    """The stages do not depend on max_model_len, so a search asking a layout at a new context
+    reuses them; the plan is the one a model never planned before gets (feasibility included:
+    the longest context does not fit)."""
+    model = arch(config)
+    plans = [
+        mem(model, H100, tp=tp, pp=pp, precision=precision, max_model_len=n)
+        for n in (2_048, 4_096, 10_000_000)
+    ]
+    assert plans[0].stages[0] is plans[1].stages[0] is plans[2].stages[0]
+    assert plans[0].fits and not plans[2].fits
+    for plan, n in zip(plans, (2_048, 4_096, 10_000_000), strict=True):
+        fresh = mem(arch(config), H100, tp=tp, pp=pp, precision=precision, max_model_len=n)
+        assert plan == fresh
+        assert plan.max_model_len == n
+    # another setting the stages depend on is planned again
+    other = mem(model, H100, tp=tp, pp=pp, precision=precision, max_model_len=2_048,
+                gpu_memory_utilization=0.8)  # fmt: skip
+    assert other.stages[0] is not plans[0].stages[0]
+    assert other.kv_capacity_tokens < plans[0].kv_capacity_tokens
