@@ -409,6 +409,10 @@ class FittedCoefficients:
     residual_quantile_memo: dict[tuple[str, str], tuple[float, float]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    #: :meth:`full_for` per key (read-only arrays, derived, never saved)
+    _full: dict[CoefficientKey, np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def theta_for(self, key: CoefficientKey) -> np.ndarray:
         theta = self.theta0.copy()
@@ -418,7 +422,14 @@ class FittedCoefficients:
         return theta
 
     def full_for(self, key: CoefficientKey) -> np.ndarray:
-        return full_from_theta(self.theta_for(key))
+        """The full coefficient vector of ``key`` (read-only: one array per key is shared by
+        every prediction asking it, a search's hundreds of candidates)."""
+        held = self._full.get(key)
+        if held is None:
+            held = full_from_theta(self.theta_for(key))
+            held.flags.writeable = False
+            self._full[key] = held
+        return held
 
     def known(self, level: str, key: str | None) -> bool:
         return key is not None and key in self.levels.get(level, {})

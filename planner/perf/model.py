@@ -245,9 +245,10 @@ class PerformanceModel:
             return full_from_theta(prior_theta())
         return self.fitted.full_for(CoefficientKey(family, gpu, version, entrypoint, kind))
 
-    def coefficients_of(self, scenario: Scenario) -> np.ndarray:
-        """The coefficient vector a scenario is predicted with."""
-        dep = self.deployment(scenario)
+    def coefficients_of(self, scenario: Scenario, dep: Deployment | None = None) -> np.ndarray:
+        """The coefficient vector a scenario is predicted with (``dep``: its deployment, when
+        the caller has it)."""
+        dep = dep or self.deployment(scenario)
         if self.fitted is None:
             return full_from_theta(prior_theta())
         return self.fitted.full_for(coefficient_key(scenario, dep))
@@ -260,6 +261,10 @@ class PerformanceModel:
         cannot depend on the load it was first asked with: a prediction never depends on
         what was predicted before it.
         """
+        return self._deployment(scenario)[0]
+
+    def _deployment(self, scenario: Scenario) -> tuple[Deployment, str]:
+        """:meth:`deployment` and the key of the load-free scenario it is cached on."""
         unloaded = scenario.model_copy(update=_NO_LOAD)
         key = _scenario_key(unloaded)
         with self._dep_lock:
@@ -272,11 +277,11 @@ class PerformanceModel:
                     self._dep_cache.popitem(last=False)
         if dep.scenario != scenario:
             dep = _with_scenario(dep, scenario)
-        return dep
+        return dep, key
 
     def simulate(self, scenario: Scenario) -> tuple[Deployment, SimTrace, np.ndarray]:
         dep = self.deployment(scenario)
-        c = self.coefficients_of(scenario)
+        c = self.coefficients_of(scenario, dep)
         return dep, simulate(dep, c), c
 
     def predict(self, scenario: Scenario) -> Prediction:
@@ -305,7 +310,7 @@ class PerformanceModel:
     def step_time_s(self, scenario: Scenario, batch: StepBatch) -> float:
         """Seconds one engine step of ``batch`` takes on the scenario's deployment."""
         dep = self.deployment(scenario)
-        return step_time_s(batch, dep, self.coefficients_of(scenario))
+        return step_time_s(batch, dep, self.coefficients_of(scenario, dep))
 
     def request_timing(
         self, scenario: Scenario, running: int, input_len: int, output_len: int
@@ -314,7 +319,7 @@ class PerformanceModel:
         decoding ones: its prompt in budget-sized chunks beside them, then decode steps with
         all of them at the request's mid-answer context. For a simulated server's timing."""
         dep = self.deployment(scenario)
-        c = self.coefficients_of(scenario)
+        c = self.coefficients_of(scenario, dep)
         context = input_len + output_len // 2
         ttft = 0.0
         done = 0
@@ -330,12 +335,11 @@ class PerformanceModel:
     def steady_state(self, scenario: Scenario) -> SteadyStateModel:
         """The steady-state model of the scenario's deployment with its fitted coefficients
         (:mod:`planner.perf.steady_state`), cached on everything but the load."""
-        dep = self.deployment(scenario)
-        key = _scenario_key(dep.scenario.model_copy(update=_NO_LOAD))
+        dep, key = self._deployment(scenario)
         with self._dep_lock:
             held = self._steady.get(key)
         if held is None:
-            held = SteadyStateModel(dep, self.coefficients_of(scenario))
+            held = SteadyStateModel(dep, self.coefficients_of(scenario, dep))
             with self._dep_lock:
                 self._steady[key] = held
                 if len(self._steady) > 2048:
@@ -364,7 +368,7 @@ class PerformanceModel:
     def steady_prediction(self, scenario: Scenario, state: SteadyState) -> Prediction:
         """A :class:`Prediction` of a steady state of one replica (whole deployment rates)."""
         dep = self.deployment(scenario)
-        c = self.coefficients_of(scenario)
+        c = self.coefficients_of(scenario, dep)
         key = coefficient_key(scenario, dep)
         family, gpu = key.family, key.gpu
         shares = term_shares(state.step_terms, c)

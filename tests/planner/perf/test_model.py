@@ -246,3 +246,23 @@ def test_timeline_and_request_timing(model: PerformanceModel) -> None:
     ttft_16, delay_16 = model.request_timing(scenario, 16, 2048, 256)
     ttft_1, delay_1 = model.request_timing(scenario, 1, 2048, 256)
     assert ttft_16 > ttft_1 > 0 and delay_16 > delay_1 > 0
+
+
+def test_a_coefficient_vector_is_built_once_per_key_and_cannot_be_changed(
+    model: PerformanceModel,
+) -> None:
+    """A search asks the same (family, GPU, release) vector for hundreds of candidates: one
+    read-only array per key, equal to the vector composed from the levels."""
+    import numpy as np
+
+    from planner.perf.calibration import CoefficientKey, full_from_theta
+
+    assert model.fitted is not None
+    key = CoefficientKey("vllm", "H100-SXM", None, "serve", "dense")
+    first = model.fitted.full_for(key)
+    assert model.fitted.full_for(key) is first
+    assert np.array_equal(first, full_from_theta(model.fitted.theta_for(key)))
+    with pytest.raises(ValueError):
+        first[0] = 1.0
+    other = model.fitted.full_for(key._replace(kind="moe"))
+    assert other is not first
