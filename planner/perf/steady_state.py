@@ -51,6 +51,7 @@ from typing import Literal
 import numpy as np
 
 from planner.perf.deployment import Deployment
+from planner.perf.edge_search import last_inside, margin_of
 from planner.perf.step_time import StepBatch, step_features
 from planner.workload import LengthDistribution, draw_lengths
 
@@ -445,30 +446,48 @@ class SteadyStateModel:
         return [bulk, seat], bulk.fixed_s, bulk.load < 1.0 and seat.stable
 
     def _broken_at(self, u: float, quantile: float, limits: tuple[float | None, ...]) -> str | None:
-        """What :func:`_broken` says of the state at ``u`` (the first limit it breaks), without
-        computing its quantiles: a latency meets its limit when its tail at the limit is at
-        most ``1 - quantile`` (``P(TTFT > limit) <= 1 - q`` is ``TTFT_q <= limit``), one
-        evaluation of the summed survival instead of a bisection for the quantile."""
+        """What :func:`_broken` says of the state at ``u`` (the first limit it breaks)."""
+        return self._margin_at(u, quantile, limits)[0]
+
+    def _margin_at(
+        self, u: float, quantile: float, limits: tuple[float | None, ...]
+    ) -> tuple[str | None, float]:
+        """(the first limit the state at ``u`` breaks, as :func:`_broken` says, or None; how
+        far beyond the limits it is, :func:`~planner.perf.edge_search.margin_of` of the worst:
+        > 0 exactly when one is broken), without computing the state's quantiles: a latency
+        meets its limit when its tail at the limit is at most ``1 - quantile``
+        (``P(TTFT > limit) <= 1 - q`` is ``TTFT_q <= limit``), one evaluation of the summed
+        survival instead of a bisection for the quantile; the margin of a tail is its ratio
+        to ``1 - q``."""
         self.evaluations += 1
         ttft_limit, tpot_limit, e2e_limit = limits
         st = self.step(u)
         rate = u / st.mean_s if st.mean_s > 0 else 0.0
         parts, own, stable = self._ttft_parts(st, rate)
         if not stable:
-            return "ttft" if ttft_limit is not None else "saturation"
+            return ("ttft" if ttft_limit is not None else "saturation"), math.inf
         tail = 1.0 - quantile
-        if ttft_limit is not None and _sum_survival(parts, ttft_limit - own) > tail:
-            return "ttft"
+        broken: str | None = None
+        worst = -math.inf
+        if ttft_limit is not None:
+            worst = margin_of(_sum_survival(parts, ttft_limit - own), tail)
+            if worst > 0.0:
+                broken = "ttft"
         if tpot_limit is None and e2e_limit is None:
-            return None
+            return broken, worst
         _, tpot_q, _ = self._tpot(st, rate, quantile)
-        if tpot_limit is not None and not tpot_q <= tpot_limit:
-            return "tpot"
+        if tpot_limit is not None:
+            found = margin_of(tpot_q, tpot_limit)
+            if found > 0.0 and broken is None:
+                broken = "tpot"
+            worst = max(worst, found)
         if e2e_limit is not None:
             decoding = (self.work.output_quantile(quantile) - 1.0) * tpot_q
-            if _sum_survival(parts, e2e_limit - decoding - own) > tail:
-                return "e2e"
-        return None
+            found = margin_of(_sum_survival(parts, e2e_limit - decoding - own), tail)
+            if found > 0.0 and broken is None:
+                broken = "e2e"
+            worst = max(worst, found)
+        return broken, worst
 
     def _bulk(self, st: _Step, rate: float) -> _Gamma:
         """TTFT beyond the fixed part (``T_d + delta``, one step with the prompt alone) when
@@ -572,29 +591,43 @@ class SteadyStateModel:
         quantile: float = 0.99,
         rel_tol: float = 0.01,
     ) -> Capacity:
-        """The highest Poisson rate whose steady-state ``quantile`` latencies meet the limits
-        (bisection on the arrivals per step: latency grows with load)."""
+        """The highest Poisson rate whose steady-state ``quantile`` latencies meet the limits:
+        the edge on a grid of arrivals per step, geometric from 1% of saturation to it, fine
+        enough that the rate is within ``rel_tol`` (the grid bisection would halve down to;
+        :func:`~planner.perf.edge_search.last_inside` finds the same cell in fewer steps:
+        latency grows with load)."""
         limits = (ttft_p99_s, tpot_p99_s, e2e_p99_s)
         u_max, bound = self.saturation()
         u_top = u_max * (1 - 1e-6)
-        limit = self._broken_at(u_top, quantile, limits)
+        limit, top_margin = self._margin_at(u_top, quantile, limits)
         if limit is None:
             top = self._open_loop(u_top, quantile, stable=True, bound=bound)
             return Capacity(top.rate, top, "saturation", self.evaluations)
-        lo, hi = u_max * 0.01, u_max
-        broken = self._broken_at(lo, quantile, limits)
+        lowest = u_max * 0.01
+        broken, low_margin = self._margin_at(lowest, quantile, limits)
         if broken is not None:
-            low = self._open_loop(lo, quantile, stable=True, bound="none")
+            low = self._open_loop(lowest, quantile, stable=True, bound="none")
             return Capacity(0.0, low, broken, self.evaluations)
-        while hi - lo > rel_tol * hi:
-            mid = math.sqrt(lo * hi)
-            broken = self._broken_at(mid, quantile, limits)
-            if broken is None:
-                lo = mid
-            else:
-                hi, limit = mid, broken
+        span = math.log(u_max / lowest)
+        halvings = 0
+        while -math.expm1(-span / 2**halvings) > rel_tol:
+            halvings += 1
+        cells = 2**halvings
+        labels: dict[int, str] = {cells: limit}
+
+        def u_at(index: int) -> float:
+            return lowest * math.exp(span * index / cells)
+
+        def margin(index: int) -> float:
+            found, how_far = self._margin_at(u_at(index), quantile, limits)
+            if found is not None:
+                labels[index] = found
+            return how_far
+
+        good, bad = last_inside(margin, 0, cells, low_margin, top_margin)
+        lo = lowest if good == 0 else u_at(good)
         best = self._open_loop(lo, quantile, stable=True, bound="none")
-        return Capacity(best.rate, best, limit, self.evaluations)
+        return Capacity(best.rate, best, labels[bad], self.evaluations)
 
     def max_concurrency(
         self,
@@ -622,16 +655,17 @@ class SteadyStateModel:
         broken = _broken(low, limits)
         if broken is not None:
             return Capacity(0.0, low, broken, self.evaluations)
-        good, best, bad, limit = 1, low, highest, _broken(top, limits) or "saturation"
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            state = at(mid)
-            broken = _broken(state, limits)
-            if broken is None:
-                good, best = mid, state
-            else:
-                bad, limit = mid, broken
-        return Capacity(float(good), best, limit, self.evaluations)
+        states = {1: low, highest: top}
+
+        def margin(n: int) -> float:
+            states[n] = at(n)
+            return _margin(states[n], limits)
+
+        good, bad = last_inside(margin, 1, highest, _margin(low, limits), _margin(top, limits))
+        return Capacity(
+            float(good), states[good], _broken(states[bad], limits) or "saturation",
+            self.evaluations,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -643,6 +677,20 @@ class Capacity:
     state: SteadyState
     limited_by: str
     evaluations: int
+
+
+def _margin(state: SteadyState, limits: tuple[float | None, ...]) -> float:
+    """How far beyond ``limits`` the state is (> 0 exactly when :func:`_broken` says one is
+    broken; :func:`~planner.perf.edge_search.margin_of`)."""
+    if not state.stable:
+        return math.inf
+    worst = -math.inf
+    for value, limit in zip(
+        (state.ttft_p99_s, state.tpot_p99_s, state.e2e_p99_s), limits, strict=True
+    ):
+        if limit is not None:
+            worst = max(worst, margin_of(value, limit))
+    return worst
 
 
 def _broken(state: SteadyState, limits: tuple[float | None, ...]) -> str | None:

@@ -196,3 +196,75 @@ def test_the_linear_quantile_is_numpys() -> None:
         values = np.sort(rng.lognormal(size=n))
         for q in (0.0, 0.01, 0.5, 0.9, 0.99, 1.0):
             assert _linear_quantile(values, q) == float(np.quantile(values, q))
+
+
+def _bisected_rate_edge(steady: object, limits: tuple[float | None, ...]) -> tuple[float, str]:
+    """The capacity search as it was: bisection of the arrivals per step between 1% of
+    saturation and saturation, to 1%."""
+    import math
+
+    u_max, _ = steady.saturation()  # type: ignore[attr-defined]
+    broken_at = steady._broken_at  # type: ignore[attr-defined]
+    limit = broken_at(u_max * (1 - 1e-6), 0.99, limits)
+    assert limit is not None, "these cases are bound by an SLO"
+    lo, hi = u_max * 0.01, u_max
+    assert broken_at(lo, 0.99, limits) is None
+    while hi - lo > 0.01 * hi:
+        mid = math.sqrt(lo * hi)
+        broken = broken_at(mid, 0.99, limits)
+        if broken is None:
+            lo = mid
+        else:
+            hi, limit = mid, broken
+    return lo, limit
+
+
+def test_the_capacity_search_finds_the_edge_bisection_finds_in_fewer_evaluations(
+    model: PerformanceModel,
+) -> None:
+    """max_rate interpolates on the limits' margins (planner.perf.edge_search) instead of
+    bisecting: the same grid cell, so the same capacity and binding limit, each search with
+    at most one state more than bisection and fewer over all."""
+    bisected = searched = 0
+    cases = itertools.product(
+        [H100, A100, GPT_OSS_TP1], [(3.0, 0.100, None), (2.0, None, None), (3.0, 0.060, 30.0)]
+    )
+    for layout, limits in cases:
+        steady = model.steady_state(_scenario(layout, load="rate", request_rate=1.0))
+        before = steady.evaluations
+        expected, expected_limit = _bisected_rate_edge(steady, limits)
+        by_bisection = steady.evaluations - before
+        before = steady.evaluations
+        found = steady.max_rate(*limits)
+        by_search = steady.evaluations - before - 1  # the state at the edge, computed once
+        assert found.state.arrivals_per_step == pytest.approx(expected, rel=1e-12)
+        assert found.limited_by == expected_limit
+        assert by_search <= by_bisection + 1
+        bisected += by_bisection
+        searched += by_search
+    assert searched < bisected
+
+
+def test_the_concurrency_search_finds_bisections_number_of_requests(
+    model: PerformanceModel,
+) -> None:
+    """Whole requests in flight: the same number as bisection over the closed-loop states."""
+    checked = 0
+    for layout, limits in itertools.product(
+        [H100, A100, GPT_OSS_TP1], [(3.0, 0.100, None), (1.0, 0.050, None), (None, 0.030, 20.0)]
+    ):
+        steady = model.steady_state(_scenario(layout, load="concurrency", concurrency=8))
+        found = steady.max_concurrency(*limits, highest=512)
+        if found.limited_by == "saturation" or found.max_load == 0:
+            continue
+        good, bad = 1, 512
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if _broken(steady.at_concurrency(float(mid)), limits) is None:
+                good = mid
+            else:
+                bad = mid
+        assert found.max_load == good
+        assert found.limited_by == _broken(steady.at_concurrency(float(bad)), limits)
+        checked += 1
+    assert checked >= 4  # most of the cases are bound by an SLO inside 512 in flight
