@@ -260,3 +260,21 @@ def test_the_lengths_chart_opens_for_shaped_lengths(app: Callable[..., AppTest])
     at.number_input(key="out_spread").set_value(128).run()
     no_exception(at)
     assert any("Request lengths" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_the_pending_headline_of_a_first_page_is_replaced_by_the_plan(
+    app: Callable[..., AppTest],
+) -> None:
+    """A session's first page draws the headline pending while it searches (so the browser
+    loads what draws it meanwhile); the plan replaces it in place, and later runs never draw
+    it again."""
+    at = app()
+    assert at.session_state["plan_headline_shown"] is True
+    for _ in range(2):
+        values = [m.value for m in at.metric]
+        assert "…" not in values
+        assert top_metrics(at)["$ per M output tokens"].startswith("$")
+        assert not any(c.value == "vllm serve …" for c in at.code)
+        assert len([m for m in at.metric if m.label == "$ per M output tokens"]) == 1
+        at.run()
+    no_exception(at)
