@@ -167,6 +167,15 @@ def usd_per_hour_bound(
     return groups * layout.nodes * usd_per_instance_hour
 
 
+def usd_per_hour_floor(
+    request: RecommendRequest, layout: LayoutCandidate, usd_per_instance_hour: float
+) -> float:
+    """Less than :func:`usd_per_hour_bound` can ever be, without a prediction: the fewest
+    replica groups any demand needs (one replica and the spares) at the cheapest price."""
+    groups = math.ceil((1 + request.demand.spare_replicas) / max(layout.dp, 1))
+    return groups * layout.nodes * usd_per_instance_hour
+
+
 def _vllm_config(plan: Plan) -> VllmServeConfig:
     """The plan's ``vllm serve`` configuration (a plan for another engine keeps vLLM's name on
     its settings, so the command is vLLM's own)."""

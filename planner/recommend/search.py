@@ -7,7 +7,8 @@ For one model, workload, demand and SLO:
    cache dtype asked for (``planner.layouts``); a layout that does not fit is rejected with
    the layouts module's reason;
 2. one saturated prediction per layout bounds what it can cost at best; layouts are searched
-   cheapest bound first, and those that cannot make the shortlist are rejected with the bound;
+   cheapest bound first, and those that cannot make the shortlist are rejected with the bound
+   (a layout whose fewest instances alone cost more than the shortlist, without a prediction);
 3. for each remaining layout and each point of a small grid of engine settings (max_num_seqs,
    max_num_batched_tokens, chunked prefill, prefix caching), the highest load one replica
    sustains inside the SLO (:mod:`planner.recommend.capacity`): with the performance model,
@@ -24,6 +25,7 @@ For one model, workload, demand and SLO:
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import math
 import threading
@@ -48,7 +50,11 @@ from planner.recommend.capacity import (
     seats,
     verified_capacity,
 )
-from planner.recommend.costing import cost_recommendation, usd_per_hour_bound
+from planner.recommend.costing import (
+    cost_recommendation,
+    usd_per_hour_bound,
+    usd_per_hour_floor,
+)
 from planner.recommend.request import (
     Predictor,
     Recommendation,
@@ -142,31 +148,23 @@ def recommend(
     misses_before = cache.misses
     grid = engine_grid(request)
 
-    # Phase 1: one saturated prediction per layout (at the grid's largest batch) bounds what
-    # the layout can cost at best; layouts are then searched cheapest bound first.
+    # Phase 1: what each layout can cost at best bounds it; layouts are searched cheapest bound
+    # first. The bound is one saturated prediction per layout (at the grid's largest batch);
+    # until it is needed, the price of the fewest replica groups stands in for it (never more
+    # than it), so a layout whose instances alone cost more than the shortlist is rejected
+    # without a prediction. The order is the saturated bounds' (a layout's stand-in comes out
+    # of the heap before its own bound could, and is replaced by it).
     widest = max(grid, key=lambda s: (s.max_num_seqs or 0, s.max_num_batched_tokens or 0))
-    bounded: list[tuple[float, Any, dict[str, Any], CapacityResult]] = []
-    for layout in _replica_layouts(layouts):
+    heap: list[tuple[float, int, bool, LayoutCandidate, dict[str, Any], Any]] = []
+    for index, layout in enumerate(_replica_layouts(layouts)):
         base = _rejected_base(layout)
         if not layout.feasible:
             rejected.append(Rejected(**base, reason=layout.reason or "does not fit"))
             continue
         cheapest = min(p.usd_per_hour for p in prices_in_scope(catalog, layout.instance, search))
-        if kind == "rate":
-            saturated = cache.get_or_compute(
-                ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
-                functools.partial(guarded, saturated_capacity, predictor, layout, widest),
-            )
-            if saturated.reason is not None:
-                rejected.append(
-                    Rejected(**base, engine_settings=widest.label, reason=saturated.reason)
-                )
-                continue
-        else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
-            saturated = CapacityResult(float(seats(layout, widest)), None, None)
-        bound = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
-        bounded.append((bound, layout, base, saturated))
-    bounded.sort(key=lambda item: item[0])
+        floor = usd_per_hour_floor(request, layout, cheapest)
+        heap.append((floor, index, False, layout, base, cheapest))
+    heapq.heapify(heap)
 
     # Phase 2: the exact SLO search over the engine grid, for as long as a layout can still
     # make the shortlist.
@@ -204,29 +202,49 @@ def recommend(
                 rec.usd_per_hour, best_per_configuration.get(config, math.inf)
             )
 
-    for bound, layout, base, saturated in bounded:
-        config = _configuration_key(layout)
+    while heap:
+        bound, index, saturated_bound, layout, base, held = heapq.heappop(heap)
         shortlist = sorted(best_per_configuration.values())
         if len(shortlist) >= SHORTLIST and bound > shortlist[SHORTLIST - 1]:
+            least = "even saturated it needs" if saturated_bound else "its instances alone cost"
             rejected.append(
                 Rejected(
                     **base,
                     reason=(
-                        f"cannot make the top {SHORTLIST}: even saturated it needs at least "
-                        f"${bound:,.2f}/h, the {SHORTLIST}th cheapest found costs "
+                        f"cannot make the top {SHORTLIST}: {least} at least ${bound:,.2f}/h, "
+                        f"the {SHORTLIST}th cheapest found costs "
                         f"${shortlist[SHORTLIST - 1]:,.2f}/h"
                     ),
                 )
             )
             continue
+        if not saturated_bound:
+            cheapest = held
+            if kind == "rate":
+                saturated = cache.get_or_compute(
+                    ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
+                    functools.partial(guarded, saturated_capacity, predictor, layout, widest),
+                )
+                if saturated.reason is not None:
+                    rejected.append(
+                        Rejected(**base, engine_settings=widest.label, reason=saturated.reason)
+                    )
+                    continue
+            else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
+                saturated = CapacityResult(float(seats(layout, widest)), None, None)
+            exact = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
+            heapq.heappush(heap, (exact, index, True, layout, base, saturated))
+            continue
+        saturated = held
+        config = _configuration_key(layout)
         if config in best_per_configuration and bound > best_per_configuration[config]:
-            held = best_per_configuration[config]
+            held_cost = best_per_configuration[config]
             rejected.append(
                 Rejected(
                     **base,
                     reason=(
                         f"even saturated it needs ${bound:,.2f}/h; another layout of the same "
-                        f"instance meets the SLO for ${held:,.2f}/h"
+                        f"instance meets the SLO for ${held_cost:,.2f}/h"
                     ),
                 )
             )

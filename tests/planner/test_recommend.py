@@ -399,3 +399,24 @@ def test_a_shortlisted_capacity_the_simulation_refutes_is_lowered_not_rejected()
     refuted = check(meets=0.0)
     assert refuted.max_load == 0.0
     assert refuted.reason is not None and "simulated down to 0.5 req/s" in refuted.reason
+
+
+def test_a_layout_whose_instances_alone_cost_too_much_is_not_predicted(
+    catalog: Catalog, perf: PerformanceModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The price of the fewest replica groups stands in for a layout's saturated bound until
+    it could make the shortlist: the ranking is the one every bound computed gives, with fewer
+    saturated predictions, and what is rejected that way says so."""
+    from planner.recommend import search as search_module
+
+    request = _request(providers=(), regions=())  # every provider: many 8-GPU instances
+    cache = CapacityCache()
+    lazy = recommend(catalog, request, perf_predictor(catalog, request, perf), cache=cache)
+    predicted = cache.misses_by_kind["saturated"]
+    monkeypatch.setattr(search_module, "usd_per_hour_floor", lambda *_: 0.0)
+    every = CapacityCache()
+    eager = recommend(catalog, request, perf_predictor(catalog, request, perf), cache=every)
+    assert [r.model_dump() for r in lazy.ranked] == [r.model_dump() for r in eager.ranked]
+    assert predicted < every.misses_by_kind["saturated"]
+    alone = [r for r in lazy.rejected if "its instances alone cost at least" in r.reason]
+    assert alone and len(lazy.rejected) == len(eager.rejected)
