@@ -279,14 +279,16 @@ class PerformanceModel:
             dep = _with_scenario(dep, scenario)
         return dep, key
 
-    def simulate(self, scenario: Scenario) -> tuple[Deployment, SimTrace, np.ndarray]:
+    def simulate(
+        self, scenario: Scenario, *, timeline: bool = True
+    ) -> tuple[Deployment, SimTrace, np.ndarray]:
         dep = self.deployment(scenario)
         c = self.coefficients_of(scenario, dep)
-        return dep, simulate(dep, c), c
+        return dep, simulate(dep, c, timeline=timeline), c
 
     def predict(self, scenario: Scenario) -> Prediction:
         """Simulate the scenario with the fitted coefficients; see :class:`Prediction`."""
-        dep, trace, c = self.simulate(scenario)
+        dep, trace, c = self.simulate(scenario, timeline=False)
         return self._prediction(scenario, dep, trace, c)
 
     def predict_many(self, scenarios: Iterable[Scenario]) -> list[Prediction | PlannerError]:

@@ -223,7 +223,9 @@ class _Engine:
     materialises the pool and takes the general path.
     """
 
-    def __init__(self, dep: Deployment, coefficients: np.ndarray | None) -> None:
+    def __init__(
+        self, dep: Deployment, coefficients: np.ndarray | None, *, timeline: bool = True
+    ) -> None:
         self.dep = dep
         self.c = coefficients
         self.bs = dep.block_size
@@ -264,6 +266,7 @@ class _Engine:
         self.gap_weight: list[float] = []
         # (terms so far, KV occupancy, running, waiting) after each step or run of steps
         self.timeline: list[tuple[np.ndarray, float, int, int]] = []
+        self.keep_timeline = timeline
         self.done: list[tuple[int, int, int, np.ndarray | None, float, np.ndarray, np.ndarray]] = []
         sc = dep.scenario
         self.prefix_tokens = 0
@@ -675,6 +678,8 @@ class _Engine:
         if decode_gaps > 0:
             self.gap_terms.append(terms.copy())
             self.gap_weight.append(decode_gaps * steps)
+        if not self.keep_timeline:
+            return
         self.timeline.append(
             (self.cum.copy(), occupancy, self.running_seqs, sum(w.count for w in self.waiting))
         )
@@ -871,11 +876,14 @@ def simulate(
     coefficients: np.ndarray | None = None,
     *,
     max_steps: int = 200_000_000,
+    timeline: bool = True,
 ) -> SimTrace:
     """Simulate one replica of ``dep.scenario`` (its share of the load when there are several).
 
     ``coefficients`` (full vector over the step terms) is needed only when arrivals follow the
     clock (``rate``, ``trace``); closed-loop and offline runs are simulated in terms alone.
+    ``timeline`` False: without the KV, running and waiting timeline (a prediction's figures
+    do not read it; a seventh of a search's simulation time was recording it).
     """
     sc = dep.scenario
     replicas = dep.replicas
@@ -884,7 +892,7 @@ def simulate(
     time_driven = sc.load in ("rate", "trace")
     if time_driven and coefficients is None:
         raise ValueError("a rate or trace load needs coefficients to run its clock")
-    eng = _Engine(dep, coefficients)
+    eng = _Engine(dep, coefficients, timeline=timeline)
     order = 0
     if sc.load == "trace" and sc.trace:
         reqs = sorted(sc.trace, key=lambda r: r.arrival_s)[replicas - 1 :: replicas] or list(

@@ -266,3 +266,20 @@ def test_a_coefficient_vector_is_built_once_per_key_and_cannot_be_changed(
         first[0] = 1.0
     other = model.fitted.full_for(key._replace(kind="moe"))
     assert other is not first
+
+
+@pytest.mark.parametrize(
+    "load", [{"load": "rate", "request_rate": 0.5}, {"load": "concurrency", "concurrency": 16}]
+)
+def test_a_prediction_is_the_same_without_the_timeline(
+    model: PerformanceModel, load: dict[str, object]
+) -> None:
+    """predict() simulates without recording the KV / queue timeline (only the timeline view
+    reads it): the figures are those of a run that recorded it, and the timeline is still
+    there for the view."""
+    scenario = Scenario(**{**BRIEF, **load}, tp=4, instance="g6e.12xlarge")
+    dep, trace, c = model.simulate(scenario)
+    assert trace.timeline_kv.size > 0
+    recorded = model._prediction(scenario, dep, trace, c)
+    assert model.predict(scenario) == recorded
+    assert model.timeline(scenario).kv_occupancy.size > 0
