@@ -278,3 +278,40 @@ def test_the_pending_headline_of_a_first_page_is_replaced_by_the_plan(
         assert len([m for m in at.metric if m.label == "$ per M output tokens"]) == 1
         at.run()
     no_exception(at)
+
+
+def test_the_latency_chart_follows_the_best_configurations_not_their_prices(
+    app: Callable[..., AppTest], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A utilisation step re-costs the same configurations in the same order: the latency
+    chart is not drawn again (the same one is shown); a tighter SLO draws it again with the
+    new line."""
+    import pages.charts.plan as charts
+
+    drawn: list[float | None] = []
+
+    def counted(top: object, slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> object:
+        drawn.append(slo_ttft_ms)
+        return draw(top, slo_ttft_ms, slo_tpot_ms)
+
+    draw = charts.latency_figure
+    monkeypatch.setattr(charts, "latency_figure", counted)
+
+    def latency_spec(at: AppTest) -> str:
+        specs = [c.proto.spec for c in at.get("plotly_chart")]
+        return next(s for s in specs if "p99 latency of the best configurations" in s)
+
+    at = app()
+    at.toggle(key="util_manual").set_value(True).run()
+    at.slider(key="util").set_value(60).run()
+    before, times = latency_spec(at), len(drawn)
+    assert "SLO 3,000 ms" in before
+    at.slider(key="util").set_value(30).run()
+    no_exception(at)
+    assert top_metrics(at)["Utilisation"] == "30%"
+    assert latency_spec(at) == before
+    assert len(drawn) == times
+    at.number_input(key="ttft_ms").set_value(2500).run()
+    no_exception(at)
+    assert "SLO 2,500 ms" in latency_spec(at)
+    assert drawn[-1] == 2500
