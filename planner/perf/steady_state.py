@@ -379,7 +379,7 @@ class SteadyStateModel:
 
     def _open_loop(self, u: float, quantile: float, *, stable: bool, bound: Bound) -> SteadyState:
         """The state at ``u`` (a capacity search compares only its limits with an SLO:
-        :meth:`_broken_at`)."""
+        :meth:`_margin_at`)."""
         self.evaluations += 1
         dep, w = self.dep, self.work
         st = self.step(u)
@@ -444,10 +444,6 @@ class SteadyStateModel:
         # step in flight share the next step (its length grows with them)
         bulk = self._bulk(st, rate)
         return [bulk, seat], bulk.fixed_s, bulk.load < 1.0 and seat.stable
-
-    def _broken_at(self, u: float, quantile: float, limits: tuple[float | None, ...]) -> str | None:
-        """What :func:`_broken` says of the state at ``u`` (the first limit it breaks)."""
-        return self._margin_at(u, quantile, limits)[0]
 
     def _margin_at(
         self, u: float, quantile: float, limits: tuple[float | None, ...]

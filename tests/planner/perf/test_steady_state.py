@@ -15,7 +15,12 @@ import pytest
 
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
-from planner.perf.steady_state import _broken, _generalised_poisson_rows, _linear_quantile
+from planner.perf.steady_state import (
+    SteadyStateModel,
+    _broken,
+    _generalised_poisson_rows,
+    _linear_quantile,
+)
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 H100 = {"gpu": "H100-SXM", "tp": 2, "instance": "p5.48xlarge", "precision": "fp8"}
@@ -171,7 +176,7 @@ def test_the_capacity_searchs_limit_check_is_the_states_quantiles(
     for share in (0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.97, 0.999):
         u = u_max * share
         state = steady._open_loop(u, 0.99, stable=True, bound="none")
-        assert steady._broken_at(u, 0.99, limits) == _broken(state, limits), share
+        assert steady._margin_at(u, 0.99, limits)[0] == _broken(state, limits), share
 
 
 def test_the_branching_counts_have_the_generalised_poissons_moments() -> None:
@@ -198,13 +203,18 @@ def test_the_linear_quantile_is_numpys() -> None:
             assert _linear_quantile(values, q) == float(np.quantile(values, q))
 
 
-def _bisected_rate_edge(steady: object, limits: tuple[float | None, ...]) -> tuple[float, str]:
+def _bisected_rate_edge(
+    steady: SteadyStateModel, limits: tuple[float | None, ...]
+) -> tuple[float, str]:
     """The capacity search as it was: bisection of the arrivals per step between 1% of
     saturation and saturation, to 1%."""
     import math
 
-    u_max, _ = steady.saturation()  # type: ignore[attr-defined]
-    broken_at = steady._broken_at  # type: ignore[attr-defined]
+    u_max, _ = steady.saturation()
+
+    def broken_at(u: float, quantile: float, limits: tuple[float | None, ...]) -> str | None:
+        return steady._margin_at(u, quantile, limits)[0]
+
     limit = broken_at(u_max * (1 - 1e-6), 0.99, limits)
     assert limit is not None, "these cases are bound by an SLO"
     lo, hi = u_max * 0.01, u_max
