@@ -248,7 +248,8 @@ class PerformanceModel:
     def coefficients_of(self, scenario: Scenario, dep: Deployment | None = None) -> np.ndarray:
         """The coefficient vector a scenario is predicted with (``dep``: its deployment, when
         the caller has it)."""
-        dep = dep or self.deployment(scenario)
+        if dep is None:
+            dep = self.deployment(scenario)
         if self.fitted is None:
             return full_from_theta(prior_theta())
         return self.fitted.full_for(coefficient_key(scenario, dep))
@@ -459,7 +460,8 @@ class PerformanceModel:
     def uncertainty_reasons(self, scenario: Scenario, dep: Deployment | None = None) -> list[str]:
         """Why a prediction of ``scenario`` is uncertain: what about it the measured data do
         not cover (:func:`planner.perf.uncertainty.novelty`); empty when all is covered."""
-        dep = dep or self.deployment(scenario)
+        if dep is None:
+            dep = self.deployment(scenario)
         return novelty(
             coefficient_key(scenario, dep),
             dep.card.architecture.model_classes,
