@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 #: ITP's truncation: ``kappa1 (b - a) ** kappa2``, ``kappa1`` relative to the first interval
 _KAPPA1 = 0.2
@@ -73,3 +74,58 @@ def last_inside(
             inside, inside_margin = index, found
         done += 1
     return inside, beyond
+
+
+@dataclass(frozen=True)
+class EdgeHint:
+    """Where a search of a similar question found its edge: the last index inside, and how
+    fast the margin grew there (per index; None when not finite). A hint only decides where a
+    search starts looking: for a monotone margin the edge found is the same whatever it says."""
+
+    index: int
+    slope: float | None
+
+
+def hint_of(inside: int, inside_margin: float, beyond: int, beyond_margin: float) -> EdgeHint:
+    """The hint a finished search leaves: its edge and the margin's slope across it."""
+    slope = (beyond_margin - inside_margin) / max(beyond - inside, 1)
+    return EdgeHint(inside, slope if math.isfinite(slope) and slope > 0 else None)
+
+
+def bracket_from(
+    margin: Callable[[int], float], hint: EdgeHint, lowest: int, highest: int
+) -> tuple[int, float, int, float]:
+    """The edge's bracket found outward from ``hint``, for a ``margin(index)`` that grows with
+    the index on ``lowest..highest``: ``(inside, its margin, beyond, its margin)``, inside <
+    beyond, to be narrowed by :func:`last_inside`; or ``(highest, m, highest, m)`` when even
+    ``highest`` is inside, ``(lowest, m, lowest, m)`` when even ``lowest`` is beyond.
+
+    Each probe goes where the margin's slope (the hint's, then the secant of the last two
+    probes) says it crosses zero, at least twice as far as the probe before: a hint a few
+    indices off costs two or three evaluations, a wrong one no more than a logarithmic
+    number."""
+    at = min(max(hint.index, lowest), highest)
+    found = margin(at)
+    slope = hint.slope
+    least = 1
+    while True:
+        inside = found <= 0.0  # NaN counts as beyond
+        if inside and at == highest:
+            return at, found, at, found
+        if not inside and at == lowest:
+            return at, found, at, found
+        distance = least
+        if slope is not None and math.isfinite(found):
+            distance = max(distance, math.ceil(abs(found) / slope))
+        step = min(distance, highest - at) if inside else -min(distance, at - lowest)
+        probe = at + step
+        probe_margin = margin(probe)
+        if inside != (probe_margin <= 0.0):
+            if inside:
+                return at, found, probe, probe_margin
+            return probe, probe_margin, at, found
+        if math.isfinite(probe_margin) and math.isfinite(found) and probe_margin != found:
+            secant = (probe_margin - found) / step
+            slope = secant if secant > 0 else slope
+        at, found = probe, probe_margin
+        least = 2 * abs(step)

@@ -51,7 +51,7 @@ from typing import Literal
 import numpy as np
 
 from planner.perf.deployment import Deployment
-from planner.perf.edge_search import last_inside, margin_of
+from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
 from planner.perf.step_time import StepBatch, step_features
 from planner.workload import LengthDistribution, draw_lengths
 
@@ -586,44 +586,51 @@ class SteadyStateModel:
         *,
         quantile: float = 0.99,
         rel_tol: float = 0.01,
+        hint: EdgeHint | None = None,
     ) -> Capacity:
         """The highest Poisson rate whose steady-state ``quantile`` latencies meet the limits:
         the edge on a grid of arrivals per step, geometric from 1% of saturation to it, fine
         enough that the rate is within ``rel_tol`` (the grid bisection would halve down to;
         :func:`~planner.perf.edge_search.last_inside` finds the same cell in fewer steps:
-        latency grows with load)."""
+        latency grows with load). ``hint``: where the search of a similar question (another
+        workload or SLO of the same deployment) found its edge, to start from
+        (:func:`~planner.perf.edge_search.bracket_from`); it changes how many states are
+        evaluated, not the edge."""
         limits = (ttft_p99_s, tpot_p99_s, e2e_p99_s)
         u_max, bound = self.saturation()
         u_top = u_max * (1 - 1e-6)
-        limit, top_margin = self._margin_at(u_top, quantile, limits)
-        if limit is None:
-            top = self._open_loop(u_top, quantile, stable=True, bound=bound)
-            return Capacity(top.rate, top, "saturation", self.evaluations)
         lowest = u_max * 0.01
-        broken, low_margin = self._margin_at(lowest, quantile, limits)
-        if broken is not None:
-            low = self._open_loop(lowest, quantile, stable=True, bound="none")
-            return Capacity(0.0, low, broken, self.evaluations)
         span = math.log(u_max / lowest)
         halvings = 0
         while -math.expm1(-span / 2**halvings) > rel_tol:
             halvings += 1
         cells = 2**halvings
-        labels: dict[int, str] = {cells: limit}
+        labels: dict[int, str] = {}
+        margins: dict[int, float] = {}
 
         def u_at(index: int) -> float:
-            return lowest * math.exp(span * index / cells)
+            if index == cells:
+                return u_top
+            return lowest if index == 0 else lowest * math.exp(span * index / cells)
 
         def margin(index: int) -> float:
             found, how_far = self._margin_at(u_at(index), quantile, limits)
             if found is not None:
                 labels[index] = found
+            margins[index] = how_far
             return how_far
 
-        good, bad = last_inside(margin, 0, cells, low_margin, top_margin)
-        lo = lowest if good == 0 else u_at(good)
-        best = self._open_loop(lo, quantile, stable=True, bound="none")
-        return Capacity(best.rate, best, labels[bad], self.evaluations)
+        good, good_margin, bad, bad_margin = _bracket(margin, hint, 0, cells)
+        if good == bad and good_margin <= 0.0:  # inside up to saturation
+            top = self._open_loop(u_top, quantile, stable=True, bound=bound)
+            return Capacity(top.rate, top, "saturation", self.evaluations, EdgeHint(cells, None))
+        if good == bad:  # beyond even at 1% of it
+            low = self._open_loop(lowest, quantile, stable=True, bound="none")
+            return Capacity(0.0, low, labels[0], self.evaluations, EdgeHint(0, None))
+        good, bad = last_inside(margin, good, bad, good_margin, bad_margin)
+        best = self._open_loop(u_at(good), quantile, stable=True, bound="none")
+        edge = hint_of(good, margins[good], bad, margins[bad])
+        return Capacity(best.rate, best, labels[bad], self.evaluations, edge)
 
     def max_concurrency(
         self,
@@ -634,34 +641,51 @@ class SteadyStateModel:
         highest: int,
         quantile: float = 0.99,
         run_requests: Callable[[int], int] | None = None,
+        hint: EdgeHint | None = None,
     ) -> Capacity:
         """The most requests in flight (closed loop, at most ``highest``) inside the limits;
         ``run_requests(n)``: the length of the finite run each is judged by (its first wave
-        is in the TTFT tail), None for a loop that runs for ever."""
+        is in the TTFT tail), None for a loop that runs for ever. ``hint``: as for
+        :meth:`max_rate`."""
         limits = (ttft_p99_s, tpot_p99_s, e2e_p99_s)
-
-        def at(n: int) -> SteadyState:
-            runs = run_requests(n) if run_requests else None
-            return self.at_concurrency(float(n), quantile, runs)
-
-        top = at(highest)
-        if _broken(top, limits) is None:
-            return Capacity(float(highest), top, "saturation", self.evaluations)
-        low = at(1)
-        broken = _broken(low, limits)
-        if broken is not None:
-            return Capacity(0.0, low, broken, self.evaluations)
-        states = {1: low, highest: top}
+        states: dict[int, SteadyState] = {}
 
         def margin(n: int) -> float:
-            states[n] = at(n)
+            runs = run_requests(n) if run_requests else None
+            states[n] = self.at_concurrency(float(n), quantile, runs)
             return _margin(states[n], limits)
 
-        good, bad = last_inside(margin, 1, highest, _margin(low, limits), _margin(top, limits))
+        good, good_margin, bad, bad_margin = _bracket(margin, hint, 1, highest)
+        if good == bad and good_margin <= 0.0:  # inside at the most searched
+            return Capacity(float(highest), states[highest], "saturation", self.evaluations,
+                            EdgeHint(highest, None))  # fmt: skip
+        if good == bad:  # beyond even with one request in flight
+            low = states[1]
+            return Capacity(0.0, low, _broken(low, limits) or "saturation", self.evaluations,
+                            EdgeHint(1, None))  # fmt: skip
+        good, bad = last_inside(margin, good, bad, good_margin, bad_margin)
+        edge = hint_of(good, _margin(states[good], limits), bad, _margin(states[bad], limits))
         return Capacity(
             float(good), states[good], _broken(states[bad], limits) or "saturation",
-            self.evaluations,
+            self.evaluations, edge,
         )  # fmt: skip
+
+
+def _bracket(
+    margin: Callable[[int], float], hint: EdgeHint | None, lowest: int, highest: int
+) -> tuple[int, float, int, float]:
+    """The edge's first bracket as :func:`~planner.perf.edge_search.bracket_from` returns it:
+    from ``hint``, or (none given) the whole range, its top first (a search that meets the
+    limits at full load needs no other state), then its bottom."""
+    if hint is not None:
+        return bracket_from(margin, hint, lowest, highest)
+    top = margin(highest)
+    if top <= 0.0:
+        return highest, top, highest, top
+    low = margin(lowest)
+    if not low <= 0.0:
+        return lowest, low, lowest, low
+    return lowest, low, highest, top
 
 
 @dataclass(frozen=True)
@@ -673,6 +697,8 @@ class Capacity:
     state: SteadyState
     limited_by: str
     evaluations: int
+    #: where the edge was found, for a later search of a similar question to start from
+    edge: EdgeHint | None = None
 
 
 def _margin(state: SteadyState, limits: tuple[float | None, ...]) -> float:

@@ -23,6 +23,7 @@ from planner.catalog import Catalog
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
 from planner.layouts import LayoutCandidate
+from planner.perf.edge_search import EdgeHint
 from planner.perf.scenario import Prediction, Scenario, engine_fields
 from planner.plan import Load, Slo
 from planner.recommend.request import (
@@ -60,6 +61,9 @@ class CapacityResult:
     #: output tokens/s at ``max_load`` when known without a full prediction (a saturation
     #: bound from the steady state)
     throughput_tok_per_s: float | None = None
+    #: where a steady-state search found its edge (:class:`~planner.perf.edge_search.EdgeHint`):
+    #: a search of the same candidate for another workload or SLO starts there
+    edge: EdgeHint | None = None
 
     @property
     def output_tok_per_s(self) -> float:
@@ -142,6 +146,8 @@ class CapacityCache:
         self._lock = threading.Lock()
         self._data: dict[tuple[Any, ...], CapacityResult] = {}
         self.max_entries = max_entries
+        #: the last edge found for a candidate, by its key less the workload and the SLO
+        self._edges: dict[tuple[Any, ...], EdgeHint] = {}
         self.misses = 0
         #: misses by the first element of the key ("saturated", "slo", "verified")
         self.misses_by_kind: dict[str, int] = {}
@@ -162,9 +168,25 @@ class CapacityCache:
             self.misses_by_kind[kind] = self.misses_by_kind.get(kind, 0) + 1
         return result
 
+    def edge_hint(self, key: tuple[Any, ...]) -> EdgeHint | None:
+        """Where the last search of the candidate ``key`` names found its edge (or None)."""
+        with self._lock:
+            return self._edges.get(key)
+
+    def remember_edge(self, key: tuple[Any, ...], result: CapacityResult) -> None:
+        """Keep where ``result``'s search found its edge, for the candidate's next search."""
+        if result.edge is None:
+            return
+        with self._lock:
+            self._edges.pop(key, None)  # re-inserted last: the oldest go first
+            self._edges[key] = result.edge
+            if len(self._edges) > self.max_entries:
+                del self._edges[next(iter(self._edges))]
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._edges.clear()
 
 
 CAPACITY_CACHE = CapacityCache()
@@ -188,12 +210,14 @@ def replica_capacity(
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     saturated: CapacityResult,
+    hint: EdgeHint | None = None,
 ) -> CapacityResult:
     """The highest load of one replica inside the SLO. The performance model answers from
-    its steady state (:meth:`PerfPredictor.steady_capacity`, no simulation); any other
-    predictor is bisected, one prediction a step."""
+    its steady state (:meth:`PerfPredictor.steady_capacity`, no simulation; ``hint``: where
+    the candidate's last search found its edge, to start from); any other predictor is
+    bisected, one prediction a step."""
     if isinstance(predictor, PerfPredictor) and predictor.steady:
-        return predictor.steady_capacity(layout, settings, request, kind)
+        return predictor.steady_capacity(layout, settings, request, kind, hint)
     if kind == "concurrency":
         # No replica ever holds more than the whole demand: search only up to it.
         return search_capacity(
@@ -324,9 +348,12 @@ class PerfPredictor:
         settings: EngineConfig,
         request: RecommendRequest,
         kind: Literal["rate", "concurrency"],
+        hint: EdgeHint | None = None,
     ) -> CapacityResult:
         """The highest load of one replica inside the SLO from the steady state
-        (:meth:`planner.perf.steady_state.SteadyStateModel.max_rate`), no simulation."""
+        (:meth:`planner.perf.steady_state.SteadyStateModel.max_rate`), no simulation.
+        ``hint``: where a search of the same candidate for another workload or SLO found its
+        edge; the search starts there and finds the same edge in fewer states."""
         slo = request.slo
         limits = [None if v is None else v / 1e3 for v in (slo.ttft_p99_ms, slo.tpot_p99_ms)]
         e2e = None if slo.e2e_p99_ms is None else slo.e2e_p99_ms / 1e3
@@ -336,7 +363,7 @@ class PerfPredictor:
         # ``dp`` of them, each taking 1/dp of the replica's load
         schedulers = model.dep.replicas
         if kind == "rate":
-            found = model.max_rate(limits[0], limits[1], e2e)
+            found = model.max_rate(limits[0], limits[1], e2e, hint=hint)
         else:
             highest = math.ceil(concurrency_ceiling(request, settings, layout) / schedulers)
             found = model.max_concurrency(
@@ -347,6 +374,7 @@ class PerfPredictor:
                 run_requests=lambda n: math.ceil(
                     _requests_to_simulate("concurrency", n * schedulers) / schedulers
                 ),
+                hint=hint,
             )
         found = replace(found, max_load=found.max_load * schedulers)
         at = self.scenario(layout, settings, kind, max(found.max_load, 1e-9))
@@ -362,14 +390,18 @@ class PerfPredictor:
                 )
 
             lowest = found.max_load / 200 if kind == "rate" else 1.0
-            return search_capacity(steady_at, slo, kind=kind, lowest=lowest, highest=found.max_load)
+            within = search_capacity(
+                steady_at, slo, kind=kind, lowest=lowest, highest=found.max_load
+            )
+            return replace(within, edge=found.edge)
         if found.max_load <= 0:
             broken = slo_violations(prediction, slo)
             unit = "req/s" if kind == "rate" else "concurrent requests"
             texts = "; ".join(t for _, t in broken) or f"limited by {found.limited_by}"
             low = found.state.rate if kind == "rate" else 1.0
-            return CapacityResult(0.0, prediction, f"even at {low:.3g} {unit}: {texts}", limit)
-        return CapacityResult(found.max_load, prediction, None, limit)
+            reason = f"even at {low:.3g} {unit}: {texts}"
+            return CapacityResult(0.0, prediction, reason, limit, edge=found.edge)
+        return CapacityResult(found.max_load, prediction, None, limit, edge=found.edge)
 
     def steady_saturation(self, layout: LayoutCandidate, settings: EngineConfig) -> CapacityResult:
         """A full batch of one replica from the steady state: the cost bound's throughput

@@ -180,12 +180,17 @@ def recommend(
         saturated: CapacityResult,
         settings: EngineConfig,
     ) -> None:
+        # where a search of this candidate for another workload or SLO found its edge
+        edge_key = (*_setup_key(catalog, predictor, request, layout, settings), kind)
+        hint = cache.edge_hint(edge_key)
         capacity = cache.get_or_compute(
             _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
             functools.partial(
-                guarded, replica_capacity, predictor, layout, settings, request, kind, saturated
+                guarded, replica_capacity, predictor, layout, settings, request, kind, saturated,
+                hint,
             ),
-        )
+        )  # fmt: skip
+        cache.remember_edge(edge_key, capacity)
         if capacity.reason is not None or capacity.prediction is None:
             rejected.append(
                 Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
@@ -379,6 +384,25 @@ def _prediction_key(
     settings: EngineConfig,
 ) -> tuple[Any, ...]:
     """Everything a prediction depends on (prices, demand and utilisation are not)."""
+    return (
+        *_setup_key(catalog, predictor, request, layout, settings),
+        request.input_len,
+        request.output_len,
+        request.input_dist,
+        request.output_dist,
+        request.prefix_share,
+    )
+
+
+def _setup_key(
+    catalog: Catalog,
+    predictor: Predictor,
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineConfig,
+) -> tuple[Any, ...]:
+    """What a prediction depends on apart from the workload: the predictor, model, engine,
+    hardware (not the instance name: providers selling the same box share it) and layout."""
     inst = catalog.instance(layout.instance)
     hardware = (inst.gpu_id, inst.gpus, inst.gpu_link, inst.gpu_link_bw_gbps, inst.network_gbps)
     return (
@@ -393,11 +417,6 @@ def _prediction_key(
         layout.precision,
         layout.kv_cache_dtype,
         settings,
-        request.input_len,
-        request.output_len,
-        request.input_dist,
-        request.output_dist,
-        request.prefix_share,
     )
 
 

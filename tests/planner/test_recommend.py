@@ -420,3 +420,40 @@ def test_a_layout_whose_instances_alone_cost_too_much_is_not_predicted(
     assert predicted < every.misses_by_kind["saturated"]
     alone = [r for r in lazy.rejected if "its instances alone cost at least" in r.reason]
     assert alone and len(lazy.rejected) == len(eager.rejected)
+
+
+@pytest.mark.parametrize(
+    "demand", [Demand(avg_rate_rps=1.0, peak_rate_rps=2.0), Demand(concurrency=32)]
+)
+def test_a_new_workload_searched_from_the_last_ones_edges_ranks_as_from_scratch(
+    catalog: Catalog, perf: PerformanceModel, monkeypatch: pytest.MonkeyPatch, demand: Demand
+) -> None:
+    """After a search, a new output length or SLO starts each candidate's capacity search at
+    the edge the last search found for it (CapacityCache.edge_hint): the ranking and the
+    rejections are those of a search with an empty cache."""
+    from planner.perf.steady_state import SteadyStateModel
+
+    hinted: list[bool] = []
+    for name in ("max_rate", "max_concurrency"):
+        original = getattr(SteadyStateModel, name)
+
+        def spy(self: Any, *args: Any, _original: Any = original, **kw: Any) -> Any:
+            hinted.append(kw.get("hint") is not None)
+            return _original(self, *args, **kw)
+
+        monkeypatch.setattr(SteadyStateModel, name, spy)
+    request = _request().model_copy(update={"demand": demand})
+    cache = CapacityCache()
+    recommend(catalog, request, perf_predictor(catalog, request, perf), cache=cache)
+    assert hinted and not any(hinted)
+    shorter = request.model_copy(update={"output_len": 448})
+    tighter = request.model_copy(update={"slo": Slo(ttft_p99_ms=5000, tpot_p99_ms=90)})
+    for changed in (shorter, tighter):
+        hinted.clear()
+        warm = recommend(catalog, changed, perf_predictor(catalog, changed, perf), cache=cache)
+        assert sum(hinted) >= 0.5 * len(hinted) > 0  # the rest: layouts not searched before
+        cold = recommend(
+            catalog, changed, perf_predictor(catalog, changed, perf), cache=CapacityCache()
+        )
+        assert [r.model_dump() for r in warm.ranked] == [r.model_dump() for r in cold.ranked]
+        assert [r.model_dump() for r in warm.rejected] == [r.model_dump() for r in cold.rejected]

@@ -278,3 +278,52 @@ def test_the_concurrency_search_finds_bisections_number_of_requests(
         assert found.limited_by == _broken(steady.at_concurrency(float(bad)), limits)
         checked += 1
     assert checked >= 4  # most of the cases are bound by an SLO inside 512 in flight
+
+
+def test_a_search_started_from_another_workloads_edge_finds_the_same_capacity(
+    model: PerformanceModel,
+) -> None:
+    """A capacity search of a new workload starts where the last workload's found its edge
+    (planner.perf.edge_search.bracket_from): the same capacity and binding limit as a search
+    from scratch, from that hint or any other, in fewer states over all."""
+    from planner.perf.edge_search import EdgeHint
+
+    scratch = hinted = 0
+    cases = itertools.product(
+        [H100, A100, GPT_OSS_TP1], [(3.0, 0.100, None), (2.0, None, None), (3.0, 0.060, 30.0)]
+    )
+    for layout, limits in cases:
+        before = model.steady_state(_scenario(layout, load="rate", request_rate=1.0))
+        edge = before.max_rate(*limits).edge
+        assert edge is not None
+        for output_len in (448, 576):
+            probe = _scenario(layout, load="rate", request_rate=1.0).model_copy(
+                update={"output_len": output_len, "max_model_len": 2048 + output_len}
+            )
+            fresh = SteadyStateModel(model.deployment(probe), model.coefficients_of(probe))
+            expected = fresh.max_rate(*limits)
+            scratch += fresh.evaluations
+            steady = SteadyStateModel(model.deployment(probe), model.coefficients_of(probe))
+            found = steady.max_rate(*limits, hint=edge)
+            hinted += steady.evaluations
+            assert (found.max_load, found.limited_by) == (expected.max_load, expected.limited_by)
+            assert found.edge == expected.edge
+            for other in (EdgeHint(0, None), EdgeHint(256, 1e-6), EdgeHint(512, 50.0)):
+                again = steady.max_rate(*limits, hint=other)
+                assert (again.max_load, again.limited_by) == (found.max_load, found.limited_by)
+    assert hinted < 0.7 * scratch
+
+
+def test_a_concurrency_search_from_a_hint_finds_the_same_number(
+    model: PerformanceModel,
+) -> None:
+    from planner.perf.edge_search import EdgeHint
+
+    for layout, limits in itertools.product(
+        [H100, A100], [(3.0, 0.100, None), (1.0, 0.050, None), (None, 0.030, 20.0)]
+    ):
+        steady = model.steady_state(_scenario(layout, load="concurrency", concurrency=8))
+        expected = steady.max_concurrency(*limits, highest=200)
+        for hint in (expected.edge, EdgeHint(1, None), EdgeHint(100, 0.5), EdgeHint(200, None)):
+            found = steady.max_concurrency(*limits, highest=200, hint=hint)
+            assert (found.max_load, found.limited_by) == (expected.max_load, expected.limited_by)
