@@ -268,45 +268,78 @@ def verified_capacity(
     request: RecommendRequest,
     kind: Literal["rate", "concurrency"],
     estimate: CapacityResult,
+    hint: EdgeHint | None = None,
 ) -> CapacityResult:
     """The steady-state capacity checked by simulation (for the shortlist): simulated at the
     estimated load, and lower (:data:`VERIFY_STEPS`) until the simulation meets the SLO too,
     then once halfway back to the last load that failed; the prediction kept is the simulated
     one. The estimate is an upper limit: a short simulation that has not reached steady state
-    can look better than the steady state."""
+    can look better than the steady state.
+
+    ``hint``: the step at which the candidate's last verification (another workload or SLO)
+    met the SLO (``len(VERIFY_STEPS)``: none did). When the estimate fails, the steps are
+    tried from there (down towards the estimate while they pass, or on while they fail)
+    instead of from the top: the same step for a simulation whose p99s grow with the load,
+    in fewer simulations when the hint is several steps down or none passed. The result's
+    ``edge`` is this verification's step, for the next one."""
     if estimate.prediction is None or estimate.max_load <= 0:
         return estimate
     load = estimate.max_load
+    last = len(VERIFY_STEPS) - 1
 
     def trial_load(share: float) -> float:
         trial = load * share
         return float(max(1, math.floor(trial))) if kind == "concurrency" else trial
 
-    first: Prediction | None = None
-    failed_share: float | None = None
-    for share in VERIFY_STEPS:
-        trial = trial_load(share)
-        prediction = predictor(layout, settings, kind, trial)
-        first = first or prediction
-        broken = slo_violations(prediction, request.slo)
-        if not broken:
-            if failed_share is not None:
-                # one step back up: halfway to the share that failed
-                between = trial_load((share + failed_share) / 2)
-                if between > trial:
-                    closer = predictor(layout, settings, kind, between)
-                    if not slo_violations(closer, request.slo):
-                        return CapacityResult(between, closer, None, estimate.limited_by)
-            return CapacityResult(trial, prediction, None, estimate.limited_by)
-        failed_share = share
-    assert first is not None
+    runs: dict[int, tuple[float, Prediction, bool]] = {}
+
+    def meets(step: int) -> bool:
+        if step not in runs:
+            trial = trial_load(VERIFY_STEPS[step])
+            prediction = predictor(layout, settings, kind, trial)
+            runs[step] = (trial, prediction, not slo_violations(prediction, request.slo))
+        return runs[step][2]
+
+    passed = _first_step_meeting(meets, last, hint)
+    first = runs[0][1]
+    if passed is not None:
+        trial, prediction, _ = runs[passed]
+        edge = EdgeHint(passed, None)
+        if passed > 0:
+            # one step back up: halfway to the share that failed
+            between = trial_load((VERIFY_STEPS[passed] + VERIFY_STEPS[passed - 1]) / 2)
+            if between > trial:
+                closer = predictor(layout, settings, kind, between)
+                if not slo_violations(closer, request.slo):
+                    return CapacityResult(between, closer, None, estimate.limited_by, edge=edge)
+        return CapacityResult(trial, prediction, None, estimate.limited_by, edge=edge)
     broken = slo_violations(first, request.slo)
     unit = "req/s" if kind == "rate" else "concurrent requests"
     reason = (
         f"the steady state meets the SLO up to {load:.3g} {unit}, but simulated down to "
         f"{load * VERIFY_STEPS[-1]:.3g} {unit} it does not: {'; '.join(t for _, t in broken)}"
     )
-    return CapacityResult(0.0, first, reason, broken[0][0] if broken else "none")
+    limit = broken[0][0] if broken else "none"
+    return CapacityResult(0.0, first, reason, limit, edge=EdgeHint(last + 1, None))
+
+
+def _first_step_meeting(
+    meets: Callable[[int], bool], last: int, hint: EdgeHint | None
+) -> int | None:
+    """The first of the steps ``0..last`` (ever lower loads) whose simulation meets the SLO,
+    or None; step 0 (the estimate) is always simulated. From the hinted step when there is
+    one (see :func:`verified_capacity`), else one step after another."""
+    if meets(0):
+        return 0
+    start = 1 if hint is None else min(max(hint.index, 1), last)
+    if meets(start):
+        while start > 1 and meets(start - 1):
+            start -= 1
+        return start
+    for step in range(start + 1, last + 1):
+        if meets(step):
+            return step
+    return None
 
 
 # ----- the performance model as a predictor -------------------------------------------------------

@@ -337,12 +337,17 @@ def _verify_shortlist(
                 continue
             done.add(key)
             layout, base, settings, estimate = candidates[key]
+            # the step at which this candidate's last verification met the SLO
+            edge_key = ("verified", *_setup_key(catalog, predictor, request, layout, settings))
+            hint = cache.edge_hint((*edge_key, kind))
             capacity = cache.get_or_compute(
                 _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
                 functools.partial(
-                    guarded, verified_capacity, predictor, layout, settings, request, kind, estimate
+                    guarded, verified_capacity, predictor, layout, settings, request, kind,
+                    estimate, hint,
                 ),
-            )
+            )  # fmt: skip
+            cache.remember_edge((*edge_key, kind), capacity)
             if capacity.reason is not None or capacity.prediction is None:
                 rejected.append(
                     Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")

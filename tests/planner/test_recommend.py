@@ -367,12 +367,16 @@ def test_a_shortlisted_capacity_the_simulation_refutes_is_lowered_not_rejected()
     """The steady-state estimate is checked by simulation at falling shares of it, down to
     half, then once halfway back to the share that failed. A stand-in predictor (no
     simulation: the steps are the subject here) meets the SLO up to ``meets`` req/s only."""
+    from planner.perf.edge_search import EdgeHint
     from planner.perf.scenario import Prediction
     from planner.recommend.capacity import CapacityResult, verified_capacity
 
     asked: list[float] = []
 
     def check(meets: float) -> CapacityResult:
+        return check_with(meets, None)
+
+    def check_with(meets: float, hint: EdgeHint | None) -> CapacityResult:
         def predictor(layout: object, settings: object, kind: object, load: float) -> Prediction:
             asked.append(round(load, 3))
             return Prediction.model_construct(
@@ -391,6 +395,7 @@ def test_a_shortlisted_capacity_the_simulation_refutes_is_lowered_not_rejected()
             _request(),
             "rate",
             estimate,
+            hint,
         )
 
     lowered = check(meets=0.56)
@@ -399,6 +404,23 @@ def test_a_shortlisted_capacity_the_simulation_refutes_is_lowered_not_rejected()
     refuted = check(meets=0.0)
     assert refuted.max_load == 0.0
     assert refuted.reason is not None and "simulated down to 0.5 req/s" in refuted.reason
+
+    # The step the last verification passed at (or that none did) is where the next one
+    # looks after the estimate fails: the same result, in fewer simulations.
+    assert (lowered.edge, refuted.edge) == (EdgeHint(6, None), EdgeHint(7, None))
+    for meets, hint, simulated in [
+        (0.56, EdgeHint(6, None), [1.0, 0.5, 0.6, 0.55]),  # passes there: one step back up
+        (0.65, EdgeHint(6, None), [1.0, 0.5, 0.6, 0.7, 0.65]),  # the edge moved up
+        (0.56, EdgeHint(3, None), [1.0, 0.8, 0.7, 0.6, 0.5, 0.55]),  # ... or down
+        (0.0, EdgeHint(7, None), [1.0, 0.5]),  # none passed, none passes
+        (2.0, EdgeHint(7, None), [1.0]),  # the estimate is always simulated first
+    ]:
+        plain = check(meets)
+        hinted = check_with(meets, hint)
+        assert [round(a, 3) for a in asked] == simulated, (meets, hint)
+        assert (hinted.max_load, hinted.reason, hinted.edge) == (
+            plain.max_load, plain.reason, plain.edge
+        )  # fmt: skip
 
 
 def test_a_layout_whose_instances_alone_cost_too_much_is_not_predicted(
