@@ -708,13 +708,19 @@ class _Engine:
         return n_done
 
     # ----- runs of pure decode ---------------------------------------------------------------
-    def decode_run_length(self, horizon: int) -> int:
-        """Steps that can be advanced at once: everything running decodes, nothing can join."""
+    def decode_run_bound(self) -> int:
+        """Steps a run of pure decode could last before a request in it finishes; 0 when none
+        can start now (a prompt is being prefilled, a waiting one can join, nothing decodes)."""
         if self.prefilling or not self.pool_n or self.pool_n > self.budget:
             return 0
         if self.waiting and self.running_seqs < self.max_seqs and self._head_admissible():
             return 0
-        k = min(horizon, self.finish_heap[0] - self.dstep if self.finish_heap else horizon)
+        return self.finish_heap[0] - self.dstep if self.finish_heap else 1 << 30
+
+    def decode_run_length(self, horizon: int, bound: int | None = None) -> int:
+        """Steps that can be advanced at once: everything running decodes, nothing can join,
+        at most ``horizon`` (``bound``: :meth:`decode_run_bound`, when already known)."""
+        k = min(horizon, self.decode_run_bound() if bound is None else bound)
         if k <= 1:
             return 0
         return self.pool_steps_within(self.free, k)
@@ -971,18 +977,21 @@ def simulate(
                     break
                 eng.cum[_IDLE] += float(arrivals.times[next_arrival]) - now
                 continue
-        # a run of pure decode steps?
-        horizon = 1 << 30
-        if time_driven and next_arrival < n:
-            assert coefficients is not None
-            batch = StepBatch()
-            batch.add_decode(eng.pool_n, eng.pool_ctx / max(eng.pool_n, 1) + 1, eng.window)
-            probe = np.zeros(N_FEATURES)
-            fill_step_features(probe, batch, dep)
-            dt = float(np.dot(coefficients, probe))
-            gap = float(arrivals.times[next_arrival]) - eng.now()
-            horizon = max(1, math.ceil(gap / dt)) if dt > 0 else 1
-        k = eng.decode_run_length(horizon)
+        # a run of pure decode steps? (until the next arrival, when arrivals follow the clock)
+        bound = eng.decode_run_bound()
+        k = 0
+        if bound > 1:
+            horizon = 1 << 30
+            if time_driven and next_arrival < n:
+                assert coefficients is not None
+                batch = StepBatch()
+                batch.add_decode(eng.pool_n, eng.pool_ctx / max(eng.pool_n, 1) + 1, eng.window)
+                probe = np.zeros(N_FEATURES)
+                fill_step_features(probe, batch, dep)
+                dt = float(np.dot(coefficients, probe))
+                gap = float(arrivals.times[next_arrival]) - eng.now()
+                horizon = max(1, math.ceil(gap / dt)) if dt > 0 else 1
+            k = eng.decode_run_length(horizon, bound)
         if k > 1:
             finished = eng.advance_decode_run(k)
         else:
