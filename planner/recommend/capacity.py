@@ -168,6 +168,18 @@ class CapacityCache:
             self.misses_by_kind[kind] = self.misses_by_kind.get(kind, 0) + 1
         return result
 
+    def held(self, key: tuple[Any, ...]) -> CapacityResult | None:
+        """The result memoised under ``key``, if any (no search)."""
+        with self._lock:
+            return self._data.get(key)
+
+    def keep(self, key: tuple[Any, ...], result: CapacityResult) -> None:
+        """Memoise ``result`` under ``key``: one derived from another search (not a miss)."""
+        with self._lock:
+            if key not in self._data and len(self._data) >= self.max_entries:
+                del self._data[next(iter(self._data))]
+            self._data[key] = result
+
     def edge_hint(self, key: tuple[Any, ...]) -> EdgeHint | None:
         """Where the last search of the candidate ``key`` names found its edge (or None)."""
         with self._lock:

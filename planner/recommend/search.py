@@ -183,14 +183,19 @@ def recommend(
         # where a search of this candidate for another workload or SLO found its edge
         edge_key = (*_setup_key(catalog, predictor, request, layout, settings), kind)
         hint = cache.edge_hint(edge_key)
+        key = _capacity_key("slo", catalog, predictor, request, layout, settings, kind)
+        if kind == "concurrency" and cache.held(key) is None:
+            _reuse_below_ceiling(cache, key, concurrency_ceiling(request, settings, layout), layout)
         capacity = cache.get_or_compute(
-            _capacity_key("slo", catalog, predictor, request, layout, settings, kind),
+            key,
             functools.partial(
                 guarded, replica_capacity, predictor, layout, settings, request, kind, saturated,
                 hint,
             ),
         )  # fmt: skip
         cache.remember_edge(edge_key, capacity)
+        if kind == "concurrency":
+            _keep_below_ceiling(cache, key, capacity)
         if capacity.reason is not None or capacity.prediction is None:
             rejected.append(
                 Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
@@ -482,6 +487,33 @@ def _capacity_key(
         kind,
         ceiling,
     )
+
+
+def _below_ceiling_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A closed loop's capacity key (:func:`_capacity_key`) less the ceiling searched up to."""
+    return ("below ceiling", *key[1:-1])
+
+
+def _keep_below_ceiling(cache: CapacityCache, key: tuple[Any, ...], found: CapacityResult) -> None:
+    """Keep a steady-state closed-loop capacity that an SLO (not the ceiling) bounds, for a
+    search of the same candidate up to another ceiling (another peak concurrency)."""
+    if found.edge is not None and found.limited_by != "saturation":
+        cache.keep(_below_ceiling_key(key), found)
+
+
+def _reuse_below_ceiling(
+    cache: CapacityCache, key: tuple[Any, ...], ceiling: int, layout: LayoutCandidate
+) -> None:
+    """Memoise under ``key`` (a search up to ``ceiling`` requests in flight) the capacity a
+    search up to another ceiling found, when its edge lies below both: the SLO broke at
+    ``edge + 1`` requests a scheduler, within this search's range too, so searching it again
+    finds the same edge, state and prediction (for latencies that grow with the load)."""
+    held = cache.held(_below_ceiling_key(key))
+    if held is None or held.edge is None:
+        return
+    schedulers = max(layout.attention_dp, 1)
+    if held.edge.index + 1 <= math.ceil(ceiling / schedulers):
+        cache.keep(key, held)
 
 
 def _rank_key(rec: Recommendation) -> tuple[float, ...]:

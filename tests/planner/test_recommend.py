@@ -479,3 +479,25 @@ def test_a_new_workload_searched_from_the_last_ones_edges_ranks_as_from_scratch(
         )
         assert [r.model_dump() for r in warm.ranked] == [r.model_dump() for r in cold.ranked]
         assert [r.model_dump() for r in warm.rejected] == [r.model_dump() for r in cold.rejected]
+
+
+def test_a_new_peak_concurrency_reuses_the_capacities_an_slo_bounds_below_it(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """A closed loop's capacity is searched up to the demand's concurrency; where an SLO broke
+    below that ceiling, a search up to another ceiling above the edge finds the same edge, so
+    it is not searched again: the ranking and rejections equal an empty cache's."""
+    request = _request().model_copy(update={"demand": Demand(concurrency=32)})
+    cache = CapacityCache()
+    recommend(catalog, request, perf_predictor(catalog, request, perf), cache=cache)
+    for peak in (48, 24, 4):
+        changed = request.model_copy(update={"demand": Demand(concurrency=peak)})
+        before = cache.misses_by_kind["slo"]
+        warm = recommend(catalog, changed, perf_predictor(catalog, changed, perf), cache=cache)
+        fresh = CapacityCache()
+        cold = recommend(catalog, changed, perf_predictor(catalog, changed, perf), cache=fresh)
+        assert [r.model_dump() for r in warm.ranked] == [r.model_dump() for r in cold.ranked]
+        assert [r.model_dump() for r in warm.rejected] == [r.model_dump() for r in cold.rejected]
+        searched = cache.misses_by_kind["slo"] - before
+        if peak > 4:  # every edge here is below 24 in flight: none is searched again
+            assert searched < 0.5 * fresh.misses_by_kind["slo"], (peak, searched)
