@@ -5,6 +5,7 @@ arithmetic of :mod:`planner.cost`."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 from planner.catalog import Catalog, Price
@@ -19,7 +20,32 @@ from planner.recommend.request import Recommendation, RecommendRequest
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
 
-def cost_recommendation(
+@dataclass(frozen=True)
+class Quote:
+    """A candidate at one price: the figures the ranking compares (same names as a
+    :class:`Recommendation`'s), before the recommendation is written out. A search quotes
+    every candidate at every price and writes out only those it keeps
+    (:func:`recommendation_of`)."""
+
+    layout: LayoutCandidate
+    settings: EngineConfig
+    capacity: CapacityResult
+    price: Price
+    kind: Literal["rate", "concurrency"]
+    replicas: int
+    replicas_per_group: int
+    instances_total: int
+    usd_per_hour: float
+    usd_per_million_output_tokens: float
+    usd_per_million_total_tokens: float
+    utilisation: float
+    served_rps: float
+    max_rps_per_replica: float
+    pred_output_tok_per_s_per_replica: float
+    pred_ttft_ms_p99: float
+
+
+def quote(
     catalog: Catalog,
     request: RecommendRequest,
     layout: LayoutCandidate,
@@ -27,14 +53,13 @@ def cost_recommendation(
     capacity: CapacityResult,
     price: Price,
     kind: Literal["rate", "concurrency"],
-) -> Recommendation:
+) -> Quote:
     """The candidate at ``price``: replicas = ceil(peak / capacity of one replica) + spares,
     grouped DP to an instance group; utilisation = average demand / capacity bought (or the
-    observed one); $/M tokens and $/request at the throughput actually served."""
+    observed one); $/M tokens at the throughput actually served."""
     demand = request.demand
     prediction = capacity.prediction
     assert prediction is not None
-    inst = catalog.instance(layout.instance)
     replica_output_tps = float(prediction.output_tok_per_s)
     if kind == "rate":
         per_replica_rps = capacity.max_load
@@ -57,9 +82,32 @@ def cost_recommendation(
     served_rps = capacity_rps * utilisation
     output_tps = served_rps * request.output_len
     total_tps = served_rps * (request.input_len + request.output_len)
-    per_million_output = usd_per_million_tokens(usd_per_hour, output_tps)
-    per_million_total = usd_per_million_tokens(usd_per_hour, total_tps)
-    engine = settings.model_copy(
+    return Quote(
+        layout=layout,
+        settings=settings,
+        capacity=capacity,
+        price=price,
+        kind=kind,
+        replicas=replicas,
+        replicas_per_group=replicas_per_group,
+        instances_total=instances_total,
+        usd_per_hour=usd_per_hour,
+        usd_per_million_output_tokens=usd_per_million_tokens(usd_per_hour, output_tps),
+        usd_per_million_total_tokens=usd_per_million_tokens(usd_per_hour, total_tps),
+        utilisation=utilisation,
+        served_rps=served_rps,
+        max_rps_per_replica=per_replica_rps,
+        pred_output_tok_per_s_per_replica=replica_output_tps,
+        pred_ttft_ms_p99=float(prediction.ttft_ms_p99),
+    )
+
+
+def resolved_engine(
+    catalog: Catalog, request: RecommendRequest, layout: LayoutCandidate, settings: EngineConfig
+) -> EngineConfig:
+    """The engine settings a plan of ``layout`` runs with, every default filled in."""
+    inst = catalog.instance(layout.instance)
+    return settings.model_copy(
         update={
             "kv_cache_dtype": layout.kv_cache_dtype,
             "max_model_len": request.max_model_len,
@@ -67,15 +115,39 @@ def cost_recommendation(
             "enable_expert_parallel": layout.expert_parallel,
         }
     ).resolved(catalog.gpu(inst.gpu_id))
+
+
+def cost_recommendation(
+    catalog: Catalog,
+    request: RecommendRequest,
+    layout: LayoutCandidate,
+    settings: EngineConfig,
+    capacity: CapacityResult,
+    price: Price,
+    kind: Literal["rate", "concurrency"],
+) -> Recommendation:
+    """The candidate at ``price`` written out (:func:`quote`, :func:`recommendation_of`)."""
+    return recommendation_of(
+        catalog, request, quote(catalog, request, layout, settings, capacity, price, kind)
+    )
+
+
+def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
+    """The :class:`Recommendation` of a quote: its plan, prediction, costs and commands."""
+    layout, price, capacity = q.layout, q.price, q.capacity
+    prediction = capacity.prediction
+    assert prediction is not None
+    inst = catalog.instance(layout.instance)
+    engine = resolved_engine(catalog, request, layout, q.settings)
     cost = PlanCost(
-        replicas=replicas,
-        instances_total=instances_total,
-        usd_per_hour=usd_per_hour,
-        usd_per_million_output_tokens=per_million_output,
-        usd_per_million_total_tokens=per_million_total,
-        usd_per_request=cost_per_request(usd_per_hour, served_rps),
-        monthly_usd=usd_per_hour * HOURS_PER_MONTH,
-        utilisation=utilisation,
+        replicas=q.replicas,
+        instances_total=q.instances_total,
+        usd_per_hour=q.usd_per_hour,
+        usd_per_million_output_tokens=q.usd_per_million_output_tokens,
+        usd_per_million_total_tokens=q.usd_per_million_total_tokens,
+        usd_per_request=cost_per_request(q.usd_per_hour, q.served_rps),
+        monthly_usd=q.usd_per_hour * HOURS_PER_MONTH,
+        utilisation=q.utilisation,
     )
     plan = Plan(
         model=catalog.model(request.model).hf_id,
@@ -84,11 +156,11 @@ def cost_recommendation(
         instance=layout.instance,
         tp=layout.tp,
         pp=layout.pp,
-        nodes=max(1, math.ceil(layout.nodes / replicas_per_group)),
-        replicas=replicas,
+        nodes=max(1, math.ceil(layout.nodes / q.replicas_per_group)),
+        replicas=q.replicas,
         engine=engine,
         workload=request.workload,
-        load=plan_load(kind, capacity.max_load),
+        load=plan_load(q.kind, capacity.max_load),
         slo=request.slo,
         prediction=PlanPrediction.of(prediction),
         price=PlanPrice(
@@ -108,26 +180,26 @@ def cost_recommendation(
         pricing=price.pricing,
         gpu=inst.gpu_id,
         nodes=layout.nodes,
-        gpus=layout.gpus_per_replica * replicas_per_group,
+        gpus=layout.gpus_per_replica * q.replicas_per_group,
         tp=layout.tp,
         pp=layout.pp,
-        dp=replicas_per_group,
+        dp=q.replicas_per_group,
         attention_dp=layout.attention_dp,
         expert_parallel=layout.expert_parallel,
         precision=layout.precision,
         kv_cache_dtype=layout.kv_cache_dtype,
         engine_settings=engine,
-        replicas=replicas,
-        instances_total=instances_total,
-        usd_per_hour=usd_per_hour,
-        usd_per_million_output_tokens=per_million_output,
-        usd_per_million_total_tokens=per_million_total,
+        replicas=q.replicas,
+        instances_total=q.instances_total,
+        usd_per_hour=q.usd_per_hour,
+        usd_per_million_output_tokens=q.usd_per_million_output_tokens,
+        usd_per_million_total_tokens=q.usd_per_million_total_tokens,
         usd_per_request=cost.usd_per_request,
         monthly_usd=cost.monthly_usd,
-        utilisation=utilisation,
-        max_rps_per_replica=per_replica_rps,
-        pred_output_tok_per_s_per_replica=replica_output_tps,
-        pred_ttft_ms_p99=float(prediction.ttft_ms_p99),
+        utilisation=q.utilisation,
+        max_rps_per_replica=q.max_rps_per_replica,
+        pred_output_tok_per_s_per_replica=q.pred_output_tok_per_s_per_replica,
+        pred_ttft_ms_p99=q.pred_ttft_ms_p99,
         pred_ttft_ms_p99_low=prediction.ttft_ms_p99_low,
         pred_ttft_ms_p99_high=prediction.ttft_ms_p99_high,
         pred_tpot_ms_p99=float(prediction.tpot_ms_p99),

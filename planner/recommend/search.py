@@ -51,7 +51,11 @@ from planner.recommend.capacity import (
     verified_capacity,
 )
 from planner.recommend.costing import (
+    Quote,
     cost_recommendation,
+    quote,
+    recommendation_of,
+    resolved_engine,
     usd_per_hour_bound,
     usd_per_hour_floor,
 )
@@ -168,7 +172,7 @@ def recommend(
 
     # Phase 2: the exact SLO search over the engine grid, for as long as a layout can still
     # make the shortlist.
-    ranked: list[Recommendation] = []
+    quotes: list[Quote] = []
     best_per_configuration: dict[tuple[Any, ...], float] = {}
     searched_layouts: dict[int, tuple[Any, dict[str, Any], CapacityResult]] = {}
     candidates: dict[tuple[Any, ...], _Candidate] = {}
@@ -204,12 +208,10 @@ def recommend(
         config = _configuration_key(layout)
         candidates[_candidate_key(layout, settings)] = (layout, base, settings, capacity)
         for price in prices_in_scope(catalog, layout.instance, search):
-            rec = cost_recommendation(catalog, request, layout, settings, capacity, price, kind)
-            if steady:
-                rec.prediction_method = "steady state"
-            ranked.append(rec)
+            priced = quote(catalog, request, layout, settings, capacity, price, kind)
+            quotes.append(priced)
             best_per_configuration[config] = min(
-                rec.usd_per_hour, best_per_configuration.get(config, math.inf)
+                priced.usd_per_hour, best_per_configuration.get(config, math.inf)
             )
 
     while heap:
@@ -272,9 +274,14 @@ def recommend(
         for settings in grid:
             if settings != widest:
                 evaluate(layout, base, saturated, settings)
-    ranked.sort(key=_rank_key)
-    ranked, beaten = _best_per_configuration(ranked)
+    quotes.sort(key=_rank_key)
+    kept, beaten = _best_per_configuration(catalog, request, quotes)
     rejected.extend(beaten)
+    # only the kept candidates are written out (a plan, commands: most of what costing took)
+    ranked = [recommendation_of(catalog, request, q) for q in kept]
+    if steady:
+        for rec in ranked:
+            rec.prediction_method = "steady state"
     if steady:
         # Phase 4: the shortlist is simulated (the steady state ranked everything).
         ranked = _verify_shortlist(
@@ -516,7 +523,7 @@ def _reuse_below_ceiling(
         cache.keep(key, held)
 
 
-def _rank_key(rec: Recommendation) -> tuple[float, ...]:
+def _rank_key(rec: Recommendation | Quote) -> tuple[float, ...]:
     # Equal bills (same instances bought) are told apart by headroom, then latency.
     headroom = rec.replicas * rec.max_rps_per_replica
     return (rec.usd_per_million_output_tokens, rec.usd_per_hour, -headroom, rec.pred_ttft_ms_p99)
@@ -547,39 +554,41 @@ def _replica_layouts(layouts: Sequence[LayoutCandidate]) -> list[Any]:
 
 
 def _best_per_configuration(
-    ranked: list[Recommendation],
-) -> tuple[list[Recommendation], list[Rejected]]:
+    catalog: Catalog, request: RecommendRequest, ranked: list[Quote]
+) -> tuple[list[Quote], list[Rejected]]:
     """Keep the cheapest layout, engine settings and region of each instance type and
-    precision; the other layouts of it are rejected, saying what beat them."""
-    best: dict[tuple[Any, ...], Recommendation] = {}
+    precision (``ranked`` in rank order); the other layouts of it are rejected, saying what
+    beat them."""
+    best: dict[tuple[Any, ...], Quote] = {}
     kept, beaten = [], []
     seen_layouts: set[tuple[Any, ...]] = set()
-    for rec in ranked:
-        key = (rec.instance, rec.precision, rec.kv_cache_dtype)
-        layout_key = (*key, rec.tp, rec.pp, rec.attention_dp, rec.expert_parallel)
+    for q in ranked:
+        layout = q.layout
+        key = _configuration_key(layout)
+        layout_key = (*key, layout.tp, layout.pp, layout.attention_dp, layout.expert_parallel)
         if key not in best:
-            best[key] = rec
-            kept.append(rec)
+            best[key] = q
+            kept.append(q)
             seen_layouts.add(layout_key)
             continue
         if layout_key in seen_layouts:
             continue  # the same layout in a dearer region or with other engine settings
         seen_layouts.add(layout_key)
-        winner = best[key]
+        winner = best[key].layout
         beaten.append(
             Rejected(
-                instance=rec.instance,
-                nodes=rec.nodes,
-                tp=rec.tp,
-                pp=rec.pp,
-                dp=rec.dp,
-                precision=rec.precision,
-                kv_cache_dtype=rec.kv_cache_dtype,
-                engine_settings=rec.engine_settings.label,
+                instance=layout.instance,
+                nodes=layout.nodes,
+                tp=layout.tp,
+                pp=layout.pp,
+                dp=q.replicas_per_group,
+                precision=layout.precision,
+                kv_cache_dtype=layout.kv_cache_dtype,
+                engine_settings=resolved_engine(catalog, request, layout, q.settings).label,
                 reason=(
-                    f"meets the SLO at ${rec.usd_per_million_output_tokens:,.2f}/M output "
+                    f"meets the SLO at ${q.usd_per_million_output_tokens:,.2f}/M output "
                     f"tokens; TP{winner.tp} PP{winner.pp} on the same instance does it for "
-                    f"${winner.usd_per_million_output_tokens:,.2f}/M"
+                    f"${best[key].usd_per_million_output_tokens:,.2f}/M"
                 ),
             )
         )

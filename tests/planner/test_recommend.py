@@ -501,3 +501,24 @@ def test_a_new_peak_concurrency_reuses_the_capacities_an_slo_bounds_below_it(
         searched = cache.misses_by_kind["slo"] - before
         if peak > 4:  # every edge here is below 24 in flight: none is searched again
             assert searched < 0.5 * fresh.misses_by_kind["slo"], (peak, searched)
+
+
+def test_a_layout_beaten_on_its_own_instance_is_rejected_naming_the_cheaper_one(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """Each instance type and precision keeps its cheapest layout; another layout of it that
+    meets the SLO is rejected with both prices and the layout that beat it (only the kept
+    candidates are written out as recommendations)."""
+    request = _request(instances=("p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge"))
+    result = recommend(catalog, request, perf_predictor(catalog, request, perf))
+    beaten = [r for r in result.rejected if "on the same instance does it for" in r.reason]
+    assert beaten
+    kept = {(r.instance, r.precision, r.kv_cache_dtype) for r in result.ranked}
+    for r in beaten:
+        found = re.search(r"at \$([\d,.]+)/M .*TP(\d+) PP(\d+) .* for \$([\d,.]+)/M", r.reason)
+        assert found, r.reason
+        own, theirs = (float(found.group(i).replace(",", "")) for i in (1, 4))
+        assert own >= theirs
+        assert (int(found.group(2)), int(found.group(3))) != (r.tp, r.pp)
+        assert (r.instance, r.precision, r.kv_cache_dtype) in kept
+        assert "seqs" in r.engine_settings  # the settings it was costed with, resolved
