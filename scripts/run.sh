@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_venv.sh requirements.txt
-exec .venv/bin/streamlit run app.py --server.port "${PORT:-8501}" "$@"
+# streamlit run app.py, importing what the first page needs while the browser loads it
+exec .venv/bin/python -m pages.common.server --server.port "${PORT:-8501}" "$@"

@@ -62,7 +62,8 @@ class Dashboard:
 
 @contextlib.contextmanager
 def run_dashboard(user_data_dir: Path, *, timeout_s: float = 60.0) -> Iterator[Dashboard]:
-    """Start ``streamlit run app.py`` on a free port; wait for /_stcore/health; stop it after."""
+    """Start the dashboard (``python -m pages.common.server``: ``streamlit run app.py``) on a
+    free port; wait for /_stcore/health; stop it after."""
     port = free_port()
     env = dict(os.environ, SERVEWISE_USER_DATA_DIR=str(user_data_dir), PYTHONUNBUFFERED="1")
     log_path = user_data_dir / "streamlit.log"
@@ -72,9 +73,7 @@ def run_dashboard(user_data_dir: Path, *, timeout_s: float = 60.0) -> Iterator[D
             [
                 sys.executable,
                 "-m",
-                "streamlit",
-                "run",
-                str(ROOT / "app.py"),
+                "pages.common.server",  # streamlit run app.py, as scripts/run.sh starts it
                 "--server.address",
                 "127.0.0.1",
                 "--server.port",
