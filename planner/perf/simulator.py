@@ -349,6 +349,10 @@ class _Engine:
         per_period = sum(self.bucket)
         if per_period == 0:
             return k_max
+        # each pooled sequence takes at most one new block every bs steps: when that bound
+        # fits, all k_max steps do (the common case, without the walk over the phases below)
+        if -(-k_max // bs) * per_period <= free:
+            return k_max
         best = 0
         partial = 0
         for r in range(bs):

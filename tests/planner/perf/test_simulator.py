@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planner.catalog import Catalog
 from planner.perf.deployment import resolve_deployment
@@ -342,3 +344,25 @@ def test_a_cancelled_request_leaves_the_engine_and_its_blocks(catalog: Catalog) 
     while not engine.finished(kept):
         engine.step()
     assert engine.generated(kept) == 50 and engine.idle and engine.kv_usage == 0.0
+
+
+@given(
+    bucket=st.lists(st.integers(0, 40), min_size=16, max_size=16),
+    dstep=st.integers(0, 10_000),
+    free=st.integers(0, 3_000),
+    k_max=st.integers(1, 600),
+)
+def test_a_run_of_decode_steps_is_as_long_as_the_free_blocks_allow(
+    bucket: list[int], dstep: int, free: int, k_max: int
+) -> None:
+    """pool_steps_within is the most steps (at most k_max) whose new blocks fit in ``free``,
+    as counting them step by step says (its shortcut when the bound fits included)."""
+    from planner.perf.simulator import _Engine
+
+    engine = object.__new__(_Engine)  # only the decode pool's state (no deployment needed)
+    engine.reserve, engine.bs, engine.dstep = False, 16, dstep
+    engine.bucket, engine.pool_n = bucket, sum(bucket)
+    if engine.pool_n == 0:
+        engine.pool_n = 1  # sequences in the pool that need no new block
+    fitting = max(k for k in range(k_max + 1) if engine.pool_block_demand(k) <= free)
+    assert engine.pool_steps_within(free, k_max) == fitting
