@@ -282,7 +282,6 @@ def recommend(
     if steady:
         for rec in ranked:
             rec.prediction_method = "steady state"
-    if steady:
         # Phase 4: the shortlist is simulated (the steady state ranked everything).
         ranked = _verify_shortlist(
             catalog, request, predictor, kind, cache, ranked, candidates, rejected
@@ -350,8 +349,9 @@ def _verify_shortlist(
             done.add(key)
             layout, base, settings, estimate = candidates[key]
             # the step at which this candidate's last verification met the SLO
-            edge_key = ("verified", *_setup_key(catalog, predictor, request, layout, settings))
-            hint = cache.edge_hint((*edge_key, kind))
+            setup = _setup_key(catalog, predictor, request, layout, settings)
+            edge_key = ("verified", *setup, kind)
+            hint = cache.edge_hint(edge_key)
             capacity = cache.get_or_compute(
                 _capacity_key("verified", catalog, predictor, request, layout, settings, kind),
                 functools.partial(
@@ -359,7 +359,7 @@ def _verify_shortlist(
                     estimate, hint,
                 ),
             )  # fmt: skip
-            cache.remember_edge((*edge_key, kind), capacity)
+            cache.remember_edge(edge_key, capacity)
             if capacity.reason is not None or capacity.prediction is None:
                 rejected.append(
                     Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
@@ -502,9 +502,11 @@ def _below_ceiling_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _keep_below_ceiling(cache: CapacityCache, key: tuple[Any, ...], found: CapacityResult) -> None:
-    """Keep a steady-state closed-loop capacity that an SLO (not the ceiling) bounds, for a
-    search of the same candidate up to another ceiling (another peak concurrency)."""
-    if found.edge is not None and found.limited_by != "saturation":
+    """Keep a steady-state closed-loop capacity that a latency SLO (not the ceiling) bounds, for
+    a search of the same candidate up to another ceiling (another peak concurrency). Not one
+    the KV headroom bounds: its search below the latency edge depends on the range it
+    bisects."""
+    if found.edge is not None and found.limited_by in ("ttft", "tpot", "e2e"):
         cache.keep(_below_ceiling_key(key), found)
 
 

@@ -481,15 +481,20 @@ def test_a_new_workload_searched_from_the_last_ones_edges_ranks_as_from_scratch(
         assert [r.model_dump() for r in warm.rejected] == [r.model_dump() for r in cold.rejected]
 
 
+@pytest.mark.parametrize("kv_headroom", [None, 0.15])
 def test_a_new_peak_concurrency_reuses_the_capacities_an_slo_bounds_below_it(
-    catalog: Catalog, perf: PerformanceModel
+    catalog: Catalog, perf: PerformanceModel, kv_headroom: float | None
 ) -> None:
-    """A closed loop's capacity is searched up to the demand's concurrency; where an SLO broke
-    below that ceiling, a search up to another ceiling above the edge finds the same edge, so
-    it is not searched again: the ranking and rejections equal an empty cache's."""
-    request = _request().model_copy(update={"demand": Demand(concurrency=32)})
+    """A closed loop's capacity is searched up to the demand's concurrency; where a latency
+    SLO broke below that ceiling, a search up to another ceiling above the edge finds the same
+    edge, so it is not searched again: the ranking and rejections equal an empty cache's (with
+    a KV headroom too, whose capacities are searched again)."""
+    slo = Slo(ttft_p99_ms=5000, tpot_p99_ms=150, kv_occupancy_max=kv_headroom)
+    request = _request().model_copy(update={"demand": Demand(concurrency=32), "slo": slo})
     cache = CapacityCache()
     recommend(catalog, request, perf_predictor(catalog, request, perf), cache=cache)
+    if kv_headroom is not None:  # the case is there: capacities the headroom binds
+        assert any(r.limited_by == "kv" for r in cache._data.values())
     for peak in (48, 24, 4):
         changed = request.model_copy(update={"demand": Demand(concurrency=peak)})
         before = cache.misses_by_kind["slo"]
@@ -499,7 +504,7 @@ def test_a_new_peak_concurrency_reuses_the_capacities_an_slo_bounds_below_it(
         assert [r.model_dump() for r in warm.ranked] == [r.model_dump() for r in cold.ranked]
         assert [r.model_dump() for r in warm.rejected] == [r.model_dump() for r in cold.rejected]
         searched = cache.misses_by_kind["slo"] - before
-        if peak > 4:  # every edge here is below 24 in flight: none is searched again
+        if peak > 4 and kv_headroom is None:  # the edges here are below 24 in flight
             assert searched < 0.5 * fresh.misses_by_kind["slo"], (peak, searched)
 
 
