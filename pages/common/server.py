@@ -8,7 +8,9 @@ as long importing pandas, DuckDB, plotly and the planner before the page can sea
 imports start once Streamlit's runtime has started (the server answers; its caches then
 attach to the runtime as in a script run) and change nothing a page computes; a script run
 that starts meanwhile waits for the module it needs, as Python's import lock makes any
-thread do.
+thread do. Measured on a 2-core machine: a page opened 3 s after the server answers draws
+its plan ~1.4 s sooner; one opened at once, no sooner (the browser's loading and these
+imports then share the two cores).
 """
 
 from __future__ import annotations
