@@ -117,21 +117,6 @@ def resolved_engine(
     ).resolved(catalog.gpu(inst.gpu_id))
 
 
-def cost_recommendation(
-    catalog: Catalog,
-    request: RecommendRequest,
-    layout: LayoutCandidate,
-    settings: EngineConfig,
-    capacity: CapacityResult,
-    price: Price,
-    kind: Literal["rate", "concurrency"],
-) -> Recommendation:
-    """The candidate at ``price`` written out (:func:`quote`, :func:`recommendation_of`)."""
-    return recommendation_of(
-        catalog, request, quote(catalog, request, layout, settings, capacity, price, kind)
-    )
-
-
 def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
     """The :class:`Recommendation` of a quote: its plan, prediction, costs and commands."""
     layout, price, capacity = q.layout, q.price, q.capacity

@@ -52,7 +52,6 @@ from planner.recommend.capacity import (
 )
 from planner.recommend.costing import (
     Quote,
-    cost_recommendation,
     quote,
     recommendation_of,
     resolved_engine,
@@ -371,7 +370,11 @@ def _verify_shortlist(
                 if p.region == rec.region
             )
             ranked.append(
-                cost_recommendation(catalog, request, layout, settings, capacity, price, kind)
+                recommendation_of(
+                    catalog,
+                    request,
+                    quote(catalog, request, layout, settings, capacity, price, kind),
+                )
             )
         ranked.sort(key=_rank_key)
 
