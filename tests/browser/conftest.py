@@ -8,18 +8,23 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page
 
-from tests.browser.harness import CHROMIUM, Dashboard, chromium, run_dashboard
+from tests.browser.harness import CHROMIUM, PATIENT_MS, Dashboard, chromium, run_dashboard
 from tests.pages.conftest import write_run
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    browser_items = [item for item in items if "browser" in item.keywords]
     if not Path(CHROMIUM).exists():
         skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install chromium")
-        for item in items:
-            if "browser" in item.keywords:
-                item.add_marker(skip)
+        for item in browser_items:
+            item.add_marker(skip)
+    # A browser test waits on several pages in turn, each up to PATIENT_MS on a loaded machine:
+    # the suite-wide 300 s hang detector would fire on a slow pass, not a hang.
+    for item in browser_items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(4 * PATIENT_MS / 1000))
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +45,7 @@ def browser_context() -> Iterator[BrowserContext]:
 @pytest.fixture
 def page(browser_context: BrowserContext) -> Iterator[Page]:
     page = browser_context.new_page()
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(PATIENT_MS)
     yield page
     page.close()
 

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.harness import Dashboard, open_page, run_dashboard, screenshot, wait_idle
+from tests.browser.harness import (
+    PATIENT_MS,
+    Dashboard,
+    open_page,
+    run_dashboard,
+    screenshot,
+    wait_idle,
+)
 from tests.pages.conftest import KV_RUN, write_kv_run
 
 pytestmark = pytest.mark.browser
@@ -28,7 +35,7 @@ def kv_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard
 def test_a_preempting_run_is_diagnosed_and_its_fix_goes_to_verify(
     page: Page, kv_dashboard: Dashboard, screenshots_dir: Path
 ) -> None:
-    open_page(page, kv_dashboard.url, "diagnose", timeout_ms=240_000)
+    open_page(page, kv_dashboard.url, "diagnose", timeout_ms=PATIENT_MS)
     expect(page.locator("h1").first).to_have_text("Diagnose")
     assert page.locator('[data-testid="stException"]').count() == 0, kv_dashboard.log()[-3000:]
     main = page.locator('[data-testid="stMain"]')
@@ -43,7 +50,7 @@ def test_a_preempting_run_is_diagnosed_and_its_fix_goes_to_verify(
     expect(expander.first.get_by_text("vllm serve ... --").first).to_be_visible()
     screenshot(page, screenshots_dir / "diagnose.png")
     expander.first.get_by_role("button", name="Verify this fix").first.click()
-    page.wait_for_url("**/verify*", timeout=120_000)
+    page.wait_for_url("**/verify*", timeout=PATIENT_MS)
     wait_idle(page, 240_000)
     expect(page.locator("h1").first).to_have_text("Verify")
     expect(main.get_by_text("From the diagnosis:").first).to_be_visible()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.harness import Dashboard, open_page, top_cost, wait_idle
+from tests.browser.harness import PATIENT_MS, Dashboard, open_page, top_cost, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +24,9 @@ def test_moving_the_utilisation_changes_the_top_recommendation(
     slider.focus()
     for _ in range(6):  # 60% -> 30% in steps of 5
         slider.press("ArrowLeft")
-    expect(page.locator(".st-key-top_recommendation")).not_to_contain_text(at_60, timeout=30_000)
+    expect(page.locator(".st-key-top_recommendation")).not_to_contain_text(
+        at_60, timeout=PATIENT_MS
+    )
     wait_idle(page)
     at_30 = top_cost(page)
     assert at_30 != at_60
@@ -42,10 +44,10 @@ def test_a_closed_section_is_drawn_when_opened(page: Page, dashboard: Dashboard)
     expect(rejected).to_be_visible()
     assert rejected.locator('[data-testid="stDataFrame"]').count() == 0
     rejected.locator("summary").click()
-    expect(rejected.locator('[data-testid="stDataFrame"]')).to_be_visible(timeout=60_000)
+    expect(rejected.locator('[data-testid="stDataFrame"]')).to_be_visible(timeout=PATIENT_MS)
     trade_offs = main.locator('[data-testid="stExpander"]').filter(has_text="Trade-offs")
     assert trade_offs.locator('[data-testid="stPlotlyChart"]').count() == 0
     trade_offs.locator("summary").click()
-    expect(trade_offs.locator('[data-testid="stPlotlyChart"]')).to_be_visible(timeout=60_000)
+    expect(trade_offs.locator('[data-testid="stPlotlyChart"]')).to_be_visible(timeout=PATIENT_MS)
     wait_idle(page)
     assert page.locator('[data-testid="stException"]').count() == 0

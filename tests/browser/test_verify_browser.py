@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.harness import Dashboard, open_page, screenshot, wait_idle
+from tests.browser.harness import PATIENT_MS, PATIENT_S, Dashboard, open_page, screenshot, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -48,10 +48,10 @@ def test_verify_a_plan_against_the_simulated_endpoint(
     page.get_by_role("button", name="Run", exact=True).click()
 
     # live progress from the fragment: the count of finished requests moves
-    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=30_000)
-    expect(page.get_by_text(PROGRESS).first).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=PATIENT_MS)
+    expect(page.get_by_text(PROGRESS).first).to_be_visible(timeout=PATIENT_MS)
     seen: set[int] = set()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENT_S
     while len(seen) < 2 and time.monotonic() < deadline:
         done = _done(page)
         if done is not None:
@@ -61,17 +61,17 @@ def test_verify_a_plan_against_the_simulated_endpoint(
 
     # a reload finds the run still going (the manager holds it, not the session)
     page.reload(wait_until="domcontentloaded")
-    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=PATIENT_MS)
 
     # at the end: measured against predicted for this run, then the refit
-    expect(page.get_by_text("Runs in progress")).to_be_hidden(timeout=90_000)
-    deadline = time.monotonic() + 30
+    expect(page.get_by_text("Runs in progress")).to_be_hidden(timeout=PATIENT_MS)
+    deadline = time.monotonic() + PATIENT_S
     while _shown_run_id(page) in (earlier, None) and time.monotonic() < deadline:
         page.wait_for_timeout(250)
     run_id = _shown_run_id(page)
     assert run_id not in (earlier, None)
     expect(page.get_by_text("The Plan page ranks with the refitted model")).to_be_visible(
-        timeout=60_000
+        timeout=PATIENT_MS
     )
     wait_idle(page)
     charts = page.locator('[data-testid="stPlotlyChart"]')
