@@ -215,8 +215,7 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
     half = 0.0
     if arch.attention_bias:
         half += q_out + 2 * kv_out + h
-    if arch.model_type in ("qwen3", "qwen3_moe", "qwen3_next"):
-        half += 2 * hd
+    half += arch.qk_norm_params
     if arch.model_type == "gpt_oss":
         half += arch.num_attention_heads / tp
     return linear, half

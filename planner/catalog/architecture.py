@@ -1,17 +1,54 @@
 """A model's architecture, parsed from its Hugging Face ``config.json``.
 
 Covers dense GQA transformers (Llama, Mistral, Qwen2/3), mixtures of experts (Mixtral, Qwen3-MoE,
-DeepSeek-V3, gpt-oss), multi-head latent attention (DeepSeek-V3), sliding-window layers (Mistral
-7B v0.1, gpt-oss) and hybrid linear-attention models (Qwen3-Next). Parameter counts are computed
-from the shapes, not copied from the model card, so a user's config.json gets them too.
+DeepSeek-V3, gpt-oss, MiniMax-M2, Llama 4), multi-head latent attention (DeepSeek-V3, Kimi-K2,
+GLM-5), sliding-window layers (Mistral 7B v0.1, gpt-oss) and hybrid linear-attention models
+(Qwen3-Next, Qwen3.5). Parameter counts are computed from the shapes, not copied from the model
+card, so a user's config.json gets them too.
 
 Conventions:
-- ``total_params``: every weight in the checkpoint of the main model (no speculative/MTP heads),
-  biases and norms included.
+- ``total_params``: every weight in the checkpoint of the main model (no speculative/MTP heads,
+  no vision encoder of a multimodal checkpoint), biases and norms included.
 - ``active_params``: the weights a token's matmuls touch: attention, dense MLPs, the router,
   the top-k routed experts and the shared experts, and the lm_head. The input embedding is a
   table lookup, not a matmul, so it is excluded (this matches how gpt-oss-120b's 5.1B and
-  Mixtral's 12.9B active figures are stated).
+  Mixtral's 12.9B active figures are stated; Kimi-K2's 32B, Qwen3.5's 17B and Llama 4's 17B
+  count the embedding too, so they read about 1B above ``active_params``).
+
+Fields whose meaning is not the obvious one (read in the engines' model files, vLLM
+``vllm/model_executor/models/`` and Hugging Face transformers ``models/``, 2026-12-02):
+- Multimodal checkpoints (Kimi-K2.5, Qwen3.5, Llama 4) nest the language model's fields in
+  ``text_config``; they are read from there. The vision tower (Kimi-K2.5's MoonViT ~0.4B,
+  Qwen3.5's 27-layer ViT) is under 0.2% of these models and is not counted.
+- Kimi-K2 / K2.5 (``kimi_k2``) are DeepSeek-V3's architecture (``DeepseekV3ForCausalLM``): MLA
+  with ``q_lora_rank``/``kv_lora_rank``, 384 routed experts (``n_routed_experts``) plus
+  ``n_shared_experts`` of ``moe_intermediate_size``, the first ``first_k_dense_replace`` layers
+  dense; 64 heads instead of V3's 128.
+- GLM-5 (``glm_moe_dsa``): MLA (``qk_nope_head_dim`` 192 + ``qk_rope_head_dim`` 64 per query
+  head, ``v_head_dim`` 256) with DeepSeek Sparse Attention's ``index_*`` fields, as V3.2.
+- MiniMax-M2 (``minimax_m2``): GQA with ``head_dim`` 128 (48 x 128 query width above the 3072
+  hidden size); ``intermediate_size`` is the width of each of the ``num_local_experts`` experts
+  (every layer is MoE, no shared expert: ``shared_intermediate_size`` 0); ``use_qk_norm`` with
+  ``qk_norm_type`` ``per_layer`` is one RMSNorm over all query heads' outputs and one over all
+  key heads' (``heads x head_dim`` and ``kv_heads x head_dim`` weights), not Qwen3's per-head
+  norm; ``rotary_dim`` 64 rotates half of each head (no effect on shapes).
+- Llama 4 (``llama4``): ``intermediate_size`` is the width of each routed expert and of the
+  one shared expert every MoE layer has (Meta's Llama 4 post: "128 routed experts and a shared
+  expert"); ``intermediate_size_mlp`` the width of the dense layers' FFN; MoE layers are every
+  ``interleave_moe_layer_step``-th (transformers: ``range(step - 1, layers, step)``; Scout 1:
+  all 48, Maverick 2: 24). Its QK norm is a weightless L2 norm. Three layers in four
+  (``no_rope_layers``, default every 4th layer NoPE) use chunked local attention over
+  ``attention_chunk_size`` (8192) tokens. vLLM disables its hybrid KV cache manager for
+  chunked local attention by default ("There is a latency regression when using chunked local
+  attention with the hybrid KV cache manager. Disabling it, by default":
+  ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` defaults to off), so every layer keeps
+  every token's KV: the chunked layers are ``full`` layers here, and their attention FLOPs
+  beyond 8192 tokens of context are counted as if they were global (an overestimate there).
+- Qwen3.5 (``qwen3_5_moe``): Qwen3-Next's hybrid layout (``layer_types``: three Gated DeltaNet
+  layers, then one gated full-attention layer) with the output gate named ``attn_output_gate``;
+  the Gated DeltaNet projections have the same shapes as Qwen3-Next's (vLLM splits the fused
+  ``in_proj_qkvz``/``in_proj_ba`` into ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``,
+  ``in_proj_a``: the same weights).
 """
 
 from __future__ import annotations
@@ -59,7 +96,10 @@ class ModelArchitecture(BaseModel):
     vocab_size: int = Field(gt=0)
     tie_word_embeddings: bool = False
     attention_bias: bool = False
-    attention_output_gate: bool = False  # Qwen3-Next gates the attention output (q_proj x2)
+    attention_output_gate: bool = False  # Qwen3-Next/3.5 gate the attention output (q_proj x2)
+    # weights of the query/key norms of one attention layer: 2 x head_dim for Qwen3's per-head
+    # RMSNorm, (heads + kv_heads) x head_dim for MiniMax-M2's per-layer one, 0 without
+    qk_norm_params: int = Field(default=0, ge=0)
     max_position_embeddings: int | None = None
     torch_dtype: str = "bfloat16"
     # Multi-head latent attention (DeepSeek-V2/V3).
@@ -176,8 +216,7 @@ class ModelArchitecture(BaseModel):
         params = q + 2 * h * kv_out + q_out * h
         if self.attention_bias:
             params += q_out + 2 * kv_out + h
-        if self.model_type in ("qwen3", "qwen3_moe", "qwen3_next"):
-            params += 2 * self.head_dim  # q_norm and k_norm
+        params += self.qk_norm_params
         if self.model_type == "gpt_oss":
             params += self.num_attention_heads  # attention sinks
         return params
@@ -358,7 +397,16 @@ def _moe_layers(config: dict[str, Any], num_layers: int, num_experts: int) -> tu
     if not num_experts:
         return ()
     first_dense = int(config.get("first_k_dense_replace") or 0)
-    freq = int(_first(config, "moe_layer_freq", "decoder_sparse_step", default=1) or 1)
+    freq = int(
+        _first(
+            config,
+            "moe_layer_freq",
+            "decoder_sparse_step",
+            "interleave_moe_layer_step",  # Llama 4
+            default=1,
+        )
+        or 1
+    )
     mlp_only = set(config.get("mlp_only_layers") or [])
     layers = []
     for i in range(num_layers):
@@ -407,6 +455,11 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
     if n_shared and not shared_width:
         shared_width = n_shared * moe_width
         shared_gate = False
+    if model_type.startswith("llama4"):
+        # intermediate_size is the experts' (and the shared expert's) width, the dense
+        # layers' FFN is intermediate_size_mlp (see the module docstring)
+        shared_width = moe_width if num_experts else 0
+        intermediate = int(config.get("intermediate_size_mlp") or intermediate)
     is_gpt_oss = model_type == "gpt_oss"
     qwen2_bias = model_type in ("qwen2", "qwen2_moe")
     attention_bias = bool(config.get("attention_bias", False)) or qwen2_bias
@@ -423,7 +476,8 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         vocab_size=int(config["vocab_size"]),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         attention_bias=attention_bias,
-        attention_output_gate=model_type == "qwen3_next",
+        attention_output_gate=model_type == "qwen3_next" or bool(config.get("attn_output_gate")),
+        qk_norm_params=_qk_norm_params(config, model_type, heads, kv_heads, head_dim),
         max_position_embeddings=config.get("max_position_embeddings"),
         torch_dtype=str(_first(config, "torch_dtype", "dtype", default="bfloat16")),
         q_lora_rank=config.get("q_lora_rank"),
@@ -454,6 +508,19 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
     )
 
 
+def _qk_norm_params(
+    config: dict[str, Any], model_type: str, heads: int, kv_heads: int, head_dim: int
+) -> int:
+    """Weights of one attention layer's query and key norms (see ``qk_norm_params``)."""
+    if model_type.startswith("qwen3"):
+        return 2 * head_dim  # Qwen3/3-Next/3.5: one RMSNorm of head_dim for q, one for k
+    if model_type == "minimax_m2" and config.get("use_qk_norm"):
+        if config.get("qk_norm_type", "per_layer") == "per_layer":
+            return (heads + kv_heads) * head_dim
+        return 2 * head_dim
+    return 0
+
+
 def _quant_method(config: dict[str, Any]) -> str | None:
     quant = config.get("quantization_config")
     if isinstance(quant, dict) and quant.get("quant_method"):
@@ -471,11 +538,13 @@ def _block_scaled_fp8(config: dict[str, Any]) -> bool:
 
 def _experts_only_quantized(config: dict[str, Any]) -> bool:
     """True when the checkpoint's quantization leaves the attention blocks unconverted
-    (``quantization_config.modules_to_not_convert`` names ``self_attn``: gpt-oss's MXFP4)."""
+    (``quantization_config.modules_to_not_convert`` names ``self_attn``: gpt-oss's MXFP4;
+    compressed-tensors calls the list ``ignore``: Kimi-K2.5's INT4 experts, which skip
+    ``re:.*self_attn.*``, the shared experts and the dense MLPs)."""
     quant = config.get("quantization_config")
     if not isinstance(quant, dict):
         return False
-    skipped = quant.get("modules_to_not_convert") or []
+    skipped = quant.get("modules_to_not_convert") or quant.get("ignore") or []
     return any("self_attn" in str(m) for m in skipped) and "*" in "".join(map(str, skipped))
 
 

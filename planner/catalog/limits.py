@@ -88,6 +88,7 @@ LAYER_COUNT_FIELDS = {
     "first_k_dense_replace": 0,
     "moe_layer_freq": 1,
     "decoder_sparse_step": 1,
+    "interleave_moe_layer_step": 1,
 }
 
 
