@@ -215,6 +215,7 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
     half = 0.0
     if arch.attention_bias:
         half += q_out + 2 * kv_out + h
+    # counted whole on every rank (MiniMax-M2's per-layer norm is TP-sharded: < 1 MB over)
     half += arch.qk_norm_params
     if arch.model_type == "gpt_oss":
         half += arch.num_attention_heads / tp

@@ -31,7 +31,8 @@ Fields whose meaning is not the obvious one (read in the engines' model files, v
   (every layer is MoE, no shared expert: ``shared_intermediate_size`` 0); ``use_qk_norm`` with
   ``qk_norm_type`` ``per_layer`` is one RMSNorm over all query heads' outputs and one over all
   key heads' (``heads x head_dim`` and ``kv_heads x head_dim`` weights), not Qwen3's per-head
-  norm; ``rotary_dim`` 64 rotates half of each head (no effect on shapes).
+  norm (vLLM ``minimax_m2.py``: ``MiniMaxText01RMSNormTP(head_dim * total_num_heads)``);
+  ``rotary_dim`` 64 rotates half of each head (no effect on shapes).
 - Llama 4 (``llama4``): ``intermediate_size`` is the width of each routed expert and of the
   one shared expert every MoE layer has (Meta's Llama 4 post: "128 routed experts and a shared
   expert"); ``intermediate_size_mlp`` the width of the dense layers' FFN; MoE layers are every
