@@ -16,7 +16,7 @@ from planner.catalog.architecture import ModelArchitecture
 #: hf_id: (published total, published active) in billions, as each file's params_source quotes
 #: them: Kimi K2 report's 1.04T / 32B (K2.5 keeps K2's language model), GLM-5 README 744B / 40B,
 #: MiniMax-M2 230B / 10B (M2.5 the same shapes), Qwen cards 397B / 17B and 80B / 3B, Meta's
-#: Llama 4 post 109B and 400B / 17B
+#: Llama 4 post 109B and 400B / 17B, DeepSeek-V3.1's card 671B / 37B
 PUBLISHED_2026_B = {
     "moonshotai/Kimi-K2-Instruct": (1040.0, 32.0),
     "moonshotai/Kimi-K2.5": (1040.0, 32.0),
@@ -26,6 +26,7 @@ PUBLISHED_2026_B = {
     "Qwen/Qwen3-Next-80B-A3B-Thinking": (80.0, 3.0),
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": (109.0, 17.0),
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (400.0, 17.0),
+    "nvidia/DeepSeek-V3.1-NVFP4": (671.0, 37.0),
 }
 
 
@@ -72,7 +73,7 @@ def test_every_catalog_model_is_within_two_percent_of_its_published_total(
         computed_b = card.architecture.total_params / 1e9
         assert computed_b == pytest.approx(card.published_total_params_b, rel=0.02), card.hf_id
         checked.append(card.hf_id)
-    assert len(checked) >= 38
+    assert len(checked) >= 39
 
 
 def test_llama_4_maverick_alternates_dense_and_moe_layers_with_a_shared_expert(
@@ -119,6 +120,13 @@ def test_kimi_k2_5_reads_its_text_config_and_int4_experts(catalog: Catalog) -> N
     # compressed-tensors' ignore list skips self_attn: only the routed experts are INT4
     assert k25.quant_method == "compressed-tensors" and k25.experts_only_quantized
     assert k2.quant_method == "fp8" and k2.block_scaled_fp8 and not k2.experts_only_quantized
+
+
+def test_deepseek_v3_1_has_deepseek_v3s_shapes(catalog: Catalog) -> None:
+    v31 = _arch(catalog, "nvidia/DeepSeek-V3.1-NVFP4")
+    assert v31.total_params == _arch(catalog, "deepseek-ai/DeepSeek-V3").total_params
+    # its NVFP4 quantisation lives in hf_quant_config.json, not in config.json
+    assert v31.quant_method is None and v31.kv_bytes_per_token(2.0) == 70_272
 
 
 # ----- KV bytes per token, by hand, one test per attention class --------------------------------

@@ -42,11 +42,12 @@ MODELS_2026 = (
     "Qwen/Qwen3-Next-80B-A3B-Thinking",
     "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    "nvidia/DeepSeek-V3.1-NVFP4",
 )
 
 
 def test_the_catalog_models_are_listed_from_the_files() -> None:
-    assert len(CATALOG_MODELS) >= 38 and set(MODELS_2026) <= set(CATALOG_MODELS)
+    assert len(CATALOG_MODELS) >= 39 and set(MODELS_2026) <= set(CATALOG_MODELS)
 
 
 @pytest.mark.parametrize("hf_id", CATALOG_MODELS)
