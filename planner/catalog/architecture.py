@@ -47,9 +47,10 @@ Fields whose meaning is not the obvious one (read in the engines' model files, v
   beyond 8192 tokens of context are counted as if they were global (an overestimate there).
 - Qwen3.5 (``qwen3_5_moe``): Qwen3-Next's hybrid layout (``layer_types``: three Gated DeltaNet
   layers, then one gated full-attention layer) with the output gate named ``attn_output_gate``;
-  the Gated DeltaNet projections have the same shapes as Qwen3-Next's (vLLM splits the fused
-  ``in_proj_qkvz``/``in_proj_ba`` into ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``,
-  ``in_proj_a``: the same weights).
+  vLLM's ``qwen3_5.py`` builds its layers from Qwen3-Next's (``Qwen3NextAttention``, the same
+  Gated DeltaNet), fusing the checkpoint's ``in_proj_qkv``/``in_proj_z`` and
+  ``in_proj_b``/``in_proj_a`` into Qwen3-Next's ``in_proj_qkvz``/``in_proj_ba``: the same
+  shapes.
 """
 
 from __future__ import annotations
