@@ -37,14 +37,18 @@ Fields whose meaning is not the obvious one (read in the engines' model files, v
   one shared expert every MoE layer has (Meta's Llama 4 post: "128 routed experts and a shared
   expert"); ``intermediate_size_mlp`` the width of the dense layers' FFN; MoE layers are every
   ``interleave_moe_layer_step``-th (transformers: ``range(step - 1, layers, step)``; Scout 1:
-  all 48, Maverick 2: 24). Its QK norm is a weightless L2 norm. Three layers in four
-  (``no_rope_layers``, default every 4th layer NoPE) use chunked local attention over
-  ``attention_chunk_size`` (8192) tokens. vLLM disables its hybrid KV cache manager for
-  chunked local attention by default ("There is a latency regression when using chunked local
-  attention with the hybrid KV cache manager. Disabling it, by default":
-  ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` defaults to off), so every layer keeps
-  every token's KV: the chunked layers are ``full`` layers here, and their attention FLOPs
-  beyond 8192 tokens of context are counted as if they were global (an overestimate there).
+  all 48, Maverick 2: 24). Its QK norm is a weightless L2 norm. Three layers in four use
+  chunked local attention over ``attention_chunk_size`` (8192) tokens: the RoPE layers of
+  ``no_rope_layers`` (1 = RoPE), by default all but every 4th (``no_rope_layer_interval``), as
+  transformers and vLLM's ``llama4.py`` (``ChunkedLocalAttention`` unless the layer is NoPE)
+  read it. vLLM's hybrid KV cache manager keeps only the current chunk of those layers
+  (``ChunkedLocalAttentionSpec``: at most ``min(chunk + max_num_batched_tokens,
+  max_model_len)`` tokens at start-up, as a sliding window's), on by default since
+  vllm-project/vllm PR #29627 (``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` "1";
+  PR #21761 had it off from July 2025, and PR #46553's June 2026 proposal to turn it off again
+  was closed). So the chunked layers are ``sliding`` layers with a window of the chunk here: an
+  upper bound (a chunked layer holds 0 to 8192 tokens, 4096 on average at long contexts) for
+  the cache and for the attention FLOPs.
 - Qwen3.5 (``qwen3_5_moe``): Qwen3-Next's hybrid layout (``layer_types``: three Gated DeltaNet
   layers, then one gated full-attention layer) with the output gate named ``attn_output_gate``;
   vLLM's ``qwen3_5.py`` builds its layers from Qwen3-Next's (``Qwen3NextAttention``, the same
@@ -376,10 +380,17 @@ def _layer_kinds(config: dict[str, Any], num_layers: int) -> tuple[LayerKind, ..
         "attention": "full",
         "sliding_attention": "sliding",
         "linear_attention": "linear",
+        "chunked_attention": "sliding",  # Llama 4's, windowed at its chunk (module docstring)
     }
     layer_types = config.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) == num_layers:
         return tuple(kinds_by_name.get(str(t), "full") for t in layer_types)
+    if _attention_chunk(config):
+        rope = config.get("no_rope_layers")
+        if isinstance(rope, list) and len(rope) == num_layers:
+            return tuple(sliding if flag else full for flag in rope)
+        step = int(config.get("no_rope_layer_interval") or 4)
+        return tuple(full if (i + 1) % step == 0 else sliding for i in range(num_layers))
     interval = config.get("full_attention_interval")
     if interval:
         return tuple(full if (i + 1) % int(interval) == 0 else linear for i in range(num_layers))
@@ -393,6 +404,14 @@ def _layer_kinds(config: dict[str, Any], num_layers: int) -> tuple[LayerKind, ..
     if window:
         return (sliding,) * num_layers
     return (full,) * num_layers
+
+
+def _attention_chunk(config: dict[str, Any]) -> int | None:
+    """Llama 4's ``attention_chunk_size``: the window of its chunked-attention layers."""
+    chunk = config.get("attention_chunk_size")
+    if chunk and str(config.get("model_type", "")).startswith("llama4"):
+        return int(chunk)
+    return None
 
 
 def _moe_layers(config: dict[str, Any], num_layers: int, num_experts: int) -> tuple[int, ...]:
@@ -465,7 +484,7 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
     is_gpt_oss = model_type == "gpt_oss"
     qwen2_bias = model_type in ("qwen2", "qwen2_moe")
     attention_bias = bool(config.get("attention_bias", False)) or qwen2_bias
-    window = config.get("sliding_window")
+    window = config.get("sliding_window") or _attention_chunk(config)
     kinds = _layer_kinds(config, layers)
     return ModelArchitecture(
         model_type=model_type,

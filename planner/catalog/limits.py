@@ -80,6 +80,12 @@ SIZE_LIMITS: tuple[SizeLimit, ...] = (
         "meta-llama/Llama-4-Scout-17B-16E",
     ),
     SizeLimit("sliding_window", MAX_REQUEST_TOKENS, 131_072, "Qwen/Qwen2.5-72B-Instruct"),
+    SizeLimit(
+        "attention_chunk_size",
+        MAX_REQUEST_TOKENS,
+        8_192,
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    ),
 )
 
 #: Fields that count layers: at least 0 or 1 and at most the model's own layer count.
@@ -89,6 +95,7 @@ LAYER_COUNT_FIELDS = {
     "moe_layer_freq": 1,
     "decoder_sparse_step": 1,
     "interleave_moe_layer_step": 1,
+    "no_rope_layer_interval": 1,
 }
 
 

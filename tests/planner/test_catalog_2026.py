@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import Catalog
+from planner.catalog import Catalog, architecture_from_config
 from planner.catalog.architecture import ModelArchitecture
 
 #: hf_id: (published total, published active) in billions, as each file's params_source quotes
@@ -150,13 +150,29 @@ def test_gqa_kv_is_two_kv_heads_times_head_dim_per_layer(catalog: Catalog) -> No
     assert model.kv_bytes_per_token(1.0) == 126_976  # FP8 KV cache
 
 
-def test_llama_4_chunked_layers_keep_every_token_under_vllms_default(catalog: Catalog) -> None:
-    """48 layers x 2 x 8 KV heads x 128 x 2 bytes, none capped at the 8192-token chunk: vLLM
-    turns its hybrid KV cache manager off for chunked local attention by default."""
+def test_llama_4_chunked_layers_hold_one_chunk_and_nope_layers_every_token(
+    catalog: Catalog,
+) -> None:
+    """48 layers x 2 x 8 KV heads x 128 x 2 bytes a token; past 8192 tokens the 36 chunked
+    (RoPE) layers stop growing at the chunk, the 12 NoPE layers (every 4th) keep every token."""
     model = _arch(catalog, "meta-llama/Llama-4-Scout-17B-16E-Instruct")
-    assert model.kv_bytes_per_token(2.0) == 48 * 2 * 8 * 128 * 2 == 196_608
-    assert model.sliding_window is None and model.num_full_layers == 48
-    assert model.kv_bytes_for_sequence(100_000) == 196_608 * 100_000
+    assert model.model_classes == ("coarse MoE", "sliding-window")
+    assert model.layer_kinds[:4] == ("sliding", "sliding", "sliding", "full")
+    assert (model.num_sliding_layers, model.num_full_layers) == (36, 12)
+    per_layer = 2 * 8 * 128 * 2
+    assert model.kv_bytes_per_token(2.0) == 48 * per_layer == 196_608
+    assert model.sliding_window == 8192
+    assert model.kv_bytes_for_sequence(100_000) == per_layer * (12 * 100_000 + 36 * 8192)
+    assert model.kv_bytes_for_sequence(4000) == 196_608 * 4000  # within a chunk: every layer
+
+
+def test_llama_4_reads_an_explicit_no_rope_layers_list(catalog: Catalog) -> None:
+    config = dict(catalog.model("meta-llama/Llama-4-Scout-17B-16E-Instruct").config)
+    text = dict(config["text_config"])
+    text["no_rope_layers"] = [1, 0] * 24  # every 2nd layer NoPE (full), the rest chunked
+    model = architecture_from_config({**config, "text_config": text})
+    assert (model.num_sliding_layers, model.num_full_layers) == (24, 24)
+    assert model.layer_kinds[:2] == ("sliding", "full")
 
 
 def test_sliding_window_kv_caps_half_of_gpt_oss_20b_at_128_tokens(catalog: Catalog) -> None:
