@@ -194,3 +194,15 @@ def test_hybrid_linear_kv_is_the_full_layers_plus_a_fixed_state(catalog: Catalog
     state = 45 * ((2 * 16 * 128 + 64 * 128) * 3 + 64 * 128 * 128) * 2
     assert state == 97_689_600
     assert model.kv_bytes_for_sequence(1000) == 30_720 * 1000 + state
+
+
+def test_bad_llama_4_chunk_fields_are_named(catalog: Catalog) -> None:
+    config = dict(catalog.model("meta-llama/Llama-4-Scout-17B-16E-Instruct").config)
+    text = dict(config["text_config"])
+    for field, value, allowed in (
+        ("no_rope_layer_interval", 0, "a layer count from 1"),
+        ("attention_chunk_size", 10**9, "at most"),
+    ):
+        bad = {**config, "text_config": {**text, field: value}}
+        with pytest.raises(ValueError, match=f"'{field}' is .*{allowed}"):
+            architecture_from_config(bad)
