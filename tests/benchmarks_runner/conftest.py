@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import PATIENT_S
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: Files written by the released tools (vLLM 0.33, GuideLLM 0.8.1, AIPerf 0.13): see its README.
@@ -43,7 +45,7 @@ def env_with_root() -> dict[str, str]:
 
 
 def start_server_process(
-    argv: list[str], ready_path: str, what: str, timeout_s: float = 20.0
+    argv: list[str], ready_path: str, what: str, timeout_s: float = PATIENT_S
 ) -> SimServer:
     """Start a server process that prints ``LISTENING <port>``; wait until ``ready_path``
     answers 200 on 127.0.0.1 (the server is killed and RuntimeError raised otherwise)."""
@@ -76,7 +78,7 @@ def start_server_process(
     raise RuntimeError(f"{what} never answered {ready_path}")
 
 
-def start_sim_server(*flags: str, timeout_s: float = 20.0) -> SimServer:
+def start_sim_server(*flags: str, timeout_s: float = PATIENT_S) -> SimServer:
     """Start the simulated server on 127.0.0.1 port 0, wait for LISTENING and /health."""
     argv = ["-m", "benchmarks_runner.simulated", "--host", "127.0.0.1", "--port", "0", *flags]
     return start_server_process(argv, "/health", "simulated server", timeout_s)

@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks_runner.metrics import VLLM_RESULT_KEYS
 from planner.plan import read_plan
+from tests.patience import PATIENT_S
 from tests.run_view import read_run
 
 from .conftest import REAL, ROOT, env_with_root
@@ -44,7 +45,7 @@ def _run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
     )
 
 
-def _wait_rows(runs_dir: Path, n: int, timeout_s: float = 30) -> Path:
+def _wait_rows(runs_dir: Path, n: int, timeout_s: float = PATIENT_S) -> Path:
     deadline = time.monotonic() + timeout_s
     for _ in range(3000):  # bounded by count and time
         for run_dir in runs_dir.glob("*"):
@@ -136,7 +137,7 @@ def test_sigint_cancels_cleanly_and_keeps_rows(sim_server: Any, tmp_path: Path) 
         run_dir = _wait_rows(runs, 8)
         before = (run_dir / "requests.jsonl").read_text().splitlines()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=PATIENT_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -177,7 +178,7 @@ def test_server_killed_mid_run_keeps_rows(sim_server: Any, tmp_path: Path) -> No
     try:
         run_dir = _wait_rows(runs, 6)
         server.kill()
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=PATIENT_S)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -22,6 +22,7 @@ from planner.plan import Plan
 from planner.run_files import read_run_dir
 from planner.store import Store
 from planner.workload import LengthDistribution
+from tests.patience import PATIENT_S
 from tests.run_view import read_run
 
 EIGHT = LengthDistribution.fixed(8)
@@ -45,7 +46,7 @@ def manager(tmp_path: Path):  # type: ignore[no-untyped-def]
     manager.shutdown(timeout_s=20)
 
 
-def wait_all(manager: RunManager, timeout_s: float = 60) -> None:
+def wait_all(manager: RunManager, timeout_s: float = PATIENT_S) -> None:
     for run in manager.runs():
         assert run.wait(timeout_s), f"run {run.id} still {run.state}: {run.message}"
 
@@ -84,12 +85,12 @@ def test_progress_and_run_directory_while_running(manager: RunManager) -> None:
         specs(12, out=40),
         endpoint=SimulatedEndpoint(["--ttft-ms", "5", "--token-delay-ms", "5"]),
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENT_S
     while run.active and time.monotonic() < deadline:
         if run.progress is not None:
             seen.append(run.progress.requests_done)
         time.sleep(0.1)
-    assert run.wait(30) and run.state == "completed"
+    assert run.wait(PATIENT_S) and run.state == "completed"
     assert len(set(seen)) >= 2, seen  # progress moved while the run was going
     assert run.run_dir is not None and (run.run_dir / "run.json").is_file()
 
@@ -98,7 +99,7 @@ def test_cancel_stops_the_run_and_its_endpoint(manager: RunManager) -> None:
     finished: list[ManagedRun] = []
     endpoint = SimulatedEndpoint(["--ttft-ms", "5", "--token-delay-ms", "50"])
     run = manager.start(config(), specs(400, out=100), endpoint=endpoint, on_finish=finished.append)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENT_S
     while (
         run.progress is None or run.progress.requests_total == 0
     ) and time.monotonic() < deadline:
@@ -264,7 +265,7 @@ def test_launching_vllm_where_it_is_missing_says_how_to_install(
         endpoint="vllm", vllm_config=PLAN.vllm_config(), log_dir=tmp_path,
     )  # fmt: skip
     run = manager.start_verification(request)
-    assert run.wait(30) and run.state == "failed"
+    assert run.wait(PATIENT_S) and run.state == "failed"
     assert run.error is not None and "pip install" in run.error
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
+from tests.patience import PATIENT_MS, PATIENT_S
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -33,12 +35,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1500, "height": 1000}
-#: How long a browser test waits for the page before it calls the page hung. A hang detector,
-#: not a speed check: with both cores busy (the suite next to other work, load average 4-15) a
-#: page's first search or a verification run takes several times what it takes on a quiet
-#: machine, and a passing test never waits this long. Speed is benchmarks/'s business.
-PATIENT_MS = 240_000
-PATIENT_S = PATIENT_MS / 1000
 #: The app is idle (no script run in flight).
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 #: Every visible plotly chart drawn and every visible dataframe's canvas painted (those in a

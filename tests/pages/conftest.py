@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks_runner.metrics import compute_summary
 from planner.run_files import MetricSample, RequestRecord, RunWriter
 from planner.settings import get_settings
+from tests.patience import PATIENT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
@@ -191,7 +192,7 @@ def app() -> Callable[..., AppTest]:
     """``app(page, **query)``: the dashboard run once on ``page`` with ``query`` in the URL."""
 
     def start(page: str | None = None, **query: str | list[str]) -> AppTest:
-        at = AppTest.from_file(str(APP), default_timeout=120)
+        at = AppTest.from_file(str(APP), default_timeout=PATIENT_S)
         at.query_params.update(query)
         if page is not None:
             # Page URL paths are the file names, so the page resolves before the first run.

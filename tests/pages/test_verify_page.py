@@ -10,6 +10,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from tests.pages.conftest import frame_with, no_exception
+from tests.patience import PATIENT_S
 
 PAGE = "pages/verify.py"
 SMALL = {
@@ -44,7 +45,7 @@ def test_an_endpoint_url_is_needed(app: Callable[..., AppTest], own_user_dir: Pa
     assert not at.button(key="vf_run").disabled
     # nothing listens there: the run fails, and the page says so (no traceback)
     at.button(key="vf_run").click().run()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENT_S
     while not any("**failed**" in m.value for m in at.markdown) and time.monotonic() < deadline:
         time.sleep(0.3)
         at.run()
@@ -63,7 +64,7 @@ def test_a_run_with_faults_reports_failures_and_keeps_the_successes(
     assert not at.button(key="vf_run").disabled
     at.button(key="vf_run").click().run()
     no_exception(at)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + PATIENT_S
     while time.monotonic() < deadline:
         at.run()
         no_exception(at)
@@ -98,7 +99,7 @@ def test_a_run_with_faults_reports_failures_and_keeps_the_successes(
 
     # the Benchmarks page lists what the background ingestion has stored so far: poll for it
     at.switch_page("pages/benchmarks.py").run()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENT_S
     while time.monotonic() < deadline:
         no_exception(at)
         if any(run_dir.name in option for option in at.multiselect(key="bm_runs").options):
@@ -126,7 +127,7 @@ def test_a_simulated_run_does_not_refit_the_model_unless_asked(
     at = app(PAGE, **SMALL)
     assert at.toggle(key="vf_fit_simulated").value is False
     at.button(key="vf_run").click().run()
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + PATIENT_S
     while time.monotonic() < deadline:
         at.run()
         no_exception(at)

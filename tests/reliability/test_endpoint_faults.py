@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from planner.run_files import read_run_dir
 from planner.store import Store
+from tests.patience import PATIENT_S
 from tests.reliability.conftest import (
     FaultServer,
     no_traceback,
@@ -96,7 +97,7 @@ def test_a_server_killed_mid_run_is_endpoint_lost_with_every_row_kept(
     assert run.result is not None  # result.json is written for a lost endpoint too
 
 
-def _wait_rows(runs: Path, n: int, timeout_s: float = 60) -> Path:
+def _wait_rows(runs: Path, n: int, timeout_s: float = PATIENT_S) -> Path:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for run_dir in runs.glob("*/"):
@@ -157,7 +158,7 @@ def test_the_verify_page_shows_a_lost_endpoint_as_the_command_line_does(
     at = app("pages/verify.py", **link)
     at.text_input(key="vf_served").set_value("fault-model").run()
     at.button(key="vf_run").click().run()
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + PATIENT_S
     while not any("**failed**" in m.value for m in at.markdown) and time.monotonic() < deadline:
         time.sleep(0.5)
         at.run()

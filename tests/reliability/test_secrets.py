@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from pages.common.export import ExportSection, csv_text, report_html
 from pages.common.runs import runs_side_by_side
 from planner.store import Store
+from tests.patience import PATIENT_S
 from tests.reliability.conftest import (
     MARKER_KEY,
     URL_PASSWORD,
@@ -116,7 +117,9 @@ def test_the_command_line_writes_no_secret_anywhere(
     assert any("<redacted>" in line for line in echoed)
 
 
-def _wait_for_run_end(at: AppTest, runs_dir: Path, count: int, timeout_s: float = 120) -> None:
+def _wait_for_run_end(
+    at: AppTest, runs_dir: Path, count: int, timeout_s: float = PATIENT_S
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         done = [
