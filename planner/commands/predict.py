@@ -12,6 +12,14 @@ says in words what about a row the measured data do not cover (each reason widen
 measurements the prediction used ("fitted on measured vLLM 0.11 results"). A row that cannot be
 predicted gets a message in ``pred_error`` and the others are still predicted. The model is
 fitted on every stored measured result (the public set and the user's runs).
+
+A disaggregated deployment (prefill and decode pools) is stated by the columns
+``prefill_replicas, prefill_tp, prefill_ep, prefill_attention_dp, decode_replicas, decode_tp,
+decode_ep, decode_attention_dp`` and ``kv_link`` (nvlink, infiniband, roce, efa; blank:
+infiniband); all blank: aggregated, as the scenario's own tp/num_gpus say. Such a row is
+predicted by :mod:`planner.perf.disaggregated` and also gets ``pred_prefill_utilization``,
+``pred_decode_utilization`` and ``pred_kv_transfer_ms``; every row gets
+``pred_output_tok_per_s_per_gpu``.
 """
 
 from __future__ import annotations
@@ -24,6 +32,11 @@ from typing import Any
 
 from planner.catalog import Catalog, MeasuredResult, load_catalog
 from planner.errors import InvalidInputError, PlannerError
+from planner.perf.disaggregated import (
+    DisaggregatedPrediction,
+    layout_from_row,
+    predict_disaggregated,
+)
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Prediction, Scenario
 from planner.runs import calibration_results
@@ -38,6 +51,12 @@ PREDICTION_COLUMNS = (
     "pred_itl_ms_mean",
     "pred_output_tok_per_s_low",
     "pred_output_tok_per_s_high",
+    "pred_ttft_ms_p99",
+    "pred_tpot_ms_p99",
+    "pred_output_tok_per_s_per_gpu",
+    "pred_prefill_utilization",
+    "pred_decode_utilization",
+    "pred_kv_transfer_ms",
     "pred_far_from_data",
     "pred_uncertain_because",
     "pred_release",
@@ -75,11 +94,30 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def prediction_cells(result: Prediction | PlannerError) -> dict[str, str]:
-    if isinstance(result, PlannerError):
+#: one row's answer: an aggregated prediction with the row's GPUs, a disaggregated one, or
+#: the error that stopped it
+RowResult = tuple[Prediction, int] | DisaggregatedPrediction | PlannerError
+
+
+def prediction_cells(row_result: RowResult) -> dict[str, str]:
+    if isinstance(row_result, PlannerError):
         cells = dict.fromkeys(PREDICTION_COLUMNS, "")
-        cells["pred_error"] = str(result)
+        cells["pred_error"] = str(row_result)
         return cells
+    pools = {
+        "pred_prefill_utilization": "",
+        "pred_decode_utilization": "",
+        "pred_kv_transfer_ms": "",
+    }
+    if isinstance(row_result, DisaggregatedPrediction):
+        result, gpus = row_result.prediction, row_result.gpus
+        pools = {
+            "pred_prefill_utilization": _fmt(row_result.prefill_utilization),
+            "pred_decode_utilization": _fmt(row_result.decode_utilization),
+            "pred_kv_transfer_ms": _fmt(row_result.kv_transfer_ms),
+        }
+    else:
+        result, gpus = row_result
     return {
         "pred_output_tok_per_s": _fmt(result.output_tok_per_s),
         "pred_total_tok_per_s": _fmt(result.total_tok_per_s),
@@ -89,6 +127,10 @@ def prediction_cells(result: Prediction | PlannerError) -> dict[str, str]:
         "pred_itl_ms_mean": _fmt(result.itl_ms_mean),
         "pred_output_tok_per_s_low": _fmt(result.output_tok_per_s_low),
         "pred_output_tok_per_s_high": _fmt(result.output_tok_per_s_high),
+        "pred_ttft_ms_p99": _fmt(result.ttft_ms_p99),
+        "pred_tpot_ms_p99": _fmt(result.tpot_ms_p99),
+        "pred_output_tok_per_s_per_gpu": _fmt(result.output_tok_per_s / gpus),
+        **pools,
         "pred_far_from_data": "true" if result.far_from_data else "false",
         "pred_uncertain_because": "; ".join(result.uncertain_because),
         "pred_release": result.release_note or "",
@@ -96,21 +138,27 @@ def prediction_cells(result: Prediction | PlannerError) -> dict[str, str]:
     }
 
 
-def predict_rows(
-    model: PerformanceModel, rows: list[dict[str, str]]
-) -> list[Prediction | PlannerError]:
+def predict_rows(model: PerformanceModel, rows: list[dict[str, str]]) -> list[RowResult]:
     """One prediction (or the error that stopped it) per CSV row."""
-    out: list[Prediction | PlannerError] = []
+    out: list[RowResult] = []
     for line_no, row in enumerate(rows, start=2):
         try:
             scenario = Scenario.from_row(row)
+            layout = layout_from_row(row)
         except PlannerError as exc:
             out.append(exc)
             continue
         except ValueError as exc:
             out.append(InvalidInputError("row", line_no, str(exc)))
             continue
-        out.extend(model.predict_many([scenario]))
+        if layout is not None:
+            try:
+                out.append(predict_disaggregated(model, scenario, layout))
+            except PlannerError as exc:
+                out.append(exc)
+            continue
+        result = model.predict_many([scenario])[0]
+        out.append(result if isinstance(result, PlannerError) else (result, scenario.gpus))
     return out
 
 

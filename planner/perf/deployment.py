@@ -282,8 +282,14 @@ def _validate_layout(scenario: Scenario, card: ModelCard, instance: Instance | N
         )
 
 
-def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
-    """Everything a step-time evaluation and the simulator need, or a typed error."""
+def resolve_deployment(
+    scenario: Scenario, catalog: Catalog, *, cross_node_moe: bool = False
+) -> Deployment:
+    """Everything a step-time evaluation and the simulator need, or a typed error.
+
+    ``cross_node_moe``: the MoE group (TP x attention-DP) may span nodes, as wide expert
+    parallelism does; the caller prices the all-to-all on the network
+    (:mod:`planner.perf.disaggregated`), the step time here only the NVLink terms."""
     family = scenario.engine_family
     if family not in FAMILIES:
         raise InvalidInputError(
@@ -400,7 +406,7 @@ def resolve_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
         raise InvalidInputError(
             "nodes", nodes, f"enough {per_node}-GPU nodes for TP x PP x DP = {gpus_per_replica}"
         )
-    if moe_group > per_node:
+    if moe_group > per_node and not cross_node_moe:
         raise InvalidInputError(
             "data_parallel_size", dp, f"TP x DP within one {per_node}-GPU node (the MoE group)"
         )

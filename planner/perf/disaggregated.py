@@ -1,0 +1,798 @@
+"""Disaggregated prefill/decode: two pools, the KV transfer between them, wide expert parallelism.
+
+A disaggregated deployment runs prompts on a *prefill pool* and answers on a *decode pool*,
+each with its own replicas, TP, attention-DP and expert parallelism, and moves every request's
+KV cache from one to the other over a link (DistServe, Zhong et al., OSDI 2024; Splitwise,
+Patel et al., ISCA 2024; Mooncake, Qin et al., FAST 2025; NVIDIA Dynamo's disaggregated
+serving; vLLM's NixlConnector). Each pool is priced by the same step-time model as an
+aggregated replica (:mod:`planner.perf.step_time`, fitted coefficients of its engine and GPU);
+only the work a pool's steps hold differs:
+
+- **prefill pool**: prefill-only batches. Its requests generate one token (vLLM's disaggregated
+  proxy sends the prefill instance the request with ``max_tokens=1``), so it is the steady state
+  of :mod:`planner.perf.steady_state` for a workload of one-token answers: an M/D/1 queue for
+  the token budget plus the prompt's own chunked steps. Its utilisation is the rate over the
+  rate it saturates at.
+- **KV transfer**: ``bytes = the request's KV`` (:func:`kv_transfer_bytes`, from the model's KV
+  layout and the cache precision) over the link (:data:`KV_LINKS`):
+  ``t = latency + bytes / (streams x per-GPU bandwidth x efficiency)``; the streams are the
+  KV shards that travel in parallel, each from its own GPU's NIC (:func:`kv_streams`).
+- **decode pool**: decode-only steps, no prefill interference. A request holds a seat for its
+  ``O`` decode steps (the decode instance samples the first token too: the proxy streams the
+  answer from it), so with ``d`` running sequences a step lasts ``T(d)`` and the rate is
+  ``lambda = d / (O x T(d))`` (Little's law): solved for ``d`` by bisection (:class:`DecodePool`).
+  TPOT = ``T(d)``; its p99 at ``d + 2.33 sqrt(d)`` neighbours (Poisson number in service).
+- **TTFT** = prefill queue + prefill (the prefill pool's TTFT) + KV transfer + the decode
+  pool's first step. **TPOT** from the decode pool alone.
+- **balance**: a pool's capacity per replica (prefill: its saturation rate; decode: the rate
+  at its largest batch, max_num_seqs or the KV cache); the P:D ratio that loads both equally is
+  ``C_decode / C_prefill`` prefill replicas per decode replica (:func:`balanced_ratio`).
+- **wide expert parallelism across nodes** (SGLang's large-scale EP on 96 H100, DeepSeek's own
+  serving, Dynamo's wide-EP recipes): an EP group over ``R`` GPUs spanning nodes sends each
+  token's hidden state to its top-``k`` experts and back (dispatch + combine, DeepEP):
+  ``bytes = tokens x k x hidden x (dispatch B + combine B) x (1 - G / R)`` per MoE layer over
+  each GPU's NIC, ``G`` the GPUs of a node (their experts are reached over NVLink), plus the
+  link's latency twice a layer (:func:`ep_all_to_all_s`); the busiest rank's expert load is
+  the step-time model's :func:`planner.perf.step_time.ep_imbalance` over all ``R`` ranks.
+
+Nothing here is fitted on disaggregated measurements yet: predictions say so in
+``uncertain_because`` and are flagged ``extrapolated``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.catalog import GPU, Catalog, Instance, ModelArchitecture
+from planner.errors import InvalidInputError
+from planner.perf.calibration import coefficient_key
+from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Prediction, Scenario
+from planner.perf.steady_state import SteadyStateModel
+from planner.perf.step_time import AR_CALL_UNIT_S, IDX, StepBatch, step_features
+from planner.perf.uncertainty import interval_factors, term_shares, widen
+
+KvLinkKind = Literal["nvlink", "infiniband", "roce", "efa"]
+
+
+@dataclass(frozen=True)
+class KvLink:
+    """A link the KV cache (and a wide-EP all-to-all) crosses between GPUs of different pools.
+
+    ``per_gpu_gbps``: line rate per GPU and direction (Gbit/s) when the instance does not say
+    (an instance's ``network_gbps`` over its GPUs wins; NVLink: the GPU's own link);
+    ``efficiency``: measured share of the line rate large RDMA transfers reach;
+    ``latency_s``: fixed cost of one transfer (its round trips).
+    """
+
+    kind: KvLinkKind
+    per_gpu_gbps: float
+    efficiency: float
+    latency_s: float
+    source: str
+    as_of: str
+
+
+#: The links a disaggregated deployment's pools can be joined by (retrieved 2026-12-02).
+KV_LINKS: dict[str, KvLink] = {
+    "nvlink": KvLink(
+        "nvlink",
+        0.0,  # the GPU's NVLink (gpus.csv interconnect_bw_gbps / 2 a direction)
+        0.96,
+        5e-6,
+        "efficiency: deepseek-ai/DeepEP docs/legacy.md @0297fc8 (intranode EP8 on H800: "
+        "153-158 GB/s of ~160 GB/s NVLink); latency: assumption (one CUDA IPC copy's launch "
+        "and completion, a few us), not measured",
+        "2026-12-02",
+    ),
+    "infiniband": KvLink(
+        "infiniband",
+        400.0,
+        0.86,
+        10e-6,
+        "rate: one ConnectX-7 NDR 400 Gb/s NIC a GPU (DeepEP's test cluster); efficiency: "
+        "deepseek-ai/DeepEP docs/legacy.md @0297fc8 (internode EP16 dispatch and combine "
+        "43 GB/s, low-latency dispatch at EP64 43 GB/s, of ~50 GB/s); latency: ~3 RDMA round "
+        "trips a pull-based transfer (block request, reads, completion notice) at ~2-3 us each "
+        "(single switch ~2 us, +1 us leaf-spine: kentino.com 'Latency dissection: where every "
+        "microsecond goes in an AI cluster network')",
+        "2026-12-02",
+    ),
+    "roce": KvLink(
+        "roce",
+        400.0,
+        0.87,
+        10e-6,
+        "rate: 400 GbE a GPU; efficiency: kvcache-ai/Mooncake README (Transfer Engine, 40 GB "
+        "of KV: 87 GB/s on 4 x 200 Gbps RoCE = 0.87; its 8 x 400 Gbps figure, 190 GB/s, is "
+        "0.48 of the aggregate); latency: as InfiniBand's (RDMA round trips of a few us; "
+        "kentino.com latency dissection)",
+        "2026-12-02",
+    ),
+    "efa": KvLink(
+        "efa",
+        400.0,
+        0.86,
+        30e-6,
+        "rate: p5/p5en/p6-b200 3200 Gbps EFA over 8 GPUs (AWS instance specifications, "
+        "instances.csv); efficiency: assumption, InfiniBand's (no published EFA KV-transfer "
+        "bandwidth found); latency: assumption, 3x InfiniBand's (SRD's multipath transport "
+        "with receiver-side reordering, UCCL 'A practitioner guide to AWS EFA programming', "
+        "2026-04-13, publishes no figure)",
+        "2026-12-02",
+    ),
+}
+
+#: bytes an activation element crosses the network as: DeepEP dispatches in FP8 and combines
+#: in BF16 (deepseek-ai/DeepEP's benchmark settings, SGLang's DeepSeek deployment); 16-bit
+#: models dispatch in BF16
+COMBINE_BYTES = 2.0
+
+
+def kv_link(name: str) -> KvLink:
+    """The link named ``name``, or an error naming the allowed ones."""
+    link = KV_LINKS.get(name.strip().lower())
+    if link is None:
+        raise InvalidInputError("kv_link", name, f"one of {', '.join(KV_LINKS)}")
+    return link
+
+
+def link_bytes_per_s(link: KvLink, gpu: GPU, instance: Instance | None) -> float:
+    """Line rate per GPU and direction, bytes/s: NVLink from the instance or the GPU; a network
+    from the instance's ``network_gbps`` shared by its GPUs, else the link's own figure."""
+    if link.kind == "nvlink":
+        if instance is not None and instance.gpu_link_bw_gbps:
+            return instance.gpu_link_bw_gbps * 1e9 / 2
+        return (gpu.interconnect_bw_gbps or 600.0) * 1e9 / 2
+    if instance is not None and instance.network_gbps:
+        return instance.network_gbps / instance.gpus * 1e9 / 8
+    return link.per_gpu_gbps * 1e9 / 8
+
+
+def kv_transfer_bytes(
+    arch: ModelArchitecture, prompt_tokens: int, kv_bytes_per_element: float
+) -> float:
+    """KV bytes of one request's prompt: every attention layer's cache (sliding layers capped
+    at their window, MLA's latent once a layer) plus any linear-attention state
+    (:meth:`ModelArchitecture.kv_bytes_for_sequence`)."""
+    return arch.kv_bytes_for_sequence(prompt_tokens, kv_bytes_per_element)
+
+
+def kv_streams(arch: ModelArchitecture, prefill_tp: int, decode_tp: int) -> int:
+    """KV shards that travel in parallel, each over its own GPU's NIC.
+
+    GQA: TP splits the KV heads, so each of ``min(tp, kv_heads)`` GPUs a side holds a shard
+    and the pools pair them up (vLLM's NixlConnector reads each shard from its owner, also
+    with unequal TP); MLA: every TP rank holds the whole latent, so one copy travels (each
+    decode rank pulls it over its own NIC at the same time).
+    """
+    if arch.is_mla:
+        return 1
+    kv_heads = max(arch.num_kv_heads, 1)
+    return max(1, min(min(prefill_tp, kv_heads), min(decode_tp, kv_heads)))
+
+
+def kv_transfer_s(bytes_: float, streams: int, bytes_per_s: float, link: KvLink) -> float:
+    """``latency + bytes / (streams x per-GPU rate x efficiency)`` seconds."""
+    return link.latency_s + bytes_ / (streams * bytes_per_s * link.efficiency)
+
+
+def ep_all_to_all_s(
+    tokens: float,
+    *,
+    hidden: int,
+    experts_per_token: int,
+    ep_size: int,
+    gpus_per_node: int,
+    moe_layers: int,
+    dispatch_bytes: float,
+    nic_bytes_per_s: float,
+    link: KvLink,
+) -> float:
+    """Seconds a step's MoE all-to-all spends on the network for ``tokens`` tokens of a rank.
+
+    Per MoE layer each token goes to its ``k`` experts (dispatch, ``dispatch_bytes`` an
+    element) and comes back weighted (combine, BF16): ``tokens x k x hidden x (dispatch +
+    combine)`` bytes, of which the share ``G / R`` whose experts sit on the rank's own node
+    crosses NVLink instead; over the NIC at the link's efficiency, plus its latency for each of
+    the two messages. Zero when the group fits one node (``R <= G``: the step-time model's
+    NVLink terms price it). DeepEP's low-latency kernels at EP 128-256 (128 tokens, top-8,
+    hidden 7168, FP8 dispatch) run at ~39 GB/s, bandwidth-bound (docs/legacy.md).
+    """
+    if ep_size <= gpus_per_node or tokens <= 0 or moe_layers <= 0:
+        return 0.0
+    remote = 1.0 - gpus_per_node / ep_size
+    per_layer = tokens * experts_per_token * hidden * (dispatch_bytes + COMBINE_BYTES) * remote
+    return moe_layers * (per_layer / (nic_bytes_per_s * link.efficiency) + 2.0 * link.latency_s)
+
+
+# ----- the layout ---------------------------------------------------------------------------
+class PoolLayout(BaseModel):
+    """One pool: ``replicas`` engines of ``tp x attention_dp`` GPUs; ``ep`` 1 (experts sliced
+    by TP) or ``tp x attention_dp`` (whole experts over every GPU of the engine, vLLM's
+    ``--enable-expert-parallel``, SGLang's ``--ep-size``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replicas: int = Field(gt=0)
+    tp: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0)
+    attention_dp: int = Field(default=1, gt=0)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.attention_dp
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+
+class DisaggregatedLayout(BaseModel):
+    """A prefill pool, a decode pool and the link between them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefill: PoolLayout
+    decode: PoolLayout
+    kv_link: str = "infiniband"
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill.gpus + self.decode.gpus
+
+
+#: the scenario columns of a disaggregated deployment (``planner predict --scenarios``)
+POOL_COLUMNS: tuple[str, ...] = (
+    "prefill_replicas",
+    "prefill_tp",
+    "prefill_ep",
+    "prefill_attention_dp",
+    "decode_replicas",
+    "decode_tp",
+    "decode_ep",
+    "decode_attention_dp",
+)
+LAYOUT_COLUMNS: tuple[str, ...] = (*POOL_COLUMNS, "kv_link")
+
+
+def layout_from_row(row: dict[str, Any]) -> DisaggregatedLayout | None:
+    """The disaggregated layout of a scenario row; None when every pool column is blank (an
+    aggregated deployment, as before). Bad cells raise one InvalidInputError naming the column,
+    its value and what is allowed."""
+    cells = {name: str(row.get(name) or "").strip() for name in LAYOUT_COLUMNS}
+    if not any(cells.values()):
+        return None
+    for role in ("prefill", "decode"):
+        if not cells[f"{role}_replicas"]:
+            raise InvalidInputError(
+                f"{role}_replicas",
+                "",
+                "a whole number >= 1 (a disaggregated row states both pools' replicas; leave "
+                "every pool column blank for an aggregated deployment)",
+            )
+    pools: dict[str, dict[str, int]] = {"prefill": {}, "decode": {}}
+    for name in POOL_COLUMNS:
+        text = cells[name]
+        if not text:
+            continue
+        role, field = name.split("_", 1)
+        try:
+            number = float(text)
+        except ValueError:
+            raise InvalidInputError(name, text, "a whole number >= 1") from None
+        if not number.is_integer() or number < 1:
+            raise InvalidInputError(name, text, "a whole number >= 1")
+        pools[role][field] = int(number)
+    link = kv_link(cells["kv_link"] or "infiniband").kind
+    for role, values in pools.items():
+        tp, dp, ep = values.get("tp", 1), values.get("attention_dp", 1), values.get("ep", 1)
+        if ep not in (1, tp * dp):
+            raise InvalidInputError(
+                f"{role}_ep", ep, f"1 or {role}_tp x {role}_attention_dp = {tp * dp}"
+            )
+    try:
+        return DisaggregatedLayout(
+            prefill=PoolLayout(**pools["prefill"]),
+            decode=PoolLayout(**pools["decode"]),
+            kv_link=link,
+        )
+    except ValidationError as exc:  # pragma: no cover - the checks above come first
+        first = exc.errors()[0]
+        raise InvalidInputError("layout", str(first["loc"]), str(first["msg"])) from None
+
+
+# ----- the pools ----------------------------------------------------------------------------
+def pool_scenario(
+    scenario: Scenario, pool: PoolLayout, role: Literal["prefill", "decode"]
+) -> Scenario:
+    """The scenario one pool runs: its layout, and for the prefill pool one-token answers."""
+    update: dict[str, Any] = {
+        "tp": pool.tp,
+        "pp": 1,
+        "num_gpus": pool.gpus,
+        "nodes": None,
+        "data_parallel_size": pool.attention_dp if pool.attention_dp > 1 else None,
+        "enable_expert_parallel": True if pool.ep > 1 else None,
+    }
+    if role == "prefill":
+        update.update({"output_len": 1, "output_dist": None})
+    return scenario.model_copy(update=update)
+
+
+def _nodes_of(dep: Deployment) -> int:
+    """GPUs a node holds for this deployment (the instance's, 72 for GB200/GB300 NVL72)."""
+    if dep.instance is not None:
+        return dep.instance.gpus
+    return 72 if dep.gpu.gpu_id.upper().startswith("GB") else 8
+
+
+def _validate_pool(dep: Deployment, pool: PoolLayout, role: str) -> None:
+    node = _nodes_of(dep)
+    arch = dep.card.architecture
+    if pool.gpus_per_replica > node and pool.ep == 1:
+        raise InvalidInputError(
+            f"{role}_ep",
+            pool.ep,
+            f"{pool.gpus_per_replica} (TP x attention-DP): an engine larger than one "
+            f"{node}-GPU node spans nodes only with expert parallelism",
+        )
+    if pool.ep > 1 and not arch.is_moe:
+        raise InvalidInputError(f"{role}_ep", pool.ep, f"1 for the dense {dep.card.hf_id}")
+
+
+def _wide_ep_dispatch_bytes(precision: str) -> float:
+    return 1.0 if precision.strip().lower() in ("fp8", "fp4") else 2.0
+
+
+@dataclass(frozen=True)
+class PoolContext:
+    """A pool's resolved deployment, coefficients and what its all-to-all crosses."""
+
+    scenario: Scenario
+    dep: Deployment
+    c: np.ndarray
+    nic_bytes_per_s: float
+    link: KvLink
+    dispatch_bytes: float
+
+    @property
+    def wide_ep(self) -> bool:
+        return self.dep.expert_parallel and self.dep.moe_group > _nodes_of(self.dep)
+
+    def all_to_all_s(self, tokens: float) -> float:
+        dep = self.dep
+        if not self.wide_ep:
+            return 0.0
+        return ep_all_to_all_s(
+            tokens,
+            hidden=dep.hidden_size,
+            experts_per_token=dep.experts_per_token,
+            ep_size=dep.moe_group,
+            gpus_per_node=_nodes_of(dep),
+            moe_layers=dep.num_moe_layers,
+            dispatch_bytes=self.dispatch_bytes,
+            nic_bytes_per_s=self.nic_bytes_per_s,
+            link=self.link,
+        )
+
+    def features(self, batch: StepBatch) -> np.ndarray:
+        """Step terms of ``batch`` on this pool. With wide EP the attention-DP gather and
+        scatter the step-time model prices on NVLink is the network all-to-all instead: its
+        terms are taken out and the all-to-all's seconds added to ``idle`` (a time at
+        coefficient 1: spec rate x measured efficiency, not fitted)."""
+        x = step_features(batch, self.dep)
+        if not self.wide_ep:
+            return x
+        dep = self.dep
+        d, n_moe = dep.data_parallel_size, dep.num_moe_layers
+        if d > 1 and n_moe and dep.link_class in ("nvlink", "pcie_p2p", "pcie_host"):
+            activation = batch.tokens * dep.hidden_size * 2.0
+            x[IDX[f"allreduce_{dep.link_class}"]] -= 2 * n_moe * (d - 1) * activation / dep.link_bw
+            x[IDX[f"ar_calls_{dep.link_class}"]] -= 2 * n_moe * AR_CALL_UNIT_S
+        x[IDX["idle"]] += self.all_to_all_s(batch.tokens)
+        return x
+
+    def step_s(self, batch: StepBatch) -> float:
+        return float(self.c @ self.features(batch))
+
+
+class _PrefillSteadyState(SteadyStateModel):
+    """The steady state of a prefill pool whose steps also pay a network all-to-all."""
+
+    def __init__(self, pool: PoolContext) -> None:
+        super().__init__(pool.dep, pool.c)
+        self.pool = pool
+
+    def _terms(self, decode: float, chunks: float, chunk: float, done: float) -> np.ndarray:
+        x = super()._terms(decode, chunks, chunk, done)
+        if self.pool.wide_ep:
+            tokens = max(decode + chunks * chunk, 1.0)
+            x = x.copy()
+            x[IDX["idle"]] += self.pool.all_to_all_s(tokens)
+        return x
+
+
+@dataclass(frozen=True)
+class DecodeState:
+    """The decode pool, one engine (attention-DP rank), at a rate."""
+
+    rate: float  # requests/s per rank
+    running: float  # d
+    seats: float  # the most sequences the rank holds
+    step_s: float  # T(d) = TPOT
+    step_p99_s: float
+    capacity_rate: float  # requests/s per rank at the full batch
+    stable: bool
+    terms: np.ndarray
+
+
+class DecodePool:
+    """Decode-only steps of a rank: ``lambda = d / (O x T(d))``, solved for ``d``."""
+
+    def __init__(self, pool: PoolContext, input_len: float, output_len: float) -> None:
+        self.pool = pool
+        dep = pool.dep
+        self.output_len = max(output_len, 1.0)
+        #: mean tokens a decoding sequence attends to
+        self.context = input_len + output_len / 2.0
+        per_seq = self.context + dep.block_size / 2.0
+        self.seats = float(min(dep.max_num_seqs, dep.kv_capacity_tokens / max(per_seq, 1.0)))
+        self.seats = max(self.seats, 1.0)
+
+    def _batch(self, running: float) -> StepBatch:
+        batch = StepBatch()
+        batch.add_decode(max(running, 1.0), self.context, self.pool.dep.sliding_window)
+        return batch
+
+    def step_s(self, running: float) -> float:
+        return self.pool.step_s(self._batch(running))
+
+    def rate_at(self, running: float) -> float:
+        return running / (self.output_len * self.step_s(running))
+
+    def capacity_rate(self) -> float:
+        return self.rate_at(self.seats)
+
+    def at_rate(self, rate: float) -> DecodeState:
+        cap = self.capacity_rate()
+        if rate >= cap:
+            running, stable = self.seats, False
+        else:
+            lo, hi = 0.0, self.seats
+            for _ in range(60):
+                mid = (lo + hi) / 2.0
+                if self.rate_at(mid) < rate:
+                    lo = mid
+                else:
+                    hi = mid
+            running, stable = (lo + hi) / 2.0, True
+        p99_running = min(self.seats, running + 2.326 * math.sqrt(max(running, 0.0)))
+        return DecodeState(
+            rate=rate,
+            running=running,
+            seats=self.seats,
+            step_s=self.step_s(running),
+            step_p99_s=self.step_s(p99_running),
+            capacity_rate=cap,
+            stable=stable,
+            terms=self.pool.features(self._batch(running)),
+        )
+
+
+def balanced_ratio(prefill_capacity_rps: float, decode_capacity_rps: float) -> float:
+    """Prefill replicas per decode replica that load both pools equally:
+    ``C_decode / C_prefill`` (each a replica's capacity in requests/s). A decode replica that
+    serves 6 req/s beside prefill replicas that serve 2 each needs 3 of them."""
+    if prefill_capacity_rps <= 0 or decode_capacity_rps <= 0:
+        raise InvalidInputError(
+            "capacity", (prefill_capacity_rps, decode_capacity_rps), "both above 0 requests/s"
+        )
+    return decode_capacity_rps / prefill_capacity_rps
+
+
+def balanced_pools(
+    rate_rps: float,
+    prefill_capacity_rps: float,
+    decode_capacity_rps: float,
+    utilization: float = 1.0,
+) -> tuple[int, int]:
+    """(prefill, decode) replicas that carry ``rate_rps`` with each pool at most
+    ``utilization`` busy: ``ceil(rate / (C x utilization))`` each."""
+    if not 0 < utilization <= 1:
+        raise InvalidInputError("utilization", utilization, "above 0 and at most 1")
+    balanced_ratio(prefill_capacity_rps, decode_capacity_rps)  # both capacities positive
+    prefill = max(1, math.ceil(rate_rps / (prefill_capacity_rps * utilization) - 1e-9))
+    decode = max(1, math.ceil(rate_rps / (decode_capacity_rps * utilization) - 1e-9))
+    return prefill, decode
+
+
+# ----- the prediction -----------------------------------------------------------------------
+class DisaggregatedPrediction(BaseModel):
+    """A disaggregated deployment's prediction: the usual figures (``prediction``, whole
+    deployment, vLLM bench definitions) and each pool's."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    prediction: Prediction
+    gpus: int
+    output_tok_per_s_per_gpu: float
+    prefill_gpus: int
+    decode_gpus: int
+    prefill_utilization: float
+    decode_utilization: float
+    #: requests/s one replica of each pool carries at saturation
+    prefill_capacity_rps: float
+    decode_capacity_rps: float
+    #: prefill replicas per decode replica that load both pools equally
+    balanced_prefill_per_decode: float
+    kv_transfer_bytes: float
+    kv_transfer_ms: float
+    decode_running_per_rank: float
+    #: seconds a step spends on the wide-EP all-to-all (0 within a node), decode pool
+    decode_all_to_all_ms: float
+    stable: bool
+
+
+@dataclass(frozen=True)
+class DisaggregatedModel:
+    """Both pools of a scenario, resolved once; :meth:`at_rate` answers a load."""
+
+    scenario: Scenario
+    layout: DisaggregatedLayout
+    prefill: PoolContext
+    decode: PoolContext
+    prefill_state: SteadyStateModel
+    decode_pool: DecodePool
+    transfer_bytes: float
+    transfer_s: float
+    model: PerformanceModel
+
+    @property
+    def prefill_ranks(self) -> int:
+        return self.prefill.dep.replicas
+
+    @property
+    def decode_ranks(self) -> int:
+        return self.decode.dep.replicas
+
+    def capacity_rps(self) -> tuple[float, float]:
+        """(prefill, decode) requests/s a replica of each pool carries at saturation."""
+        p = self.prefill_state.saturation_rate() * self.layout.prefill.attention_dp
+        d = self.decode_pool.capacity_rate() * self.layout.decode.attention_dp
+        return p, d
+
+    def e2e_mean_s(self, rate: float) -> float:
+        pre = self.prefill_state.at_rate(rate / self.prefill_ranks)
+        dec = self.decode_pool.at_rate(rate / self.decode_ranks)
+        if not (pre.stable and dec.stable):
+            return math.inf
+        ttft = pre.ttft_mean_s + self.transfer_s + dec.step_s
+        return ttft + (self.scenario.mean_output_len - 1) * dec.step_s
+
+    def rate_for_concurrency(self, in_flight: float) -> float:
+        """The rate a closed loop of ``in_flight`` requests settles at: ``N = rate x E2E``
+        (Little's law), by bisection below the smaller pool's capacity."""
+        p, d = self.capacity_rps()
+        hi = min(p * self.layout.prefill.replicas, d * self.layout.decode.replicas) * 0.999
+        lo = 0.0
+        for _ in range(50):
+            mid = (lo + hi) / 2.0
+            if mid * self.e2e_mean_s(mid) < in_flight:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def at_rate(self, rate: float) -> DisaggregatedPrediction:
+        sc, layout = self.scenario, self.layout
+        pre = self.prefill_state.at_rate(rate / self.prefill_ranks)
+        dec = self.decode_pool.at_rate(rate / self.decode_ranks)
+        stable = pre.stable and dec.stable
+        out_len = sc.mean_output_len
+        tail = self.transfer_s + dec.step_s
+        ttft_mean = pre.ttft_mean_s + tail if stable else math.inf
+        ttft_p50 = pre.ttft_p50_s + tail if stable else math.inf
+        ttft_p99 = pre.ttft_p99_s + self.transfer_s + dec.step_p99_s if stable else math.inf
+        served = (
+            rate
+            if stable
+            else min(pre.rate * self.prefill_ranks, dec.capacity_rate * self.decode_ranks)
+        )
+        out_tps = served * out_len
+        total_tps = out_tps + served * sc.mean_input_len
+        tpot, tpot_p99 = dec.step_s, dec.step_p99_s
+        e2e_mean = ttft_mean + (out_len - 1) * tpot
+        e2e_p99 = ttft_p99 + (out_len - 1) * tpot_p99
+
+        dep = self.decode.dep
+        key = coefficient_key(self.decode.scenario, dep)
+        reasons = [
+            *self.model.uncertainty_reasons(self.decode.scenario, dep),
+            "disaggregated prefill/decode: no measured disaggregated result in the fit",
+        ]
+        fitted = self.model.fitted
+
+        def factors(metric: str, terms: np.ndarray, c: np.ndarray) -> tuple[float, float]:
+            return widen(interval_factors(fitted, key, metric, term_shares(terms, c)), len(reasons))
+
+        thr_lo, thr_hi = factors("output_tok_per_s", dec.terms, self.decode.c)
+        tpot_lo, tpot_hi = factors("itl", dec.terms, self.decode.c)
+        ttft_lo, ttft_hi = factors("ttft", pre.step_terms, self.prefill.c)
+        ms = 1e3
+        p_cap, d_cap = self.capacity_rps()
+        notes = (
+            *self.prefill.dep.notes,
+            *dep.notes,
+            f"disaggregated: {layout.prefill.gpus} prefill + {layout.decode.gpus} decode GPUs "
+            f"over {layout.kv_link}; KV transfer {self.transfer_s * ms:.3g} ms a request",
+        )
+        prediction = Prediction(
+            output_tok_per_s=out_tps,
+            output_tok_per_s_low=out_tps * thr_lo,
+            output_tok_per_s_high=out_tps * thr_hi,
+            total_tok_per_s=total_tps,
+            total_tok_per_s_low=total_tps * thr_lo,
+            total_tok_per_s_high=total_tps * thr_hi,
+            request_per_s=served,
+            ttft_ms_mean=ttft_mean * ms,
+            ttft_ms_mean_low=ttft_mean * ms * ttft_lo,
+            ttft_ms_mean_high=ttft_mean * ms * ttft_hi,
+            ttft_ms_p50=ttft_p50 * ms,
+            ttft_ms_p50_low=ttft_p50 * ms * ttft_lo,
+            ttft_ms_p50_high=ttft_p50 * ms * ttft_hi,
+            ttft_ms_p90=(ttft_p50 + 0.7 * (ttft_p99 - ttft_p50)) * ms if stable else math.inf,
+            ttft_ms_p99=ttft_p99 * ms,
+            ttft_ms_p99_low=ttft_p99 * ms * ttft_lo,
+            ttft_ms_p99_high=ttft_p99 * ms * ttft_hi,
+            tpot_ms_mean=tpot * ms,
+            tpot_ms_mean_low=tpot * ms * tpot_lo,
+            tpot_ms_mean_high=tpot * ms * tpot_hi,
+            tpot_ms_p50=tpot * ms,
+            tpot_ms_p50_low=tpot * ms * tpot_lo,
+            tpot_ms_p50_high=tpot * ms * tpot_hi,
+            tpot_ms_p90=(tpot + 0.7 * (tpot_p99 - tpot)) * ms,
+            tpot_ms_p99=tpot_p99 * ms,
+            tpot_ms_p99_low=tpot_p99 * ms * tpot_lo,
+            tpot_ms_p99_high=tpot_p99 * ms * tpot_hi,
+            itl_ms_mean=tpot * ms,
+            itl_ms_p50=tpot * ms,
+            itl_ms_p99=tpot_p99 * ms,
+            e2e_ms_mean=e2e_mean * ms,
+            e2e_ms_p50=(ttft_p50 + (out_len - 1) * tpot) * ms,
+            e2e_ms_p99=e2e_p99 * ms,
+            duration_s=0.0,
+            mean_running_batch=dec.running * self.decode_ranks,
+            kv_occupancy_mean=min(1.0, dec.running / self.decode_pool.seats),
+            kv_occupancy_max=min(1.0, dec.running / self.decode_pool.seats),
+            kv_capacity_tokens=dep.kv_capacity_tokens,
+            preemptions=0,
+            far_from_data=True,
+            confidence="extrapolated",
+            nearest_measured="no measured disaggregated result in the fit",
+            distance=99.0,
+            uncertain_because=tuple(reasons),
+            release_note=None,
+            notes=notes,
+        )
+        gpus = layout.gpus
+        return DisaggregatedPrediction(
+            prediction=prediction,
+            gpus=gpus,
+            output_tok_per_s_per_gpu=out_tps / gpus,
+            prefill_gpus=layout.prefill.gpus,
+            decode_gpus=layout.decode.gpus,
+            prefill_utilization=min(1.0, rate / (p_cap * layout.prefill.replicas)),
+            decode_utilization=min(1.0, rate / (d_cap * layout.decode.replicas)),
+            prefill_capacity_rps=p_cap,
+            decode_capacity_rps=d_cap,
+            balanced_prefill_per_decode=balanced_ratio(p_cap, d_cap),
+            kv_transfer_bytes=self.transfer_bytes,
+            kv_transfer_ms=self.transfer_s * ms,
+            decode_running_per_rank=dec.running,
+            decode_all_to_all_ms=self.decode.all_to_all_s(dec.running) * ms,
+            stable=stable,
+        )
+
+
+def _pool_context(
+    model: PerformanceModel, scenario: Scenario, link: KvLink, catalog: Catalog
+) -> PoolContext:
+    dep = resolve_deployment(scenario, catalog, cross_node_moe=True)
+    return PoolContext(
+        scenario=scenario,
+        dep=dep,
+        c=model.coefficients_of(scenario, dep),
+        nic_bytes_per_s=link_bytes_per_s(
+            link if link.kind != "nvlink" else KV_LINKS["infiniband"], dep.gpu, dep.instance
+        ),
+        link=link if link.kind != "nvlink" else KV_LINKS["infiniband"],
+        dispatch_bytes=_wide_ep_dispatch_bytes(scenario.precision),
+    )
+
+
+def disaggregated_model(
+    model: PerformanceModel, scenario: Scenario, layout: DisaggregatedLayout
+) -> DisaggregatedModel:
+    """Resolve both pools of ``scenario`` (its model, GPU, engine, precision and lengths) laid
+    out as ``layout``; bad layouts raise InvalidInputError naming the column."""
+    catalog = model.catalog
+    link = kv_link(layout.kv_link)
+    pre_sc = pool_scenario(scenario, layout.prefill, "prefill")
+    dec_sc = pool_scenario(scenario, layout.decode, "decode")
+    prefill = _pool_context(model, pre_sc, link, catalog)
+    decode = _pool_context(model, dec_sc, link, catalog)
+    _validate_pool(prefill.dep, layout.prefill, "prefill")
+    _validate_pool(decode.dep, layout.decode, "decode")
+    if link.kind == "nvlink":
+        domain = _nodes_of(decode.dep)
+        if layout.gpus > domain:
+            raise InvalidInputError(
+                "kv_link",
+                "nvlink",
+                f"a network link (infiniband, roce, efa): {layout.gpus} GPUs do not fit one "
+                f"{domain}-GPU NVLink domain",
+            )
+    arch = prefill.dep.card.architecture
+    transfer_bytes = kv_transfer_bytes(
+        arch, round(scenario.mean_input_len), prefill.dep.kv_dtype_bytes
+    )
+    streams = kv_streams(arch, layout.prefill.tp, layout.decode.tp)
+    rate = link_bytes_per_s(link, decode.dep.gpu, decode.dep.instance)
+    return DisaggregatedModel(
+        scenario=scenario,
+        layout=layout,
+        prefill=prefill,
+        decode=decode,
+        prefill_state=_PrefillSteadyState(prefill),
+        decode_pool=DecodePool(decode, scenario.mean_input_len, scenario.mean_output_len),
+        transfer_bytes=transfer_bytes,
+        transfer_s=kv_transfer_s(transfer_bytes, streams, rate, link),
+        model=model,
+    )
+
+
+def predict_disaggregated(
+    model: PerformanceModel, scenario: Scenario, layout: DisaggregatedLayout
+) -> DisaggregatedPrediction:
+    """The scenario's load (a request rate, or a closed loop of ``concurrency`` requests) on a
+    disaggregated deployment; see the module docstring."""
+    if scenario.load not in ("rate", "concurrency"):
+        raise InvalidInputError(
+            "load", scenario.load, "rate or concurrency for a disaggregated deployment"
+        )
+    dm = disaggregated_model(model, scenario, layout)
+    if scenario.load == "rate":
+        rate = scenario.request_rate or 0.0
+    else:
+        rate = dm.rate_for_concurrency(scenario.concurrency or 1.0)
+    return dm.at_rate(rate)
+
+
+__all__ = [
+    "KV_LINKS",
+    "DecodePool",
+    "DisaggregatedLayout",
+    "DisaggregatedModel",
+    "DisaggregatedPrediction",
+    "KvLink",
+    "PoolLayout",
+    "balanced_pools",
+    "balanced_ratio",
+    "disaggregated_model",
+    "ep_all_to_all_s",
+    "kv_link",
+    "kv_streams",
+    "kv_transfer_bytes",
+    "kv_transfer_s",
+    "layout_from_row",
+    "link_bytes_per_s",
+    "pool_scenario",
+    "predict_disaggregated",
+]

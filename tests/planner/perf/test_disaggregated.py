@@ -1,0 +1,296 @@
+"""Disaggregated prefill/decode: KV transfer, pool balance, wide EP and predict's columns."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import Catalog
+from planner.cli import main
+from planner.errors import InvalidInputError
+from planner.perf.disaggregated import (
+    KV_LINKS,
+    DisaggregatedLayout,
+    PoolLayout,
+    balanced_pools,
+    balanced_ratio,
+    disaggregated_model,
+    ep_all_to_all_s,
+    kv_streams,
+    kv_transfer_bytes,
+    kv_transfer_s,
+    layout_from_row,
+    link_bytes_per_s,
+    predict_disaggregated,
+)
+from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Scenario
+
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
+DEEPSEEK_R1 = "deepseek-ai/DeepSeek-R1-0528"
+
+
+# ----- KV transfer: worked numbers ----------------------------------------------------------
+def test_kv_bytes_of_a_4096_token_prompt_gqa_and_mla(catalog: Catalog) -> None:
+    llama = catalog.model(LLAMA_70B).architecture
+    # 80 layers x 2 x 8 KV heads x 128 x 2 B = 327,680 B a token (domain.md)
+    assert kv_transfer_bytes(llama, 4096, 2.0) == 4096 * 327_680 == 1_342_177_280
+    r1 = catalog.model(DEEPSEEK_R1).architecture
+    # 61 layers x (512 latent + 64 rope) x 1 B (FP8 cache) = 35,136 B a token
+    assert kv_transfer_bytes(r1, 4096, 1.0) == 4096 * 61 * 576 == 143_917_056
+    assert kv_transfer_bytes(r1, 4096, 2.0) == 2 * 143_917_056
+
+
+def test_kv_transfer_time_over_infiniband_efa_and_nvlink(catalog: Catalog) -> None:
+    llama = catalog.model(LLAMA_70B).architecture
+    r1 = catalog.model(DEEPSEEK_R1).architecture
+    h100 = catalog.gpu("H100-SXM")
+    p5 = catalog.instance("p5.48xlarge")
+    gqa_bytes = 1_342_177_280.0
+    # GQA at TP8 both sides: 8 shards (one KV head each) over 8 NICs in parallel
+    assert kv_streams(llama, 8, 8) == 8
+    assert kv_streams(llama, 8, 4) == 4
+    ib = KV_LINKS["infiniband"]
+    ib_rate = link_bytes_per_s(ib, h100, None)
+    assert ib_rate == 50e9  # 400 Gb/s a GPU
+    # 10 us + 1.342 GB / (8 x 50 GB/s x 0.86) = 3.9117 ms
+    assert kv_transfer_s(gqa_bytes, 8, ib_rate, ib) == pytest.approx(3.9117e-3, rel=1e-4)
+    # EFA on p5.48xlarge: 3200 Gb/s over 8 GPUs = 50 GB/s a GPU; 30 us + 3.9017 ms
+    efa = KV_LINKS["efa"]
+    efa_rate = link_bytes_per_s(efa, h100, p5)
+    assert efa_rate == 50e9
+    assert kv_transfer_s(gqa_bytes, 8, efa_rate, efa) == pytest.approx(3.9317e-3, rel=1e-4)
+    # NVLink on H100: 900 GB/s both ways = 450 GB/s a direction at 0.96: 5 us + 0.3884 ms
+    nv = KV_LINKS["nvlink"]
+    nv_rate = link_bytes_per_s(nv, h100, None)
+    assert nv_rate == 450e9
+    assert kv_transfer_s(gqa_bytes, 8, nv_rate, nv) == pytest.approx(0.39336e-3, rel=1e-4)
+    # MLA: the latent is on every TP rank, one copy travels: 10 us + 143.9 MB / 43 GB/s
+    assert kv_streams(r1, 8, 8) == 1
+    assert kv_transfer_s(143_917_056.0, 1, ib_rate, ib) == pytest.approx(3.3569e-3, rel=1e-4)
+
+
+# ----- balance --------------------------------------------------------------------------------
+def test_balanced_ratio_and_pool_sizes_on_a_worked_example() -> None:
+    # a prefill replica serves 2 req/s, a decode replica 6: three prefill replicas a decode one
+    assert balanced_ratio(2.0, 6.0) == 3.0
+    # 10 req/s: ceil(10 / 2) = 5 prefill and ceil(10 / 6) = 2 decode replicas
+    assert balanced_pools(10.0, 2.0, 6.0) == (5, 2)
+    # at most 80% busy: ceil(10 / 1.6) = 7, ceil(10 / 4.8) = 3
+    assert balanced_pools(10.0, 2.0, 6.0, utilization=0.8) == (7, 3)
+    with pytest.raises(InvalidInputError, match="capacity"):
+        balanced_ratio(0.0, 6.0)
+    with pytest.raises(InvalidInputError, match="utilization"):
+        balanced_pools(10.0, 2.0, 6.0, utilization=1.5)
+
+
+# ----- wide expert parallelism ------------------------------------------------------------------
+def test_all_to_all_over_the_network_worked_example() -> None:
+    ib = KV_LINKS["infiniband"]
+    args = {
+        "hidden": 7168,
+        "experts_per_token": 8,
+        "gpus_per_node": 8,
+        "moe_layers": 58,
+        "dispatch_bytes": 1.0,
+        "nic_bytes_per_s": 50e9,
+        "link": ib,
+    }
+    # 128 tokens x 8 x 7168 x (1 + 2) B x (1 - 8/32) = 16,515,072 B a layer: 384.07 us at
+    # 43 GB/s + 2 x 10 us; 58 MoE layers: 23.436 ms
+    wide = ep_all_to_all_s(128, ep_size=32, **args)  # type: ignore[arg-type]
+    assert wide == pytest.approx(58 * (16_515_072 / 43e9 + 20e-6), rel=1e-9)
+    assert wide == pytest.approx(23.436e-3, rel=1e-4)
+    # within one node the step-time model's NVLink terms price it: nothing on the network
+    assert ep_all_to_all_s(128, ep_size=8, **args) == 0.0  # type: ignore[arg-type]
+    # more nodes, a larger remote share
+    assert ep_all_to_all_s(128, ep_size=64, **args) > wide  # type: ignore[arg-type]
+
+
+def _r1(**update: object) -> Scenario:
+    base = Scenario(
+        engine="vllm",
+        model=DEEPSEEK_R1,
+        precision="fp8",
+        gpu="H200",
+        input_len=2000,
+        output_len=500,
+        load="rate",
+        request_rate=2.0,
+    )
+    return base.model_copy(update=update)
+
+
+def test_wide_ep_decode_pays_the_all_to_all_only_across_nodes(model: PerformanceModel) -> None:
+    prefill = PoolLayout(replicas=1, tp=1, ep=8, attention_dp=8)
+    node = disaggregated_model(
+        model, _r1(), DisaggregatedLayout(prefill=prefill, decode=prefill, kv_link="infiniband")
+    )
+    wide_pool = PoolLayout(replicas=1, tp=1, ep=16, attention_dp=16)
+    wide = disaggregated_model(
+        model, _r1(), DisaggregatedLayout(prefill=prefill, decode=wide_pool, kv_link="infiniband")
+    )
+    assert not node.decode.wide_ep and wide.decode.wide_ep
+    assert node.decode.all_to_all_s(32) == 0.0
+    assert wide.decode.all_to_all_s(32) > 0.0
+    # the busiest rank's experts (ep_imbalance over 16 ranks) and the network both show in the
+    # decode step at the same batch a rank
+    assert wide.decode_pool.step_s(32) > wide.decode.all_to_all_s(32)
+    # an engine over two nodes without expert parallelism is refused, naming the column
+    with pytest.raises(InvalidInputError, match="decode_ep"):
+        disaggregated_model(
+            model,
+            _r1(),
+            DisaggregatedLayout(
+                prefill=prefill, decode=PoolLayout(replicas=1, tp=1, ep=1, attention_dp=16)
+            ),
+        )
+
+
+# ----- the pools against an aggregated deployment ------------------------------------------------
+def _llama(**update: object) -> Scenario:
+    base = Scenario(
+        engine="vllm",
+        model=LLAMA_70B,
+        precision="bf16",
+        gpu="H100-SXM",
+        tp=4,
+        input_len=4000,
+        output_len=300,
+        load="rate",
+        request_rate=2.0,
+    )
+    return base.model_copy(update=update)
+
+
+def test_decode_pool_tpot_is_free_of_prefill_interference(model: PerformanceModel) -> None:
+    layout = DisaggregatedLayout(
+        prefill=PoolLayout(replicas=2, tp=4), decode=PoolLayout(replicas=1, tp=4), kv_link="efa"
+    )
+    dm = disaggregated_model(model, _llama(), layout)
+    aggregated = model.steady_state(_llama(num_gpus=4)).at_rate(0.6)
+    assert aggregated.stable and aggregated.prefill_step_share > 0.01
+    # the same deployment and batch: a decode-only step is the aggregated replica's decode step
+    batch = aggregated.decode_seqs
+    assert dm.decode_pool.step_s(batch) == pytest.approx(aggregated.decode_step_s, rel=1e-9)
+    # and the aggregated TPOT carries the prefill chunks its steps share (their share of the
+    # steps times what a chunk adds to a step)
+    gap = aggregated.prefill_step_share * (aggregated.prefill_step_s - aggregated.decode_step_s)
+    assert aggregated.tpot_mean_s - dm.decode_pool.step_s(batch) == pytest.approx(gap, rel=0.5)
+    assert dm.decode_pool.step_s(batch) < aggregated.tpot_mean_s
+
+    disagg = predict_disaggregated(model, _llama(), layout)
+    together = model.predict_steady(_llama(num_gpus=12))
+    assert disagg.stable
+    assert disagg.prediction.tpot_ms_mean < together.tpot_ms_mean
+    assert disagg.prediction.tpot_ms_p99 < together.tpot_ms_p99
+    # TTFT = prefill pool (queue + prompt) + transfer + the decode pool's first step
+    pre = dm.prefill_state.at_rate(2.0 / 2)
+    dec = dm.decode_pool.at_rate(2.0)
+    expected_ms = (pre.ttft_mean_s + dm.transfer_s + dec.step_s) * 1e3
+    assert disagg.prediction.ttft_ms_mean == pytest.approx(expected_ms, rel=1e-9)
+    # 1.31 GB of KV (4000 x 327,680 B) over 4 EFA streams at 50 GB/s x 0.86, plus 30 us
+    assert disagg.kv_transfer_bytes == 4000 * 327_680
+    assert disagg.kv_transfer_ms == pytest.approx(30e-3 + 4000 * 327_680 / (4 * 43e9) * 1e3)
+    assert 0 < disagg.prefill_utilization < 1 and 0 < disagg.decode_utilization < 1
+    assert disagg.balanced_prefill_per_decode == pytest.approx(
+        disagg.decode_capacity_rps / disagg.prefill_capacity_rps
+    )
+    assert disagg.output_tok_per_s_per_gpu == pytest.approx(2.0 * 300 / 12)
+    assert disagg.prediction.far_from_data
+    assert any("disaggregated" in r for r in disagg.prediction.uncertain_because)
+
+
+def test_a_rate_beyond_a_pool_is_unstable_and_a_closed_loop_settles(
+    model: PerformanceModel,
+) -> None:
+    layout = DisaggregatedLayout(
+        prefill=PoolLayout(replicas=1, tp=4), decode=PoolLayout(replicas=1, tp=4)
+    )
+    over = predict_disaggregated(model, _llama(request_rate=50.0), layout)
+    assert not over.stable and over.prediction.ttft_ms_mean == float("inf")
+    assert over.prefill_utilization == 1.0
+    loop = predict_disaggregated(
+        model, _llama(load="concurrency", concurrency=8.0, request_rate=None), layout
+    )
+    assert loop.stable
+    # Little's law: 8 in flight = rate x E2E
+    assert loop.prediction.request_per_s * loop.prediction.e2e_ms_mean / 1e3 == pytest.approx(
+        8.0, rel=1e-3
+    )
+
+
+# ----- the scenario columns ---------------------------------------------------------------------
+def test_layout_columns_blank_or_bad() -> None:
+    assert layout_from_row({"model": LLAMA_70B, "prefill_tp": " ", "kv_link": ""}) is None
+    layout = layout_from_row(
+        {
+            "prefill_replicas": "3",
+            "prefill_tp": "4",
+            "decode_replicas": "1",
+            "decode_tp": "8",
+            "decode_ep": "8",
+            "kv_link": "RoCE",
+        }
+    )
+    assert layout is not None and layout.kv_link == "roce"
+    assert layout.prefill.gpus == 12 and layout.decode.gpus == 8 and layout.decode.ep == 8
+    bad = [
+        ({"prefill_replicas": "1", "decode_replicas": "1", "decode_ep": "3"}, "decode_ep=3"),
+        (
+            {"prefill_replicas": "1", "decode_replicas": "1", "kv_link": "pigeon"},
+            "kv_link='pigeon'",
+        ),
+        ({"prefill_replicas": "1", "decode_tp": "2"}, "decode_replicas"),
+        ({"prefill_replicas": "1.5", "decode_replicas": "1"}, "prefill_replicas='1.5'"),
+        ({"prefill_replicas": "1", "decode_replicas": "0"}, "decode_replicas='0'"),
+    ]
+    for row, named in bad:
+        with pytest.raises(InvalidInputError) as err:
+            layout_from_row(row)
+        assert named in str(err.value) and "\n" not in str(err.value)
+
+
+COLUMNS = (
+    "scenario_id,engine,model,precision,gpu,num_gpus,tp,input_len,output_len,load,request_rate,"
+    "prefill_replicas,prefill_tp,prefill_ep,prefill_attention_dp,decode_replicas,decode_tp,"
+    "decode_ep,decode_attention_dp,kv_link\n"
+)
+
+
+def test_predict_csv_round_trip_with_pool_columns(
+    tmp_path: Path, model: PerformanceModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        f"agg,vllm,{LLAMA_70B},bf16,H100-SXM,12,4,4000,300,rate,2,,,,,,,,,",
+        f"disagg,vllm,{LLAMA_70B},bf16,H100-SXM,,4,4000,300,rate,2,2,4,1,1,1,4,1,1,efa",
+        f"badep,vllm,{LLAMA_70B},bf16,H100-SXM,,4,4000,300,rate,2,2,4,1,1,1,4,2,1,efa",
+        f"dense,vllm,{LLAMA_70B},bf16,H100-SXM,,4,4000,300,rate,2,2,4,1,1,1,4,4,1,efa",
+        f"badlink,vllm,{LLAMA_70B},bf16,H100-SXM,,4,4000,300,rate,2,2,4,1,1,1,4,1,1,smoke",
+    ]
+    source = tmp_path / "in.csv"
+    source.write_text(COLUMNS + "\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--scenarios", str(source), "--out", str(out), "--public-only"]) == 0
+    got = {r["scenario_id"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    agg, disagg = got["agg"], got["disagg"]
+    assert agg["pred_error"] == "" and agg["pred_kv_transfer_ms"] == ""
+    assert agg["pred_prefill_utilization"] == ""
+    assert float(agg["pred_output_tok_per_s_per_gpu"]) == pytest.approx(
+        float(agg["pred_output_tok_per_s"]) / 12
+    )
+    assert disagg["pred_error"] == ""
+    assert float(disagg["pred_output_tok_per_s_per_gpu"]) == pytest.approx(600 / 12, rel=1e-4)
+    assert float(disagg["pred_kv_transfer_ms"]) == pytest.approx(
+        30e-3 + 4000 * 327_680 / (4 * 43e9) * 1e3, rel=1e-4
+    )
+    assert 0 < float(disagg["pred_prefill_utilization"]) < 1
+    assert 0 < float(disagg["pred_decode_utilization"]) < 1
+    assert float(disagg["pred_tpot_ms_p50"]) < float(agg["pred_tpot_ms_p50"])
+    assert disagg["prefill_replicas"] == "2"  # input columns pass through
+    assert "decode_ep=2" in got["badep"]["pred_error"]
+    assert "decode_ep=4" in got["dense"]["pred_error"] and "dense" in got["dense"]["pred_error"]
+    assert "kv_link='smoke'" in got["badlink"]["pred_error"]
+    assert "predicted 2 of 5 scenarios" in capsys.readouterr().out
