@@ -9,7 +9,9 @@ aggregated replica (:mod:`planner.perf.step_time`, fitted coefficients of its en
 only the work a pool's steps hold differs:
 
 - **prefill pool**: prefill-only batches. Its requests generate one token (vLLM's disaggregated
-  proxy sends the prefill instance the request with ``max_tokens=1``), so it is the steady state
+  proxy, ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` @030ea52, sends the
+  prefill instance the request with ``max_tokens=1`` and streaming off, waits for it, then
+  streams the whole answer from the decode instance), so it is the steady state
   of :mod:`planner.perf.steady_state` for a workload of one-token answers: an M/D/1 queue for
   the token budget plus the prompt's own chunked steps. Its utilisation is the rate over the
   rate it saturates at.
@@ -33,7 +35,11 @@ only the work a pool's steps hold differs:
   ``bytes = tokens x k x hidden x (dispatch B + combine B) x (1 - G / R)`` per MoE layer over
   each GPU's NIC, ``G`` the GPUs of a node (their experts are reached over NVLink), plus the
   link's latency twice a layer (:func:`ep_all_to_all_s`); the busiest rank's expert load is
-  the step-time model's :func:`planner.perf.step_time.ep_imbalance` over all ``R`` ranks.
+  the step-time model's :func:`planner.perf.step_time.ep_imbalance` over all ``R`` ranks
+  (random top-k routing: an expert-placement balancer such as SGLang's EPLB, which the SGLang
+  team credits with 1.49x prefill and 2.54x decode speed-ups at scale, lmsys.org blog
+  2025-05-05 "Deploying DeepSeek with PD disaggregation and large-scale expert parallelism on
+  96 H100 GPUs", makes the busiest rank lighter than this).
 
 Nothing here is fitted on disaggregated measurements yet: predictions say so in
 ``uncertain_because`` and are flagged ``extrapolated``.
@@ -49,11 +55,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.catalog import GPU, Catalog, Instance, ModelArchitecture
+from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.perf.calibration import coefficient_key
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel
-from planner.perf.scenario import Prediction, Scenario
+from planner.perf.scenario import ENGINE_FIELDS, Prediction, Scenario
 from planner.perf.steady_state import SteadyStateModel
 from planner.perf.step_time import AR_CALL_UNIT_S, IDX, StepBatch, step_features
 from planner.perf.uncertainty import interval_factors, term_shares, widen
@@ -216,7 +223,10 @@ def ep_all_to_all_s(
 class PoolLayout(BaseModel):
     """One pool: ``replicas`` engines of ``tp x attention_dp`` GPUs; ``ep`` 1 (experts sliced
     by TP) or ``tp x attention_dp`` (whole experts over every GPU of the engine, vLLM's
-    ``--enable-expert-parallel``, SGLang's ``--ep-size``)."""
+    ``--enable-expert-parallel``, SGLang's ``--ep-size``). ``gpu``, ``instance`` and
+    ``engine_settings`` (Scenario engine fields: max_num_seqs, max_num_batched_tokens,
+    gpu_memory_utilization, kv_cache_dtype, ...) override the scenario's for this pool only
+    (None / empty: the scenario's)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -224,6 +234,9 @@ class PoolLayout(BaseModel):
     tp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
     attention_dp: int = Field(default=1, gt=0)
+    gpu: str | None = None
+    instance: str | None = None
+    engine_settings: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -312,8 +325,27 @@ def layout_from_row(row: dict[str, Any]) -> DisaggregatedLayout | None:
 def pool_scenario(
     scenario: Scenario, pool: PoolLayout, role: Literal["prefill", "decode"]
 ) -> Scenario:
-    """The scenario one pool runs: its layout, and for the prefill pool one-token answers."""
+    """The scenario one pool runs: its layout, GPU, instance and engine settings, and for the
+    prefill pool one-token answers."""
+    allowed = [f for f in ENGINE_FIELDS if f not in _LAYOUT_FIELDS]
+    unknown = sorted(set(pool.engine_settings) - set(allowed))
+    if unknown:
+        raise InvalidInputError(
+            f"{role}.engine_settings",
+            unknown[0],
+            f"one of {', '.join(allowed)} (the layout sets tp, attention_dp and ep)",
+        )
+    settings = dict(pool.engine_settings)
+    try:
+        EngineConfig(engine=scenario.engine, version=scenario.engine_version, **settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise InvalidInputError(
+            f"{role}.engine_settings.{loc}", settings.get(loc), str(first["msg"])
+        ) from None
     update: dict[str, Any] = {
+        **settings,
         "tp": pool.tp,
         "pp": 1,
         "num_gpus": pool.gpus,
@@ -321,9 +353,17 @@ def pool_scenario(
         "data_parallel_size": pool.attention_dp if pool.attention_dp > 1 else None,
         "enable_expert_parallel": True if pool.ep > 1 else None,
     }
+    if pool.gpu is not None:
+        update["gpu"] = pool.gpu
+    if pool.instance is not None:
+        update["instance"] = pool.instance
     if role == "prefill":
         update.update({"output_len": 1, "output_dist": None})
     return scenario.model_copy(update=update)
+
+
+#: engine fields a pool's layout sets (not its engine_settings)
+_LAYOUT_FIELDS = ("enable_expert_parallel", "data_parallel_size")
 
 
 def _nodes_of(dep: Deployment) -> int:
@@ -744,7 +784,11 @@ def disaggregated_model(
         arch, round(scenario.mean_input_len), prefill.dep.kv_dtype_bytes
     )
     streams = kv_streams(arch, layout.prefill.tp, layout.decode.tp)
-    rate = link_bytes_per_s(link, decode.dep.gpu, decode.dep.instance)
+    # the slower side's NIC (or NVLink) sets the pace
+    rate = min(
+        link_bytes_per_s(link, prefill.dep.gpu, prefill.dep.instance),
+        link_bytes_per_s(link, decode.dep.gpu, decode.dep.instance),
+    )
     return DisaggregatedModel(
         scenario=scenario,
         layout=layout,
@@ -762,7 +806,9 @@ def predict_disaggregated(
     model: PerformanceModel, scenario: Scenario, layout: DisaggregatedLayout
 ) -> DisaggregatedPrediction:
     """The scenario's load (a request rate, or a closed loop of ``concurrency`` requests) on a
-    disaggregated deployment; see the module docstring."""
+    disaggregated deployment; see the module docstring. A closed loop is priced as Poisson
+    arrivals at the rate it settles at (:meth:`DisaggregatedModel.rate_for_concurrency`): its
+    prefill queue is, if anything, shorter than that."""
     if scenario.load not in ("rate", "concurrency"):
         raise InvalidInputError(
             "load", scenario.load, "rate or concurrency for a disaggregated deployment"

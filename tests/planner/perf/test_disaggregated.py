@@ -27,6 +27,7 @@ from planner.perf.disaggregated import (
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
+from planner.perf.step_time import IDX, StepBatch
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 DEEPSEEK_R1 = "deepseek-ai/DeepSeek-R1-0528"
@@ -138,6 +139,17 @@ def test_wide_ep_decode_pays_the_all_to_all_only_across_nodes(model: Performance
     # the busiest rank's experts (ep_imbalance over 16 ranks) and the network both show in the
     # decode step at the same batch a rank
     assert wide.decode_pool.step_s(32) > wide.decode.all_to_all_s(32)
+    # a wide-EP prefill pool's steps pay the all-to-all too (in the fixed-coefficient idle
+    # term), the node-sized one's do not
+    wide_prefill = disaggregated_model(
+        model, _r1(), DisaggregatedLayout(prefill=wide_pool, decode=wide_pool)
+    )
+    idle = IDX["idle"]
+    step = wide_prefill.prefill_state.step(0.5)
+    assert step.terms[idle] > 0 and node.prefill_state.step(0.5).terms[idle] == 0
+    batch = StepBatch.of([], [(2000, 0)])
+    x = wide_prefill.prefill.features(batch)
+    assert x[idle] == pytest.approx(wide_prefill.prefill.all_to_all_s(2000))
     # an engine over two nodes without expert parallelism is refused, naming the column
     with pytest.raises(InvalidInputError, match="decode_ep"):
         disaggregated_model(
@@ -220,6 +232,34 @@ def test_a_rate_beyond_a_pool_is_unstable_and_a_closed_loop_settles(
     assert loop.prediction.request_per_s * loop.prediction.e2e_ms_mean / 1e3 == pytest.approx(
         8.0, rel=1e-3
     )
+
+
+def test_each_pool_has_its_own_gpu_and_engine_settings(model: PerformanceModel) -> None:
+    h100 = PoolLayout(replicas=1, tp=4)
+    h200 = PoolLayout(replicas=1, tp=4, gpu="H200", engine_settings={"max_num_seqs": 64})
+    same = disaggregated_model(model, _llama(), DisaggregatedLayout(prefill=h100, decode=h100))
+    mixed = disaggregated_model(model, _llama(), DisaggregatedLayout(prefill=h100, decode=h200))
+    assert mixed.prefill.dep.gpu.gpu_id == "H100-SXM" and mixed.decode.dep.gpu.gpu_id == "H200"
+    assert mixed.decode.dep.max_num_seqs == 64 and same.decode.dep.max_num_seqs != 64
+    # H200's 4.8 TB/s against H100's 3.35: a faster decode step at the same batch
+    assert mixed.decode_pool.step_s(16) < same.decode_pool.step_s(16)
+    with pytest.raises(InvalidInputError, match=r"decode\.engine_settings"):
+        disaggregated_model(
+            model,
+            _llama(),
+            DisaggregatedLayout(
+                prefill=h100, decode=PoolLayout(replicas=1, tp=4, engine_settings={"tp": 8})
+            ),
+        )
+    with pytest.raises(InvalidInputError, match="max_num_seqs"):
+        disaggregated_model(
+            model,
+            _llama(),
+            DisaggregatedLayout(
+                prefill=PoolLayout(replicas=1, tp=4, engine_settings={"max_num_seqs": -3}),
+                decode=h100,
+            ),
+        )
 
 
 # ----- the scenario columns ---------------------------------------------------------------------
