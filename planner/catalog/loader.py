@@ -24,6 +24,7 @@ from planner.catalog.schema import (
     Instance,
     MeasuredResult,
     ModelCard,
+    OwnedServer,
     Price,
     PriceHistoryEntry,
 )
@@ -39,6 +40,7 @@ MEASURED_FILE = "measured_results.csv"
 #: the embedded catalog keeps one measured file a source family (same columns)
 MEASURED_GLOB = "measured_*.csv"
 MODELS_DIR = "models"
+OWNED_FILE = "owned_costs.csv"  # servers a team buys: planner.owned prices them
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -146,6 +148,9 @@ class Catalog:
     measured: list[MeasuredResult] = field(default_factory=list)
     #: prices a catalog refresh replaced, oldest first (not used for planning)
     price_history: list[PriceHistoryEntry] = field(default_factory=list)
+    #: server platforms a team can own, by platform; the priced ones are also instances of the
+    #: provider "owned" with an hourly price (planner.owned.add_owned_servers)
+    owned: dict[str, OwnedServer] = field(default_factory=dict)
     #: ``prices`` by instance, built on first use and rebuilt when ``prices`` is replaced or
     #: grows (a search asks for an instance's prices per candidate)
     _prices_by_instance: tuple[int, int, dict[str, list[Price]]] | None = field(
@@ -285,8 +290,16 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
         for path in measured_files:
             if path.exists():
                 catalog.measured.extend(read_records(path, MeasuredResult))
+        if (directory / OWNED_FILE).exists():
+            origin = "embedded" if embedded else "user"
+            for server in read_records(directory / OWNED_FILE, OwnedServer):
+                catalog.owned[server.platform] = server.model_copy(update={"origin": origin})
         if not embedded and (directory / PRICE_HISTORY_FILE).exists():
             history = read_records(directory / PRICE_HISTORY_FILE, PriceHistoryEntry)
             catalog.price_history = sorted(history, key=lambda p: (p.superseded_on, p.as_of))
     catalog.prices = list(price_index.values())
+    if catalog.owned:
+        from planner.owned import add_owned_servers  # it prices with this module's records
+
+        add_owned_servers(catalog)
     return catalog

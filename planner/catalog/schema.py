@@ -9,7 +9,15 @@ from __future__ import annotations
 from datetime import date
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
 from planner.catalog.architecture import ModelArchitecture
 from planner.loads import MeasuredLoadKind
@@ -17,8 +25,15 @@ from planner.loads import MeasuredLoadKind
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 KvCacheDtype = Literal["auto", "fp8"]
-PricingMode = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
-PRICING_MODES: tuple[PricingMode, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+#: "owned": the hourly cost of a server a team buys (``planner.owned``), beside the rented modes
+PricingMode = Literal["on_demand", "spot", "reserved_1y", "reserved_3y", "owned"]
+PRICING_MODES: tuple[PricingMode, ...] = (
+    "on_demand",
+    "spot",
+    "reserved_1y",
+    "reserved_3y",
+    "owned",
+)
 GpuLink = Literal["nvlink", "infinity_fabric", "pcie_p2p", "pcie", "none"]
 
 #: bytes per weight element for each precision (int4/fp4 pack two weights a byte).
@@ -134,6 +149,48 @@ class Price(_Record):
     def is_stale(self, today: date, max_age_days: int) -> bool:
         """Older than ``max_age_days`` (the Data page's stale badge)."""
         return self.age_days(today) > max_age_days
+
+
+class OwnedServer(_Record):
+    """One server platform a team can buy and run in a colocation rack (``owned_costs.csv``):
+    what it costs, how long it is written off over, and what it draws. ``planner.owned`` turns
+    it into an hourly cost; a blank ``server_usd`` leaves the platform unpriced (listed, never
+    planned). A blank ``power_idle_kw`` means no published idle draw: the server is costed at
+    ``power_max_kw`` whatever its load."""
+
+    platform: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    gpu_id: str
+    gpus: PositiveInt
+    gpu_link: GpuLink
+    gpu_link_bw_gbps: PositiveFloat | None = None
+    network_gbps: PositiveFloat | None = None
+    server_usd: PositiveFloat | None = None
+    depreciation_years: float = Field(gt=0, le=15, allow_inf_nan=False)
+    residual_value_pct: float = Field(default=0.0, ge=0, lt=100, allow_inf_nan=False)
+    cost_of_capital_pct: float = Field(default=0.0, ge=0, le=50, allow_inf_nan=False)
+    power_idle_kw: PositiveFloat | None = None
+    power_max_kw: float = Field(gt=0, le=200, allow_inf_nan=False)
+    pue: float = Field(ge=1, le=3, allow_inf_nan=False)
+    usd_per_kwh: float = Field(ge=0, le=2, allow_inf_nan=False)
+    colocation_usd_per_kw_month: float = Field(default=0.0, ge=0, le=5_000, allow_inf_nan=False)
+    network_storage_pct: float = Field(default=0.0, ge=0, le=200, allow_inf_nan=False)
+    ops_usd_per_server_month: float = Field(default=0.0, ge=0, le=1e6, allow_inf_nan=False)
+    #: set by the loader, not a column: the embedded catalog's row or the user's own
+    origin: Literal["embedded", "user"] = "embedded"
+
+    @model_validator(mode="after")
+    def _idle_below_max(self) -> OwnedServer:
+        if self.power_idle_kw is not None and self.power_idle_kw > self.power_max_kw:
+            raise ValueError(
+                f"power_idle_kw ({self.power_idle_kw}) must be <= power_max_kw "
+                f"({self.power_max_kw})"
+            )
+        return self
+
+    @property
+    def instance(self) -> str:
+        """The catalog instance name the search sees for one server of this platform."""
+        return f"owned-{self.platform}"
 
 
 class PriceHistoryEntry(Price):

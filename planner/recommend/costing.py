@@ -1,6 +1,6 @@
 """What a candidate that meets the SLO costs: replicas for the demand, instances, $/hour,
 $/M output and total tokens at the observed utilisation, $/request and $/month, with the
-arithmetic of :mod:`planner.cost`."""
+arithmetic of :mod:`planner.cost`, and the energy it draws (:mod:`planner.owned`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from planner.engine import EngineConfig
 from planner.engine_command import launch_command
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
+from planner.owned import deployment_energy
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
 from planner.recommend.capacity import CapacityResult, plan_load, seats
 from planner.recommend.request import Recommendation, RecommendRequest
@@ -158,6 +159,10 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         ),
         cost=cost,
     )
+    energy = deployment_energy(
+        catalog, layout.instance, q.instances_total, q.utilisation,
+        q.served_rps * request.output_len,
+    )  # fmt: skip
     return Recommendation(
         provider=inst.provider,
         instance=layout.instance,
@@ -200,6 +205,9 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         launch_command=_launch_line(plan),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
+        kwh_per_million_output_tokens=energy.kwh_per_million_output_tokens if energy else None,
+        joules_per_output_token=energy.joules_per_output_token if energy else None,
+        energy_basis=energy.basis if energy else "no power figure for this GPU",
         plan=plan,
     )
 

@@ -163,6 +163,10 @@ class Recommendation(BaseModel):
     launch_command: str = ""
     price_source: str
     price_as_of: str
+    #: energy at the plan's utilisation (planner.owned.deployment_energy); None: no power figure
+    kwh_per_million_output_tokens: float | None = None
+    joules_per_output_token: float | None = None
+    energy_basis: str = ""
     prediction_method: Literal["simulation", "steady state"] = Field(
         default="simulation",
         description="how its capacity and latencies were predicted: simulated (the shortlist) "
@@ -210,7 +214,8 @@ RANKING_COLUMNS = [
     "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",
     "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "kv_occupancy_peak", "confidence",
     "far_from_data", "uncertain_because", "prediction_method", "vllm_command", "launch_command",
-    "price_source", "price_as_of",
+    "price_source", "price_as_of", "kwh_per_million_output_tokens", "joules_per_output_token",
+    "energy_basis",
 ]  # fmt: skip
 
 

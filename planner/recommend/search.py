@@ -84,9 +84,15 @@ def filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
 
 
 def prices_in_scope(catalog: Catalog, instance: str, search: SearchSpace) -> list[Price]:
+    """The instance's prices the search compares: at the search's pricing mode, or, for a
+    server a team owns (``planner.owned``), its owned hourly cost whatever the mode (owning
+    ranks beside renting)."""
+    pricing = search.pricing
+    if pricing != "owned" and catalog.instance(instance).provider == "owned":
+        pricing = "owned"
     return [
         p
-        for p in catalog.prices_for(instance, pricing=search.pricing)
+        for p in catalog.prices_for(instance, pricing=pricing)
         if not search.regions or p.region in search.regions
     ]
 
