@@ -121,7 +121,8 @@ def capital_recovery_factor(rate: float, years: float) -> float:
         raise InvalidInputError("depreciation_years", years, "years > 0")
     if rate == 0:
         return 1.0 / years
-    return rate / (1.0 - (1.0 + rate) ** -years)
+    # 1 - (1 + r)^-n as -expm1(-n log1p(r)): exact for a rate near zero too
+    return rate / -math.expm1(-years * math.log1p(rate))
 
 
 def capital_usd_per_year(server: OwnedServer) -> float:

@@ -1,0 +1,288 @@
+"""Owned servers: the hourly cost worked by hand, energy, break-even, the commitment mix, the
+catalog rows and a user's override, and owned plans ranked beside rented ones."""
+
+from __future__ import annotations
+
+import csv
+import math
+from datetime import date
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner.catalog import Catalog, load_catalog
+from planner.catalog.schema import OwnedServer
+from planner.cost import usd_per_million_tokens
+from planner.errors import CatalogError, InvalidInputError
+from planner.owned import (
+    HOURS_PER_YEAR,
+    RENTED_PUE,
+    MixOption,
+    break_even_grid,
+    break_even_month,
+    cheapest_mix,
+    deployment_energy,
+    hourly_cost,
+    owned_fleet,
+    power_kw,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _server(**update: object) -> OwnedServer:
+    """The by-hand server: USD 200,000 plus 10 % network and storage (capex 220,000), 10 %
+    residual value, five years, 2 kW idle to 10 kW busy, PUE 1.5, USD 0.10/kWh, USD 150 per
+    kW-month of colocation, USD 876 a month of operations."""
+    fields: dict[str, object] = {
+        "platform": "test-8",
+        "gpu_id": "H100-SXM",
+        "gpus": 8,
+        "gpu_link": "nvlink",
+        "server_usd": 200_000,
+        "network_storage_pct": 10,
+        "residual_value_pct": 10,
+        "depreciation_years": 5,
+        "cost_of_capital_pct": 0,
+        "power_idle_kw": 2,
+        "power_max_kw": 10,
+        "pue": 1.5,
+        "usd_per_kwh": 0.10,
+        "colocation_usd_per_kw_month": 150,
+        "ops_usd_per_server_month": 876,
+        "source": "worked example",
+        "as_of": date(2026, 12, 1),
+    }
+    fields.update(update)
+    return OwnedServer.model_validate(fields)
+
+
+# ----- by hand -------------------------------------------------------------------------------
+def test_hourly_cost_per_million_tokens_and_break_even_by_hand() -> None:
+    server = _server()
+    cost = hourly_cost(server, 0.5)
+    # capital: (220,000 - 22,000) / 5 = 39,600 a year; / 8,760 h = 4.5205 $/h
+    assert cost.capex_usd == pytest.approx(220_000)
+    assert round(cost.capital_usd_per_hour, 2) == 4.52
+    # power at 50 %: 2 + (10 - 2) x 0.5 = 6 kW; x PUE 1.5 x 0.10 $/kWh = 0.90 $/h
+    assert cost.power_kw == pytest.approx(6)
+    assert cost.energy_usd_per_hour == pytest.approx(0.90)
+    # colocation on the 10 kW provisioned: 10 x 150 x 12 / 8,760 = 2.0548 $/h
+    assert round(cost.colocation_usd_per_hour, 2) == 2.05
+    # operations: 876 x 12 / 8,760 = 1.20 $/h
+    assert cost.ops_usd_per_hour == pytest.approx(1.20)
+    # total: 4.5205 + 0.90 + 2.0548 + 1.20 = 8.6753 $/h
+    assert round(cost.usd_per_hour, 2) == 8.68
+    assert cost.usd_per_hour == pytest.approx(8.67534246, abs=1e-8)
+    # $/M output tokens at 1,000 tokens/s when busy, busy half the time:
+    # 8.6753 / (1,000 x 0.5 x 3,600) x 1e6 = 4.8196
+    assert round(usd_per_million_tokens(cost.usd_per_hour, 1000, 0.5), 2) == 4.82
+    # break-even against renting at 20 $/h always on (14,600 $/month): running costs
+    # (0.90 + 2.0548 + 1.20) x 730 = 657 + 1,500 + 876 = 3,033 $/month;
+    # 220,000 / (14,600 - 3,033) = 19.02 months
+    fleet = owned_fleet(server, 1, 0.5)
+    assert fleet.running_usd_per_month == pytest.approx(3033.0)
+    months = fleet.break_even(20 * 730)
+    assert months is not None and round(months, 2) == 19.02
+    assert math.ceil(months) == 20
+
+
+def test_cost_of_capital_by_hand() -> None:
+    server = _server(cost_of_capital_pct=8)
+    cost = hourly_cost(server, 0.5)
+    # capital recovery factor at 8 % over 5 years: 0.08 / (1 - 1.08^-5) = 0.2504565;
+    # (220,000 - 22,000 / 1.08^5) x 0.2504565 = (220,000 - 14,972.83) x 0.2504565 = 51,350.38
+    # a year; / 8,760 = 5.8619 $/h; total 5.8619 + 0.90 + 2.0548 + 1.20 = 10.0167 $/h
+    assert round(cost.capital_usd_per_hour * HOURS_PER_YEAR, 2) == 51_350.38
+    assert round(cost.usd_per_hour, 2) == 10.02
+    # break-even: the capex also costs 220,000 x 8 % / 12 = 1,466.67 $ a month:
+    # 220,000 / (14,600 - 3,033 - 1,466.67) = 21.78 months
+    months = owned_fleet(server, 1, 0.5).break_even(20 * 730)
+    assert months is not None and round(months, 2) == 21.78
+
+
+def test_power_without_an_idle_figure_is_the_maximum_at_any_load() -> None:
+    server = _server(power_idle_kw=None)
+    assert power_kw(server, 0.1) == power_kw(server, 1.0) == 10
+    with pytest.raises(InvalidInputError, match="utilisation"):
+        power_kw(server, 1.5)
+
+
+def test_break_even_is_never_when_renting_is_cheaper_than_running() -> None:
+    assert break_even_month(100_000, 5_000, 4_000) is None
+    assert break_even_month(100_000, 1_000, 11_000) == pytest.approx(10.0)
+    with pytest.raises(InvalidInputError, match="rent_usd_per_month"):
+        break_even_month(1, 1, -1)
+
+
+def test_break_even_grid_moves_with_utilisation_and_electricity() -> None:
+    rows = break_even_grid(_server(), 2, 2 * 20 * 730, 0.5, [0.25, 0.5, 1.0], [0.05, 0.30])
+    by = {(r["utilisation"], r["usd_per_kwh"]): r["break_even_months"] for r in rows}
+    # at the current load and the row's own price it is the headline figure
+    assert by[(0.5, 0.05)] is not None and by[(0.5, 0.30)] is not None
+    assert by[(0.5, 0.05)] < by[(0.5, 0.30)]  # dearer power: later
+    assert by[(1.0, 0.30)] is not None and by[(1.0, 0.30)] < by[(0.5, 0.30)]  # busier: sooner
+
+
+# ----- properties ----------------------------------------------------------------------------
+@given(
+    price=st.floats(1_000, 1e6),
+    more=st.floats(1.01, 3),
+    power=st.floats(0.5, 20),
+    kwh=st.floats(0, 1),
+    rate=st.floats(0, 30),
+    u=st.floats(0, 1),
+)
+def test_cost_grows_with_price_power_electricity_and_rate(
+    price: float, more: float, power: float, kwh: float, rate: float, u: float
+) -> None:
+    base = _server(
+        server_usd=price, power_max_kw=power, power_idle_kw=None, usd_per_kwh=kwh,
+        cost_of_capital_pct=rate,
+    )  # fmt: skip
+    cost = hourly_cost(base, u).usd_per_hour
+    for field, value in (
+        ("server_usd", price * more),
+        ("power_max_kw", min(power * more, 200)),
+        ("usd_per_kwh", kwh * more + 0.01),
+        ("cost_of_capital_pct", min(rate * more + 0.5, 50)),
+    ):
+        assert hourly_cost(base.model_copy(update={field: value}), u).usd_per_hour > cost
+
+
+@given(rent=st.floats(1_000, 1e6), more=st.floats(1.01, 3))
+def test_break_even_comes_sooner_when_renting_costs_more(rent: float, more: float) -> None:
+    first = break_even_month(100_000, 500, rent)
+    later = break_even_month(100_000, 500, rent * more)
+    assert first is not None and later is not None and later < first
+
+
+# ----- energy --------------------------------------------------------------------------------
+def test_energy_of_an_owned_and_a_rented_plan(catalog: Catalog) -> None:
+    owned = deployment_energy(catalog, "owned-hgx-h100-8", 2, 0.5, 1000.0)
+    assert owned is not None
+    # 8.4 kW a server (no idle figure: at any load) x 2 x PUE 1.58 = 26.544 kW
+    assert owned.facility_power_kw == pytest.approx(8.4 * 2 * 1.58)
+    assert owned.joules_per_output_token == pytest.approx(26.544 * 1000 / 1000)
+    assert owned.kwh_per_million_output_tokens == pytest.approx(26.544 / (1000 * 3600) * 1e6)
+    rented = deployment_energy(catalog, "p5.48xlarge", 1, 0.5, 1000.0)
+    assert rented is not None and rented.pue == RENTED_PUE
+    # 8 x H100 SXM board power 700 W x PUE 1.58
+    assert rented.facility_power_kw == pytest.approx(8 * 0.7 * RENTED_PUE)
+    assert "Uptime" in rented.basis
+    with pytest.raises(InvalidInputError, match="output_tokens_per_s"):
+        deployment_energy(catalog, "p5.48xlarge", 1, 0.5, 0.0)
+
+
+# ----- the commitment mix --------------------------------------------------------------------
+def test_the_cheapest_mix_commits_the_base_and_rents_the_peak() -> None:
+    demand = [1.0] * 12 + [3.0] * 12
+    commit = MixOption(name="own", pricing="owned", usd_per_replica_hour=1.5, replica_rps=1.0)
+    rent = MixOption(name="rent", pricing="on_demand", usd_per_replica_hour=2.0, replica_rps=1.0)
+    mix = cheapest_mix(demand, [commit, rent])
+    # b = 1: 1 x 24 x 1.5 + 12 h x 2 replicas x 2.0 = 36 + 48 = 84 $/day (b = 0: 96, b = 2:
+    # 96, b = 3: 108)
+    assert mix.committed == commit and mix.committed_replicas == 1 and mix.rented == rent
+    assert mix.usd_per_day == pytest.approx(84.0)
+    assert mix.usd_per_month == pytest.approx(84.0 * 730 / 24)
+    assert mix.rented_replica_hours == 24
+    assert [h["rented_rps"] for h in mix.hourly] == [0.0] * 12 + [2.0] * 12
+    # renting only: 12 x 2 + 12 x 6 = 96; committing only: 3 x 24 x 1.5 = 108
+    assert cheapest_mix(demand, [rent]).usd_per_day == pytest.approx(96.0)
+    assert cheapest_mix(demand, [commit]).usd_per_day == pytest.approx(108.0)
+    spares = cheapest_mix(demand, [commit, rent], spare_replicas=1)
+    assert spares.usd_per_day == pytest.approx(84.0 + 24 * 1.5)
+    with pytest.raises(InvalidInputError, match="demand_rps"):
+        cheapest_mix([-1.0], [rent])
+
+
+# ----- the catalog ---------------------------------------------------------------------------
+def test_every_owned_input_shipped_has_a_source_and_a_date(catalog: Catalog) -> None:
+    rows = list(csv.DictReader((DATA / "owned_costs.csv").open(encoding="utf-8")))
+    assert rows and all(r["source"].strip() and r["as_of"].strip() for r in rows)
+    assert "SemiAnalysis" not in (DATA / "owned_costs.csv").read_text(encoding="utf-8")
+    assert {s.origin for s in catalog.owned.values()} == {"embedded"}
+    priced = [s for s in catalog.owned.values() if s.server_usd is not None]
+    unpriced = [s for s in catalog.owned.values() if s.server_usd is None]
+    assert {s.instance for s in priced} <= set(catalog.instances)
+    assert not {s.instance for s in unpriced} & set(catalog.instances)
+    for server in priced:
+        price = catalog.price(server.instance, pricing="owned")
+        assert price.usd_per_hour == pytest.approx(hourly_cost(server, 1.0).usd_per_hour)
+        assert price.region == "colocation" and server.source in price.source
+
+
+def _write_user_row(user_dir: Path, **values: object) -> None:
+    header = list(
+        csv.DictReader((DATA / "owned_costs.csv").open(encoding="utf-8")).fieldnames or []
+    )
+    row = next(csv.DictReader((DATA / "owned_costs.csv").open(encoding="utf-8")))
+    row.update({k: str(v) for k, v in values.items()})
+    user_dir.mkdir(parents=True, exist_ok=True)
+    with (user_dir / "owned_costs.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        writer.writerow(row)
+
+
+def test_a_users_row_overrides_the_embedded_one_and_is_marked_theirs(tmp_path: Path) -> None:
+    _write_user_row(tmp_path, server_usd=250000, source="our own quote", as_of="2026-11-30")
+    catalog = load_catalog(user_dir=tmp_path)
+    server = catalog.owned["hgx-h100-8"]
+    assert server.origin == "user" and server.server_usd == 250_000
+    price = catalog.price(server.instance, pricing="owned")
+    assert "your own" in price.source and "our own quote" in price.source
+    assert price.usd_per_hour == pytest.approx(hourly_cost(server).usd_per_hour)
+    assert price.usd_per_hour < load_catalog().price(server.instance, pricing="owned").usd_per_hour
+
+
+def test_a_bad_owned_row_names_the_file_row_and_field(tmp_path: Path) -> None:
+    _write_user_row(tmp_path, pue="0.5")
+    with pytest.raises(CatalogError) as info:
+        load_catalog(user_dir=tmp_path)
+    message = str(info.value)
+    assert "owned_costs.csv" in message and "pue" in message and "2" in message
+    _write_user_row(tmp_path, gpu_id="Z999")
+    with pytest.raises(CatalogError, match="unknown GPU 'Z999'"):
+        load_catalog(user_dir=tmp_path)
+
+
+# ----- owned beside rented in the search -----------------------------------------------------
+def test_the_search_ranks_owned_servers_beside_rented_ones(catalog: Catalog) -> None:
+    from planner.perf.model import get_performance_model
+    from planner.recommend import (
+        Demand,
+        RecommendRequest,
+        SearchSpace,
+        Slo,
+        perf_predictor,
+        recommend,
+    )
+
+    request = RecommendRequest(
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        input_len=2048,
+        output_len=512,
+        demand=Demand(avg_rate_rps=1.0, peak_rate_rps=2.0, spare_replicas=1),
+        slo=Slo(ttft_p99_ms=5000, tpot_p99_ms=150),
+        search=SearchSpace(
+            instances=("owned-hgx-h100-8", "p5.48xlarge"), precisions=("bf16",)
+        ),  # on-demand prices: the owned server is quoted at its owned cost all the same
+    )
+    perf = get_performance_model(catalog)
+    result = recommend(catalog, request, perf_predictor(catalog, request, perf))
+    by_provider = {rec.provider: rec for rec in reversed(result.ranked)}
+    assert set(by_provider) == {"owned", "aws"}
+    owned, rented = by_provider["owned"], by_provider["aws"]
+    assert owned.pricing == "owned" and owned.region == "colocation"
+    assert rented.pricing == "on_demand"
+    # the same arithmetic: instances x the catalog's hourly price
+    server_price = catalog.price("owned-hgx-h100-8", pricing="owned").usd_per_hour
+    assert owned.usd_per_hour == pytest.approx(owned.instances_total * server_price)
+    assert owned.rank < rented.rank  # 9.34 $/h a server against 55.04 $/h for p5.48xlarge
+    for rec in (owned, rented):
+        assert rec.kwh_per_million_output_tokens and rec.kwh_per_million_output_tokens > 0
+        assert rec.joules_per_output_token and rec.joules_per_output_token > 0
+        assert rec.energy_basis
