@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from pages.charts.cost import demand_figure, gpu_hours_figure, utilisation_figure
+from pages.charts.cost import (
+    break_even_figure,
+    demand_figure,
+    gpu_hours_figure,
+    mix_figure,
+    utilisation_figure,
+)
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import recommendations
@@ -19,6 +26,12 @@ from pages.common.tables import (
 )
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
+from planner.owned import (
+    break_even_options,
+    break_even_sensitivity,
+    cheapest_mix,
+    mix_options,
+)
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -125,6 +138,83 @@ st.dataframe(
     },
 )
 
+st.subheader("Energy")
+energy = pd.DataFrame(
+    [
+        {
+            "deployment": deployment_label(rec),
+            "kwh_per_million_output_tokens": rec.kwh_per_million_output_tokens,
+            "joules_per_output_token": rec.joules_per_output_token,
+            "basis": rec.energy_basis,
+        }
+        for rec in recs
+    ],
+    columns=["deployment", "kwh_per_million_output_tokens", "joules_per_output_token", "basis"],
+)
+st.dataframe(
+    energy,
+    hide_index=True,
+    key="table_energy",
+    column_config={
+        "kwh_per_million_output_tokens": st.column_config.NumberColumn(
+            "kWh / M output tokens", format="%.2f"
+        ),
+        "joules_per_output_token": st.column_config.NumberColumn("J / output token", format="%.2f"),
+        "basis": st.column_config.TextColumn("power and PUE", width="large"),
+    },
+)
+
+st.subheader("Own, commit or rent")
+allow_spot = bound(
+    st.toggle,
+    "Rent the peak on spot too",
+    key="cost_spot",
+    help="Spot capacity can be taken back at any time; its interruptions are not priced.",
+)
+options = [o for o in mix_options(ref.catalog, ranked[:12]) if allow_spot or o.pricing != "spot"]
+mix = None
+mix_hours = pd.DataFrame(columns=["hour", "requests_per_s", "committed_rps", "rented_rps"])
+if options:
+    with planner_errors("No commitment mix"):
+        mix = cheapest_mix(demand["requests_per_s"].tolist(), options, spare_replicas=int(spares))
+if mix is not None:
+    committed_name = mix.committed.name if mix.committed else "nothing"
+    rented_name = mix.rented.name if mix.rented else "nothing"
+    cols = st.columns(3)
+    cols[0].metric("Cheapest mix, a month", f"${mix.usd_per_month:,.0f}")
+    cols[1].metric("Committed / owned replicas", f"{mix.committed_replicas}", help=committed_name)
+    cols[2].metric("Rented replica-hours a day", f"{mix.rented_replica_hours}", help=rented_name)
+    mix_hours = pd.DataFrame(mix.hourly)
+    st.caption(f"Committed: {committed_name}. Rented: {rented_name}.")
+    with st.expander("What the mix assumes, hour by hour"):
+        st.markdown("\n".join(f"- {a}" for a in mix.assumptions))
+        st.dataframe(mix_hours, hide_index=True, key="table_mix")
+fig_mix = mix_figure(
+    mix_hours,
+    mix.committed.name if mix and mix.committed else "none",
+    mix.rented.name if mix and mix.rented else "none",
+)
+st.plotly_chart(fig_mix, key="chart_mix")
+
+owned_rec, break_even_rows = break_even_options(ref.catalog, ranked)
+break_even = pd.DataFrame(break_even_rows)
+grid = pd.DataFrame(columns=["utilisation", "usd_per_kwh", "break_even_months"])
+if owned_rec is not None and break_even_rows:
+    grid = pd.DataFrame(
+        break_even_sensitivity(
+            ref.catalog, owned_rec, float(break_even_rows[0]["rent_usd_per_month"])
+        )
+    )
+fig_break_even = break_even_figure(
+    break_even[["option", "break_even_months"]] if not break_even.empty else break_even,
+    grid,
+    deployment_label(owned_rec) if owned_rec else "no owned plan",
+)
+st.plotly_chart(fig_break_even, key="chart_break_even")
+if owned_rec is None:
+    st.info("No owned server meets the SLOs here: add a server price on the Data page.")
+st.dataframe(break_even, hide_index=True, key="table_break_even")
+
 with export_slot:
     export_menu(
         "Cost",
@@ -134,7 +224,23 @@ with export_slot:
             ),
             ExportSection("A month of demand", table=monthly, figures=[fig_demand]),
             ExportSection("GPU-hours against tokens", table=points, figures=[fig_gpu_hours]),
+            ExportSection("Energy", table=energy),
+            ExportSection(
+                "Own, commit or rent",
+                text="; ".join(mix.assumptions) if mix else "",
+                table=mix_hours,
+                figures=[fig_mix],
+            ),
+            ExportSection("Break-even", table=break_even, figures=[fig_break_even]),
         ],
-        {"Monthly cost": monthly, "Utilisation curves": curves, "GPU-hours": points},
+        {
+            "Monthly cost": monthly,
+            "Utilisation curves": curves,
+            "GPU-hours": points,
+            "Energy": energy,
+            "Commitment mix": mix_hours,
+            "Break-even": break_even,
+            "Break-even sensitivity": grid,
+        },
         subtitle=scenario.describe(),
     )

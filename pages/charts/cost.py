@@ -159,3 +159,93 @@ def gpu_hours_figure(points: pd.DataFrame) -> go.Figure:
     fig.update_xaxes(title_text="tokens served a month (billions, input + output)")
     fig.update_yaxes(title_text="GPU-hours a month (h)", rangemode="tozero")
     return finish(fig, title, height=420, legend_below=True)
+
+
+def mix_figure(hourly: pd.DataFrame, committed: str, rented: str) -> go.Figure:
+    """A day's demand split into the committed base and the rented peak of the cheapest mix.
+
+    ``hourly`` columns: hour, requests_per_s, committed_rps, rented_rps.
+    """
+    title = "The cheapest mix for a day: commit or own the base, rent the peak"
+    if hourly.empty:
+        return empty_figure(title, "No plan to mix.")
+    fig = go.Figure()
+    for column, name, color in (
+        ("committed_rps", f"committed / owned: {committed}", "#2b6cb0"),
+        ("rented_rps", f"rented by the hour: {rented}", "#dd6b20"),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=hourly["hour"],
+                y=hourly[column],
+                name=name,
+                marker={"color": color},
+                hovertemplate="%{x:.0f}:00 %{y:.2f} requests/s<extra>" + name + "</extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="hour of the day (h)", dtick=2)
+    fig.update_yaxes(title_text="demand served (requests/s)", rangemode="tozero")
+    return finish(fig, title, height=400, legend_below=True)
+
+
+def break_even_figure(options: pd.DataFrame, grid: pd.DataFrame, owned: str) -> go.Figure:
+    """Left: months until owning ``owned`` is cheaper than each rented option (a bar a
+    option; "never" where renting stays cheaper). Right: how the break-even against the
+    cheapest option moves with utilisation, one line a price of electricity.
+
+    ``options`` columns: option, break_even_months (None: never).
+    ``grid`` columns: utilisation, usd_per_kwh, break_even_months.
+    """
+    title = f"When owning pays back: {owned}"
+    if options.empty:
+        return empty_figure(title, "No owned and rented plan to compare.")
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.5, 0.5],
+        horizontal_spacing=0.16,
+        subplot_titles=(
+            "Months until owning is cheaper, per rented option",
+            "Against the cheapest option, as load and power price move",
+        ),
+    )
+    months = options["break_even_months"].astype(float)
+    never = months.isna()
+    ceiling = float(months.max()) * 1.15 if not months.isna().all() else 60.0
+    fig.add_trace(
+        go.Bar(
+            y=options["option"],
+            x=months.fillna(ceiling),
+            orientation="h",
+            name="break-even (months)",
+            marker={"color": ["#cbd5e0" if n else "#2f855a" for n in never]},
+            text=["never" if n else f"{m:.1f} mo" for n, m in zip(never, months, strict=True)],
+            textposition="auto",
+            hovertemplate="%{y}: %{text}<extra></extra>",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    for i, (price, rows) in enumerate(grid.groupby("usd_per_kwh", sort=True)):
+        fig.add_trace(
+            go.Scatter(
+                x=rows["utilisation"] * 100,
+                y=rows["break_even_months"].astype(float),
+                mode="lines+markers",
+                name=f"${price:.3f}/kWh",
+                line={"dash": DASHES[i % len(DASHES)], "width": 2},
+                hovertemplate=f"${price:.3f}/kWh"
+                + "<br>%{x:.0f}% busy: %{y:.1f} months<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="months", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(automargin=True, row=1, col=1)
+    fig.update_xaxes(
+        title_text="utilisation of the owned servers (%)", range=[0, 102], row=1, col=2
+    )
+    fig.update_yaxes(title_text="break-even (months)", rangemode="tozero", row=1, col=2)
+    return finish(fig, title, height=440, legend_below=True)

@@ -28,3 +28,26 @@ def test_more_spare_replicas_cost_more(app: Callable[..., AppTest]) -> None:
     after = frame_with(at, "deployment", "usd_per_month").set_index("deployment")
     assert (after["replicas"] == before["replicas"] + 2).all()
     assert (after["usd_per_month"] > before["usd_per_month"]).all()
+
+
+def test_own_or_rent_mix_break_even_and_energy(app: Callable[..., AppTest]) -> None:
+    at = app(PAGE)
+    energy = frame_with(
+        at, "deployment", "kwh_per_million_output_tokens", "joules_per_output_token"
+    )
+    assert len(energy) == 3 and (energy["kwh_per_million_output_tokens"] > 0).all()
+    # the default scenario's ranking holds owned and rented plans: the mix commits (or owns)
+    # a base and the break-even compares the owned plan with the rented ones
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cheapest mix, a month"].startswith("$")
+    mix = frame_with(at, "hour", "requests_per_s", "committed_rps", "rented_rps")
+    assert len(mix) == 24
+    served = mix["committed_rps"] + mix["rented_rps"]
+    assert (served - mix["requests_per_s"]).abs().max() < 1e-9
+    break_even = frame_with(at, "option", "rent_usd_per_month", "break_even_months")
+    assert len(break_even) >= 1
+    finite = break_even["break_even_months"].dropna()
+    assert (finite > 0).all()
+    assert "owned" not in set(break_even["option"].str.split().str[0])
+    charts = {c.proto.id for c in at.get("plotly_chart")}
+    assert charts  # the mix and the break-even are drawn with the other charts
