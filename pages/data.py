@@ -40,6 +40,7 @@ TABLE_TITLES = {
     "history": "Price history",
     "models": "Models",
     "measured": "Measured results",
+    "owned": "Owned servers",
 }
 SKYPILOT_CLOUDS = ["aws", "gcp", "azure", "oci", "lambda", "runpod", "nebius", "vast", "other"]
 FIRST_COLUMNS = {
@@ -151,6 +152,38 @@ with right:
                 path = save_staged(ref.user_dir, staged)
                 st.toast(f"Saved {path}")
                 st.rerun()
+
+st.header("Owned servers: what a server you buy costs")
+st.caption(
+    "The inputs of the owned-cost model (`planner.owned`): price, depreciation, residual value, "
+    "cost of capital, power at idle and busy, PUE, $/kWh, colocation $/kW-month, network and "
+    "storage share, operations. Edit a cell and save: the changed rows go to your "
+    f"`{TABLES['owned'].file}` (checked as an upload is), override the embedded ones and are "
+    "marked as yours in every price and export. Blank: not known (an unpriced server is not "
+    "planned)."
+)
+owned_frame = frames[TABLE_TITLES["owned"]]
+if not owned_frame.empty:
+    editable = owned_frame.drop(columns=["origin", "usd_per_hour"], errors="ignore")
+    edited = st.data_editor(editable, hide_index=True, key="owned_editor", num_rows="dynamic")
+    changed = edited[
+        ~edited.astype(str).apply(tuple, axis=1).isin(editable.astype(str).apply(tuple, axis=1))
+    ]
+    if not changed.empty and st.button(
+        f"Save {len(changed)} changed owned-server rows", type="primary", key="save_owned"
+    ):
+        staged_owned = None
+        with planner_errors("The owned-server rows were not saved"):
+            staged_owned = stage_table_upload(
+                ref.user_dir,
+                "owned",
+                changed.to_csv(index=False).encode("utf-8"),
+                "owned_costs (edited).csv",
+                ref.catalog,
+            )
+        if staged_owned is not None:
+            st.toast(f"Saved {save_staged(ref.user_dir, staged_owned)}")
+            st.rerun()
 
 st.header("Refresh prices from SkyPilot's catalog")
 st.caption(

@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages.charts.economics import (
     SPEC_METRICS,
+    owned_vs_rented_figure,
     spec_economics_figure,
     spec_vs_token_cost_figure,
     token_cost_figure,
@@ -25,6 +26,7 @@ from pages.common.tables import (
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
 from planner.cost import FIGURE_1_INSTANCES, gpu_economics
+from planner.owned import OWNED_PRICING, OWNED_REGION, owned_vs_rented
 
 ensure_app_navigation()
 scenario = current_scenario()
@@ -80,6 +82,7 @@ measured = measured_for_scenario(measured_results(ref, store), scenario.model_id
 cost_rows = measured_cost_rows(
     measured, catalog, economics, pricing=scenario.pricing, utilisation=utilisation
 )
+result = None
 with (
     planner_errors("No predicted $/token"),
     st.spinner("Predicting every layout that fits…", show_time=True),
@@ -122,7 +125,29 @@ points = best.merge(spec, on="gpu", how="inner") if not best.empty else best
 fig_scatter = spec_vs_token_cost_figure(points, str(metric))
 right.plotly_chart(fig_scatter, key="chart_scatter")
 
+st.subheader("Owned against rented")
+st.caption(
+    "A server a team buys, at its hourly cost (capital, energy at full draw, colocation, "
+    "operations: the Data page's owned-server inputs), against the GPU's cheapest rented "
+    "instance at the prices above; and the cheapest plan of each on the Plan page's ranking."
+)
+owned_rows = pd.DataFrame()
+with planner_errors("No owned view"):
+    rented_econ = economics
+    if scenario.pricing == OWNED_PRICING:  # the rented side at on-demand prices
+        rented_econ = gpu_economics(catalog, settings().default_region, "on_demand")
+    owned_rows = pd.DataFrame(
+        owned_vs_rented(
+            rented_econ,
+            gpu_economics(catalog, OWNED_REGION, OWNED_PRICING),
+            result.ranked if result else [],
+        )
+    )
+fig_owned = owned_vs_rented_figure(owned_rows)
+st.plotly_chart(fig_owned, key="chart_owned")
+
 with st.expander("Tables"):
+    st.dataframe(owned_rows, hide_index=True, key="table_owned")
     st.dataframe(spec, hide_index=True, key="table_spec")
     st.dataframe(costs, hide_index=True, key="table_costs")
 
@@ -134,7 +159,8 @@ with export_slot:
             ExportSection(
                 "$ per million output tokens", table=costs, figures=[fig_tokens, fig_scatter]
             ),
+            ExportSection("Owned against rented", table=owned_rows, figures=[fig_owned]),
         ],
-        {"GPU spec economics": spec, "$ per M tokens": costs},
+        {"GPU spec economics": spec, "$ per M tokens": costs, "Owned against rented": owned_rows},
         subtitle=f"{scenario.model_id}, {mean_in:,.0f} in / {mean_out:,.0f} out tokens, {region}",
     )

@@ -121,6 +121,12 @@ with top_slot.container(border=True, key="top_recommendation"):
             f"{best.plan.engine.engine} ({best.engine_settings.label}). Price: "
             f"{best.price_source} (as of {best.price_as_of})."
             + (f" Engine release: {best.release_note}." if best.release_note else "")
+            + (
+                f" Energy: {best.kwh_per_million_output_tokens:,.2f} kWh per million output "
+                f"tokens ({best.joules_per_output_token:,.1f} J a token; {best.energy_basis})."
+                if best.kwh_per_million_output_tokens and best.joules_per_output_token
+                else ""
+            )
         )
         if best.far_from_data or best.uncertain_because:
             why = "; ".join(best.uncertain_because) or "other GPU, model size or lengths"
@@ -197,6 +203,8 @@ shown_columns = [
     "usd_per_million_total_tokens",
     "usd_per_hour",
     "monthly_usd",
+    "kwh_per_million_output_tokens",
+    "joules_per_output_token",
     "pred_ttft_ms_p99",
     "pred_tpot_ms_p99",
     "kv_cache_dtype",
@@ -218,6 +226,10 @@ st.dataframe(
         "usd_per_million_total_tokens": st.column_config.NumberColumn("$/M total", format="$%.3f"),
         "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.2f"),
         "monthly_usd": st.column_config.NumberColumn("$/month", format="$%.0f"),
+        "kwh_per_million_output_tokens": st.column_config.NumberColumn(
+            "kWh/M output", format="%.2f", help="Energy at the plan's utilisation (Cost page)."
+        ),
+        "joules_per_output_token": st.column_config.NumberColumn("J/token", format="%.1f"),
         "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
         "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
         "price_as_of": st.column_config.TextColumn("price as of"),

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.catalog.loader import OWNED_FILE, Catalog
 from planner.catalog.schema import Instance, OwnedServer, Price
-from planner.cost import HOURS_PER_MONTH
+from planner.cost import HOURS_PER_MONTH, GpuEconomics
 from planner.errors import CatalogError, InvalidInputError
 
 if TYPE_CHECKING:  # the search imports this module's catalog side; plans come typed
@@ -543,3 +543,95 @@ def mix_options(catalog: Catalog, recs: Iterable[Recommendation]) -> list[MixOpt
                 )
             )
     return options
+
+
+# ----- break-even of a ranking -----------------------------------------------------------------
+#: electricity prices ($/kWh) the break-even is also shown at, beside each row's own: what-ifs
+#: spanning cheap industrial power to expensive retail power, not sourced figures
+WHAT_IF_USD_PER_KWH = (0.05, 0.15, 0.30)
+
+
+def break_even_options(
+    catalog: Catalog, ranked: Sequence[Recommendation], limit: int = 8
+) -> tuple[Recommendation | None, list[dict[str, Any]]]:
+    """The cheapest owned plan of ``ranked`` and, for each of the ``limit`` cheapest rented
+    plans serving the same demand, the month from which owning it has cost less (its capex,
+    running costs at its utilisation and cost of capital against the rented monthly bill)."""
+    owned = next((r for r in ranked if r.provider == OWNED_PROVIDER), None)
+    server = owned_server(catalog, owned.instance) if owned else None
+    if owned is None or server is None:
+        return None, []
+    fleet = owned_fleet(server, owned.instances_total, owned.utilisation)
+    rows: list[dict[str, Any]] = []
+    for rec in ranked:
+        if rec.provider == OWNED_PROVIDER:
+            continue
+        rows.append(
+            {
+                "option": f"{rec.label} ({rec.provider}, {rec.region}, "
+                f"{rec.pricing.replace('_', ' ')})",
+                "rent_usd_per_month": rec.monthly_usd,
+                "owned_servers": fleet.servers,
+                "owned_capex_usd": fleet.capex_usd,
+                "owned_running_usd_per_month": fleet.running_usd_per_month,
+                "cost_of_capital_pct": fleet.cost_of_capital_pct,
+                "break_even_months": fleet.break_even(rec.monthly_usd),
+                "owned_inputs": "user" if server.origin == "user" else "embedded",
+            }
+        )
+        if len(rows) >= limit:
+            break
+    return owned, rows
+
+
+def break_even_sensitivity(
+    catalog: Catalog, owned: Recommendation, rent_usd_per_month: float
+) -> list[dict[str, float | None]]:
+    """:func:`break_even_grid` of an owned plan against one rented bill, from 10 % to 100 %
+    utilisation, at the row's electricity price and :data:`WHAT_IF_USD_PER_KWH`."""
+    server = owned_server(catalog, owned.instance)
+    if server is None:
+        raise InvalidInputError("owned.instance", owned.instance, "an owned server's instance")
+    prices = sorted({server.usd_per_kwh, *WHAT_IF_USD_PER_KWH})
+    return break_even_grid(
+        server,
+        owned.instances_total,
+        rent_usd_per_month,
+        owned.utilisation,
+        [u / 10 for u in range(1, 11)],
+        prices,
+    )
+
+
+# ----- GPU economics, owned against rented ------------------------------------------------------
+def owned_vs_rented(
+    rented: Sequence[GpuEconomics],
+    owned: Sequence[GpuEconomics],
+    ranked: Sequence[Recommendation] = (),
+) -> list[dict[str, Any]]:
+    """Per GPU with an owned server: $/dense BF16 TFLOP-hour owned (the server's hourly cost
+    at full draw / its GPUs) and rented (the GPU's cheapest rented instance in ``rented``), and
+    the cheapest $/M output tokens of ``ranked`` owned and rented on that GPU (None where the
+    ranking has no such plan)."""
+    rented_by_gpu = {e.gpu_id: e for e in rented}
+    rows: list[dict[str, Any]] = []
+    for own in owned:
+        rent = rented_by_gpu.get(own.gpu_id)
+        plans = [r for r in ranked if r.gpu == own.gpu_id]
+        owned_plans = [r.usd_per_million_output_tokens for r in plans if r.provider == "owned"]
+        rented_plans = [r.usd_per_million_output_tokens for r in plans if r.provider != "owned"]
+        rows.append(
+            {
+                "gpu": own.gpu_id,
+                "owned_usd_per_gpu_hour": own.usd_per_gpu_hour,
+                "rented_usd_per_gpu_hour": rent.usd_per_gpu_hour if rent else None,
+                "rented_instance": rent.instance if rent else None,
+                "owned_usd_per_bf16_tflop_hour": own.usd_per_dense_tflop_hour.get("bf16"),
+                "rented_usd_per_bf16_tflop_hour": (
+                    rent.usd_per_dense_tflop_hour.get("bf16") if rent else None
+                ),
+                "owned_usd_per_m_output": min(owned_plans) if owned_plans else None,
+                "rented_usd_per_m_output": min(rented_plans) if rented_plans else None,
+            }
+        )
+    return rows

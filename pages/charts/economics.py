@@ -255,3 +255,44 @@ def spec_vs_token_cost_figure(points: pd.DataFrame, metric: str) -> go.Figure:
     fig.update_xaxes(title_text=f"spec-sheet price ($ per {unit}, log scale)", type="log")
     fig.update_yaxes(title_text="cost ($/M output tokens, log scale)", type="log")
     return finish(fig, title, height=440, legend_below=True)
+
+
+def owned_vs_rented_figure(rows: pd.DataFrame) -> go.Figure:
+    """Per GPU with an owned server, owned against rented: $ per dense BF16 TFLOP-hour (left)
+    and the cheapest $ per million output tokens of the scenario's ranking (right).
+
+    ``rows`` columns: gpu, owned_usd_per_bf16_tflop_hour, rented_usd_per_bf16_tflop_hour,
+    owned_usd_per_m_output, rented_usd_per_m_output.
+    """
+    title = "Owned against rented: $/TFLOP-hour from the spec sheet, $/token from the plans"
+    if rows.empty:
+        return empty_figure(title, "No priced owned server.")
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.14,
+        subplot_titles=("$ per dense BF16 TFLOP-hour", f"$ per M output tokens ({PREDICTED})"),
+    )
+    for col, metric in ((1, "usd_per_bf16_tflop_hour"), (2, "usd_per_m_output")):
+        for kind, pattern in (("owned", ""), ("rented", PREDICTED_PATTERN)):
+            fig.add_trace(
+                go.Bar(
+                    x=rows["gpu"],
+                    y=rows[f"{kind}_{metric}"].astype(float),
+                    name=kind,
+                    legendgroup=kind,
+                    showlegend=col == 1,
+                    marker={
+                        "color": [gpu_color(str(g)) for g in rows["gpu"]],
+                        "pattern": {"shape": pattern},
+                        "opacity": 1.0 if kind == "owned" else 0.55,
+                    },
+                    hovertemplate=f"%{{x}} {kind}: $%{{y:,.4f}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_yaxes(title_text="$ per TFLOP-hour", row=1, col=1)
+    fig.update_yaxes(title_text="$ per M output tokens", row=1, col=2)
+    fig.update_layout(barmode="group")
+    return finish(fig, title, height=400, legend_below=True)

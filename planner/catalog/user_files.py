@@ -25,10 +25,12 @@ from planner.catalog.loader import (
     GPUS_FILE,
     INSTANCES_FILE,
     MODELS_DIR,
+    OWNED_FILE,
     PRICES_FILE,
     model_card_from_config,
     read_records,
 )
+from planner.catalog.schema import OwnedServer
 from planner.errors import CatalogError, InvalidInputError
 
 
@@ -59,6 +61,13 @@ TABLES: dict[str, TableSpec] = {
         lambda c: list(c.prices),
         "price",
     ),
+    "owned": TableSpec(
+        OWNED_FILE,
+        OwnedServer,
+        lambda r: (r.platform,),
+        lambda c: list(c.owned.values()),
+        "owned server",
+    ),
 }
 
 
@@ -77,7 +86,8 @@ def _columns(record: type[BaseModel]) -> list[str]:
     """The record's columns as the data files order them: the facts, then where they came
     from (source, as_of, notes)."""
     provenance = ["source", "as_of", "notes"]
-    fields = list(record.model_fields)
+    # "origin" is the loader's mark (embedded or the user's), never a column of a file
+    fields = [f for f in record.model_fields if f != "origin"]
     return [f for f in fields if f not in provenance] + [f for f in provenance if f in fields]
 
 

@@ -24,7 +24,7 @@ from planner.catalog.skypilot import find_vms_files, read_skypilot_vms
 from planner.errors import InvalidInputError
 from planner.settings import get_settings
 
-TABLES = ("gpus", "instances", "prices", "history", "models", "measured")
+TABLES = ("gpus", "instances", "prices", "history", "models", "measured", "owned")
 
 
 def register(subparsers: Any) -> None:
@@ -209,6 +209,16 @@ def catalog_rows(
         return [i.model_dump(mode="json") for i in catalog.instances.values()]
     if table == "measured":
         return [m.model_dump(mode="json") for m in catalog.measured]
+    if table == "owned":
+        from planner.owned import hourly_cost
+
+        return [
+            {
+                **s.model_dump(mode="json"),
+                "usd_per_hour": hourly_cost(s).usd_per_hour if s.server_usd else None,
+            }
+            for s in catalog.owned.values()
+        ]
     rows = []
     for card in catalog.models.values():
         arch = card.architecture

@@ -158,3 +158,34 @@ def test_a_skypilot_upload_refreshes_prices_with_their_date_and_can_be_undone(
     at.button(key="undo_refresh").click().run()
     no_exception(at)
     assert _price(at, "g6e.12xlarge", "us-east-1")["usd_per_hour"] == 10.49264
+
+
+def test_an_owned_server_row_is_saved_as_the_users_and_survives_a_restart(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    embedded = (Path(__file__).resolve().parents[2] / "data" / "owned_costs.csv").read_text()
+    header, first = embedded.splitlines()[:2]
+    assert first.startswith("hgx-h100-8,")
+    mine = first.replace(",317000,", ",250000,", 1)
+    at = app(PAGE)
+    owned = frame_with(at, "platform", "server_usd", "power_max_kw")
+    assert set(owned["origin"]) == {"embedded"} and owned["source"].str.len().min() > 0
+    at.selectbox(key="data_table").set_value("owned").run()
+    bad = f"{header}\n{mine.replace(',1.58,', ',0.5,', 1)}\n".encode()
+    at.file_uploader(key="csv_upload").upload("ours.csv", bad, "text/csv")
+    at.run()
+    assert "pue" in " ".join(e.value for e in at.warning)  # the same validation as prices
+    at.file_uploader(key="csv_upload").upload(
+        "ours.csv", f"{header}\n{mine}\n".encode(), "text/csv"
+    )
+    at.run()
+    assert any("1 replaced" in s.value for s in at.success)
+    at.button(key="save_csv").click().run()
+    no_exception(at)
+    assert (own_user_dir / "catalog" / "owned_costs.csv").exists()
+    restarted = app(PAGE)  # a new session reads the user's file again
+    owned = frame_with(restarted, "platform", "server_usd", "power_max_kw").set_index("platform")
+    assert owned.loc["hgx-h100-8", "origin"] == "user"
+    assert owned.loc["hgx-h100-8", "server_usd"] == 250_000
+    prices = frame_with(restarted, "instance", "region", "usd_per_hour").set_index("instance")
+    assert "your own" in prices.loc["owned-hgx-h100-8", "source"]

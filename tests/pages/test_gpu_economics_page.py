@@ -57,3 +57,14 @@ def test_measured_token_costs_of_the_brief_headline_case(app: Callable[..., AppT
     assert costs.loc["g6e.12xlarge TP4 PP1 bf16 (vllm)", "usd_per_m_output"] == pytest.approx(
         5 * headline, rel=1e-6
     )
+
+
+def test_owned_servers_beside_their_rented_gpu(app: Callable[..., AppTest]) -> None:
+    at = app(PAGE)
+    owned = frame_with(at, "gpu", "owned_usd_per_bf16_tflop_hour", "rented_usd_per_bf16_tflop_hour")
+    by_gpu = owned.set_index("gpu")
+    assert {"H100-SXM", "B200"} <= set(by_gpu.index)  # the priced owned servers
+    h100 = by_gpu.loc["H100-SXM"]
+    # an owned HGX H100 (9.34 $/h for 8 GPUs) is cheaper a TFLOP-hour than any rented H100
+    assert h100["owned_usd_per_gpu_hour"] == pytest.approx(9.337 / 8, abs=0.001)
+    assert h100["owned_usd_per_bf16_tflop_hour"] < h100["rented_usd_per_bf16_tflop_hour"]
