@@ -247,5 +247,6 @@ def break_even_figure(options: pd.DataFrame, grid: pd.DataFrame, owned: str) -> 
     fig.update_xaxes(
         title_text="utilisation of the owned servers (%)", range=[0, 102], row=1, col=2
     )
-    fig.update_yaxes(title_text="break-even (months)", rangemode="tozero", row=1, col=2)
+    # beyond ten years owning has not paid back within any server's life: the axis stops there
+    fig.update_yaxes(title_text="break-even (months)", range=[0, 120], row=1, col=2)
     return finish(fig, title, height=440, legend_below=True)
