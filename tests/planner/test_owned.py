@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import Catalog, load_catalog
@@ -127,6 +127,11 @@ def test_break_even_grid_moves_with_utilisation_and_electricity() -> None:
 
 
 # ----- properties ----------------------------------------------------------------------------
+#: no deadline or slowness check: a loaded machine must not fail these
+_PATIENT = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_PATIENT
 @given(
     price=st.floats(1_000, 1e6),
     more=st.floats(1.01, 3),
@@ -152,6 +157,7 @@ def test_cost_grows_with_price_power_electricity_and_rate(
         assert hourly_cost(base.model_copy(update={field: value}), u).usd_per_hour > cost
 
 
+@_PATIENT
 @given(rent=st.floats(1_000, 1e6), more=st.floats(1.01, 3))
 def test_break_even_comes_sooner_when_renting_costs_more(rent: float, more: float) -> None:
     first = break_even_month(100_000, 500, rent)
