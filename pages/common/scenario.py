@@ -106,6 +106,7 @@ class Scenario:
             prices=catalog.prices,
             models={**catalog.models, card.hf_id.lower(): card},
             measured=catalog.measured,
+            owned=catalog.owned,
         )
 
     def describe(self) -> str:

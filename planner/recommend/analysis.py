@@ -82,6 +82,7 @@ def _scaled_prices(catalog: Catalog, factor: float) -> Catalog:
         prices=scaled,
         models=catalog.models,
         measured=catalog.measured,
+        owned=catalog.owned,
     )
 
 
