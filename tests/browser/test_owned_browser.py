@@ -15,7 +15,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_the_plan_page_ranks_owned_and_rented_together(page: Page, dashboard: Dashboard) -> None:
-    open_page(page, dashboard.url, timeout_ms=300_000)  # a fresh server fits the model first
+    open_page(page, dashboard.url)
     chart = page.locator(".st-key-chart_ranking")
     expect(chart.locator(".ytick text").first).to_be_visible()
     labels = chart.locator(".ytick text").all_text_contents()
@@ -28,7 +28,7 @@ def test_the_plan_page_ranks_owned_and_rented_together(page: Page, dashboard: Da
 def test_the_cost_page_shows_the_mix_and_the_break_even(
     page: Page, dashboard: Dashboard, screenshots_dir: Path
 ) -> None:
-    open_page(page, dashboard.url, "cost", timeout_ms=300_000)
+    open_page(page, dashboard.url, "cost")
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("Own, commit or rent")).to_be_visible()
     mix = main.locator("[data-testid='stMetric']").filter(has_text="Cheapest mix, a month")
