@@ -31,6 +31,7 @@ from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_SLO_MS
 from planner.loads import LoadKind
+from planner.perf.disaggregated import DisaggregatedLayout, PoolLayout
 from planner.perf.scenario import Prediction, Scenario, engine_fields
 from planner.vllm_command import VllmServeConfig
 from planner.workload import LengthDistribution
@@ -244,12 +245,63 @@ class Verification(BaseModel):
     faults: dict[str, float] = Field(default_factory=dict)
 
 
+class PlanPool(BaseModel):
+    """One pool of a disaggregated plan (:mod:`planner.perf.disaggregated`): ``replicas``
+    engines of ``tp x attention_dp`` GPUs each, on ``nodes`` instances of ``instance`` an
+    engine; ``ep`` 1 (experts sliced by TP) or ``tp x attention_dp`` (whole experts a GPU);
+    ``engine`` its resolved settings (``data_parallel_size`` = ``attention_dp``,
+    ``enable_expert_parallel`` = ``ep > 1``). ``utilisation`` is the share of the pool's
+    capacity the plan's load keeps busy, ``capacity_rps_per_replica`` the requests/s one
+    engine of it carries at saturation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replicas: int = Field(ge=1)
+    tp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    attention_dp: int = Field(default=1, ge=1)
+    gpu: str
+    instance: str | None = None
+    nodes: int = Field(default=1, ge=1)
+    engine: EngineConfig = EngineConfig()
+    utilisation: float | None = Field(default=None, ge=0, le=1)
+    capacity_rps_per_replica: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ep(self) -> PlanPool:
+        if self.ep not in (1, self.tp * self.attention_dp):
+            raise ValueError(f"ep must be 1 or tp x attention_dp = {self.tp * self.attention_dp}")
+        return self
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.attention_dp
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+    @property
+    def label(self) -> str:
+        """``4 x p5en.48xlarge TP8 EP`` (replicas x one engine's layout)."""
+        dp = f" DP-attention {self.attention_dp}" if self.attention_dp > 1 else ""
+        ep = " EP" if self.ep > 1 else ""
+        return f"{self.replicas} x {self.instance or self.gpu} TP{self.tp}{dp}{ep}"
+
+
 class Plan(BaseModel):
     """One deployment, its engine settings, its workload and load, and what was predicted.
 
     ``nodes`` are the instances one replica spans; ``replicas`` how many the deployment runs
     behind a load balancer (a verification run measures one). ``workload`` and ``load`` are
     what the plan was sized for; a plan written by hand may leave them to the run.
+
+    A *disaggregated* plan also states ``prefill`` and ``decode``, its two pools, and
+    ``kv_link``, what the KV cache crosses between them (a key of
+    :data:`planner.perf.disaggregated.KV_LINKS`); its top-level ``gpu``, ``instance``,
+    ``tp``, ``nodes``, ``replicas`` and ``engine`` repeat the decode pool's, and ``load``,
+    ``prediction`` and ``cost`` are the whole deployment's (both pools). An aggregated plan
+    leaves all three None.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -270,6 +322,21 @@ class Plan(BaseModel):
     price: PlanPrice | None = None
     cost: PlanCost | None = None
     verification: Verification | None = None
+    prefill: PlanPool | None = None
+    decode: PlanPool | None = None
+    kv_link: str | None = None
+
+    @model_validator(mode="after")
+    def _pools(self) -> Plan:
+        stated = (self.prefill is not None, self.decode is not None, self.kv_link is not None)
+        if any(stated) and not all(stated):
+            raise ValueError("a disaggregated plan states prefill, decode and kv_link together")
+        return self
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether the plan runs separate prefill and decode pools."""
+        return self.prefill is not None and self.decode is not None
 
     @property
     def gpus_per_replica(self) -> int:
@@ -286,7 +353,38 @@ class Plan(BaseModel):
             moe += f" DP-attention {self.engine.data_parallel_size}"
         if self.engine.enable_expert_parallel:
             moe += " EP"
+        if self.prefill is not None and self.decode is not None:
+            return (
+                f"prefill {self.prefill.label} + decode {self.decode.label} over "
+                f"{self.kv_link} {self.precision}"
+            )
         return f"{self.instance or self.gpu} TP{self.tp} PP{self.pp}{moe} {self.precision}"
+
+    def disaggregated_layout(self) -> DisaggregatedLayout | None:
+        """The pools as :func:`planner.perf.disaggregated.predict_disaggregated` takes them
+        (each pool's GPU, instance and batch settings with it); None for an aggregated plan."""
+        if self.prefill is None or self.decode is None or self.kv_link is None:
+            return None
+
+        def pool(p: PlanPool) -> PoolLayout:
+            settings = {
+                name: getattr(p.engine, name)
+                for name in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype")
+                if getattr(p.engine, name) is not None
+            }
+            return PoolLayout(
+                replicas=p.replicas,
+                tp=p.tp,
+                ep=p.ep,
+                attention_dp=p.attention_dp,
+                gpu=p.gpu,
+                instance=p.instance,
+                engine_settings=settings,
+            )
+
+        return DisaggregatedLayout(
+            prefill=pool(self.prefill), decode=pool(self.decode), kv_link=self.kv_link
+        )
 
     def scenario(
         self,
@@ -433,6 +531,7 @@ __all__ = [
     "Load",
     "Plan",
     "PlanCost",
+    "PlanPool",
     "PlanPrediction",
     "PlanPrice",
     "PlanWorkload",
