@@ -25,6 +25,7 @@ from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.recommend import (
+    DISAGGREGATION_MODES,
     Demand,
     RecommendationResult,
     RecommendRequest,
@@ -113,6 +114,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--top", type=positive_int(100_000), default=20, help="ranked rows to print"
     )
+    parser.add_argument(
+        "--disaggregation",
+        default="off",
+        choices=DISAGGREGATION_MODES,
+        help="prefill/decode pools as a search dimension: off (aggregated replicas only, the "
+        "default), auto (both kinds ranked together), on (disaggregated plans only)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--csv", type=Path, help="write the ranking to this CSV file")
     parser.add_argument("--html", type=Path, help="write a self-contained HTML report")
@@ -154,6 +162,7 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
                 **({"precisions": tuple(args.precision)} if args.precision else {}),
             ),
             engine=_engine(args),
+            disaggregation=args.disaggregation,
         )
     except ValidationError as exc:
         raise invalid_input(exc) from None
@@ -242,9 +251,12 @@ def run(args: argparse.Namespace) -> int:
     if not ranked:
         print("No configuration meets the SLOs. Why each candidate was ruled out:")
     for row in ranked[: args.top]:
+        layout = f"TP{row['tp']} PP{row['pp']}"
+        if row.get("disaggregated"):
+            layout = f"disaggregated: {row['pools']}"
         print(
             f"{row['rank']:>3}. {row['instance']} x{row['instances_total']} "
-            f"TP{row['tp']} PP{row['pp']} {row['precision']:<5} {row['region']:<14} "
+            f"{layout} {row['precision']:<5} {row['region']:<14} "
             f"${row['usd_per_hour']:,.2f}/h  "
             f"${row['usd_per_million_output_tokens']:,.2f}/M out  "
             f"p99 TTFT {row['pred_ttft_ms_p99']:,.0f} ms  "

@@ -31,8 +31,10 @@ from planner.recommend.capacity import (
     search_capacity,
 )
 from planner.recommend.request import (
+    DISAGGREGATION_MODES,
     RANKING_COLUMNS,
     Demand,
+    Disaggregation,
     PredictKind,
     Predictor,
     Recommendation,
@@ -48,11 +50,13 @@ from planner.recommend.search import engine_grid, filtered_instances, recommend
 
 __all__ = [
     "CAPACITY_CACHE",
+    "DISAGGREGATION_MODES",
     "RANKING_COLUMNS",
     "SENSITIVITY_FACTORS",
     "CapacityCache",
     "CapacityResult",
     "Demand",
+    "Disaggregation",
     "PredictKind",
     "Predictor",
     "RateSearchResult",

@@ -18,6 +18,10 @@ from planner.perf.scenario import Prediction
 from planner.plan import Plan, PlanWorkload, Slo
 from planner.workload import LengthDistribution
 
+#: how the search treats prefill/decode disaggregation (``RecommendRequest.disaggregation``)
+Disaggregation = Literal["auto", "off", "on"]
+DISAGGREGATION_MODES: tuple[str, ...] = ("auto", "off", "on")
+
 
 # ----- inputs ------------------------------------------------------------------------------------
 class Demand(BaseModel):
@@ -88,6 +92,10 @@ class RecommendRequest(BaseModel):
     demand: Demand
     slo: Slo = Slo()
     search: SearchSpace = SearchSpace()
+    #: prefill/decode disaggregation as a dimension of the search
+    #: (:mod:`planner.recommend.disaggregated`): ``off`` aggregated replicas only, ``auto``
+    #: both kinds ranked together, ``on`` disaggregated plans only
+    disaggregation: Disaggregation = "off"
     #: the settings every candidate starts from (engine, gpu_memory_utilization, ...); the
     #: search space's grid sets the batch knobs, its KV dtypes the cache dtype
     engine: EngineConfig = EngineConfig()
@@ -172,10 +180,16 @@ class Recommendation(BaseModel):
         description="how its capacity and latencies were predicted: simulated (the shortlist) "
         "or from the steady state of continuous batching (the rest of the ranking)",
     )
+    #: a prefill pool and a decode pool (``plan.prefill``/``plan.decode``) in place of replicas
+    disaggregated: bool = False
+    #: the pools in words (``prefill 2 x p5en.48xlarge TP8 + decode ...``); "" when aggregated
+    pools: str = ""
     plan: Plan = Field(description="one replica of it, typed, as the Verify page runs it")
 
     @property
     def label(self) -> str:
+        if self.disaggregated:
+            return f"{self.pools} {self.precision}"
         moe = f" DP-attention {self.attention_dp}" if self.attention_dp > 1 else ""
         moe += " EP" if self.expert_parallel else ""
         return f"{self.instance} TP{self.tp} PP{self.pp}{moe} {self.precision}"
@@ -219,13 +233,20 @@ RANKING_COLUMNS = [
 ]  # fmt: skip
 
 
+#: the columns a ranking adds when the search had disaggregation on (``auto``/``on``)
+DISAGGREGATION_COLUMNS = ["disaggregated", "pools"]
+
+
 def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
+    columns = RANKING_COLUMNS
+    if result.request.disaggregation != "off":
+        columns = [*RANKING_COLUMNS[:2], *DISAGGREGATION_COLUMNS, *RANKING_COLUMNS[2:]]
     rows = []
     for rec in result.ranked:
         row = rec.model_dump(exclude={"plan"})
         row["engine_settings"] = rec.engine_settings.label
         row["uncertain_because"] = "; ".join(rec.uncertain_because)
-        rows.append({c: row.get(c) for c in RANKING_COLUMNS})
+        rows.append({c: row.get(c) for c in columns})
     return rows
 
 

@@ -38,6 +38,7 @@ from planner.engine import EngineConfig
 from planner.gc_pause import gc_paused
 from planner.input_checks import check_search_names
 from planner.layouts import LayoutCandidate, enumerate_layouts
+from planner.perf.scenario import Scenario
 from planner.recommend.capacity import (
     CAPACITY_CACHE,
     CapacityCache,
@@ -58,6 +59,7 @@ from planner.recommend.costing import (
     usd_per_hour_bound,
     usd_per_hour_floor,
 )
+from planner.recommend.disaggregated import search_disaggregated
 from planner.recommend.request import (
     Predictor,
     Recommendation,
@@ -156,6 +158,10 @@ def recommend(
     rejected: list[Rejected] = []
     misses_before = cache.misses
     grid = engine_grid(request)
+    widest = max(grid, key=lambda s: (s.max_num_seqs or 0, s.max_num_batched_tokens or 0))
+    if request.disaggregation == "on":  # disaggregated plans only: the aggregated search is off
+        ranked = _disaggregated(catalog, request, predictor, layouts, widest, rejected)
+        return _result(request, sorted(ranked, key=_rank_key), rejected, cache, misses_before)
 
     # Phase 1: what each layout can cost at best bounds it; layouts are searched cheapest bound
     # first. The bound is one saturated prediction per layout (at the grid's largest batch);
@@ -163,7 +169,6 @@ def recommend(
     # than it), so a layout whose instances alone cost more than the shortlist is rejected
     # without a prediction. The order is the saturated bounds' (a layout's stand-in comes out
     # of the heap before its own bound could, and is replaced by it).
-    widest = max(grid, key=lambda s: (s.max_num_seqs or 0, s.max_num_batched_tokens or 0))
     heap: list[tuple[float, int, bool, LayoutCandidate, dict[str, Any], Any]] = []
     for index, layout in enumerate(_replica_layouts(layouts)):
         base = _rejected_base(layout)
@@ -291,6 +296,19 @@ def recommend(
         ranked = _verify_shortlist(
             catalog, request, predictor, kind, cache, ranked, candidates, rejected
         )
+    if request.disaggregation == "auto":  # both kinds ranked together
+        pools = _disaggregated(catalog, request, predictor, layouts, widest, rejected)
+        ranked = sorted([*ranked, *pools], key=_rank_key)
+    return _result(request, ranked, rejected, cache, misses_before)
+
+
+def _result(
+    request: RecommendRequest,
+    ranked: list[Recommendation],
+    rejected: list[Rejected],
+    cache: CapacityCache,
+    misses_before: int,
+) -> RecommendationResult:
     for i, rec in enumerate(ranked, start=1):
         rec.rank = i
     return RecommendationResult(
@@ -299,6 +317,42 @@ def recommend(
         rejected=rejected,
         evaluations=cache.misses - misses_before,
     )
+
+
+def _disaggregated(
+    catalog: Catalog,
+    request: RecommendRequest,
+    predictor: Predictor,
+    layouts: Sequence[LayoutCandidate],
+    settings: EngineConfig,
+    rejected: list[Rejected],
+) -> list[Recommendation]:
+    """The search's disaggregated dimension (:mod:`planner.recommend.disaggregated`) over the
+    same one-replica layouts and prices; its rejections join ``rejected``."""
+    if not isinstance(predictor, PerfPredictor):
+        rejected.append(
+            Rejected(
+                instance="*", nodes=0, tp=0, pp=0, dp=0, precision="*",
+                engine_settings="disaggregated",
+                reason="disaggregated: the pools are priced by the performance model only",
+            )
+        )  # fmt: skip
+        return []
+    perf_predictor = predictor
+
+    def scenario_of(layout: LayoutCandidate, settings: EngineConfig, load: float) -> Scenario:
+        return perf_predictor.scenario(layout, settings, "rate", load)
+
+    replica_layouts = _replica_layouts(layouts)
+    prices = {
+        name: prices_in_scope(catalog, name, request.search)
+        for name in {layout.instance for layout in replica_layouts}
+    }
+    ranked, pool_rejected = search_disaggregated(
+        catalog, request, predictor.perf, scenario_of, replica_layouts, settings, prices
+    )
+    rejected.extend(pool_rejected)
+    return ranked
 
 
 #: Hardware configurations (instance, precision, KV dtype) searched exactly; the rest are
