@@ -10,6 +10,7 @@ from pages.common.deploy import deploy_section
 from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import (
+    disaggregation_points,
     latest_run_moves,
     plan_sensitivity,
     recommendations,
@@ -80,6 +81,11 @@ with top_slot.container(border=True, key="top_recommendation"):
         st.error(
             "No configuration meets the SLOs with the chosen filters. Relax the SLOs, add "
             "providers or regions, or see below why each candidate was rejected."
+        )
+    elif best.disaggregated:
+        st.subheader(
+            f"{best.instances_total} × {best.instance} ({best.provider}, {best.region}, "
+            f"{best.pricing.replace('_', ' ')}), disaggregated: {best.pools}, {best.precision}"
         )
     else:
         st.subheader(
@@ -299,6 +305,25 @@ trade_offs = st.expander(
 if trade_offs.open:
     with trade_offs:
         trade_offs_section()
+
+disaggregation_section = st.expander(
+    "Where disaggregated prefill/decode starts to pay",
+    key="open_disaggregation",
+    on_change="rerun",
+)
+if disaggregation_section.open:  # five searches: only when asked
+    with disaggregation_section:
+        if scenario.load_mode != "rate":
+            st.info("Set the load as requests/s: the pools split a request rate.")
+        else:
+            from pages.charts.disaggregation import disaggregation_figure
+
+            with (
+                planner_errors("Could not compare the two kinds"),
+                st.spinner("Searching five loads…"),
+            ):
+                points = disaggregation_points(ref, get_store(ref), scenario)
+                st.plotly_chart(disaggregation_figure(points), key="chart_disaggregation")
 
 with st.expander("What your latest verification run changed"):
     if result is not None and st.toggle(

@@ -32,11 +32,13 @@ from planner.perf.model import fit_is_cached, performance_model_nowait
 from planner.perf.validation import measured_metrics
 from planner.recommend import (
     Demand,
+    DisaggregationPoint,
     RecommendationResult,
     RecommendRequest,
     SearchSpace,
     SensitivityRow,
     Slo,
+    disaggregation_curve,
     filtered_instances,
     perf_predictor,
     recommend,
@@ -292,6 +294,7 @@ def recommend_request(scenario: Scenario) -> RecommendRequest:
         ),
         search=search,
         engine=scenario.engine,
+        disaggregation=scenario.disaggregation,
     )
 
 
@@ -468,4 +471,32 @@ def plan_sensitivity(
         model,
         request,
         result,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _disaggregation_points(
+    model_key: str,
+    request_json: str,
+    _catalog: Catalog,
+    _model: PerformanceModel,
+    _request: RecommendRequest,
+) -> list[DisaggregationPoint]:
+    predictor = perf_predictor(_catalog, _request, _model)
+    return disaggregation_curve(_catalog, _request, predictor)
+
+
+def disaggregation_points(
+    ref: CatalogRef, store: Store, scenario: Scenario
+) -> list[DisaggregationPoint]:
+    """``planner.recommend.disaggregation_curve`` of the scenario: the best aggregated and
+    disaggregated plans' $/M output tokens at a few multiples of its peak rate."""
+    model, model_key = performance_model(ref, store, scenario)
+    request = recommend_request(scenario)
+    return _disaggregation_points(
+        model_key,
+        request.model_dump_json(),
+        scenario.catalog_with_model(ref.catalog),
+        model,
+        request,
     )

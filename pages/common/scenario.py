@@ -17,6 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import streamlit as st
 
@@ -27,6 +28,7 @@ from planner.errors import PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
 from planner.loads import DEFAULT_CONCURRENCY, PLAN_LOAD_KINDS
 from planner.plan import DEFAULT_KV_HEADROOM
+from planner.recommend.request import DISAGGREGATION_MODES, Disaggregation
 from planner.workload import LengthDistribution, Workload, load_trace
 
 SHAPES = ("fixed", "uniform", "normal", "lognormal")
@@ -88,6 +90,8 @@ class Scenario:
     engine: EngineConfig = field(default_factory=EngineConfig)  # what layouts are judged at
     kv_headroom: float | None = DEFAULT_KV_HEADROOM  # peak KV share a plan may hold
     uploaded_model: ModelCard | None = None  # a config.json uploaded in this session
+    #: prefill/decode disaggregation in the search: off, auto (both kinds) or on (only)
+    disaggregation: Disaggregation = "off"
 
     def model_card(self, catalog: Catalog) -> ModelCard:
         """The card of the scenario's model: the uploaded config.json's or the catalog's."""
@@ -487,6 +491,16 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             PRICING_MODES,
             key="pricing",
         )
+        disaggregation = bound(
+            st.selectbox,
+            "Disaggregated prefill/decode",
+            DISAGGREGATION_MODES,
+            index=DISAGGREGATION_MODES.index("off"),
+            key="disaggregation",
+            help="off: aggregated replicas only; auto: separate prefill and decode pools ranked "
+            "with them (MoE models, or dense ones of 8+ GPUs, on instances with a network); "
+            "on: disaggregated plans only.",
+        )
         manual = bound(
             st.toggle,
             "Set the observed utilisation",
@@ -529,6 +543,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         ),
         kv_headroom=headroom / 100 if headroom < 100 else None,
         uploaded_model=st.session_state.get(UPLOADED_MODEL),
+        disaggregation=cast(Disaggregation, str(disaggregation)),
     )
 
 

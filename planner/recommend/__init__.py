@@ -14,8 +14,11 @@ By job: :mod:`~planner.recommend.request` (what is asked and answered),
 """
 
 from planner.recommend.analysis import (
+    DISAGGREGATION_LOAD_FACTORS,
     SENSITIVITY_FACTORS,
+    DisaggregationPoint,
     SensitivityRow,
+    disaggregation_curve,
     pareto_cost_vs_latency,
     pareto_front,
     pareto_throughput_vs_interactivity,
@@ -50,6 +53,7 @@ from planner.recommend.search import engine_grid, filtered_instances, recommend
 
 __all__ = [
     "CAPACITY_CACHE",
+    "DISAGGREGATION_LOAD_FACTORS",
     "DISAGGREGATION_MODES",
     "RANKING_COLUMNS",
     "SENSITIVITY_FACTORS",
@@ -57,6 +61,7 @@ __all__ = [
     "CapacityResult",
     "Demand",
     "Disaggregation",
+    "DisaggregationPoint",
     "PredictKind",
     "Predictor",
     "RateSearchResult",
@@ -67,6 +72,7 @@ __all__ = [
     "SearchSpace",
     "SensitivityRow",
     "Slo",
+    "disaggregation_curve",
     "engine_grid",
     "filtered_instances",
     "max_rate_meeting_slo",

@@ -182,3 +182,65 @@ def sensitivity(
                 )
             )
     return rows
+
+
+# ----- where disaggregation starts to pay --------------------------------------------------------
+#: peak rates the curve is drawn at, as multiples of the request's own peak
+DISAGGREGATION_LOAD_FACTORS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+class DisaggregationPoint(BaseModel):
+    """The best aggregated and the best disaggregated plan at one peak rate (None: no plan of
+    that kind meets the SLO there)."""
+
+    peak_rate_rps: float
+    aggregated_usd_per_million_output_tokens: float | None = None
+    aggregated_label: str | None = None
+    disaggregated_usd_per_million_output_tokens: float | None = None
+    disaggregated_label: str | None = None
+
+
+def disaggregation_curve(
+    catalog: Catalog,
+    request: RecommendRequest,
+    predictor: Predictor,
+    *,
+    factors: Sequence[float] = DISAGGREGATION_LOAD_FACTORS,
+    layouts: Sequence[LayoutCandidate] | None = None,
+) -> list[DisaggregationPoint]:
+    """$/M output tokens of the best aggregated and the best disaggregated plan at the
+    request's peak rate times each of ``factors`` (the average rate scaled with it): one
+    search with ``disaggregation="auto"`` a load, the same SLO, workload and prices. Where the
+    disaggregated line drops below the aggregated one, the split starts to pay. The aggregated
+    capacities are memoised across loads (:mod:`planner.recommend.capacity`), so each further
+    load mostly re-costs."""
+    peak, average = request.demand.peak, request.demand.avg_rate_rps
+    if peak is None or average is None:
+        raise InvalidInputError(
+            "demand", "concurrency", "a request rate (the pools split a rate, not a closed loop)"
+        )
+    points = []
+    for factor in factors:
+        if factor <= 0:
+            raise InvalidInputError("factors", factor, "multiples of the peak rate above 0")
+        demand = request.demand.model_copy(
+            update={"avg_rate_rps": average * factor, "peak_rate_rps": peak * factor}
+        )
+        varied = request.model_copy(update={"demand": demand, "disaggregation": "auto"})
+        result = recommend(catalog, varied, predictor, layouts=layouts)
+        agg = next((r for r in result.ranked if not r.disaggregated), None)
+        dis = next((r for r in result.ranked if r.disaggregated), None)
+        points.append(
+            DisaggregationPoint(
+                peak_rate_rps=peak * factor,
+                aggregated_usd_per_million_output_tokens=(
+                    agg.usd_per_million_output_tokens if agg else None
+                ),
+                aggregated_label=agg.label if agg else None,
+                disaggregated_usd_per_million_output_tokens=(
+                    dis.usd_per_million_output_tokens if dis else None
+                ),
+                disaggregated_label=dis.label if dis else None,
+            )
+        )
+    return points
