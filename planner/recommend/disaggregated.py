@@ -36,6 +36,7 @@ confidence ``extrapolated``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_toke
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
+from planner.memo import memoised
 from planner.perf.disaggregated import (
     DisaggregatedLayout,
     DisaggregatedModel,
@@ -229,20 +231,33 @@ def _best_quote(
     for lay, pool, nodes in _pool_options(
         members, inst, request.search.max_nodes, catalog.model(request.model).architecture.is_moe
     ):
-        scenario = scenario_of(lay, settings, peak)
+        # what a pool's capacities depend on (not the demand): memoised on the fitted model,
+        # so a re-rank or another load (the Plan page's curve) does not price them again
+        inst_key = (inst.gpu_id, inst.gpus, inst.gpu_link_bw_gbps, inst.network_gbps)
+        key = ("disaggregated pool", request.model.lower(), request.engine, request.workload,
+               request.max_model_len, slo, inst_key, link, lay.precision, lay.kv_cache_dtype,
+               settings, pool.tp, pool.ep, pool.attention_dp)  # fmt: skip
         try:
-            dm = disaggregated_model(
-                perf, scenario, DisaggregatedLayout(prefill=pool, decode=pool, kv_link=link)
+            decode_rps, prefill_rps = memoised(
+                perf,
+                key,
+                functools.partial(
+                    _pool_capacities,
+                    perf,
+                    scenario_of(lay, settings, peak),
+                    pool,
+                    link,
+                    ttft_s,
+                    tpot_s,
+                    slo.kv_occupancy_max,
+                ),
             )
         except InvalidInputError as exc:
             reject(f"pool TP{pool.tp} attention-DP {pool.attention_dp}: {exc}", lay)
             continue
-        decode_rps = _decode_capacity(dm, tpot_s, slo.kv_occupancy_max)
         decode_options.append(_PoolOption(lay, pool, nodes, decode_rps))
         if nodes == 1:
-            step_p99 = dm.decode_pool.at_rate(decode_rps / pool.attention_dp).step_p99_s
-            budget = None if ttft_s is None else ttft_s - dm.transfer_s - step_p99
-            prefill_options.append(_PoolOption(lay, pool, nodes, _prefill_capacity(dm, budget)))
+            prefill_options.append(_PoolOption(lay, pool, nodes, prefill_rps))
     prefill_options = _best(prefill_options)
     decode_options = _best(decode_options)
     if not prefill_options or not decode_options:
@@ -302,6 +317,27 @@ def _best_quote(
             q.decode.layout,
         )
     return best
+
+
+def _pool_capacities(
+    perf: PerformanceModel,
+    scenario: Scenario,
+    pool: PoolLayout,
+    link: str,
+    ttft_s: float | None,
+    tpot_s: float | None,
+    kv_max: float | None,
+) -> tuple[float, float]:
+    """(decode, prefill) requests/s one engine of ``pool`` carries inside the SLO: the decode
+    pool's at its TPOT and KV headroom, the prefill pool's at the TTFT left after the KV
+    transfer and the decode pool's p99 step (both pools laid out as ``pool``)."""
+    dm = disaggregated_model(
+        perf, scenario, DisaggregatedLayout(prefill=pool, decode=pool, kv_link=link)
+    )
+    decode_rps = _decode_capacity(dm, tpot_s, kv_max)
+    step_p99 = dm.decode_pool.at_rate(decode_rps / pool.attention_dp).step_p99_s
+    budget = None if ttft_s is None else ttft_s - dm.transfer_s - step_p99
+    return decode_rps, _prefill_capacity(dm, budget)
 
 
 def _meets(at: DisaggregatedPrediction, ttft_ms: float | None, tpot_ms: float | None) -> bool:
