@@ -503,6 +503,10 @@ def flat_plan(obj: Any) -> dict[str, Any] | None:
         flat["price_source"] = f"{plan.price.source} ({plan.price.as_of})"
     if plan.verification is not None:
         flat["verification"] = plan.verification.model_dump()
+    if plan.prefill is not None and plan.decode is not None:
+        flat["prefill"] = plan.prefill.model_dump(mode="json")
+        flat["decode"] = plan.decode.model_dump(mode="json")
+        flat["kv_link"] = plan.kv_link
     return flat
 
 

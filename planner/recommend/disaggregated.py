@@ -578,7 +578,7 @@ def recommendation_of_pools(
         confidence=pred.confidence,
         far_from_data=pred.far_from_data,
         uncertain_because=list(pred.uncertain_because),
-        vllm_command="",
+        vllm_command=f"# disaggregated: {plan.label} (see the deployment files)",
         launch_command=f"# disaggregated: {plan.label} (see the deployment files)",
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
