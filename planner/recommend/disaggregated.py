@@ -309,14 +309,21 @@ def _best_quote(
             continue
         seen.add(pools)
         reject(
-            f"prefill {q.layout.prefill.replicas} x TP{q.layout.prefill.tp} : decode "
-            f"{q.layout.decode.replicas} x TP{q.layout.decode.tp} DP{q.layout.decode.attention_dp} "
-            f"meets the SLO at ${q.usd_per_million_output_tokens:,.2f}/M output tokens; "
-            f"{best.layout.prefill.replicas}:{best.layout.decode.replicas} does it for "
+            f"{_pools_words(q.layout)} meets the SLO at ${q.usd_per_million_output_tokens:,.2f}"
+            f"/M output tokens; {_pools_words(best.layout)} does it for "
             f"${best.usd_per_million_output_tokens:,.2f}/M",
             q.decode.layout,
         )
     return best
+
+
+def _pools_words(layout: DisaggregatedLayout) -> str:
+    """``prefill 4 x TP2 DP4 : decode 7 x TP1 DP8`` (replicas x one engine, each pool)."""
+    p, d = layout.prefill, layout.decode
+    return (
+        f"prefill {p.replicas} x TP{p.tp} DP{p.attention_dp} : "
+        f"decode {d.replicas} x TP{d.tp} DP{d.attention_dp}"
+    )
 
 
 def _pool_capacities(
