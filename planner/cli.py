@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from planner.commands.args import ArgumentError, OneLineParser, print_error
 from planner.errors import PlannerError
 
-COMMANDS = ("catalog", "fit", "validate", "predict", "recommend", "store")
+COMMANDS = ("catalog", "fit", "validate", "predict", "recommend", "store", "ship_fit")
 
 
 def build_parser() -> argparse.ArgumentParser:

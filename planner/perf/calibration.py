@@ -745,6 +745,9 @@ def fit_coefficients(
         cov = np.linalg.inv(hess)
     except np.linalg.LinAlgError:
         cov = np.linalg.pinv(hess)
+    # exactly symmetric (an inverse is so only to ~1e-13), so that its triangle is all of it
+    # (planner.perf.fit_cache stores half the matrix)
+    cov = (cov + cov.T) / 2.0
     levels: dict[str, dict[str, np.ndarray]] = {level: {} for level, _ in LEVELS}
     for name, cols in column_names.items():
         level, key = name.split(":", 1)

@@ -15,6 +15,12 @@ The file holds only arrays and one JSON header (``numpy.load`` with ``allow_pick
 tampered file cannot run code) and a SHA-256 of its arrays. A file that does not load, names
 another key or format, has inconsistent shapes or a wrong checksum is deleted and the model is
 refitted: a cache is never trusted, only reused. The newest :data:`KEEP_FILES` fits are kept.
+
+The fit of the embedded data ships with the project (:data:`SHIPPED_FIT`, written by
+:data:`REBUILD_COMMAND`), so that a fresh install predicts at once: it is read, with the same
+checks, only when the key a process computes is the key the file was written for (no user runs,
+the embedded catalog, this code). A shipped file that fails a check is left in place and
+ignored: the model is fitted (and cached in the user's directory) as if it were absent.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -38,12 +46,16 @@ from planner.perf.uncertainty import MeasuredPoint, SeenData
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2  # 2: the seen-data sets of the novelty reasons
+FORMAT_VERSION = 3  # 2: the seen-data sets of the novelty reasons; 3: UTF-8 header, triangle
 KEEP_FILES = 8
 _PLANNER = Path(__file__).resolve().parents[1]
 #: sources a fit depends on: the performance model, memory and workload arithmetic, the catalog
 FIT_CODE: tuple[str, ...] = ("perf/*.py", "memory.py", "workload.py", "catalog/*.py")
 _WRITE_LOCK = threading.Lock()
+#: the fit of the embedded data (``data/``'s measured rows and catalog), shipped with the project
+SHIPPED_FIT = _PLANNER.parent / "data" / "perf_fit.npz"
+#: the one command that rebuilds :data:`SHIPPED_FIT` (after the data or the fitting code changed)
+REBUILD_COMMAND = "python -m planner ship-fit"
 
 
 @cache
@@ -77,6 +89,10 @@ def cache_file(cache_dir: Path, key: str) -> Path:
     return cache_dir / f"perf-fit-{key}.npz"
 
 
+class CorruptCacheError(ValueError):
+    """A cache file that must not be used (the reason says why)."""
+
+
 # ----- writing -------------------------------------------------------------------------------
 def _checksum(arrays: dict[str, np.ndarray]) -> str:
     digest = hashlib.sha256()
@@ -105,7 +121,7 @@ def _pack(state: FitState, key: str) -> dict[str, np.ndarray]:
     fitted = state.fitted
     if fitted is not None:
         arrays["theta0"] = np.asarray(fitted.theta0, dtype=float)
-        arrays["covariance"] = np.asarray(fitted.covariance, dtype=float)
+        arrays["covariance_upper"] = _upper_triangle(np.asarray(fitted.covariance, dtype=float))
         levels: list[list[str]] = []
         for level, keyed in fitted.levels.items():
             for name, values in keyed.items():
@@ -127,8 +143,41 @@ def _pack(state: FitState, key: str) -> dict[str, np.ndarray]:
             "n_rows": fitted.n_rows,
         }
     header["checksum"] = _checksum(arrays)
-    arrays["header"] = np.array(json.dumps(header))
+    arrays["header"] = encode_header(header)
     return arrays
+
+
+def encode_header(header: dict[str, Any]) -> np.ndarray:
+    """The JSON header as UTF-8 bytes (a unicode array would take four bytes a character)."""
+    return np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+
+
+def decode_header(value: np.ndarray) -> dict[str, Any]:
+    if value.dtype != np.uint8 or value.ndim != 1:
+        raise CorruptCacheError(f"a header of {value.dtype} {value.shape}, not UTF-8 bytes")
+    header = json.loads(value.tobytes().decode())
+    if not isinstance(header, dict):
+        raise CorruptCacheError("the header is not a JSON object")
+    return header
+
+
+def _upper_triangle(matrix: np.ndarray) -> np.ndarray:
+    """A symmetric matrix's upper triangle, row by row (half the bytes of the whole)."""
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not (matrix == matrix.T).all():
+        raise ValueError(f"a covariance of shape {matrix.shape} that is not exactly symmetric")
+    return matrix[np.triu_indices(matrix.shape[0])]
+
+
+def _symmetric_from(upper: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`_upper_triangle`: ``n(n+1)/2`` values -> the ``n x n`` matrix."""
+    n = (math.isqrt(8 * upper.size + 1) - 1) // 2
+    if upper.ndim != 1 or n * (n + 1) // 2 != upper.size:
+        raise CorruptCacheError(f"a covariance triangle of {upper.size} values")
+    matrix = np.zeros((n, n))
+    rows, cols = np.triu_indices(n)
+    matrix[rows, cols] = upper
+    matrix[cols, rows] = upper
+    return matrix
 
 
 def save(cache_dir: Path, key: str, state: FitState) -> Path | None:
@@ -162,14 +211,29 @@ def _prune(cache_dir: Path) -> None:
                 old.unlink()
 
 
+def write_shipped(path: Path, key: str, state: FitState) -> Path:
+    """Write the fit as the shipped file: the cache's format, byte for byte the same for the
+    same fit (members in name order, stored uncompressed, with a fixed 1980-01-01 timestamp),
+    so that a rebuild of unchanged data leaves git nothing to commit."""
+    arrays = _pack(state, key)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+            for name in sorted(arrays):
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                with archive.open(info, "w") as member:
+                    np.lib.format.write_array(member, arrays[name], allow_pickle=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 # ----- reading -------------------------------------------------------------------------------
-class CorruptCacheError(ValueError):
-    """A cache file that must not be used (the reason says why)."""
-
-
 def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
     try:
-        header = json.loads(str(arrays.pop("header")[()]))
+        header = decode_header(arrays.pop("header"))
     except (KeyError, ValueError) as exc:
         raise CorruptCacheError(f"no readable header ({exc})") from None
     if header.get("format") != FORMAT_VERSION:
@@ -193,7 +257,7 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
     fitted = None
     if spec is not None:
         theta0 = arrays["theta0"]
-        covariance = arrays["covariance"]
+        covariance = _symmetric_from(arrays["covariance_upper"])
         n_params = covariance.shape[0] if covariance.ndim == 2 else -1
         if theta0.shape != (N_FITTED,) or covariance.shape != (n_params, n_params):
             raise CorruptCacheError(
@@ -241,6 +305,67 @@ def load(cache_dir: Path, key: str) -> FitState | None:
         with contextlib.suppress(OSError):
             path.unlink()
         return None
+
+
+@dataclass(frozen=True)
+class _ShippedFile:
+    """The shipped file as read once: its arrays when they passed every check, else why not."""
+
+    key: str | None
+    arrays: dict[str, np.ndarray] | None
+    problem: str | None
+
+
+_SHIPPED_READS: dict[tuple[str, int, int], _ShippedFile] = {}
+_SHIPPED_LOCK = threading.Lock()
+
+
+def _read_shipped(path: Path) -> _ShippedFile:
+    """Read and check ``path`` once per version of the file (its size and modification time)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return _ShippedFile(None, None, f"{path} is missing")
+    version = (str(path), stat.st_mtime_ns, stat.st_size)
+    with _SHIPPED_LOCK:
+        known = _SHIPPED_READS.get(version)
+        if known is not None:
+            return known
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            key = str(decode_header(arrays["header"]).get("key"))
+            _unpack(dict(arrays), key)  # every check a cache file gets
+            read = _ShippedFile(key, arrays, None)
+        except Exception as exc:  # any file that fails a check is ignored, never trusted
+            log.warning("shipped performance-model fit %s not used (%s); fitting", path, exc)
+            read = _ShippedFile(None, None, f"{path} cannot be used ({exc})")
+        _SHIPPED_READS.clear()  # one version of the file is kept
+        _SHIPPED_READS[version] = read
+        return read
+
+
+def shipped_problem(key: str, path: Path | None = None) -> str | None:
+    """Why the shipped fit does not serve ``key`` (missing, failing a check, or fitted on other
+    data or code), or None when it does."""
+    read = _read_shipped(path or SHIPPED_FIT)
+    if read.problem is not None:
+        return read.problem
+    if read.key != key:
+        return (
+            f"{path or SHIPPED_FIT} was fitted for key {read.key}, not {key} (the measured "
+            "results, the catalog or the fitting code changed since)"
+        )
+    return None
+
+
+def load_shipped(key: str, path: Path | None = None) -> FitState | None:
+    """The shipped fit when it was written for ``key`` (a process with no user runs on the
+    embedded catalog and this code) and passes every check; else None."""
+    read = _read_shipped(path or SHIPPED_FIT)
+    if read.arrays is None or read.key != key:
+        return None
+    return _unpack({name: values.copy() for name, values in read.arrays.items()}, key)
 
 
 def combos_of(samples: Iterable[Any]) -> list[tuple[str, str, str | None]]:

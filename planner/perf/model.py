@@ -619,7 +619,9 @@ def get_performance_model(
     (:mod:`planner.perf.fit_cache`, under ``cache_dir``, default the settings' cache
     directory; ``disk_cache=False`` or ``SERVEWISE_FIT_CACHE=0`` turns the disk off): the same
     data returns the same fitted model, in another process too; an added run refits (reusing
-    every row this process simulated before).
+    every row this process simulated before). With no user results on the embedded catalog
+    the shipped fit (``data/perf_fit.npz``) serves when the user's cache has none: a fresh
+    install fits nothing.
     """
     results = [*catalog.measured, *user_results]
     key = results_fingerprint(catalog, results)
@@ -630,7 +632,11 @@ def get_performance_model(
             return cached
     directory = _disk_cache_dir(cache_dir, disk_cache)
     disk_key = fit_cache.cache_key(key)
-    state = fit_cache.load(directory, disk_key) if directory is not None else None
+    state = None
+    if directory is not None:
+        state = fit_cache.load(directory, disk_key)
+        if state is None:
+            state = fit_cache.load_shipped(disk_key)
     if state is not None:
         model = PerformanceModel.from_fit_state(catalog, state, results)
     else:
@@ -738,8 +744,8 @@ def fit_is_cached(
     *,
     cache_dir: Path | None = None,
 ) -> bool:
-    """Whether :func:`get_performance_model` would return at once (fitted in this process or
-    on disk), rather than fit (~10-15 s)."""
+    """Whether :func:`get_performance_model` would return at once (fitted in this process,
+    on disk, or shipped for exactly these results), rather than fit (~10-15 s)."""
     results = [*catalog.measured, *user_results]
     key = results_fingerprint(catalog, results)
     with _LOCK:
@@ -748,7 +754,10 @@ def fit_is_cached(
     directory = _disk_cache_dir(cache_dir, None)
     if directory is None:
         return False
-    return fit_cache.cache_file(directory, fit_cache.cache_key(key)).is_file()
+    disk_key = fit_cache.cache_key(key)
+    if fit_cache.cache_file(directory, disk_key).is_file():
+        return True
+    return fit_cache.shipped_problem(disk_key) is None
 
 
 def _disk_cache_dir(cache_dir: Path | None, enabled: bool | None) -> Path | None:
