@@ -1,13 +1,22 @@
 """Input change -> re-rendered Plan page, measured in a real browser, for three scenarios.
 
     .venv/bin/python benchmarks/dashboard_latency_bench.py [--scenario plan|brief|trace]
-        [--repeats 5] [--no-fit-cache] [--runs N] [--open-after SECONDS]
+        [--repeats 5] [--start cached|fresh|unfitted ...] [--first-page-only]
+        [--cold-repeats N] [--runs N] [--open-after SECONDS]
 
 Each scenario starts the dashboard as ``scripts/run.sh`` does (``python -m
-pages.common.server``: ``streamlit run app.py``) on 127.0.0.1 with a fresh user data directory
-(holding the fitted model's cache, as any earlier run leaves it; ``--no-fit-cache``: without;
+pages.common.server``: ``streamlit run app.py``) on 127.0.0.1 with a new user data directory,
+as ``--start`` says (more than one: side by side, alternating, ``--cold-repeats`` times each):
+
+- ``cached`` (the default): the fitted model in the user's cache, as any earlier run leaves it;
+- ``fresh``: a fresh install: an empty user data directory and no cache directory (the fit
+  shipped in ``data/perf_fit.npz`` serves; nothing else is prepared);
+- ``unfitted``: no fit anywhere (``SERVEWISE_FIT_CACHE=0``: the page fits first, what a fresh
+  install cost before the fit shipped; ``--no-fit-cache`` is the same);
+
 ``--runs N``: with N run directories to ingest, and then only the first page and the time
-until it settles are timed), opens the Plan page in Debian's headless
+until it settles are timed; ``--first-page-only``: no sidebar changes. It opens the Plan page
+in Debian's headless
 Chromium (Playwright) over every provider, and times (the browser is started before the
 server, as a user's is open already: its own start takes about a second of both cores here
 and is not the dashboard's):
@@ -278,6 +287,8 @@ def _first_page_and_changes(
         timings["until the page settles (runs in, refit done)"] = time.perf_counter() - spawned
         return timings, {}
     wait_idle(page)
+    if not repeats:
+        return timings, {}
     return timings, time_changes(page, runs_seen, dashboard.process.pid, name, repeats)
 
 
@@ -360,12 +371,44 @@ def time_changes(page: Page, runs_seen: ScriptRuns, pid: int, name: str, repeats
     return samples
 
 
+#: how each ``--start`` prepares the user data directory and the server's environment
+STARTS = {
+    "cached": "cached fit in the user's directory",
+    "fresh": "fresh install: empty user directory, the shipped fit",
+    "unfitted": "no fit anywhere: SERVEWISE_FIT_CACHE=0, it fits first",
+}
+
+
+def start_server_env(start: str, user_dir: Path) -> dict[str, str]:
+    """Prepare ``user_dir`` for ``start`` and return the environment the server runs in."""
+    env = dict(os.environ)
+    env.pop("SERVEWISE_CACHE_DIR", None)  # the default: <user data dir>/cache
+    env.pop("SERVEWISE_FIT_CACHE", None)
+    if start == "cached":
+        seed_fit_cache(user_dir)
+    elif start == "unfitted":
+        env["SERVEWISE_FIT_CACHE"] = "0"
+    return env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", action="append", choices=list(SCENARIOS))
     parser.add_argument("--repeats", type=int, default=5, help="changes timed per input")
     parser.add_argument(
-        "--no-fit-cache", action="store_true", help="start without a cached fit (it fits first)"
+        "--start",
+        action="append",
+        choices=list(STARTS),
+        help="what the server starts from (repeat for side by side; default: cached)",
+    )
+    parser.add_argument(
+        "--no-fit-cache", action="store_true", help="the same as --start unfitted (it fits first)"
+    )
+    parser.add_argument(
+        "--first-page-only", action="store_true", help="time the first page, no sidebar changes"
+    )
+    parser.add_argument(
+        "--cold-repeats", type=int, default=1, help="servers started per --start (alternating)"
     )
     parser.add_argument(
         "--runs", type=int, default=0, help="run directories in the fresh runs folder"
@@ -377,34 +420,72 @@ def main() -> int:
         help="open the page this many seconds after the server answers (default: at once)",
     )
     args = parser.parse_args()
+    starts = args.start or (["unfitted"] if args.no_fit_cache else ["cached"])
     print(load_average(), flush=True)
     for name in args.scenario or list(SCENARIOS):
-        with tempfile.TemporaryDirectory(prefix="servewise-bench-") as tmp:
-            user_dir = Path(tmp)
-            if not args.no_fit_cache:
-                seed_fit_cache(user_dir)
-            if args.runs:
-                from benchmarks.ingest_bench import write_runs
-
-                write_runs(user_dir / "runs", args.runs, 100, 256)
-            trace = write_trace(user_dir / "trace.jsonl") if name == "trace" else None
-            timings, samples = measure(
-                name, user_dir, trace, args.repeats, runs=args.runs, open_after=args.open_after
-            )
-        what = "cached fit" if not args.no_fit_cache else "no cached fit"
-        runs = f", {args.runs} runs to ingest" if args.runs else ""
-        later = f", opened {args.open_after:g} s after it answered" if args.open_after else ""
-        print(f"\n== {name}: Plan page, every provider ({what}{runs}{later}), headless Chromium")
-        for label, value in timings.items():
-            print(f"  {label:<46} {value:6.2f} s")
-        for label, (walls, cpus) in samples.items():
-            print(summary(label, walls, cpus))
-        every = [v for walls, _ in samples.values() for v in walls]
-        every_cpu = [v for _, cpus in samples.values() for v in cpus]
-        if every:
-            print(summary("every sidebar change", every, every_cpu))
-        print(f"  {load_average()}", flush=True)
+        first_pages: dict[str, list[tuple[float, float, str]]] = {start: [] for start in starts}
+        for _ in range(max(1, args.cold_repeats)):
+            for start in starts:
+                timings = run_once(name, start, args)
+                first = next(v for k, v in timings.items() if "top recommendation drawn" in k)
+                cpu = timings["  the server's CPU seconds until then"]
+                first_pages[start].append((first, cpu, load_average()))
+        if args.cold_repeats > 1 or len(starts) > 1:
+            print(f"\n== {name}: first page, side by side (each server in turn)")
+            for start, rows in first_pages.items():
+                walls = [wall for wall, _, _ in rows]
+                cpus = [cpu for _, cpu, _ in rows]
+                print(
+                    f"  {STARTS[start]:<54} median {statistics.median(walls):6.2f} s wall "
+                    f"(min {min(walls):.2f}, max {max(walls):.2f}, n={len(walls)}), server CPU "
+                    f"median {statistics.median(cpus):5.2f} s"
+                )
+                for wall, cpu, load in rows:
+                    print(f"      {wall:6.2f} s wall, {cpu:5.2f} s CPU; {load}")
     return 0
+
+
+def run_once(name: str, start: str, args: argparse.Namespace) -> dict[str, float]:
+    """One server from ``start``: its first page (and the changes, unless first page only)."""
+    with tempfile.TemporaryDirectory(prefix="servewise-bench-") as tmp:
+        user_dir = Path(tmp) / "user"  # created by the server's harness, empty
+        user_dir.mkdir()
+        env = start_server_env(start, user_dir)
+        if args.runs:
+            from benchmarks.ingest_bench import write_runs
+
+            write_runs(user_dir / "runs", args.runs, 100, 256)
+        trace = write_trace(Path(tmp) / "trace.jsonl") if name == "trace" else None
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            timings, samples = measure(
+                name,
+                user_dir,
+                trace,
+                0 if args.first_page_only else args.repeats,
+                runs=args.runs,
+                open_after=args.open_after,
+            )
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    runs = f", {args.runs} runs to ingest" if args.runs else ""
+    later = f", opened {args.open_after:g} s after it answered" if args.open_after else ""
+    print(
+        f"\n== {name}: Plan page, every provider ({STARTS[start]}{runs}{later}), headless Chromium"
+    )
+    for label, value in timings.items():
+        print(f"  {label:<46} {value:6.2f} s")
+    for label, (walls, cpus) in samples.items():
+        print(summary(label, walls, cpus))
+    every = [v for walls, _ in samples.values() for v in walls]
+    every_cpu = [v for _, cpus in samples.values() for v in cpus]
+    if every:
+        print(summary("every sidebar change", every, every_cpu))
+    print(f"  {load_average()}", flush=True)
+    return timings
 
 
 if __name__ == "__main__":
