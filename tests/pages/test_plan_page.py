@@ -317,3 +317,29 @@ def test_the_latency_chart_follows_the_best_configurations_not_their_prices(
     no_exception(at)
     assert "SLO 2,500 ms" in latency_spec(at)
     assert drawn[-1] == 2500
+
+
+def test_a_fresh_install_draws_the_plan_without_fitting(
+    app: Callable[..., AppTest], own_user_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty user data directory and no cache directory (nothing fitted in this process
+    either): the Plan page draws its top recommendation from the fit shipped in data/, and no
+    fit runs (counted in-process: AppTest runs the page in this process)."""
+    from planner.perf import model as model_module
+    from planner.perf.model import PerformanceModel
+
+    monkeypatch.delenv("SERVEWISE_CACHE_DIR", raising=False)
+    assert not any(own_user_dir.iterdir())
+    monkeypatch.setattr(model_module, "_MODEL_CACHE", type(model_module._MODEL_CACHE)())
+    fits: list[int] = []
+    real_fit = PerformanceModel.fit
+
+    def counting_fit(self: PerformanceModel, results: object, catalog: object = None) -> object:
+        fits.append(1)
+        return real_fit(self, results, catalog)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PerformanceModel, "fit", counting_fit)
+    at = app()
+    assert top_metrics(at)["$ per M output tokens"].startswith("$")
+    assert fits == []
+    assert not (own_user_dir / "cache").exists()  # nothing fitted, nothing cached

@@ -192,7 +192,7 @@ def test_endpoint_start_failure_says_why(prior: list[float]) -> None:
         endpoint.start(threading.Event())
 
 
-# ----- start-up with and without a cached fit -------------------------------------------------
+# ----- start-up with a cached, a shipped and no fit -----------------------------------------
 def test_a_start_with_a_cached_fit_listens_without_fitting(
     catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -206,8 +206,16 @@ def test_a_start_with_a_cached_fit_listens_without_fitting(
     assert endpoint.start(threading.Event()).startswith("http://127.0.0.1:")
     endpoint.stop()
     assert "fitting the performance model" not in log.read_text()
-    # with an empty cache it says so before it fits (and before it listens)
+    # an empty cache (a fresh install): the fit shipped in data/ serves, nothing is fitted
     monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    fresh_log = tmp_path / "fresh.log"
+    endpoint = SimulatedEndpoint(flags, log_path=fresh_log)
+    assert endpoint.start(threading.Event()).startswith("http://127.0.0.1:")
+    endpoint.stop()
+    assert "fitting the performance model" not in fresh_log.read_text()
+    assert not (tmp_path / "empty-cache").exists()
+    # with no fit at hand (the cache off) it says so before it fits (and before it listens)
+    monkeypatch.setenv("SERVEWISE_FIT_CACHE", "0")
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks_runner.simulated", "--port", "0", *flags],
         stdout=subprocess.PIPE,
@@ -217,7 +225,7 @@ def test_a_start_with_a_cached_fit_listens_without_fitting(
     try:
         assert proc.stderr is not None
         said = proc.stderr.readline()
-        assert "fitting the performance model before listening: no cached fit yet" in said
+        assert "fitting the performance model before listening: the fit cache is off" in said
     finally:
         proc.kill()
         proc.wait(timeout=30)
