@@ -1,7 +1,7 @@
 """Recommendation speed and the steady state's agreement with the simulator, three scenarios.
 
     .venv/bin/python benchmarks/recommend_bench.py [--scenario plan|brief|trace] [--no-before]
-        [--cli-repeats 5]
+        [--cli-repeats 5] [--cli-only]
     .venv/bin/python benchmarks/recommend_bench.py --disaggregation
 
 First the brief's command, ``python -m planner recommend`` for Llama-3.1-70B, 2,048/512,
@@ -579,6 +579,9 @@ def main() -> int:
         help="rate scenarios: also rank by a simulation-only search whose runs have this many "
         "requests (e.g. 1000, long enough for steady state; minutes)",
     )
+    parser.add_argument(
+        "--cli-only", action="store_true", help="only the command line's figures (no scenarios)"
+    )
     args = parser.parse_args()
     one, five, fifteen = os.getloadavg()
     print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min, 2 cores)")
@@ -590,6 +593,8 @@ def main() -> int:
         return 0
     if args.cli_repeats:
         cli_figures(catalog, perf, args.cli_repeats, before=not args.no_before)
+    if args.cli_only:
+        return 0
     with tempfile.TemporaryDirectory(prefix="servewise-trace-") as tmp:
         trace = write_trace(Path(tmp) / "trace.jsonl")
         for name in args.scenario or ["plan", "brief", "trace"]:
