@@ -29,6 +29,7 @@ row by row in Python ran at ~0.6 MB/s. Here:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -43,16 +44,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import duckdb
 import pyarrow as pa
-from annotated_types import Ge
+from annotated_types import Ge, Le, MaxLen
 from pydantic import BaseModel
 
 from planner.credentials import Scrubber
 from planner.errors import RunFilesError
 from planner.run_files import (
+    MAX_JSON_FILE_BYTES,
+    MAX_LINES_FILE_BYTES,
+    QUEUE_TOLERANCE_S,
+    READ_CHUNK_BYTES,
     REQUESTS_JSONL,
     RUN_JSON,
     RUN_STATUSES,
@@ -60,7 +65,10 @@ from planner.run_files import (
     FileProblem,
     MetricSample,
     RequestRecord,
+    loads_json,
+    open_regular,
     read_json_lines,
+    read_regular_bytes,
     run_signature,
     utc_now_iso,
     write_json_atomic,
@@ -96,6 +104,10 @@ class _Column:
     literals: tuple[str, ...] = ()
     is_float: bool = False
     container: Literal["", "list", "dict"] = ""
+    le: float | None = None
+    element_ge: float | None = None
+    element_le: float | None = None
+    max_length: int | None = None  # characters of a string, elements of a list
 
 
 def _scalar(tp: Any) -> tuple[str, set[str], bool, tuple[str, ...]]:
@@ -113,6 +125,25 @@ def _scalar(tp: Any) -> tuple[str, set[str], bool, tuple[str, ...]]:
     raise TypeError(f"no DuckDB mapping for {tp!r}")
 
 
+def _flat_metadata(metadata: Iterable[Any]) -> list[Any]:
+    """Annotated metadata with pydantic's ``FieldInfo`` opened into its constraints."""
+    out: list[Any] = []
+    for item in metadata:
+        out.extend(getattr(item, "metadata", None) or [item])
+    return out
+
+
+def _bounds(metadata: Iterable[Any]) -> tuple[float | None, float | None]:
+    """The ``ge`` and ``le`` of a field's metadata (None where it has none)."""
+    ge = le = None
+    for m in metadata:
+        if isinstance(m, Ge):
+            ge = float(m.ge)  # type: ignore[arg-type]
+        elif isinstance(m, Le):
+            le = float(m.le)  # type: ignore[arg-type]
+    return ge, le
+
+
 def _columns(model: type[BaseModel]) -> list[_Column]:
     out = []
     for name, info in model.model_fields.items():
@@ -128,10 +159,15 @@ def _columns(model: type[BaseModel]) -> list[_Column]:
         if required and nullable:
             # read_json cannot tell a missing key from a null: the check would be ambiguous
             raise TypeError(f"{model.__name__}.{name}: a required nullable field")
-        ge = next((float(m.ge) for m in info.metadata if isinstance(m, Ge)), None)  # type: ignore[arg-type]
+        ge, le = _bounds(info.metadata)
         origin = typing.get_origin(tp)
         if origin is list:
-            sql, kinds, is_float, _ = _scalar(typing.get_args(tp)[0])
+            element = typing.get_args(tp)[0]
+            element_ge, element_le = None, None
+            if typing.get_origin(element) is Annotated:
+                element, *element_metadata = typing.get_args(element)
+                element_ge, element_le = _bounds(_flat_metadata(element_metadata))
+            sql, kinds, is_float, _ = _scalar(element)
             column = _Column(
                 name,
                 f"{sql}[]",
@@ -144,6 +180,9 @@ def _columns(model: type[BaseModel]) -> list[_Column]:
                 (),
                 is_float,
                 "list",
+                le,
+                element_ge,
+                element_le,
             )
         elif origin is dict:
             key, value = typing.get_args(tp)
@@ -176,8 +215,11 @@ def _columns(model: type[BaseModel]) -> list[_Column]:
                 ge,
                 literals,
                 is_float,
+                "",
+                le,
             )
-        out.append(column)
+        max_length = next((int(m.max_length) for m in info.metadata if isinstance(m, MaxLen)), None)
+        out.append(dataclasses.replace(column, max_length=max_length))
     return out
 
 
@@ -212,6 +254,15 @@ class RecordSchema:
                 parts.append(f"{q} IS NULL")
             if c.ge is not None:
                 parts.append(f"{q} < {c.ge!r}")
+            if c.le is not None:
+                parts.append(f"{q} > {c.le!r}")
+            if c.max_length is not None:
+                length = "len" if c.container == "list" else "length"
+                parts.append(f"{length}({q}) > {c.max_length}")
+            if c.element_ge is not None:
+                parts.append(f"len(list_filter({q}, lambda e: e < {c.element_ge!r})) > 0")
+            if c.element_le is not None:
+                parts.append(f"len(list_filter({q}, lambda e: e > {c.element_le!r})) > 0")
             if c.literals:
                 allowed = ", ".join("'" + v.replace("'", "''") + "'" for v in c.literals)
                 parts.append(f"{q} NOT IN ({allowed})")
@@ -269,6 +320,9 @@ REQUESTS = RecordSchema.of(
         "first_chunk_s < start_s",
         "first_content_s < start_s",
         "end_s < start_s",
+        "first_chunk_s > end_s",
+        "first_content_s > end_s",
+        f"scheduled_s > start_s + {QUEUE_TOLERANCE_S!r}",
     ),
 )
 METRICS = RecordSchema.of(MetricSample)
@@ -374,25 +428,73 @@ class _Run:
     counts: RequestCounts | None = None
 
 
-def _content_hash(run_dir: Path) -> tuple[str, dict[str, bytes | None]]:
+@dataclass
+class _FileScan:
+    """What one pass over a run file saw (the file itself is never held whole, except
+    run.json, which is read as JSON anyway)."""
+
+    present: bool = False
+    size: int = 0
+    ends_with_newline: bool = False
+    default_null: bool = False  # an explicit null where the record has a default
+    error: str | None = None  # not a regular file, too large, unreadable
+    data: bytes | None = None  # run.json only
+
+
+def _scan_file(path: Path, name: str, digest: Any) -> _FileScan:
+    scan = _FileScan()
+    limit = MAX_JSON_FILE_BYTES if name == RUN_JSON else MAX_LINES_FILE_BYTES
+    try:
+        handle = open_regular(path, limit, name)
+    except FileNotFoundError:
+        digest.update(name.encode() + b"\0\x01missing")
+        return scan
+    except RunFilesError as exc:
+        scan.present, scan.error = True, str(exc).removeprefix(f"{name}: ")
+        digest.update(name.encode() + b"\0\x02" + scan.error.encode())
+        return scan
+    scan.present = True
+    digest.update(name.encode() + b"\0")
+    pattern = _DEFAULT_NULL.get(name)
+    chunks: list[bytes] = []
+    tail = b""
+    try:
+        with handle:
+            while chunk := handle.read(READ_CHUNK_BYTES):
+                scan.size += len(chunk)
+                if scan.size > limit:
+                    scan.error = f"more than the {limit:,} bytes allowed; not read"
+                    digest.update(b"\x02" + scan.error.encode())
+                    return scan
+                digest.update(chunk)
+                if name == RUN_JSON:
+                    chunks.append(chunk)
+                elif pattern is not None and not scan.default_null:
+                    # the tail of the previous chunk: a match across the boundary is found too
+                    scan.default_null = pattern.search(tail + chunk) is not None
+                    tail = chunk[-4096:]
+                scan.ends_with_newline = chunk.endswith(b"\n")
+    except OSError as exc:
+        scan.error = f"unreadable ({exc})"
+        return scan
+    if name == RUN_JSON:
+        scan.data = b"".join(chunks)
+    return scan
+
+
+def _content_hash(run_dir: Path) -> tuple[str, dict[str, _FileScan]]:
     digest = hashlib.sha256()
-    raw: dict[str, bytes | None] = {}
-    for name in (RUN_JSON, REQUESTS_JSONL, SERVER_METRICS_JSONL):
-        try:
-            data = (run_dir / name).read_bytes()
-        except FileNotFoundError:
-            data = None
-        raw[name] = data
-        digest.update(name.encode() + b"\0" + (data if data is not None else b"\x01missing"))
-    return digest.hexdigest(), raw
+    scans = {
+        name: _scan_file(run_dir / name, name, digest)
+        for name in (RUN_JSON, REQUESTS_JSONL, SERVER_METRICS_JSONL)
+    }
+    return digest.hexdigest(), scans
 
 
-def _suitable_for_duckdb(name: str, data: bytes | None) -> bool:
-    """A file DuckDB can read whole: present, not empty, every line ended (no torn last line),
-    no null where the record forbids one."""
-    if not data or not data.endswith(b"\n"):
-        return False
-    return _DEFAULT_NULL[name].search(data) is None
+def _suitable_for_duckdb(scan: _FileScan) -> bool:
+    """A file DuckDB can read whole: a regular file, not empty, every line ended (no torn last
+    line), no null where the record forbids one."""
+    return scan.error is None and scan.size > 0 and scan.ends_with_newline and not scan.default_null
 
 
 def _mark_interrupted(run_dir: Path, meta: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -469,15 +571,17 @@ class _Batch:
         self.runs: list[_Run] = []
         self.unchanged: list[PendingRun] = []  # same content, new signature
         self.skipped: list[tuple[PendingRun, FileProblem]] = []  # run.json unreadable
+        self.failed: list[_Run] = []  # read, but the store could not hold them: quarantined
+        self.already: list[_Run] = []  # stored meanwhile by another pass, same content
 
     # -- reading ------------------------------------------------------------------------------
     def read(self, con: duckdb.DuckDBPyConnection) -> None:
         for pending in self.pending:
-            content_hash, raw = _content_hash(pending.run_dir)
+            content_hash, scans = _content_hash(pending.run_dir)
             if content_hash == pending.known_hash:
                 self.unchanged.append(pending)
                 continue
-            meta = self._meta(pending, raw.get(RUN_JSON))
+            meta = self._meta(pending, scans[RUN_JSON])
             if meta is None:
                 continue
             reason = writer_stopped(pending.run_dir, meta)
@@ -485,7 +589,7 @@ class _Batch:
                 meta = _mark_interrupted(pending.run_dir, meta, reason)
                 meta.pop("_not_written", None)
                 pending.signature = run_signature(pending.run_dir) or pending.signature
-                content_hash, raw = _content_hash(pending.run_dir)
+                content_hash, scans = _content_hash(pending.run_dir)
             run = _Run(pending, str(meta.get("run_id") or pending.run_dir.name), meta, content_hash)
             status = meta.get("status")
             if status not in RUN_STATUSES:
@@ -495,7 +599,7 @@ class _Batch:
                     )
                 )
             for name in (REQUESTS_JSONL, SERVER_METRICS_JSONL):
-                run.fast[name] = self.bulk and _suitable_for_duckdb(name, raw.get(name))
+                run.fast[name] = self.bulk and _suitable_for_duckdb(scans[name])
             self.runs.append(run)
         self._stage(con, REQUESTS_JSONL, REQUESTS, "staged_requests")
         self._stage(con, SERVER_METRICS_JSONL, METRICS, "staged_metrics")
@@ -515,14 +619,16 @@ class _Batch:
             if run.counts is None:
                 run.counts = RequestCounts.of(run.records.get(REQUESTS_JSONL, []))
 
-    def _meta(self, pending: PendingRun, data: bytes | None) -> dict[str, Any] | None:
+    def _meta(self, pending: PendingRun, scan: _FileScan) -> dict[str, Any] | None:
         problem = None
         meta: Any = None
-        if data is None:
+        if scan.error is not None:
+            problem = scan.error
+        elif scan.data is None:
             problem = "missing"
         else:
             try:
-                meta = json.loads(data)
+                meta = loads_json(scan.data, RUN_JSON, finite_only=True)
             except ValueError as exc:
                 problem = f"not readable JSON ({exc})"
             else:
@@ -628,9 +734,86 @@ class _Batch:
     # -- writing ------------------------------------------------------------------------------
     def write(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """One transaction for the whole batch: its runs, their rows, measured results,
-        directory states and problems (set-wise statements, not one per run)."""
+        directory states and problems (set-wise statements, not one per run).
+
+        Idempotent under any interleaving of passes over the same runs (the caller holds the
+        store's write lock, which every store of one database file in this process shares):
+        inside the transaction, a run directory already stored with this content is left as
+        it is. When the batch cannot be written (a value a column cannot hold, a run.json
+        whose JSON the store refuses), its runs are written one at a time and each that still
+        fails is quarantined alone, with the database's reason; the others are ingested."""
         now = datetime.now(UTC).replace(tzinfo=None)
         runs = self._unique_runs()
+        try:
+            return self._commit(con, runs, self.skipped, self.unchanged, now)
+        except Exception as exc:  # whatever one run does, the others go in
+            if not runs:
+                raise
+            log.info("a batch of %d runs could not be written (%s): one by one", len(runs), exc)
+        ingested: list[str] = []
+        for run in runs:
+            try:
+                ingested += self._commit(con, [run], [], [], now)
+            except Exception as exc:  # quarantined with its reason
+                reason = _one_line(f"{type(exc).__name__}: {exc}")
+                problem = FileProblem(
+                    RUN_JSON,
+                    None,
+                    None,
+                    None,
+                    f"the run could not be stored, nothing of it is: {reason}",
+                    "unreadable",
+                )
+                self.skipped.append((run.pending, problem))
+                self.failed.append(run)
+        self._commit(con, [], self.skipped, self.unchanged, now)
+        return ingested
+
+    def _commit(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        runs: list[_Run],
+        skipped: list[tuple[PendingRun, FileProblem]],
+        unchanged: list[PendingRun],
+        now: datetime,
+    ) -> list[str]:
+        runs = list(runs)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            stored = self._stored_hashes(con, [r.pending for r in runs])
+            already = [r for r in runs if stored.get(str(r.pending.run_dir)) == r.content_hash]
+            if already:  # another pass stored this content meanwhile: nothing to redo
+                runs = [r for r in runs if r not in already]
+                unchanged = [*unchanged, *(r.pending for r in already)]
+            registered = self._register(con, runs)
+            try:
+                self._write(con, runs, skipped, unchanged, now)
+            finally:
+                for name in registered:
+                    con.unregister(name)
+            con.execute("COMMIT")
+        except Exception:
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back already
+                con.execute("ROLLBACK")
+            raise
+        self.already.extend(already)
+        return [run.run_id for run in runs]
+
+    @staticmethod
+    def _stored_hashes(
+        con: duckdb.DuckDBPyConnection, pending: list[PendingRun]
+    ) -> dict[str, str | None]:
+        if not pending:
+            return {}
+        rows = con.execute(
+            "SELECT run_dir, content_hash FROM run_dirs WHERE state = 'ingested' "
+            "AND run_dir IN (SELECT unnest(?))",
+            [[str(p.run_dir) for p in pending]],
+        ).fetchall()
+        return {str(run_dir): content_hash for run_dir, content_hash in rows}
+
+    @staticmethod
+    def _register(con: duckdb.DuckDBPyConnection, runs: list[_Run]) -> list[str]:
         batch = pa.table(
             {
                 "run_id": [r.run_id for r in runs],
@@ -660,18 +843,7 @@ class _Batch:
         }
         for name, table in registered.items():
             con.register(name, table)
-        try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                self._write(con, runs, now)
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
-        finally:
-            for name in registered:
-                con.unregister(name)
-        return [run.run_id for run in runs]
+        return list(registered)
 
     def _unique_runs(self) -> list[_Run]:
         """One run per run id (two directories claiming one id: the later one wins and the
@@ -696,7 +868,14 @@ class _Batch:
             by_id[run.run_id] = run
         return list(by_id.values())
 
-    def _write(self, con: duckdb.DuckDBPyConnection, runs: list[_Run], now: datetime) -> None:
+    def _write(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        runs: list[_Run],
+        skipped: list[tuple[PendingRun, FileProblem]],
+        unchanged: list[PendingRun],
+        now: datetime,
+    ) -> None:
         from planner.store import Store
 
         in_batch = "run_id IN (SELECT run_id FROM batch_runs)"
@@ -746,11 +925,11 @@ class _Batch:
         dirs: list[_DirRow] = [
             (r.pending, r.run_id, r.content_hash, "ingested", r.problems) for r in runs
         ]
-        dirs += [(p, None, None, "quarantined", [problem]) for p, problem in self.skipped]
-        if self.unchanged:
+        dirs += [(p, None, None, "quarantined", [problem]) for p, problem in skipped]
+        if unchanged:
             con.executemany(
                 "UPDATE run_dirs SET signature = ?, checked_at = ? WHERE run_dir = ?",
-                [[p.signature, now, str(p.run_dir)] for p in self.unchanged],
+                [[p.signature, now, str(p.run_dir)] for p in unchanged],
             )
         con.register("batch_dirs", _arrow_dirs(dirs, now))
         con.register("batch_problems", _arrow_problems(dirs, now))
@@ -870,6 +1049,11 @@ def _arrow_problems(dirs: list[_DirRow], now: datetime) -> pa.Table:
     )
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -930,8 +1114,8 @@ def mark_stopped_runs(store: Store) -> list[str]:
     ).itertuples(index=False, name=None):
         path = Path(str(run_dir))
         try:
-            meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            meta = loads_json(read_regular_bytes(path / RUN_JSON, MAX_JSON_FILE_BYTES), RUN_JSON)
+        except (OSError, ValueError, RunFilesError):
             continue
         if not isinstance(meta, dict):
             continue
@@ -997,14 +1181,15 @@ def ingest_pending(
                 with store.write_lock():
                     ingested = batch.write(con)
             progress.ingested.extend(ingested)
-            for run in batch.runs:
+            stored = [r for r in batch.runs if r not in batch.failed and r not in batch.already]
+            for run in stored:
                 for name in (REQUESTS_JSONL, SERVER_METRICS_JSONL):
                     if (run.pending.run_dir / name).exists():
                         if run.fast[name]:
                             progress.files_bulk += 1
                         else:
                             progress.files_one_reader += 1
-            progress.quarantined += sum(len(r.problems) for r in batch.runs) + len(batch.skipped)
+            progress.quarantined += sum(len(r.problems) for r in stored) + len(batch.skipped)
             for pending_run, problem in batch.skipped:
                 log.info("run %s skipped: %s", pending_run.run_dir, problem)
             for run in batch.runs:

@@ -63,13 +63,14 @@ import math
 import os
 import secrets
 import socket
+import stat
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Annotated, Any, BinaryIO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -89,6 +90,115 @@ FSYNC_INTERVAL_S = 1.0
 HEARTBEAT_INTERVAL_S = 5.0
 #: ... and a "running" run whose heartbeat (or newest file) is older than this has stopped
 STALE_AFTER_S = 60.0
+
+
+# ----- bounds ---------------------------------------------------------------------------------
+# Every reader (the one reader, the store's bulk ingestion, the importers, the runner's own
+# records) takes these bounds from here: what the store's columns hold (INTEGER is 32 bits) and
+# what the performance model can use.
+#: Tokens of one request (prompt, output, a chunk) and chunks of one request: ten times the
+#: longest context a served model offers in 2026 (10M tokens, Llama 4 Scout; Meta's model card,
+#: April 2025), well inside the store's INTEGER columns (2**31 - 1).
+MAX_TOKENS = 100_000_000
+#: A request's index in its run: the store's INTEGER column.
+MAX_INDEX = 2**31 - 1
+#: Times on a run's clock (seconds from its start; an import's may precede it): 115 days each
+#: way, longer than any run or trace replay, and finite.
+MAX_RUN_S = 1.0e7
+#: A request may start this much before the time it was due (asyncio wakes a sleeper up to its
+#: clock resolution early, ~1 ms on Linux); more is a negative queue time.
+QUEUE_TOLERANCE_S = 0.01
+#: A request id or error text.
+MAX_TEXT_CHARS = 100_000
+#: A run's ``requests.jsonl`` or ``server_metrics.jsonl``: 2 GB (a 24-hour trace replay of
+#: 100,000 requests of 2,000 chunks each writes about 1.8 GB). Bigger is refused unread.
+MAX_LINES_FILE_BYTES = 2_000_000_000
+#: A run's ``run.json`` or ``result.json`` (read whole as JSON).
+MAX_JSON_FILE_BYTES = 256_000_000
+#: One line of a JSON-lines file (read whole as JSON).
+MAX_LINE_BYTES = 64_000_000
+#: Read chunk of the streaming readers.
+READ_CHUNK_BYTES = 1 << 20
+
+RunSeconds = Annotated[float, Field(ge=-MAX_RUN_S, le=MAX_RUN_S)]
+TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+
+
+# ----- safe files ---------------------------------------------------------------------------
+def open_regular(path: Path, max_bytes: int, what: str = "") -> BinaryIO:
+    """``path`` opened for reading when it is a regular file (a symlink to one is followed) of
+    at most ``max_bytes``; else :class:`~planner.errors.RunFilesError` saying what it is.
+
+    Opened without blocking (a FIFO would block ``open`` until a writer came) and checked on
+    the open descriptor, so what is read is what was checked: a symlink to ``/dev/zero`` or a
+    FIFO is refused at once, never read.
+    """
+    name = what or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise RunFilesError(f"{name}: cannot be opened ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _file_kind(info.st_mode)
+            raise RunFilesError(f"{name}: is {kind}, not a regular file; not read")
+        if info.st_size > max_bytes:
+            raise RunFilesError(
+                f"{name}: {info.st_size:,} bytes, more than the {max_bytes:,} allowed; not read"
+            )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def read_bounded(handle: BinaryIO, max_bytes: int, name: str) -> bytes:
+    """All of ``handle`` when it holds at most ``max_bytes`` (a file may grow after its size
+    was checked); else RunFilesError."""
+    data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise RunFilesError(f"{name}: more than the {max_bytes:,} bytes allowed; not read")
+    return data
+
+
+def read_regular_bytes(path: Path, max_bytes: int, what: str = "") -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see :func:`open_regular`)."""
+    with open_regular(path, max_bytes, what) as handle:
+        return read_bounded(handle, max_bytes, what or str(path))
+
+
+def loads_json(data: bytes | str, name: str, *, finite_only: bool = False) -> Any:
+    """JSON of ``data``; a value nested too deeply for the parser is a ValueError too (the
+    standard library raises RecursionError), so every caller's one-line error covers it.
+    ``finite_only``: ``NaN`` and ``Infinity`` (which JSON does not have, and this project's
+    writers never write) are refused too."""
+    try:
+        if finite_only:
+            return json.loads(data, parse_constant=_not_finite)
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{name}: nested too deeply to read") from None
+
+
+def _not_finite(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number (a count, time or rate must be finite)")
 
 
 # ----- records --------------------------------------------------------------------------------
@@ -117,23 +227,23 @@ class RequestRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    request_id: str
-    request_index: int = Field(ge=0)
+    request_id: str = Field(max_length=MAX_TEXT_CHARS)
+    request_index: int = Field(ge=0, le=MAX_INDEX)
     warmup: bool = False
-    scheduled_s: float | None = None
-    start_s: float
-    first_chunk_s: float | None = None
-    first_content_s: float | None = None
-    end_s: float | None = None
-    chunk_times_s: list[float] | None = None
-    chunk_tokens: list[int] | None = None
-    prompt_tokens: int | None = Field(default=None, ge=0)
-    output_tokens: int | None = Field(default=None, ge=0)
-    input_len_target: int | None = Field(default=None, ge=0)
-    output_len_target: int | None = Field(default=None, ge=0)
+    scheduled_s: float | None = Field(default=None, ge=-MAX_RUN_S, le=MAX_RUN_S)
+    start_s: float = Field(ge=-MAX_RUN_S, le=MAX_RUN_S)
+    first_chunk_s: float | None = Field(default=None, ge=-MAX_RUN_S, le=MAX_RUN_S)
+    first_content_s: float | None = Field(default=None, ge=-MAX_RUN_S, le=MAX_RUN_S)
+    end_s: float | None = Field(default=None, ge=-MAX_RUN_S, le=MAX_RUN_S)
+    chunk_times_s: list[RunSeconds] | None = Field(default=None, max_length=MAX_TOKENS)
+    chunk_tokens: list[TokenCount] | None = Field(default=None, max_length=MAX_TOKENS)
+    prompt_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    input_len_target: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    output_len_target: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
     status: Literal["ok", "error"]
-    http_status: int | None = None
-    error: str | None = None
+    http_status: int | None = Field(default=None, ge=100, le=599)
+    error: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
 
     @model_validator(mode="after")
     def _consistent(self) -> RequestRecord:
@@ -143,6 +253,16 @@ class RequestRecord(BaseModel):
             value = getattr(self, name)
             if value is not None and value < self.start_s:
                 raise ValueError(f"{name}={value}: before start_s={self.start_s}")
+        end = self.end_s
+        for name in ("first_chunk_s", "first_content_s"):
+            value = getattr(self, name)
+            if value is not None and end is not None and value > end:
+                raise ValueError(f"{name}={value}: after end_s={end} (the request's end)")
+        scheduled = self.scheduled_s
+        if scheduled is not None and scheduled > self.start_s + QUEUE_TOLERANCE_S:
+            raise ValueError(
+                f"scheduled_s={scheduled}: after start_s={self.start_s} (a negative queue time)"
+            )
         return self
 
     @property
@@ -155,8 +275,9 @@ class MetricSample(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
 
-    t_s: float
-    name: str
+    # a sample's time is finite (its value may be +Inf or NaN, as Prometheus writes them)
+    t_s: float = Field(ge=-MAX_RUN_S, le=MAX_RUN_S)
+    name: str = Field(max_length=MAX_TEXT_CHARS)
     labels: dict[str, str] = Field(default_factory=dict)
     value: float
 
@@ -196,38 +317,75 @@ def read_json_lines(path: Path, record: type[Record]) -> tuple[list[Record], lis
     """Every line of ``path`` that is a valid ``record``, and what was wrong with the others.
 
     JSON types are taken strictly (``"start_s": "1.5"`` is not a number). A missing file is an
-    empty one.
+    empty one; one that is not a regular file, or larger than ``MAX_LINES_FILE_BYTES``, is one
+    ``unreadable`` problem. Read line by line: memory holds the records, never the file.
     """
-    if not path.exists():
-        return [], []
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return [], [FileProblem(path.name, None, None, None, str(exc), "unreadable")]
-    lines = data.split(b"\n")
-    torn_candidate = len(lines) - 1 if lines and lines[-1].strip() else None
+        handle = open_regular(path, MAX_LINES_FILE_BYTES, path.name)
+    except FileNotFoundError:
+        return [], []
+    except RunFilesError as exc:
+        return [], [FileProblem(path.name, None, None, None, _after_name(exc, path), "unreadable")]
     out: list[Record] = []
     problems: list[FileProblem] = []
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            out.append(record.model_validate_json(raw, strict=True))
-        except ValidationError as exc:
-            if index == torn_candidate and exc.errors()[0]["type"] == "json_invalid":
-                problems.append(
-                    FileProblem(
-                        path.name,
-                        index + 1,
-                        None,
-                        None,
-                        "torn last line (the writer stopped mid-line); skipped",
-                        "torn",
+    read = 0
+    try:
+        with handle:
+            for index, raw in enumerate(_lines(handle)):
+                read += len(raw)
+                if read > MAX_LINES_FILE_BYTES:
+                    reason = (
+                        f"more than the {MAX_LINES_FILE_BYTES:,} bytes allowed; the rest not read"
                     )
-                )
-            else:
-                problems.append(_problem(path, index + 1, exc))
+                    problems.append(
+                        FileProblem(path.name, index + 1, None, None, reason, "unreadable")
+                    )
+                    break
+                if not raw.strip():
+                    continue
+                torn = not raw.endswith(b"\n")
+                if len(raw) > MAX_LINE_BYTES:
+                    reason = f"a line of more than {MAX_LINE_BYTES:,} bytes; skipped"
+                    problems.append(FileProblem(path.name, index + 1, None, None, reason))
+                    continue
+                try:
+                    out.append(record.model_validate_json(raw, strict=True))
+                except ValidationError as exc:
+                    if torn and exc.errors()[0]["type"] == "json_invalid":
+                        problems.append(
+                            FileProblem(
+                                path.name,
+                                index + 1,
+                                None,
+                                None,
+                                "torn last line (the writer stopped mid-line); skipped",
+                                "torn",
+                            )
+                        )
+                    else:
+                        problems.append(_problem(path, index + 1, exc))
+    except OSError as exc:
+        problems.append(FileProblem(path.name, None, None, None, str(exc), "unreadable"))
     return out, problems
+
+
+def _after_name(exc: RunFilesError, path: Path) -> str:
+    return str(exc).removeprefix(f"{path.name}: ")
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``handle`` with their newline (the last one without, when it has none);
+    a line longer than ``MAX_LINE_BYTES`` comes cut at that length, its rest skipped."""
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:  # skip the rest of the overlong line without holding it
+                rest = handle.readline(READ_CHUNK_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line
 
 
 @dataclass
@@ -250,8 +408,11 @@ class RunFiles:
 
 def _read_json_object(path: Path) -> dict[str, Any]:
     try:
-        with path.open(encoding="utf-8") as handle:
-            obj = json.load(handle)
+        obj = loads_json(
+            read_regular_bytes(path, MAX_JSON_FILE_BYTES),
+            str(path),
+            finite_only=path.name == RUN_JSON,
+        )
     except FileNotFoundError:
         raise RunFilesError(f"{path.parent} is not a run directory: no {path.name}") from None
     except (OSError, ValueError) as exc:
@@ -276,7 +437,7 @@ def read_run_dir(run_dir: Path) -> RunFiles:
     requests, bad_requests = read_json_lines(run_dir / REQUESTS_JSONL, RequestRecord)
     samples, bad_samples = read_json_lines(run_dir / SERVER_METRICS_JSONL, MetricSample)
     result = None
-    if (run_dir / RESULT_JSON).is_file():
+    if (run_dir / RESULT_JSON).exists():
         try:
             result = _read_json_object(run_dir / RESULT_JSON)
         except RunFilesError as exc:

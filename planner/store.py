@@ -24,10 +24,12 @@ store is safe to share across Streamlit's script threads.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
 import math
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -163,6 +165,20 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+_DATABASE_LOCKS: dict[str, threading.RLock] = {}
+_DATABASE_LOCKS_GUARD = threading.Lock()
+
+
+def _database_lock(path: Path | None) -> threading.RLock:
+    """The write lock of a database file, shared by every :class:`Store` of it in this process
+    (an in-memory store has one of its own)."""
+    if path is None:
+        return threading.RLock()
+    key = str(path.resolve())
+    with _DATABASE_LOCKS_GUARD:
+        return _DATABASE_LOCKS.setdefault(key, threading.RLock())
 
 
 class Store:
@@ -439,7 +455,10 @@ class Store:
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
-        with self._lock:
+        """Held while writing through a bulk cursor: every store of one database file in this
+        process takes the same lock (they share DuckDB's database), so two ingestion passes
+        never write the same runs at once (a second pass then sees the first one's rows)."""
+        with _database_lock(self.path), self._lock:
             yield
 
     def runs(self) -> pd.DataFrame:
@@ -454,6 +473,20 @@ class Store:
         return self.query(
             "SELECT * FROM server_metric_samples WHERE run_id = ? ORDER BY t_s", [run_id]
         )
+
+
+def _open_file_store(path: Path, parquet_dir: Path | None) -> Store:
+    """A store of the database file ``path``. A lock this process holds itself through a
+    store nobody closed (a connection the garbage collector has not freed yet) is released by
+    a collection and the file opened again, rather than falling back to an in-memory copy
+    that would ingest every run again."""
+    try:
+        return Store(path, parquet_dir=parquet_dir)
+    except StoreError as exc:
+        if "lock" not in str(exc).lower() or f"PID {os.getpid()})" not in str(exc):
+            raise
+    gc.collect()
+    return Store(path, parquet_dir=parquet_dir)
 
 
 def open_store(
@@ -479,7 +512,7 @@ def open_store(
     parquet_dir = parquet_dir or settings.parquet_dir
     catalog = catalog or load_catalog(user_dir=settings.user_data_dir / "catalog")
     try:
-        store = Store(path, parquet_dir=parquet_dir)
+        store = _open_file_store(path, parquet_dir)
     except StoreError as exc:
         if "lock" not in str(exc).lower():
             raise

@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.settings import get_settings
+
+if TYPE_CHECKING:
+    from planner.store import Store
 
 
 def register(subparsers: Any) -> None:
@@ -45,6 +48,13 @@ def run_check(args: argparse.Namespace) -> int:
     settings = get_settings()
     runs_dir = args.runs_dir or settings.runs_directory
     store = open_store(runs_dir=runs_dir, ingest="no")
+    try:
+        return _check(store, runs_dir, as_json=bool(args.json))
+    finally:
+        store.close()  # the database file is free again when the command returns
+
+
+def _check(store: Store, runs_dir: Path, *, as_json: bool) -> int:
     progress = store.ingest_job.start(runs_dir)
     store.ingest_job.wait()
     problems: list[dict[str, Any]] = [
@@ -52,7 +62,7 @@ def run_check(args: argparse.Namespace) -> int:
     ]
     runs = store.runs()
     interrupted = runs[runs.status == "interrupted"][["run_id", "error"]].to_dict(orient="records")
-    if args.json:
+    if as_json:
         print(
             json.dumps(
                 {
