@@ -614,7 +614,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
         )
     )
-    if args.result_json is not None:
+    if args.result_json is not None and result.result_json_path.is_file():
         args.result_json.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(result.result_json_path, args.result_json)
     print_summary(result)

@@ -21,17 +21,30 @@ names the deployment when the run does not (the plan options of ``import``,
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks_runner.errors import ConfigError, EndpointUnreachable, ImportFormatError
+from benchmarks_runner.errors import (
+    ConfigError,
+    EndpointUnreachable,
+    ImportFormatError,
+    ResponseTooLarge,
+)
 from benchmarks_runner.http_client import EndpointClient
-from benchmarks_runner.server_metrics import parse_prometheus
-from planner.run_files import MetricSample, RunFiles, read_run_dir
+from benchmarks_runner.importers.common import MAX_IMPORT_BYTES
+from benchmarks_runner.server_metrics import MAX_SAMPLES_PER_SCRAPE, parse_prometheus
+from planner.errors import RunFilesError
+from planner.run_files import (
+    MetricSample,
+    RunFiles,
+    loads_json,
+    open_regular,
+    read_bounded,
+    read_run_dir,
+)
 
 SOURCE_FORMATS = ("run", "vllm", "guidellm", "aiperf")
 
@@ -50,11 +63,14 @@ def detect_format(path: Path) -> str:
             f"{path}: neither a Servewise run directory (run.json) nor an AIPerf artifact "
             "folder (profile_export.jsonl)"
         )
+    if not path.is_file():  # a FIFO or a device: never read (a FIFO would block)
+        raise ImportFormatError(f"{path}: not a regular file or a folder; not read")
     if path.suffix == ".jsonl":
         return "aiperf"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        with open_regular(path, MAX_IMPORT_BYTES, str(path)) as handle:
+            data = loads_json(read_bounded(handle, MAX_IMPORT_BYTES, str(path)), "the JSON")
+    except (OSError, ValueError, RunFilesError) as exc:
         raise ImportFormatError(f"{path}: not a readable JSON result ({exc})") from None
     if isinstance(data, Mapping):
         if isinstance(data.get("benchmarks"), list):
@@ -109,19 +125,21 @@ async def watch_endpoint(
             now = time.monotonic() - t0
             try:
                 status, _, body = await client.get(metrics_path, timeout_s=max(1.0, interval_s))
-            except EndpointUnreachable:
+            except (EndpointUnreachable, ResponseTooLarge):
                 if scrapes == 0:
                     raise
                 status, body = 0, b""
             if status == 200:
                 scrapes += 1
-                for s in parse_prometheus(body.decode(errors="replace")):
-                    if s.name.startswith("vllm:"):
-                        samples.append(
-                            MetricSample(
-                                t_s=round(now, 6), name=s.name, labels=s.labels, value=s.value
-                            )
-                        )
+                wanted = [
+                    s
+                    for s in parse_prometheus(body.decode(errors="replace"))
+                    if s.name.startswith("vllm:")
+                ]
+                samples.extend(
+                    MetricSample(t_s=round(now, 6), name=s.name, labels=s.labels, value=s.value)
+                    for s in wanted[:MAX_SAMPLES_PER_SCRAPE]
+                )
             elif scrapes == 0:
                 raise EndpointUnreachable(
                     f"{base_url}{metrics_path} answered HTTP {status}: no Prometheus metrics to "

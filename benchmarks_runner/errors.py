@@ -27,6 +27,10 @@ class EndpointUnreachable(EndpointError):
     """No HTTP connection could be made to the endpoint (refused, DNS, TLS, timeout)."""
 
 
+class ResponseTooLarge(EndpointError):
+    """The endpoint answered with more bytes than the client reads for that page."""
+
+
 class EndpointStartError(EndpointError):
     """The endpoint a run brings (simulated server, vLLM) did not come up."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import json.scanner
+import math
 import ssl
 import time
 from collections.abc import Callable
@@ -28,8 +29,13 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks_runner.errors import AuthenticationFailed, EndpointUnreachable
+from benchmarks_runner.errors import (
+    AuthenticationFailed,
+    EndpointUnreachable,
+    ResponseTooLarge,
+)
 from planner.credentials import Scrubber, is_credential_header
+from planner.run_files import MAX_TOKENS
 
 _perf = time.perf_counter
 
@@ -41,7 +47,33 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 class MalformedChunk(Exception):
-    """An SSE data line that is not JSON."""
+    """An SSE data line that is not JSON, or whose usage is no token count."""
+
+
+#: The most a plain GET reads (``/v1/models``, ``/version``, ``/metrics``): a vLLM ``/metrics``
+#: page is ~0.1-0.3 MB; a page 30 times that is no server's metrics.
+MAX_GET_BYTES = 8_000_000
+#: The longest SSE event the client holds while it waits for its end (a server that never
+#: ends an event must not fill the memory): far above any chunk of tokens.
+MAX_EVENT_BYTES = 16_000_000
+
+
+def token_count(usage: dict[str, Any], key: str) -> int | None:
+    """``usage[key]`` when it is a token count the run files hold (an integer in
+    0..``MAX_TOKENS``), None when absent; else MalformedChunk naming the field and value."""
+    value = usage.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        problem = "not a number"
+    elif isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        problem = "not a whole number of tokens"
+    elif not 0 <= value <= MAX_TOKENS:
+        problem = f"outside 0..{MAX_TOKENS:,} tokens"
+    else:
+        return int(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+    raise MalformedChunk(f"the server's usage.{key}={shown}: {problem}")
 
 
 @dataclass(slots=True)
@@ -168,16 +200,29 @@ class EndpointClient:
     # ------------------------------------------------------------------ plain requests
 
     async def get(
-        self, path: str, *, timeout_s: float | None = None
+        self, path: str, *, timeout_s: float | None = None, max_bytes: int = MAX_GET_BYTES
     ) -> tuple[int, dict[str, str], bytes]:
-        """GET ``path``; raises :class:`EndpointUnreachable` when no connection is made."""
+        """GET ``path``; raises :class:`EndpointUnreachable` when no connection is made and
+        :class:`ResponseTooLarge` when the body is longer than ``max_bytes`` (never held)."""
         url = f"{self.base_url}{path}"
         timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else None
         try:
             async with self.session.get(
                 url, headers=self.headers(), timeout=timeout if timeout else self._timeout
             ) as resp:
-                body = await resp.read()
+                too_large = ResponseTooLarge(
+                    f"{url} answered more than {max_bytes:,} bytes; not read"
+                )
+                if (resp.content_length or 0) > max_bytes:
+                    raise too_large
+                parts: list[bytes] = []
+                size = 0
+                async for part in resp.content.iter_any():
+                    size += len(part)
+                    if size > max_bytes:
+                        raise too_large
+                    parts.append(part)
+                body = b"".join(parts)
                 return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
             raise EndpointUnreachable(
@@ -194,7 +239,7 @@ class EndpointClient:
             )
         try:
             return status, headers, json.loads(body) if body else None
-        except ValueError:
+        except (ValueError, RecursionError):
             return status, headers, None
 
     async def post_json(
@@ -244,6 +289,10 @@ class EndpointClient:
             raise
         except MalformedChunk as exc:
             result.error = f"malformed SSE chunk: {self._one_line(str(exc), 120)}"
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+            # JSON of an unexpected shape (choices that are no objects, ...)
+            detail = self._one_line(f"{type(exc).__name__}: {exc}", 120)
+            result.error = f"malformed SSE chunk: not the OpenAI shape ({detail})"
         except TimeoutError:
             result.error = "timeout: no data within the read timeout or request timeout"
         except (aiohttp.ClientError, OSError) as exc:
@@ -265,7 +314,7 @@ def _decode(payload: bytes) -> Any:
     text = payload.decode("utf-8", "replace")
     try:
         obj, end = _scan_json(text, 0)
-    except (StopIteration, ValueError):
+    except (StopIteration, ValueError, RecursionError):
         raise MalformedChunk(text[:80]) from None
     if end != len(text) and text[end:].strip():
         raise MalformedChunk(text[:80])
@@ -292,6 +341,8 @@ async def _consume_sse(
             event(data[:-2], now)
             continue
         if b"\n\n" not in data:
+            if len(data) > MAX_EVENT_BYTES:
+                raise MalformedChunk(f"an event of more than {MAX_EVENT_BYTES:,} bytes, unended")
             buf = data
             continue
         events = data.split(b"\n\n")
@@ -334,8 +385,12 @@ class _SseParser:
             raise MalformedChunk(payload[:80].decode(errors="replace"))
         obj = _decode(payload)
         res = self.res
+        if not isinstance(obj, dict):
+            raise MalformedChunk(payload[:80].decode(errors="replace"))
         choices = obj.get("choices")
         usage = obj.get("usage")
+        if usage and not isinstance(usage, dict):
+            raise MalformedChunk(f"the server's usage={str(usage)[:40]!r}: not an object")
         if choices:
             c0 = choices[0]
             if self.chat:
@@ -363,13 +418,18 @@ class _SseParser:
                 res.first_content = now
             res.chunk_times.append(now)
             if usage:
-                ct = usage.get("completion_tokens")
+                ct = token_count(usage, "completion_tokens")
                 if ct is not None:
+                    if ct < self.last_cum:
+                        raise MalformedChunk(
+                            f"the server's usage.completion_tokens={ct}: down from "
+                            f"{self.last_cum} (a running count never goes down)"
+                        )
                     res.per_chunk_usage = True
                     res.chunk_tokens.append(ct - self.last_cum)
                     self.last_cum = ct
                     res.output_tokens = ct
-                    pt = usage.get("prompt_tokens")
+                    pt = token_count(usage, "prompt_tokens")
                     if pt is not None:
                         res.prompt_tokens = pt
                     return
@@ -383,12 +443,14 @@ class _SseParser:
         if usage:
             self._usage_only(usage)
 
-    def _usage_only(self, usage: dict[str, Any]) -> None:
+    def _usage_only(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            raise MalformedChunk(f"the server's usage={str(usage)[:40]!r}: not an object")
         res = self.res
-        pt = usage.get("prompt_tokens")
+        pt = token_count(usage, "prompt_tokens")
         if pt is not None:
-            res.prompt_tokens = int(pt)
-        ct = usage.get("completion_tokens")
+            res.prompt_tokens = pt
+        ct = token_count(usage, "completion_tokens")
         if ct is not None:
-            res.output_tokens = int(ct)
-            self.last_cum = max(self.last_cum, int(ct))
+            res.output_tokens = ct
+            self.last_cum = max(self.last_cum, ct)

@@ -20,6 +20,7 @@ In every case run.json, the summary and result.json are written, with every row 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import math
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from benchmarks_runner.config import RunConfig
 from benchmarks_runner.errors import (
@@ -252,32 +254,24 @@ class _Run:
     def _record(
         self, spec: RequestSpec, res: StreamResult, warmup: bool, due: float, failed_at: float
     ) -> None:
-        t0 = self.t0
-        ok = res.ok
-        end = res.end if ok else (res.end or failed_at)
-        record = RequestRecord(
-            request_id=res.request_id,
-            request_index=spec.request_index,
-            warmup=warmup,
-            scheduled_s=round(due - t0, 6),
-            start_s=round(res.start - t0, 6),
-            first_chunk_s=None if res.first_chunk is None else round(res.first_chunk - t0, 6),
-            first_content_s=(
-                None if res.first_content is None else round(res.first_content - t0, 6)
-            ),
-            end_s=None if end is None else round(end - t0, 6),
-            chunk_times_s=_relative(res.chunk_times, t0),
-            chunk_tokens=res.chunk_tokens,
-            prompt_tokens=res.prompt_tokens,
-            output_tokens=res.output_tokens,
-            input_len_target=spec.input_len,
-            output_len_target=spec.output_len,
-            status="ok" if ok else "error",
-            http_status=res.http_status,
-            error=None if ok else (res.error or "failed"),
-        )
+        try:
+            record = self._record_of(spec, res, warmup, due, failed_at)
+        except ValidationError as exc:
+            # a value the run files cannot hold: the request is an error that says which
+            first = exc.errors()[0]
+            field_name = ".".join(str(p) for p in first["loc"]) or "record"
+            res.error = one_line(
+                f"not recordable: {field_name}={first.get('input')!r}: "
+                f"{first['msg'].removeprefix('Value error, ')}",
+                300,
+            )
+            res.prompt_tokens = res.output_tokens = None
+            res.chunk_tokens, res.chunk_times = [], []
+            res.first_chunk = res.first_content = None
+            record = self._record_of(spec, res, warmup, due, failed_at)
         self.records.append(record)
         self.writer.append_requests([record])
+        ok = record.ok
         if warmup:
             if res.transport_error:
                 self._check_endpoint_soon(record.error or "connection failed")
@@ -305,6 +299,34 @@ class _Run:
                     f"{cfg.max_error_rate}; last error: {record.error}",
                     status="failed",
                 )
+
+    def _record_of(
+        self, spec: RequestSpec, res: StreamResult, warmup: bool, due: float, failed_at: float
+    ) -> RequestRecord:
+        t0 = self.t0
+        ok = res.ok
+        end = res.end if ok else (res.end or failed_at)
+        return RequestRecord(
+            request_id=res.request_id,
+            request_index=spec.request_index,
+            warmup=warmup,
+            scheduled_s=round(due - t0, 6),
+            start_s=round(res.start - t0, 6),
+            first_chunk_s=None if res.first_chunk is None else round(res.first_chunk - t0, 6),
+            first_content_s=(
+                None if res.first_content is None else round(res.first_content - t0, 6)
+            ),
+            end_s=None if end is None else round(end - t0, 6),
+            chunk_times_s=_relative(res.chunk_times, t0),
+            chunk_tokens=res.chunk_tokens,
+            prompt_tokens=res.prompt_tokens,
+            output_tokens=res.output_tokens,
+            input_len_target=spec.input_len,
+            output_len_target=spec.output_len,
+            status="ok" if ok else "error",
+            http_status=res.http_status,
+            error=None if ok else (res.error or "failed"),
+        )
 
     async def _one(self, spec: RequestSpec, body: bytes, warmup: bool, due: float) -> None:
         self._seq += 1
@@ -538,7 +560,11 @@ async def run_benchmark(
         for secret in config.secrets():
             writer.scrubber.add(secret)
         async with client_for(config) as client:
-            return await _run_with_client(config, specs, writer, client, progress, cancel)
+            if cancel is None:
+                return await _run_with_client(config, specs, writer, client, progress, None)
+            return await _cancellable(
+                config, specs, writer, client, progress, cancel, time.monotonic()
+            )
     except BenchmarkError as exc:
         writer.write_meta(status="failed", finished_at=utc_now_iso(), error=one_line(str(exc)))
         raise
@@ -557,6 +583,51 @@ async def run_benchmark(
     finally:
         _restore_gc(gc_state)
         writer.close()
+
+
+async def _wait_for(cancel: CancelEvent) -> None:
+    if isinstance(cancel, asyncio.Event):
+        await cancel.wait()
+    else:
+        while not cancel.is_set():
+            await asyncio.sleep(0.05)
+
+
+async def _cancellable(
+    config: RunConfig,
+    specs: list[RequestSpec],
+    writer: RunWriter,
+    client: EndpointClient,
+    progress: Callable[[ProgressSnapshot], None] | None,
+    cancel: CancelEvent,
+    started_s: float,
+) -> RunResult:
+    """The run, where a cancel before its first request (while the preflight and the probes
+    wait on a slow endpoint) stops it at once: nothing was measured, the run is ``cancelled``.
+    Once requests are sent, the run's own watcher cancels it, keeping every row."""
+    sending = asyncio.Event()
+    main = asyncio.ensure_future(
+        _run_with_client(config, specs, writer, client, progress, cancel, sending)
+    )
+    watcher = asyncio.ensure_future(_wait_for(cancel))
+    try:
+        await asyncio.wait({main, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if main.done() or sending.is_set():
+            return await main
+        main.cancel()
+        # whatever the cancelled setup ends with (a probe's error too), the user stopped it
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await main
+        if main.done() and not main.cancelled() and main.exception() is None:
+            return main.result()  # it finished before the cancel reached it
+    finally:
+        watcher.cancel()
+    error = (
+        f"cancelled by the user before the first request "
+        f"({time.monotonic() - started_s:,.1f} s into checking the endpoint); nothing measured"
+    )
+    writer.write_meta(status="cancelled", finished_at=utc_now_iso(), error=error)
+    return RunResult(writer.run_id, writer.dir, "cancelled", None, [], error)
 
 
 def client_for(config: RunConfig) -> EndpointClient:
@@ -606,6 +677,7 @@ async def _run_with_client(
     client: EndpointClient,
     progress: Callable[[ProgressSnapshot], None] | None,
     cancel: CancelEvent | None,
+    sending: asyncio.Event | None = None,
 ) -> RunResult:
     run = _Run(config, client, writer, progress)
     info = EndpointInfo([], False, None)
@@ -678,6 +750,8 @@ async def _run_with_client(
     background.append(asyncio.create_task(run._progress_loop()))
     if cancel is not None:
         background.append(asyncio.create_task(_watch_cancel(cancel, run)))
+        if sending is not None:
+            sending.set()  # from here on the run's own watcher cancels it, keeping its rows
 
     cpu_fraction = None
     try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks_runner.errors import EndpointUnreachable
+from benchmarks_runner.errors import EndpointUnreachable, ResponseTooLarge
 from benchmarks_runner.http_client import EndpointClient
 from planner.run_files import MetricSample
 
@@ -48,6 +48,11 @@ WANTED: frozenset[str] = frozenset(
     GAUGES + COUNTERS + tuple(f"{h}_{s}" for h in HISTOGRAMS for s in ("sum", "count"))
 )
 INFO_METRIC = "vllm:cache_config_info"
+#: Samples of the wanted metrics kept from one scrape (a server's own page holds a few dozen;
+#: more are label sets without end, which would make a short run write hundreds of MB).
+MAX_SAMPLES_PER_SCRAPE = 2_000
+#: Lines longer than this are skipped unparsed (no metric line of a real server comes close).
+MAX_METRIC_LINE_CHARS = 8_192
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -65,7 +70,7 @@ def parse_prometheus(text: str, wanted: Iterable[str] | None = None) -> list[Sam
     keep = None if wanted is None else frozenset(wanted)
     out: list[Sample] = []
     for line in text.splitlines():
-        if not line or line[0] == "#":
+        if not line or line[0] == "#" or len(line) > MAX_METRIC_LINE_CHARS:
             continue
         m = _LINE.match(line.strip())
         if not m:
@@ -177,7 +182,7 @@ class MetricsScraper:
             status, _, body = await self.client.get(
                 self.path, timeout_s=max(0.5, self.interval_s * 0.9)
             )
-        except EndpointUnreachable as exc:
+        except (EndpointUnreachable, ResponseTooLarge) as exc:
             self.stats.scrapes_failed += 1
             self.stats.last_error = str(exc)
             return []
@@ -191,6 +196,12 @@ class MetricsScraper:
         if info and self.stats.info_labels is None:
             self.stats.info_labels = info[0].labels
         samples = [s for s in samples if s.name != INFO_METRIC]
+        if len(samples) > MAX_SAMPLES_PER_SCRAPE:
+            self.stats.last_error = (
+                f"{self.path}: {len(samples):,} wanted samples in one scrape; the first "
+                f"{MAX_SAMPLES_PER_SCRAPE:,} kept"
+            )
+            samples = samples[:MAX_SAMPLES_PER_SCRAPE]
         self.stats.scrapes_ok += 1
         self.stats.update(samples, measuring=self.measuring)
         ts = round(t, 6)

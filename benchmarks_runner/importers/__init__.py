@@ -44,11 +44,13 @@ def read_file(fmt: str, path: Path) -> list[ImportedRun]:
         raise ImportFormatError(f"format {fmt!r} is not registered; available: {FORMATS}")
     if not path.exists():
         raise ImportFormatError(f"{path} does not exist")
+    if not (path.is_dir() or path.is_file()):  # a FIFO would block the first read
+        raise ImportFormatError(f"{path}: not a regular file or a folder; not read")
     try:
         return reader(path)
     except ImportFormatError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError) as exc:
         # a schema hole: still one line, never a traceback
         raise ImportFormatError(
             f"{path}: not a valid {fmt} file: {type(exc).__name__}: {exc}"

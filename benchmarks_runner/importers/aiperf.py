@@ -19,8 +19,9 @@ folder.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -32,15 +33,18 @@ from benchmarks_runner.importers.common import (
     Count,
     ImportedRun,
     NonNegative,
+    RecordBuilder,
+    UnixNanos,
     iso_utc,
     load_json,
+    open_import,
     planned_means,
     schema_error,
     summarise,
     tool_stats,
     validate,
 )
-from planner.run_files import RequestRecord
+from planner.run_files import RequestRecord, loads_json
 
 TOOL = "AIPerf"
 RECORDS = "profile_export.jsonl"
@@ -87,9 +91,9 @@ class Metric(_Loose):
 
 
 class Metadata(_Loose):
-    request_start_ns: Count
-    request_end_ns: Count | None = None
-    credit_issued_ns: Count | None = None
+    request_start_ns: UnixNanos
+    request_end_ns: UnixNanos | None = None
+    credit_issued_ns: UnixNanos | None = None
     benchmark_phase: str = "profiling"
     x_request_id: str | None = None
     was_cancelled: bool = False
@@ -163,19 +167,24 @@ class Summary(_Loose):
     was_cancelled: bool = False
 
 
-def _read_records(path: Path) -> list[Record]:
-    records: list[Record] = []
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The numbered lines of a regular file of at most ``MAX_IMPORT_BYTES``, read one by one."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open_import(path, TOOL) as handle:
+            yield from enumerate(handle, start=1)
     except OSError as exc:
         raise ImportFormatError(f"{path}: not readable ({exc})") from None
-    for number, line in enumerate(lines, start=1):
+
+
+def _read_records(path: Path) -> list[Record]:
+    records: list[Record] = []
+    for number, line in _lines(path):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except ValueError:
-            raise ImportFormatError(f"{path}:{number}: not a JSON line") from None
+            obj = loads_json(line, "the line")
+        except ValueError as exc:
+            raise ImportFormatError(f"{path}:{number}: not a JSON line ({exc})") from None
         if not isinstance(obj, dict) or "metadata" not in obj:
             raise ImportFormatError(
                 f"{path}:{number}: not an AIPerf record (needs 'metadata' and 'metrics')"
@@ -222,6 +231,14 @@ def _to_record(index: int, record: Record, t0_ns: int, number: int, path: Path) 
         chunks = [first, *(first + g for g in accumulate(gaps))]
         content = _seconds(record, "time_to_first_output_token", number, path)
         output = record.scalar("output_token_count") or record.scalar("output_sequence_length")
+        # (the sum of the gaps may pass the end by rounding: a millisecond is allowed)
+        if md.request_end_ns is not None and chunks[-1] > (md.request_end_ns - t0_ns) / 1e9 + 1e-3:
+            raise ImportFormatError(
+                f"{path}: not a valid {TOOL} file: line {number}: time_to_first_token and "
+                f"inter_chunk_latency put a token at {chunks[-1] - start:.6f} s, after "
+                f"metadata.request_end_ns ({(md.request_end_ns - md.request_start_ns) / 1e9:.6f}"
+                " s after the start): a token after the request's end"
+            )
         return RequestRecord(
             **base,
             first_chunk_s=first,
@@ -290,7 +307,10 @@ def _one(folder: Path, jsonl: Path) -> ImportedRun:
                 "profiling records"
             )
     t0_ns = min(r.metadata.request_start_ns for r in (profiling or raw))
-    records = [_to_record(i, raw[k], t0_ns, k + 1, jsonl) for i, k in enumerate(order)]
+    builder = RecordBuilder(jsonl, TOOL)
+    for i, k in enumerate(order):
+        builder.add(f"line {k + 1}", partial(_to_record, i, raw[k], t0_ns, k + 1, jsonl))
+    records = builder.result()
     measured = [r for r in records if not r.warmup]
     duration = _window_s(summary, folder / SUMMARY)
     if duration is None:

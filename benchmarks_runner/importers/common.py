@@ -14,25 +14,42 @@ definitions, are kept beside them in ``summary["tool_metrics"]``.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 from pydantic import BaseModel, Field, ValidationError
 
 from benchmarks_runner.errors import ImportFormatError
 from benchmarks_runner.metrics import compute_summary
-from planner.run_files import RequestRecord, RunWriter, utc_now_iso
+from planner.errors import RunFilesError
+from planner.run_files import (
+    RequestRecord,
+    RunWriter,
+    loads_json,
+    open_regular,
+    read_bounded,
+    utc_now_iso,
+)
+
+#: The largest file an importer reads (it is parsed whole as JSON, which takes about ten times
+#: its size in memory): 64 MB holds a GuideLLM or vLLM result of ~100,000 requests.
+MAX_IMPORT_BYTES = 64_000_000
 
 #: Percentiles of the summaries computed from imported requests.
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0)]
+#: A tool's duration, rate or time (in its unit, ns included), and a count (of requests, or a
+#: run's total tokens): finite and far above any real run (a request's own tokens and times are
+#: bounded tighter by the request record, :mod:`planner.run_files`).
+MAX_FIGURE = 1e15
+NonNegative = Annotated[float, Field(ge=0, le=MAX_FIGURE, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=int(MAX_FIGURE))]
+#: A Unix time in nanoseconds (a signed 64-bit integer, as the tools write them).
+UnixNanos = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 @dataclass
@@ -72,12 +89,68 @@ def schema_error(
     return ImportFormatError(f"{path}: not a valid {tool} file: {shown}{message}")
 
 
+def open_import(path: Path, tool: str) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file of at most
+    ``MAX_IMPORT_BYTES`` (a FIFO or a device is refused at once, never read)."""
+    try:
+        return open_regular(path, MAX_IMPORT_BYTES, str(path))
+    except FileNotFoundError:
+        raise ImportFormatError(f"{path} does not exist") from None
+    except RunFilesError as exc:
+        raise ImportFormatError(f"not a readable {tool} file: {exc}") from None
+
+
 def load_json(path: Path, tool: str) -> Any:
     try:
-        with path.open(encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError) as exc:
+        with open_import(path, tool) as handle:
+            data = read_bounded(handle, MAX_IMPORT_BYTES, str(path))
+        return loads_json(data, "the JSON")
+    except (OSError, ValueError, RunFilesError) as exc:
         raise ImportFormatError(f"{path}: not a readable {tool} JSON file ({exc})") from None
+
+
+class RecordBuilder:
+    """The :class:`RequestRecord` of each request of one file, under the bounds and rules
+    every reader shares (:mod:`planner.run_files`). A request the record refuses is counted
+    and the first one named (where, field, value, rule) in one line, after all were tried."""
+
+    def __init__(self, path: Path, tool: str) -> None:
+        self.path = path
+        self.tool = tool
+        self.records: list[RequestRecord] = []
+        self.refused = 0
+        self.first: tuple[str, ValidationError] | None = None
+
+    def add(self, where: str, build: Callable[[], RequestRecord]) -> None:
+        try:
+            self.records.append(build())
+        except ValidationError as exc:
+            self.refused += 1
+            if self.first is None:
+                self.first = (where, exc)
+
+    def result(self) -> list[RequestRecord]:
+        if self.first is None:
+            return self.records
+        where, exc = self.first
+        first = exc.errors()[0]
+        field_name = ".".join(str(p) for p in first["loc"])
+        value = first.get("input")
+        if isinstance(value, dict | list):
+            value = "{...}" if isinstance(value, dict) else "[...]"
+        message = first["msg"].removeprefix("Value error, ")
+        if not field_name:  # a rule across fields: the message names them
+            shown = ""
+        elif first["type"] == "missing":
+            shown = f"{field_name}: "
+        else:
+            shown = f"{field_name}={value!r}: "
+        total = self.refused + len(self.records)
+        more = f" ({self.refused:,} of {total:,} requests refused; the first is named)"
+        raise ImportFormatError(
+            f"{self.path}: not a valid {self.tool} file: {where}: {shown}{message}"
+            + (more if self.refused > 1 else "")
+        )
 
 
 def validate(model: type[BaseModel], data: Any, path: Path, tool: str, prefix: str = "") -> Any:

@@ -16,6 +16,7 @@ Model, target URL and API come from ``config.spec.backend`` (``model``, ``target
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from benchmarks_runner.importers.common import (
     Count,
     ImportedRun,
     NonNegative,
+    RecordBuilder,
     iso_utc,
     load_json,
     planned_means,
@@ -34,7 +36,7 @@ from benchmarks_runner.importers.common import (
     tool_stats,
     validate,
 )
-from planner.run_files import RequestRecord
+from planner.run_files import QUEUE_TOLERANCE_S, RequestRecord
 
 TOOL = "GuideLLM"
 #: GuideLLM's metrics kept as it printed them: its name -> the statistics of the successes
@@ -82,6 +84,14 @@ class Timings(_Loose):
         if start is not None and end is not None and end < start:
             raise ValueError(
                 f"request_end={end}: before request_start={start} (a negative duration)"
+            )
+        for name, value in order[1:]:
+            if value is not None and end is not None and value > end:
+                raise ValueError(f"{name}={value}: after request_end={end} (the request's end)")
+        scheduled = self.scheduled_at
+        if scheduled is not None and start is not None and scheduled > start + QUEUE_TOLERANCE_S:
+            raise ValueError(
+                f"scheduled_at={scheduled}: after request_start={start} (a negative queue time)"
             )
         return self
 
@@ -268,7 +278,13 @@ def _run(path: Path, report: Report, index: int, bench: Benchmark) -> ImportedRu
     starts = [r.info.timings.request_start for r, _ in listed]
     t0 = sched.measure_start_time or min((s for s in starts if s is not None), default=0.0)
     listed.sort(key=lambda rk: rk[0].info.timings.request_start or t0)
-    records = [_record(i, r, kind, t0) for i, (r, kind) in enumerate(listed)]
+    builder = RecordBuilder(path, TOOL)
+    for i, (r, kind) in enumerate(listed):
+        builder.add(
+            f"benchmarks[{index}].requests.{kind} (request {r.request_id or i})",
+            partial(_record, i, r, kind, t0),
+        )
+    records = builder.result()
     if bench.duration is not None:
         duration = bench.duration
     elif sched.measure_end_time is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from benchmarks_runner.importers.common import (
     Count,
     ImportedRun,
     NonNegative,
+    RecordBuilder,
     load_json,
     planned_means,
     validate,
@@ -69,7 +71,7 @@ class VllmResult(BaseModel):
     itls: list[list[NonNegative]] | None = None
     latencies: list[NonNegative] | None = None
     start_times: list[float] | None = None
-    queue_times: list[float] | None = None
+    queue_times: list[NonNegative] | None = None
     errors: list[str] | None = None
 
     @model_validator(mode="after")
@@ -122,13 +124,13 @@ class VllmResult(BaseModel):
         return all(v is not None for v in (self.ttfts, self.itls, self.latencies, self.start_times))
 
 
-def _records(result: VllmResult) -> list[RequestRecord]:
+def _records(result: VllmResult, path: Path) -> list[RequestRecord]:
     assert result.start_times is not None and result.ttfts is not None
     assert result.itls is not None and result.latencies is not None
     t0 = min(result.start_times, default=0.0)
     n = len(result.start_times)
     errors = result.errors or [""] * n
-    records = []
+    builder = RecordBuilder(path, TOOL)
     for i, started in enumerate(result.start_times):
         start = started - t0
         ok = not errors[i]
@@ -136,7 +138,7 @@ def _records(result: VllmResult) -> list[RequestRecord]:
         base = {
             "request_id": f"vllm-{i}",
             "request_index": i,
-            "scheduled_s": None if queue is None else start - max(0.0, queue),
+            "scheduled_s": None if queue is None else start - queue,
             "start_s": start,
             "prompt_tokens": result.input_lens[i] if result.input_lens is not None else None,
             "input_len_target": result.input_lens[i] if result.input_lens is not None else None,
@@ -145,8 +147,10 @@ def _records(result: VllmResult) -> list[RequestRecord]:
             first = start + result.ttfts[i]
             chunks = [first, *(first + gap for gap in accumulate(result.itls[i]))]
             output = result.output_lens[i] if result.output_lens is not None else None
-            records.append(
-                RequestRecord(
+            builder.add(
+                f"request {i}",
+                partial(
+                    RequestRecord,
                     **base,
                     first_chunk_s=first,
                     first_content_s=first,
@@ -156,12 +160,15 @@ def _records(result: VllmResult) -> list[RequestRecord]:
                     output_len_target=output,
                     status="ok",
                     http_status=200,
-                )
+                ),
             )
         else:
             last_line = errors[i].strip().splitlines()[-1] if errors[i].strip() else "failed"
-            records.append(RequestRecord(**base, status="error", error=last_line))
-    return records
+            builder.add(
+                f"request {i}",
+                partial(RequestRecord, **base, status="error", error=last_line[:300]),
+            )
+    return builder.result()
 
 
 def _started_at(result: VllmResult) -> tuple[str | None, str | None]:
@@ -187,7 +194,7 @@ def read(path: Path) -> list[ImportedRun]:
         )
     result = validate(VllmResult, data, path, TOOL)
     backend = str(result.backend or result.endpoint_type or "openai")
-    records = _records(result) if result.detailed else []
+    records = _records(result, path) if result.detailed else []
     summary = {k: v for k, v in data.items() if k not in DETAILED_KEYS}
     if records:
         # Servewise's own figure, next to vLLM's (its key means what vLLM means by it)

