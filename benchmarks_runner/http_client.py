@@ -18,9 +18,11 @@ API key travels only in the Authorization header and is never logged.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import json.scanner
 import math
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -28,13 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.abc import ResolveResult
+from aiohttp.resolver import ThreadedResolver
 
 from benchmarks_runner.errors import (
     AuthenticationFailed,
     EndpointUnreachable,
     ResponseTooLarge,
 )
-from planner.credentials import Scrubber, is_credential_header
+from planner.credentials import Scrubber, internal_address, is_credential_header
 from planner.run_files import MAX_TOKENS
 
 _perf = time.perf_counter
@@ -119,6 +123,25 @@ class TlsOptions:
         return ctx
 
 
+class EndpointResolver(ThreadedResolver):
+    """The system's resolver, refusing a name that resolves only to a link-local or cloud
+    metadata address (a URL's own address is checked when it is parsed,
+    :func:`planner.credentials.parse_endpoint_url`; a name is only known here)."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await super().resolve(host, port, family)
+        allowed = [r for r in results if internal_address(r["host"]) is None]
+        if results and not allowed:
+            address = results[0]["host"]
+            raise OSError(  # (errno, text): aiohttp shows the text as the reason
+                errno.EADDRNOTAVAIL,
+                f"{host} resolves to {address}, {internal_address(address)}: not an endpoint",
+            )
+        return allowed
+
+
 class EndpointClient:
     """Async client for one server root (``http://host:port``, without ``/v1``).
 
@@ -162,6 +185,7 @@ class EndpointClient:
 
     async def __aenter__(self) -> EndpointClient:
         connector = aiohttp.TCPConnector(
+            resolver=EndpointResolver(),
             limit=self._max_connections,
             limit_per_host=0,
             ssl=self._tls.context(),

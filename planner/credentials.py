@@ -95,7 +95,7 @@ def _as_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
     return address
 
 
-def _internal_address(hostname: str) -> str | None:
+def internal_address(hostname: str) -> str | None:
     """What an endpoint host must not be, in words, or None: a link-local address
     (169.254.0.0/16, fe80::/10; every cloud's instance metadata service lives there) or a
     metadata service by name or address. Names are not resolved here (no network in the
@@ -152,7 +152,7 @@ def parse_endpoint_url(url: str, field: str = "base_url") -> EndpointUrl:
         raise InvalidInputError(
             field, shown, f"{allowed} (no . or .. in the path: it sends requests to other paths)"
         )
-    internal = _internal_address(hostname)
+    internal = internal_address(hostname)
     if internal is not None:
         raise InvalidInputError(
             field,

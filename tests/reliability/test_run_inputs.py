@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks_runner.errors import ImportFormatError, ResponseTooLarge
+from benchmarks_runner.errors import EndpointUnreachable, ImportFormatError, ResponseTooLarge
 from benchmarks_runner.http_client import MAX_GET_BYTES, EndpointClient
 from benchmarks_runner.importers import read_file
 from benchmarks_runner.importers.common import MAX_IMPORT_BYTES
@@ -425,6 +426,34 @@ def test_the_runner_refuses_a_metadata_endpoint_before_any_request(tmp_path: Pat
     no_traceback(proc)
     assert proc.returncode == 2 and "link-local" in proc.stderr.splitlines()[-1]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_name_that_resolves_to_a_metadata_address_is_not_connected_to(
+    fault_server: Callable[..., FaultServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name is only known when a request resolves it. No test machine's DNS answers with
+    169.254.169.254, so that answer is given in place of the system resolver's (a stand-in);
+    a name that resolves to loopback (localhost, the real resolver) keeps working."""
+    server = fault_server("none")
+    port = server.base_url.rsplit(":", 1)[1]
+
+    async def go() -> int:
+        async with EndpointClient(f"http://localhost:{port}") as client:
+            status, _, _ = await client.get("/v1/models")
+        loop = asyncio.get_running_loop()
+
+        async def metadata_answer(host: str, port: int, **_: object) -> list[tuple]:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", port))]
+
+        monkeypatch.setattr(loop, "getaddrinfo", metadata_answer)
+        async with EndpointClient("http://servewise-test.invalid:80") as client:
+            with pytest.raises(
+                EndpointUnreachable, match=r"resolves to 169\.254\.169\.254, a link"
+            ):
+                await client.get("/v1/models")
+        return status
+
+    assert asyncio.run(go()) == 200
 
 
 # ----- 4. signals while the runner probes a slow endpoint -----------------------------------
