@@ -17,7 +17,6 @@ name or a layout that does not fit is one line naming the field.
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,10 @@ from typing import Any
 from benchmarks_runner.errors import ConfigError
 from planner.catalog import Catalog
 from planner.engine import EngineConfig
-from planner.errors import PlannerError
+from planner.errors import PlannerError, RunFilesError
 from planner.perf.deployment import resolve_deployment
 from planner.plan import Load, Plan, PlanWorkload, read_plan
+from planner.run_files import MAX_JSON_FILE_BYTES, loads_json, read_regular_bytes
 
 #: ``vllm serve`` flag -> (plan key, how its value reads)
 _SERVE_FLAGS: dict[str, tuple[str, Any]] = {
@@ -41,9 +41,10 @@ _SERVE_FLAGS: dict[str, tuple[str, Any]] = {
 
 
 def _read_json(path: Path, what: str) -> Any:
+    """A regular file's JSON (a FIFO or a device is refused unread, a large file too)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return loads_json(read_regular_bytes(path, MAX_JSON_FILE_BYTES), "the JSON")
+    except (OSError, ValueError, RunFilesError) as exc:
         raise ConfigError(f"{what} {path}: not a readable JSON file ({exc})") from None
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
-import json
 import logging
 import secrets
 import tempfile
@@ -46,10 +45,17 @@ from benchmarks_runner.workload import (
     with_arrivals,
     workload_record,
 )
+from planner.errors import RunFilesError
 from planner.perf.scenario import Scenario
 from planner.perf.simulator import request_arrivals
 from planner.plan import Load, Plan, PlanWorkload, Verification
-from planner.run_files import RUN_JSON, list_runs
+from planner.run_files import (
+    MAX_JSON_FILE_BYTES,
+    RUN_JSON,
+    list_runs,
+    loads_json,
+    read_regular_bytes,
+)
 from planner.workload import LengthDistribution
 
 log = logging.getLogger(__name__)
@@ -376,8 +382,8 @@ class RunManager:
             try:
                 if path.stat().st_mtime < since - 1:
                     continue
-                meta = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                meta = loads_json(read_regular_bytes(path, MAX_JSON_FILE_BYTES), RUN_JSON)
+            except (OSError, ValueError, RunFilesError):
                 continue
             if (meta.get("config") or {}).get("label") == label:
                 return run_dir

@@ -224,6 +224,15 @@ def test_an_import_of_a_special_or_huge_file_is_refused_at_once(
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_plan_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    proc = run_cli("benchmarks_runner", "import", "--format", "vllm", str(VLLM), "--plan",
+                   str(fifo), "--runs-dir", str(tmp_path / "runs"), timeout_s=120)  # fmt: skip
+    no_traceback(proc)
+    assert proc.returncode == 2 and "a FIFO (named pipe), not a regular file" in proc.stderr
+
+
 def test_a_huge_metrics_page_is_not_read_and_a_long_one_is_cut(
     fault_server: Callable[..., FaultServer],
 ) -> None:
