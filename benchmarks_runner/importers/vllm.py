@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmarks_runner.errors import ImportFormatError
 from benchmarks_runner.importers.common import (
+    MAX_FIGURE,
     Count,
     ImportedRun,
     NonNegative,
@@ -78,9 +79,11 @@ class VllmResult(BaseModel):
     def _consistent(self) -> VllmResult:
         for key, value in (self.model_extra or {}).items():
             if _DISTRIBUTION.match(key) and not (
-                isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and 0 <= value <= MAX_FIGURE  # NaN and infinity fail too
             ):
-                raise ValueError(f"{key}={value!r}: a number of milliseconds >= 0")
+                raise ValueError(f"{key}={value!r}: a finite number of milliseconds >= 0")
         if self.completed + self.failed > 0 and self.duration <= 0:
             raise ValueError(
                 f"duration={self.duration}: {self.completed + self.failed} requests take time"

@@ -363,6 +363,8 @@ def test_importers_refuse_negative_times_and_a_token_after_the_end(tmp_path: Pat
     negative_queue = dict(vllm, queue_times=list(vllm["queue_times"]))
     negative_queue["queue_times"][5] = -2.0
     cases["vllm negative queue time"] = ("vllm", negative_queue, "queue_times.5=-2.0")
+    cases["vllm infinite p99"] = ("vllm", dict(vllm, p99_ttft_ms=float("inf")), "p99_ttft_ms=inf")
+    cases["vllm negative duration"] = ("vllm", dict(vllm, duration=-29.7), "duration=-29.7")
 
     guidellm = json.loads(GUIDELLM.read_text())
     timings = guidellm["benchmarks"][0]["requests"]["successful"][2]["info"]["timings"]
