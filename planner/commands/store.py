@@ -67,6 +67,7 @@ def _check(store: Store, runs_dir: Path, *, as_json: bool) -> int:
             json.dumps(
                 {
                     "runs_dir": str(runs_dir),
+                    "database": None if store.path is None else str(store.path),
                     "runs": len(runs),
                     "ingested_now": len(progress.ingested),
                     "problems": problems,
@@ -79,6 +80,8 @@ def _check(store: Store, runs_dir: Path, *, as_json: bool) -> int:
         )
         return 1 if problems or progress.error else 0
     print(f"{runs_dir}: {len(runs)} runs stored. {progress.describe()}.")
+    if store.path is None:  # open_store fell back: another process holds the database file
+        print("note: the database is held by another process (the dashboard?): checked in memory")
     if progress.error:
         print(f"error: {progress.error}")
     for run in interrupted:

@@ -8,10 +8,17 @@ Real DuckDB files and real run directories.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
+import pytest
+
+from planner.cli import main
 from planner.ingest import IngestProgress, ingest, ingest_pending, scan
+from planner.settings import get_settings
 from planner.store import Store
 from tests.planner.test_ingest import write_completed_run
 
@@ -90,3 +97,43 @@ def test_racing_passes_store_every_run_and_row_once(tmp_path: Path) -> None:
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_store_check_while_another_process_holds_the_database_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process (a dashboard) holds the file: the check runs on an in-memory copy and
+    says so, and the file gets every run once when it is free again."""
+    runs = tmp_path / "runs"
+    write_completed_run(runs, "20261201T100000Z-held00", REQUESTS_PER_RUN)
+    db = tmp_path / "held.duckdb"
+    Store(db).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_DATABASE, str(db)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("SERVEWISE_DB_PATH", str(db))
+        get_settings.cache_clear()
+        assert main(["store", "check", "--runs-dir", str(runs)]) == 0
+        out = capsys.readouterr().out
+        assert "1 runs stored" in out and "checked in memory" in out
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["store", "check", "--runs-dir", str(runs), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["database"] == str(db) and report["ingested_now"] == 1
+    store = Store(db)
+    try:
+        assert _counts(store) == (1, REQUESTS_PER_RUN, 1)
+    finally:
+        store.close()
+
+
+HOLD_DATABASE = """
+import sys, time, duckdb
+connection = duckdb.connect(sys.argv[1])
+print("held", flush=True)
+time.sleep(300)
+"""
