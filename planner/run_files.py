@@ -125,6 +125,9 @@ TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
 
 
 # ----- safe files ---------------------------------------------------------------------------
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # POSIX; elsewhere no FIFO blocks an open
+
+
 def open_regular(path: Path, max_bytes: int, what: str = "") -> BinaryIO:
     """``path`` opened for reading when it is a regular file (a symlink to one is followed) of
     at most ``max_bytes``; else :class:`~planner.errors.RunFilesError` saying what it is.
@@ -135,7 +138,7 @@ def open_regular(path: Path, max_bytes: int, what: str = "") -> BinaryIO:
     """
     name = what or str(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -149,7 +152,8 @@ def open_regular(path: Path, max_bytes: int, what: str = "") -> BinaryIO:
             raise RunFilesError(
                 f"{name}: {info.st_size:,} bytes, more than the {max_bytes:,} allowed; not read"
             )
-        os.set_blocking(fd, True)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
