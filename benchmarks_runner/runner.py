@@ -479,11 +479,7 @@ class _Run:
 
 
 async def _watch_cancel(cancel: CancelEvent, run: _Run) -> None:
-    if isinstance(cancel, asyncio.Event):
-        await cancel.wait()
-    else:
-        while not cancel.is_set():
-            await asyncio.sleep(0.05)
+    await _wait_for(cancel)
     run.stop("cancelled by the user", status="cancelled")
 
 
@@ -620,6 +616,9 @@ async def _cancellable(
             await main
         if main.done() and not main.cancelled() and main.exception() is None:
             return main.result()  # it finished before the cancel reached it
+    except asyncio.CancelledError:  # the caller's task was cancelled: so is the run
+        main.cancel()
+        raise
     finally:
         watcher.cancel()
     error = (
