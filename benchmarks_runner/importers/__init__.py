@@ -23,7 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from benchmarks_runner.errors import ImportFormatError
+from benchmarks_runner.http_client import one_line
 from benchmarks_runner.importers import aiperf, guidellm, vllm
 from benchmarks_runner.importers.common import ImportedRun, write_run
 
@@ -50,10 +53,21 @@ def read_file(fmt: str, path: Path) -> list[ImportedRun]:
         return reader(path)
     except ImportFormatError:
         raise
+    except ValidationError as exc:  # a model checked outside the importer's own rules
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        more = (
+            f" ({exc.error_count()} problems; the first is named)" if exc.error_count() > 1 else ""
+        )
+        shown = f"{where}={first.get('input')!r}: " if where else ""
+        message = first["msg"].removeprefix("Value error, ")
+        raise ImportFormatError(
+            one_line(f"{path}: not a valid {fmt} file: {shown}{message}{more}", 500)
+        ) from None
     except (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError) as exc:
         # a schema hole: still one line, never a traceback
         raise ImportFormatError(
-            f"{path}: not a valid {fmt} file: {type(exc).__name__}: {exc}"
+            one_line(f"{path}: not a valid {fmt} file: {type(exc).__name__}: {exc}", 500)
         ) from None
 
 

@@ -407,6 +407,20 @@ def test_an_import_with_many_bad_rows_says_so_in_one_line(tmp_path: Path) -> Non
     assert re.search(r"line \d+: scheduled_s=1\.0: after start_s=0\.0 \(a negative queue", message)
 
 
+def test_a_value_checked_outside_the_importers_rules_is_one_line_too(tmp_path: Path) -> None:
+    """GuideLLM's backend from the report's spec (numbers where names belong): one line."""
+    data = json.loads(GUIDELLM.read_text())
+    data["benchmarks"][0]["config"].pop("backend", None)
+    data["config"]["spec"]["backend"] = {"model": 123, "target": ["x"]}
+    path = tmp_path / "guidellm.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ImportFormatError) as err:
+        read_file("guidellm", path)
+    message = str(err.value)
+    assert "\n" not in message and "validation error" not in message
+    assert "(2 problems; the first is named)" in message and "Input should be" in message
+
+
 @pytest.mark.parametrize("fmt", ["vllm", "guidellm", "aiperf"])
 def test_json_nested_200000_deep_is_a_clean_error(fmt: str, tmp_path: Path) -> None:
     path = tmp_path / ("profile_export.jsonl" if fmt == "aiperf" else "deep.json")
