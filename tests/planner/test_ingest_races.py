@@ -20,6 +20,7 @@ from planner.cli import main
 from planner.ingest import IngestProgress, ingest, ingest_pending, scan
 from planner.settings import get_settings
 from planner.store import Store
+from tests.patience import PATIENT_S
 from tests.planner.test_ingest import write_completed_run
 
 REQUESTS_PER_RUN = 30
@@ -89,7 +90,7 @@ def test_racing_passes_store_every_run_and_row_once(tmp_path: Path) -> None:
             for thread in threads:
                 thread.start()
             for thread in threads:
-                thread.join(timeout=300)
+                thread.join(timeout=PATIENT_S)
             assert [p.error for p in results] == [None] * 4
             ingested = [run for p in results for run in p.ingested]
             assert len(ingested) == len(set(ingested)) == 4, ingested  # each run once
@@ -135,5 +136,5 @@ HOLD_DATABASE = """
 import sys, time, duckdb
 connection = duckdb.connect(sys.argv[1])
 print("held", flush=True)
-time.sleep(300)
+time.sleep(600)
 """

@@ -47,6 +47,7 @@ from planner.run_files import (
     RequestRecord,
     read_run_dir,
 )
+from tests.patience import PATIENT_S
 from tests.planner.test_ingest import write_completed_run
 from tests.reliability.conftest import (
     FaultServer,
@@ -234,7 +235,7 @@ def test_special_files_in_a_runs_folder_are_refused_and_nothing_hangs(
     # the one reader and diagnose say the same, at once
     run = read_run_dir(fifo)
     assert not run.requests and "FIFO" in str(run.problems[0])
-    proc = run_cli("benchmarks_runner", "diagnose", str(zero), "--no-predict", timeout_s=120)
+    proc = run_cli("benchmarks_runner", "diagnose", str(zero), "--no-predict", timeout_s=PATIENT_S)
     no_traceback(proc)
 
 
@@ -264,8 +265,9 @@ def test_an_import_of_a_special_or_huge_file_is_refused_at_once(
 def test_a_plan_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "plan.json"
     os.mkfifo(fifo)
-    proc = run_cli("benchmarks_runner", "import", "--format", "vllm", str(VLLM), "--plan",
-                   str(fifo), "--runs-dir", str(tmp_path / "runs"), timeout_s=120)  # fmt: skip
+    args = ["import", "--format", "vllm", str(VLLM), "--plan", str(fifo), "--runs-dir",
+            str(tmp_path / "runs")]  # fmt: skip
+    proc = run_cli("benchmarks_runner", *args, timeout_s=PATIENT_S)
     no_traceback(proc)
     assert proc.returncode == 2 and "a FIFO (named pipe), not a regular file" in proc.stderr
 
@@ -526,17 +528,19 @@ def test_a_name_that_resolves_to_a_metadata_address_is_not_connected_to(
 def test_a_signal_while_probing_a_slow_endpoint_exits_at_once_with_its_code(
     sig: signal.Signals, code: int, fault_server: Callable[..., FaultServer], tmp_path: Path
 ) -> None:
-    server = fault_server("slow-probe", "--stall-s", "120")
+    # the probe stalls past the patience: a run that ends within it was ended by the signal
+    stall_s = 3 * PATIENT_S
+    server = fault_server("slow-probe", "--stall-s", str(stall_s))
     runs = tmp_path / "runs"
-    args = runner_args(server.base_url, runs, "--read-timeout-s", "300")
+    args = runner_args(server.base_url, runs, "--read-timeout-s", str(2 * stall_s))
     proc = start_cli("benchmarks_runner", *args)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENT_S
         while not list(runs.glob("*/run.json")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(1.0)  # the preflight answers at once; the first probe then waits
+        time.sleep(1.0)  # the preflight, then the first probe, which waits (either is checking)
         os.kill(proc.pid, sig)
-        _, err = proc.communicate(timeout=30)  # the stall is 120 s: only the signal ends it
+        _, err = proc.communicate(timeout=PATIENT_S)
     finally:
         if proc.poll() is None:
             proc.kill()
