@@ -47,6 +47,10 @@ from planner.run_files import (
 )
 
 SOURCE_FORMATS = ("run", "vllm", "guidellm", "aiperf")
+#: How long the first scrape of a live endpoint may take. It decides whether the endpoint is
+#: watchable at all, and a server busy with the very traffic being diagnosed (or a loaded host)
+#: can take seconds to render /metrics: a later scrape that slow is skipped, the first is not.
+FIRST_SCRAPE_TIMEOUT_S = 10.0
 
 
 def detect_format(path: Path) -> str:
@@ -124,7 +128,8 @@ async def watch_endpoint(
         while True:
             now = time.monotonic() - t0
             try:
-                status, _, body = await client.get(metrics_path, timeout_s=max(1.0, interval_s))
+                timeout_s = FIRST_SCRAPE_TIMEOUT_S if scrapes == 0 else max(1.0, interval_s)
+                status, _, body = await client.get(metrics_path, timeout_s=timeout_s)
             except (EndpointUnreachable, ResponseTooLarge):
                 if scrapes == 0:
                     raise

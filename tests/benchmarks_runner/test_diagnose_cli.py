@@ -6,8 +6,11 @@ from another client while ``diagnose --base-url`` only watches its /metrics)."""
 
 from __future__ import annotations
 
+import asyncio
+import http.server
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import pytest
 
 from benchmarks_runner import build_synthetic_specs, make_run_config, run_benchmark_sync
 from benchmarks_runner.cli import main
+from benchmarks_runner.diagnose import FIRST_SCRAPE_TIMEOUT_S, watch_endpoint
 from planner.workload import LengthDistribution
 
 from .conftest import FIXTURES
@@ -148,3 +152,41 @@ def test_a_live_endpoint_is_diagnosed_from_its_metrics_while_others_load_it(
     assert by_key["workload_realism"]["status"] == "clear"  # live traffic is the workload
     assert by_key["prefill_stalls"]["status"] == "cannot_judge"
     assert d["summary"]["request_throughput"] > 0
+
+
+class _SlowMetrics(http.server.BaseHTTPRequestHandler):
+    """/metrics that takes 1.5 s to render its first page (a server busy with the traffic being
+    diagnosed), then answers at once."""
+
+    first = True
+
+    def do_GET(self) -> None:
+        if _SlowMetrics.first:
+            _SlowMetrics.first = False
+            time.sleep(1.5)
+        body = b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 3\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_first_scrape_slower_than_the_interval_is_waited_for() -> None:
+    # the first scrape decides whether the endpoint can be watched at all: a later scrape that
+    # slow is skipped, the first is waited for (up to FIRST_SCRAPE_TIMEOUT_S)
+    assert FIRST_SCRAPE_TIMEOUT_S > 1.5 > 0.25
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        samples, watched_s = asyncio.run(watch_endpoint(url, 0.5, interval_s=0.25))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert watched_s >= 0.5
+    assert {s.name for s in samples} == {"vllm:num_requests_waiting"}
