@@ -100,13 +100,25 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 
 
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
-    # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv) and the
-    # SGLang cookbook's 17 (measured_sglang_cookbook.csv)
-    assert len(catalog.measured) == 743
+    # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv), the 286
+    # of five more publishers (measured_holdout2.csv) and the SGLang cookbook's 17
+    # (measured_sglang_cookbook.csv)
+    assert len(catalog.measured) == 1029
     assert all(m.source for m in catalog.measured)
     gpustack = [m for m in catalog.measured if m.source.startswith("gpustack/gpustack")]
     assert len(gpustack) == 200 and catalog.measured[526:726] == gpustack
-    cookbook = catalog.measured[726:]
+    holdout2 = catalog.measured[726:1012]
+    publishers = {m.source.split()[0] for m in holdout2}
+    assert publishers == {
+        "dstackai/benchmarks",
+        "datacrunch-research/h200-benchmarks",
+        "inference-sim/training",
+        "NVIDIA/TensorRT-LLM",
+        "ROCm/rocm-blogs",
+    }
+    assert all("reference table" in (m.source_ref or "") for m in holdout2)
+    assert sum(1 for m in holdout2 if m.ttft_ms) == 69
+    cookbook = catalog.measured[1012:]
     assert all(m.source.startswith("sgl-project/sglang") and m.gpu == "B200" for m in cookbook)
     assert sum(1 for m in gpustack if catalog.model(m.model).architecture.is_moe) == 143
     brief = [
@@ -245,6 +257,10 @@ PUBLISHED_PARAMS_B = {
     "Qwen/Qwen3-235B-A22B": (235.0, 22.0),
     "openai/gpt-oss-120b": (117.0, 5.1),
     "deepseek-ai/DeepSeek-V3": (671.0, 37.0),
+    # the model cards' active counts take the embeddings in differently; totals only
+    "Qwen/Qwen3-30B-A3B": (30.5, None),
+    # Llama 4: MoE every second layer with one shared expert, dense layers in between
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (400.0, None),
 }
 
 
