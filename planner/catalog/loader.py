@@ -39,6 +39,10 @@ PRICE_HISTORY_FILE = "price_history.csv"  # user catalog only: prices a refresh 
 MEASURED_FILE = "measured_results.csv"
 #: the embedded catalog keeps one measured file a source family (same columns)
 MEASURED_GLOB = "measured_*.csv"
+#: public disaggregated / wide-EP results (issue 25): their own columns (two pools, a link) and
+#: not fitted yet, so not a ``measured_*.csv`` source family of the fit; read with
+#: :func:`load_disaggregated_results`
+DISAGGREGATED_FILE = "measured_disaggregated.csv"
 MODELS_DIR = "models"
 OWNED_FILE = "owned_costs.csv"  # servers a team buys: planner.owned prices them
 
@@ -240,6 +244,37 @@ def _merge(base: dict[str, R], extra: Iterable[R], key: Any) -> dict[str, R]:
     return merged
 
 
+#: the cells every row of ``measured_disaggregated.csv`` must fill
+DISAGGREGATED_REQUIRED = ("source", "source_ref", "date", "engine", "model", "gpu", "tested_phase")
+DISAGGREGATED_PHASES = ("decode", "prefill", "both")
+
+
+def load_disaggregated_results(path: Path | None = None) -> list[dict[str, str]]:
+    """The rows of ``data/measured_disaggregated.csv`` (or ``path``) as scenario rows for
+    ``planner predict --scenarios`` (two pools and a link, see data/README.md). A row without
+    its source, date (YYYY-MM-DD) or tested phase raises CatalogError naming the line and
+    column."""
+    path = path or EMBEDDED_DATA_DIR / DISAGGREGATED_FILE
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = [
+            {k: (v or "").strip() for k, v in row.items() if k is not None}
+            for row in csv.DictReader(handle)
+        ]
+    for line_no, row in enumerate(rows, start=2):
+        for column in DISAGGREGATED_REQUIRED:
+            if not row.get(column):
+                raise CatalogError(path.name, line_no, column, "a value (it is blank)")
+        try:
+            date.fromisoformat(row["date"])
+        except ValueError:
+            raise CatalogError(path.name, line_no, "date", "a date as YYYY-MM-DD") from None
+        if row["tested_phase"] not in DISAGGREGATED_PHASES:
+            raise CatalogError(
+                path.name, line_no, "tested_phase", f"one of {', '.join(DISAGGREGATED_PHASES)}"
+            )
+    return rows
+
+
 def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> Catalog:
     """Load the embedded catalog from ``data_dir`` and layer ``user_dir``'s files on top."""
     data_dir = data_dir or EMBEDDED_DATA_DIR
@@ -286,7 +321,10 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
         measured_files = [directory / MEASURED_FILE] if not embedded else []
         if embedded:
             # one file a public source family: measured_results.csv, measured_gpustack.csv, ...
-            measured_files = sorted(directory.glob(MEASURED_GLOB), key=_measured_order)
+            measured_files = sorted(
+                (p for p in directory.glob(MEASURED_GLOB) if p.name != DISAGGREGATED_FILE),
+                key=_measured_order,
+            )
         for path in measured_files:
             if path.exists():
                 catalog.measured.extend(read_records(path, MeasuredResult))

@@ -318,12 +318,24 @@ def resolve_deployment(
             "share; run replicas instead)",
         )
     moe_group = tp * dp  # GPUs of a stage the MoE layers are split over
-    if expert_parallel and arch.num_experts % moe_group:
+    if expert_parallel and moe_group > arch.num_experts:
         raise InvalidInputError(
             "enable_expert_parallel",
             True,
-            f"an expert-parallel size (TP x DP = {moe_group}) dividing the {arch.num_experts} "
-            f"experts of {card.hf_id}",
+            f"an expert-parallel size (TP x DP = {moe_group}) of at most the "
+            f"{arch.num_experts} experts of {card.hf_id}",
+        )
+    if expert_parallel and arch.num_experts % moe_group:
+        # an EP size that does not divide the experts runs with redundant expert replicas
+        # filling every rank to ceil(E / R) slots (SGLang's --ep-num-redundant-experts 32 makes
+        # 288 = 72 x 4 slots for DeepSeek's 256 experts on EP72: lmsys.org blog 2025-05-05
+        # "Deploying DeepSeek with PD disaggregation and large-scale expert parallelism on 96
+        # H100 GPUs"); the replicas' weights are not counted
+        slots = -(-arch.num_experts // moe_group)
+        notes.append(
+            f"EP{moe_group} over {arch.num_experts} experts: {slots} expert slots a rank, "
+            f"{slots * moe_group - arch.num_experts} of them redundant replicas (EPLB); their "
+            "weights are not counted"
         )
 
     # ----- weights ----------------------------------------------------------------------------
