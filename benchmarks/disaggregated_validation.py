@@ -70,8 +70,10 @@ def main() -> None:
             measured = _float(row["input_tok_per_s_per_gpu"])
             what = "input tok/s a prefill GPU"
             as_deployed = (
-                result.prediction.output_tok_per_s / scenario.mean_output_len
-            ) * scenario.mean_input_len / layout.prefill.gpus
+                (result.prediction.output_tok_per_s / scenario.mean_output_len)
+                * scenario.mean_input_len
+                / layout.prefill.gpus
+            )
             alone = dm.prefill_state.saturation_rate() * scenario.mean_input_len / pool.tp
             tpot_alone = None
         else:
