@@ -10,29 +10,40 @@ import streamlit as st
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
 from planner.catalog import Catalog
-from planner.deploy import engine_serving, render, spec_from_plan, zip_bytes
+from planner.deploy import engine_serving, render, spec_from_plan, targets_of, zip_bytes
 from planner.deploy.launch import engine_image, engine_release
 from planner.plan import Plan
 
-TARGET_LABELS = {"k8s": "Kubernetes", "skypilot": "SkyPilot", "docker": "docker run"}
+TARGET_LABELS = {
+    "k8s": "Kubernetes",
+    "skypilot": "SkyPilot",
+    "docker": "docker run",
+    "pd": "Prefill/decode commands",
+    "dynamo": "NVIDIA Dynamo",
+    "llm-d": "llm-d (Helm)",
+}
 LANGUAGES = {".yaml": "yaml", ".yml": "yaml", ".sh": "bash", ".md": "markdown"}
 
 
 def deploy_section(plan: Plan, catalog: Catalog) -> None:
     st.subheader("Deploy")
-    target = bound(
-        st.segmented_control,
-        "Target",
-        list(TARGET_LABELS),
-        format_func=TARGET_LABELS.__getitem__,
-        default="k8s",
-        key="deploy_target",
-    )
-    target = target or "k8s"
-    files = None
     spec = None
     with planner_errors("No deployment files for this plan"):
         spec = spec_from_plan(plan, catalog)
+    if spec is None:
+        return
+    targets = list(targets_of(spec))
+    target = bound(
+        st.segmented_control,
+        "Target",
+        targets,
+        format_func=TARGET_LABELS.__getitem__,
+        default=targets[0] if plan.disaggregated else "k8s",
+        key="deploy_target",
+    )
+    target = target if target in targets else targets[0] if plan.disaggregated else "k8s"
+    files = None
+    with planner_errors("No deployment files for this plan"):
         files = render(spec, target)
     if files is None or spec is None:
         return

@@ -190,15 +190,20 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
 
 def emit(target: str, directory: Path, result: RecommendationResult, catalog: Catalog) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
-    from planner.deploy import TARGETS, render, spec_from_plan, write_bundle
+    from planner.deploy import ALL_TARGETS, render, spec_from_plan, targets_of, write_bundle
 
-    if target not in TARGETS:
-        raise InvalidInputError("--emit TARGET", target, f"one of {', '.join(TARGETS)}")
+    if target not in ALL_TARGETS:
+        raise InvalidInputError("--emit TARGET", target, f"one of {', '.join(ALL_TARGETS)}")
     if result.best is None:
         raise InvalidInputError(
             "--emit", target, "a scenario with a configuration that meets the SLOs"
         )
     spec = spec_from_plan(result.best.plan, catalog)
+    if target not in targets_of(spec):  # an aggregated plan has no pools, and the reverse
+        kind = "disaggregated" if spec.plan.disaggregated else "aggregated"
+        raise InvalidInputError(
+            "--emit TARGET", target, f"one of {', '.join(targets_of(spec))} (a {kind} plan)"
+        )
     paths = write_bundle(render(spec, target), directory)
     print(f"Wrote {directory}: {', '.join(p.name for p in paths)}")
     print(f"Cold start: {spec.cold_start().describe()}")
@@ -207,10 +212,12 @@ def emit(target: str, directory: Path, result: RecommendationResult, catalog: Ca
 def run(args: argparse.Namespace) -> int:
     request = build_request(args)
     if args.emit:
-        from planner.deploy import TARGETS
+        from planner.deploy import ALL_TARGETS
 
-        if args.emit[0] not in TARGETS:  # before the search, not after
-            raise InvalidInputError("--emit TARGET", args.emit[0], f"one of {', '.join(TARGETS)}")
+        if args.emit[0] not in ALL_TARGETS:  # before the search, not after
+            raise InvalidInputError(
+                "--emit TARGET", args.emit[0], f"one of {', '.join(ALL_TARGETS)}"
+            )
     catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
     catalog.model(request.model)  # unknown model: one clear line, before any work
     search = request.search

@@ -13,12 +13,23 @@ gauge), :mod:`~planner.deploy.launch` (the processes: the plan's command, multi-
 :mod:`~planner.deploy.bundle` (files per target, zip).
 """
 
-from planner.deploy.bundle import TARGETS, render, to_yaml, write_bundle, zip_bytes
+from planner.deploy.bundle import (
+    ALL_TARGETS,
+    TARGETS,
+    render,
+    targets_of,
+    to_yaml,
+    write_bundle,
+    zip_bytes,
+)
+from planner.deploy.disaggregated import DISAGG_TARGETS
 from planner.deploy.engines import ENGINES, EngineServing, engine_serving
 from planner.deploy.launch import docker_run_command, engine_args, engine_image, launch_command
 from planner.deploy.spec import ColdStart, DeploySpec, cold_start_estimate, spec_from_plan
 
 __all__ = [
+    "ALL_TARGETS",
+    "DISAGG_TARGETS",
     "ENGINES",
     "TARGETS",
     "ColdStart",
@@ -32,6 +43,7 @@ __all__ = [
     "launch_command",
     "render",
     "spec_from_plan",
+    "targets_of",
     "to_yaml",
     "write_bundle",
     "zip_bytes",

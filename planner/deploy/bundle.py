@@ -7,6 +7,8 @@ files) or ``skypilot`` (a task for ``sky launch`` and the same task with its Sky
 ``service:`` section for ``sky serve up``), for a plan on any engine. The engine's config files
 (TensorRT-LLM's LLM API options) are files of the docker bundle too. Every target also gets a
 README with what the files assume, how they scale and why, and the cold-start estimate.
+A disaggregated plan renders to :data:`~planner.deploy.disaggregated.DISAGG_TARGETS` instead
+(:mod:`planner.deploy.disaggregated`: the pools' launch commands and router, Dynamo, llm-d).
 Nothing here writes outside the directory given to
 :func:`write_bundle`, or touches the network.
 """
@@ -21,6 +23,7 @@ from typing import Any
 import yaml
 
 from planner.deploy import kubernetes, skypilot
+from planner.deploy.disaggregated import DISAGG_TARGETS, render_disaggregated
 from planner.deploy.launch import (
     config_files,
     docker_run_command,
@@ -33,6 +36,13 @@ from planner.deploy.spec import DeploySpec
 from planner.errors import InvalidInputError
 
 TARGETS = ("docker", "k8s", "skypilot")
+#: every target: an aggregated plan's (:data:`TARGETS`) and a disaggregated plan's
+ALL_TARGETS = TARGETS + DISAGG_TARGETS
+
+
+def targets_of(spec: DeploySpec) -> tuple[str, ...]:
+    """The targets the plan of ``spec`` renders to."""
+    return DISAGG_TARGETS if spec.plan.disaggregated else TARGETS
 
 
 class _Dumper(yaml.SafeDumper):
@@ -206,6 +216,8 @@ def _readme(spec: DeploySpec, target: str, files: list[str]) -> str:
 
 def render(spec: DeploySpec, target: str) -> dict[str, str]:
     """``{file name: text}`` of ``target`` (one of :data:`TARGETS`)."""
+    if spec.plan.disaggregated:
+        return render_disaggregated(spec, target)
     if target not in TARGETS:
         raise InvalidInputError("target", target, f"one of {', '.join(TARGETS)}")
     files: dict[str, str] = {}
