@@ -200,9 +200,9 @@ def emit(target: str, directory: Path, result: RecommendationResult, catalog: Ca
         )
     spec = spec_from_plan(result.best.plan, catalog)
     if target not in targets_of(spec):  # an aggregated plan has no pools, and the reverse
-        kind = "disaggregated" if spec.plan.disaggregated else "aggregated"
+        kind = "a disaggregated" if spec.plan.disaggregated else "an aggregated"
         raise InvalidInputError(
-            "--emit TARGET", target, f"one of {', '.join(targets_of(spec))} (a {kind} plan)"
+            "--emit TARGET", target, f"one of {', '.join(targets_of(spec))} ({kind} plan)"
         )
     paths = write_bundle(render(spec, target), directory)
     print(f"Wrote {directory}: {', '.join(p.name for p in paths)}")

@@ -534,3 +534,11 @@ def test_recommend_emit_writes_the_files(
     capsys.readouterr()
     assert main([*args, "--engine", "tgi"]) == 2
     assert "--engine='tgi'" in capsys.readouterr().err
+    # an aggregated best plan has no pools: a disaggregated target is refused in one line
+    assert main([*args, "--emit", "dynamo", str(tmp_path / "dyn")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "error: --emit TARGET='dynamo' is not allowed: one of docker, k8s, skypilot "
+        "(an aggregated plan)"
+    )
+    assert not (tmp_path / "dyn").exists()
