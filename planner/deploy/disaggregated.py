@@ -4,9 +4,10 @@ them, NVIDIA Dynamo's DynamoGraphDeployment, and llm-d's Helm values.
 
 Targets (:data:`DISAGG_TARGETS`), for a plan whose pools are set:
 
-- ``pd``: ``prefill.sh`` and ``decode.sh`` (one pool replica an instance, run on each of the
-  pool's instances) and ``router.sh`` (the proxy that sends a request's prompt to a prefill
-  server and streams its answer from a decode server), on the plan's engine:
+- ``pd``: ``prefill.sh`` and ``decode.sh`` (one pool replica, run on each of its instances;
+  one spanning several takes ``NODE_RANK`` and ``HEAD_IP``: :func:`_pool_script`) and
+  ``router.sh`` (the proxy that sends a request's prompt to a prefill server and streams its
+  answer from a decode server), on the plan's engine:
 
   * SGLang 0.5.19 (the pinned release, :mod:`planner.deploy.engines`): ``python3 -m
     sglang.launch_server ... --disaggregation-mode prefill|decode
@@ -80,6 +81,8 @@ PREFILL_PORT = 8100
 DECODE_PORT = 8200
 SGLANG_BOOTSTRAP_PORT = 8998
 NIXL_SIDE_CHANNEL_PORT = 5600
+#: vLLM's data parallel RPC port across instances (the value of vLLM's own examples)
+VLLM_DP_RPC_PORT = 13345
 VLLM_KV_TRANSFER_CONFIG = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 #: the SGLang transfer backend of each KV link (module docstring)
 SGLANG_TRANSFER_BACKEND = {
@@ -157,18 +160,15 @@ def pool_argv(plan: Plan, role: str, *, port: int | None = None) -> list[str]:
 
 
 def _pool_script(plan: Plan, role: str) -> str:
-    """One server of the pool on this host; a pool replica over several instances (SGLang
-    only: ``--nnodes --node-rank --dist-init-addr``, as :func:`planner.deploy.launch.node_script`)
-    runs it on each with ``NODE_RANK`` and ``HEAD_IP`` set."""
+    """One server of the pool on this host. A pool replica over several instances runs it on
+    each with ``NODE_RANK`` (0 on the first) and ``HEAD_IP`` set: SGLang with ``--nnodes
+    --node-rank --dist-init-addr`` (as :func:`planner.deploy.launch.node_script`); vLLM's data
+    parallel ranks split evenly over the instances, the first serving HTTP with
+    ``--data-parallel-size-local --data-parallel-address --data-parallel-rpc-port``, the others
+    ``--headless`` from ``--data-parallel-start-rank`` (docs.vllm.ai, "Data Parallel
+    Deployment"; the multi-instance example of v0.9.1 gives the same flags)."""
     prefill, decode, link = _pools(plan)
     pool = prefill if role == "prefill" else decode
-    if pool.nodes > 1 and pool.engine.family != "sglang":
-        raise InvalidInputError(
-            f"plan.{role}.nodes",
-            pool.nodes,
-            "1 for vLLM's pd scripts (a pool replica over several instances: use the dynamo "
-            "or llm-d target)",
-        )
     line = shlex.join(pool_argv(plan, role))
     lines = ["#!/bin/sh", "set -eu"]
     if pool.nodes > 1:
@@ -176,13 +176,37 @@ def _pool_script(plan: Plan, role: str) -> str:
             ': "${NODE_RANK:?set NODE_RANK: 0 on the first node, 1.. on the others}"',
             ': "${HEAD_IP:?set HEAD_IP to the first node\'s address}"',
         ]
+    if pool.engine.family == "vllm":
+        lines.append(f"export VLLM_NIXL_SIDE_CHANNEL_PORT={NIXL_SIDE_CHANNEL_PORT}")
+        if pool.nodes == 1:
+            lines.append(f"exec {line}")
+            return "\n".join(lines) + "\n"
+        if pool.attention_dp % pool.nodes:
+            raise InvalidInputError(
+                f"plan.{role}.attention_dp",
+                pool.attention_dp,
+                f"a multiple of the pool's {pool.nodes} instances (vLLM's data parallel ranks "
+                "a node)",
+            )
+        local = pool.attention_dp // pool.nodes
+        shared = (
+            f'--data-parallel-size-local {local} --data-parallel-address "$HEAD_IP" '
+            f"--data-parallel-rpc-port {VLLM_DP_RPC_PORT}"
+        )
+        lines += [
+            'if [ "$NODE_RANK" = 0 ]; then',
+            f"  exec {line} {shared}",
+            "fi",
+            f'exec {line} --headless --data-parallel-start-rank "$((NODE_RANK * {local}))" '
+            + shared,
+        ]
+        return "\n".join(lines) + "\n"
+    if pool.nodes > 1:
         line += (
             f' --nnodes {pool.nodes} --node-rank "$NODE_RANK" '
             f'--dist-init-addr "$HEAD_IP:{SGLANG_DIST_PORT}"'
         )
-    if pool.engine.family == "vllm":
-        lines.append(f"export VLLM_NIXL_SIDE_CHANNEL_PORT={NIXL_SIDE_CHANNEL_PORT}")
-    elif link in RDMA_LINKS:
+    if link in RDMA_LINKS:
         lines.append(
             ': "${IB_DEVICE:?set IB_DEVICE to the RDMA devices of this host, e.g. mlx5_0,mlx5_1}"'
         )

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from planner.catalog import Catalog
+from planner.cli import main
 from planner.deploy import (
     DISAGG_TARGETS,
     TARGETS,
@@ -63,6 +64,14 @@ SGLANG_PD_FLAGS = {
 SGLANG_TRANSFER_BACKENDS = {"mooncake", "nixl", "ascend", "fake", "mori"}
 #: vLLM 0.27.1's MoE layout flags (vllm_command) and its KV connector flag
 VLLM_PD_FLAGS = {"--data-parallel-size", "--enable-expert-parallel", "--kv-transfer-config"}
+#: vLLM's multi-node data parallel flags (docs.vllm.ai, "Data Parallel Deployment")
+VLLM_DP_NODE_FLAGS = {
+    "--data-parallel-size-local",
+    "--data-parallel-address",
+    "--data-parallel-rpc-port",
+    "--data-parallel-start-rank",
+    "--headless",
+}
 PRICE = PlanPrice(
     provider="aws",
     region="us-east-1",
@@ -135,12 +144,26 @@ def _vllm_plan() -> Plan:
     )
 
 
+def _vllm_wide_plan() -> Plan:
+    """The shape the search gives DeepSeek-R1 on vLLM: decode DEP16 over two instances."""
+    sglang = _sglang_plan("efa")
+    engine = EngineConfig(data_parallel_size=16, enable_expert_parallel=True, max_num_seqs=256)
+    decode = _dep(1, 16, nodes=2).model_copy(update={"engine": engine})
+    prefill = _dep(2, 8).model_copy(
+        update={"engine": engine.model_copy(update={"data_parallel_size": 8})}
+    )
+    return sglang.model_copy(
+        update={"engine": engine, "prefill": prefill, "decode": decode, "precision": "fp8"}
+    )
+
+
 @pytest.fixture(scope="module")
 def specs(catalog: Catalog) -> dict[str, DeploySpec]:
     return {
         "sglang-efa": spec_from_plan(_sglang_plan("efa"), catalog),
         "sglang-ib": spec_from_plan(_sglang_plan("infiniband"), catalog),
         "vllm": spec_from_plan(_vllm_plan(), catalog),
+        "vllm-wide": spec_from_plan(_vllm_wide_plan(), catalog),
     }
 
 
@@ -155,7 +178,7 @@ def _pool(plan: Plan, role: str) -> PlanPool:
 
 
 @pytest.mark.parametrize("role", ["prefill", "decode"])
-@pytest.mark.parametrize("name", ["sglang-efa", "sglang-ib", "vllm"])
+@pytest.mark.parametrize("name", ["sglang-efa", "sglang-ib", "vllm", "vllm-wide"])
 def test_each_pool_runs_its_own_layout_with_documented_pd_flags(
     specs: dict[str, DeploySpec], name: str, role: str
 ) -> None:
@@ -167,7 +190,7 @@ def test_each_pool_runs_its_own_layout_with_documented_pd_flags(
     assert parsed.ep_size == pool.ep
     port = PREFILL_PORT if role == "prefill" else DECODE_PORT
     assert argv[argv.index("--port") + 1] == str(port)
-    if name == "vllm":
+    if name.startswith("vllm"):
         assert _flags(argv) <= DOCUMENTED_FLAGS_0_27_1 | FRONTEND_FLAGS | VLLM_PD_FLAGS
         config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
         assert config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
@@ -296,6 +319,26 @@ def test_vllm_scripts_run_the_pools_and_the_nixl_proxy(
     assert "toy_proxy_server.py" in files["README.md"]
 
 
+def test_a_vllm_pool_over_two_instances_splits_its_data_parallel_ranks(
+    specs: dict[str, DeploySpec], tmp_path: Path
+) -> None:
+    spec = specs["vllm-wide"]
+    script = render(spec, "pd")["decode.sh"]
+    own = pool_argv(spec.plan, "decode")
+    shared = [
+        *("--data-parallel-size-local", "8", "--data-parallel-address", "10.0.1.1"),
+        *("--data-parallel-rpc-port", "13345"),
+    ]
+    head = _run(script, tmp_path, {"NODE_RANK": "0", "HEAD_IP": "10.0.1.1"})
+    assert head == [*own, *shared]
+    other = _run(script, tmp_path, {"NODE_RANK": "1", "HEAD_IP": "10.0.1.1"})
+    assert other == [*own, "--headless", "--data-parallel-start-rank", "8", *shared]
+    assert other[other.index("--data-parallel-size") + 1] == "16"
+    assert _flags(other) <= (
+        DOCUMENTED_FLAGS_0_27_1 | FRONTEND_FLAGS | VLLM_PD_FLAGS | VLLM_DP_NODE_FLAGS
+    )
+
+
 def _container_validates(container: dict[str, Any]) -> None:
     import kubernetes_validate
 
@@ -364,12 +407,17 @@ def _chart_command(values: dict[str, Any], role: str) -> list[str]:
         argv += ["--tensor-parallel-size", str(parallelism["tensor"])]
     if parallelism["data"] > 1:
         argv += ["--data-parallel-size", str(parallelism["data"])]
+    if parallelism["dataLocal"] > 1:
+        argv += ["--data-parallel-size-local", str(parallelism["dataLocal"])]
     argv += ["--served-model-name", values["modelArtifacts"]["name"]]
     return argv + section["containers"][0]["args"]
 
 
-def test_llmd_values_validate_against_the_charts_schema(specs: dict[str, DeploySpec]) -> None:
-    spec = specs["vllm"]
+@pytest.mark.parametrize("name", ["vllm", "vllm-wide"])
+def test_llmd_values_validate_against_the_charts_schema(
+    specs: dict[str, DeploySpec], name: str
+) -> None:
+    spec = specs[name]
     (values,) = list(yaml.safe_load_all(render(spec, "llm-d")["values.yaml"]))
     schema = json.loads(LLMD_SCHEMA.read_text())
     jsonschema.Draft7Validator(schema).validate(values)
@@ -380,13 +428,17 @@ def test_llmd_values_validate_against_the_charts_schema(specs: dict[str, DeployS
         assert section["parallelism"]["tensor"] == pool.tp
         container = section["containers"][0]
         assert container["modelCommand"] == "vllmServe"
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(pool.gpus_per_replica)
+        gpus = int(container["resources"]["limits"]["nvidia.com/gpu"])
+        assert gpus * section["parallelism"]["workers"] == pool.gpus_per_replica
+        assert values["multinode"] == (spec.plan.decode.nodes > 1)
         argv = _chart_command(values, role)
         parsed = parse_serve_command(" ".join(json.dumps(a) for a in argv))
         assert (parsed.tp, parsed.attention_dp) == (pool.tp, pool.attention_dp)
         assert argv.count("--tensor-parallel-size") <= 1  # the chart's only, not twice
         flags = _flags(argv) - {"--served-model-name"}
-        assert flags <= DOCUMENTED_FLAGS_0_27_1 | FRONTEND_FLAGS | VLLM_PD_FLAGS
+        assert (
+            flags <= DOCUMENTED_FLAGS_0_27_1 | FRONTEND_FLAGS | VLLM_PD_FLAGS | VLLM_DP_NODE_FLAGS
+        )
     # the schema can fail: a misspelt parallelism key is refused
     bad = {**values, "decode": {**values["decode"], "parallelism": {"tensors": 8}}}
     with pytest.raises(jsonschema.ValidationError):
@@ -418,7 +470,7 @@ def test_a_plans_kind_decides_its_targets(specs: dict[str, DeploySpec], catalog:
 def test_every_target_renders_with_a_readme(specs: dict[str, DeploySpec]) -> None:
     for name, spec in specs.items():
         for target in DISAGG_TARGETS:
-            if name != "vllm" and target == "llm-d":
+            if not name.startswith("vllm") and target == "llm-d":
                 continue
             files = render(spec, target)
             readme = files["README.md"]
@@ -426,3 +478,36 @@ def test_every_target_renders_with_a_readme(specs: dict[str, DeploySpec]) -> Non
             for file, text in files.items():
                 if file.endswith(".yaml"):
                     assert list(yaml.safe_load_all(text)), (name, target, file)
+
+
+def test_the_searchs_best_disaggregated_plan_emits_files_that_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's scenario (DeepSeek-R1-0528 FP8, 2,048 in / 512 out, 100 req/s, p99 TTFT 2 s
+    and TPOT 30 ms), pools only, narrowed to p5en.48xlarge so it runs in seconds."""
+    args = [
+        "recommend",
+        *("--model", "deepseek-ai/DeepSeek-R1-0528", "--precision", "fp8"),
+        *("--input-len", "2048", "--output-len", "512", "--rate", "100"),
+        *("--slo-ttft-p99-ms", "2000", "--slo-tpot-p99-ms", "30"),
+        *("--instance", "p5en.48xlarge", "--disaggregation", "on"),
+    ]
+    schema = json.loads(LLMD_SCHEMA.read_text())
+    assert main([*args, "--emit", "llm-d", str(tmp_path / "llmd")]) == 0
+    (values,) = list(yaml.safe_load_all((tmp_path / "llmd" / "values.yaml").read_text()))
+    jsonschema.Draft7Validator(schema).validate(values)
+    assert values["prefill"]["replicas"] >= 1 and values["decode"]["replicas"] >= 1
+    assert main([*args, "--emit", "dynamo", str(tmp_path / "dyn")]) == 0
+    text = (tmp_path / "dyn" / "dynamographdeployment.yaml").read_text()
+    (document,) = list(yaml.safe_load_all(text))
+    for service in document["spec"]["services"].values():
+        _container_validates(service["extraPodSpec"]["mainContainer"])
+    assert main([*args, "--engine", "sglang", "--emit", "pd", str(tmp_path / "pd")]) == 0
+    assert (tmp_path / "pd" / "router.sh").read_text().count("sglang_router") == 1
+    assert "Wrote" in capsys.readouterr().out
+    # a disaggregated best plan refuses an aggregated target in one line
+    assert main([*args, "--emit", "k8s", str(tmp_path / "k8s")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        "error: --emit TARGET='k8s' is not allowed: one of pd, dynamo, llm-d (a disaggregated plan)"
+    )
