@@ -33,15 +33,17 @@ def deploy_section(plan: Plan, catalog: Catalog) -> None:
     if spec is None:
         return
     targets = list(targets_of(spec))
+    # a key of each kind: the two kinds offer different targets, a link keeps each one's choice
+    key = "deploy_pools_target" if plan.disaggregated else "deploy_target"
     target = bound(
         st.segmented_control,
         "Target",
         targets,
         format_func=TARGET_LABELS.__getitem__,
         default=targets[0] if plan.disaggregated else "k8s",
-        key="deploy_target",
+        key=key,
     )
-    target = target if target in targets else targets[0] if plan.disaggregated else "k8s"
+    target = target or targets[0 if plan.disaggregated else targets.index("k8s")]
     files = None
     with planner_errors("No deployment files for this plan"):
         files = render(spec, target)

@@ -24,7 +24,7 @@ def _section() -> None:
 def test_a_disaggregated_plan_deploys_as_pools() -> None:
     at = AppTest.from_function(_section, default_timeout=PATIENT_S).run()
     assert not at.exception, at.exception
-    group = at.button_group(key="deploy_target")
+    group = at.button_group(key="deploy_pools_target")
     assert list(group.options) == ["Prefill/decode commands", "NVIDIA Dynamo", "llm-d (Helm)"]
     codes = [c.value for c in at.code]
     assert any("--kv-transfer-config" in c and "--port 8100" in c for c in codes)
@@ -32,6 +32,6 @@ def test_a_disaggregated_plan_deploys_as_pools() -> None:
     group.set_value("dynamo").run()
     assert not at.exception, at.exception
     assert any("kind: DynamoGraphDeployment" in c.value for c in at.code)
-    at.button_group(key="deploy_target").set_value("llm-d").run()
+    at.button_group(key="deploy_pools_target").set_value("llm-d").run()
     assert any("modelCommand: vllmServe" in c.value for c in at.code)
     assert [b.label for b in at.get("download_button")] == ["Download the llm-d (Helm) files (zip)"]
