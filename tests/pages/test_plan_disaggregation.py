@@ -35,6 +35,10 @@ def test_disaggregation_on_ranks_pools_and_auto_draws_where_they_pay(
     assert (ranking["pred_ttft_ms_p99"] <= 2000).all()
     headline = [h.value for h in at.subheader if "disaggregated:" in h.value]
     assert headline and "decode" in headline[0]
+    # the Deploy section deploys the best plan as its pools
+    targets = at.button_group(key="deploy_pools_target")
+    assert list(targets.options) == ["Prefill/decode commands", "NVIDIA Dynamo", "llm-d (Helm)"]
+    assert any("--kv-transfer-config" in c.value and "--port 8200" in c.value for c in at.code)
 
     # auto ranks both kinds; the closed section sends nothing, opened it draws where the
     # split starts to pay (five loads, the searches' capacities reused)
