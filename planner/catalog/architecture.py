@@ -464,6 +464,7 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
     heads = int(config["num_attention_heads"])
     kv_heads = int(_first(config, "num_key_value_heads", default=heads))
     head_dim = int(_first(config, "head_dim", default=hidden // heads))
+    _check_heads(config, heads, kv_heads, hidden)
     num_experts = int(
         _first(config, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
     )
@@ -540,6 +541,29 @@ def _qk_norm_params(
             return (heads + kv_heads) * head_dim
         return 2 * head_dim
     return 0
+
+
+def _check_heads(config: dict[str, Any], heads: int, kv_heads: int, hidden: int) -> None:
+    """Head counts a transformer can have: each KV head serves a whole group of query heads
+    (``num_attention_heads`` a multiple of ``num_key_value_heads``, as grouped-query attention
+    and vLLM's tensor-parallel split require), and without a stated ``head_dim`` the hidden
+    size splits evenly into the heads. MLA models (``kv_lora_rank``) share one latent and are
+    exempt from the grouping."""
+    if kv_heads <= 0:
+        raise ValueError(
+            f"config.json field 'num_key_value_heads' is {kv_heads!r}: a positive integer is "
+            "required"
+        )
+    if config.get("kv_lora_rank") is None and heads % kv_heads:
+        raise ValueError(
+            f"config.json field 'num_key_value_heads' is {kv_heads}: it must divide "
+            f"num_attention_heads ({heads}), each KV head serving a whole group of query heads"
+        )
+    if "head_dim" not in config and hidden % heads:
+        raise ValueError(
+            f"config.json field 'num_attention_heads' is {heads}: it must divide hidden_size "
+            f"({hidden}) when no head_dim is given"
+        )
 
 
 def _quant_method(config: dict[str, Any]) -> str | None:

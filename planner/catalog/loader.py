@@ -52,13 +52,30 @@ R = TypeVar("R", bound=BaseModel)
 def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        for line_no, row in enumerate(reader, start=2):
+        for line_no, row in _csv_lines(reader, path.name):
             if None in row:
                 raise CatalogError(path.name, line_no, None, "more cells than header columns")
             yield (
                 line_no,
                 {k.strip(): (v.strip() if v and v.strip() else None) for k, v in row.items()},
             )
+
+
+def _csv_lines(
+    reader: csv.DictReader[str], file: str
+) -> Iterable[tuple[int, dict[str | Any, Any]]]:
+    """The reader's rows with their line numbers; a row the csv module cannot parse (a field
+    over its size limit, a quote left open) is an error naming the file and row."""
+    line_no = 1
+    while True:
+        line_no += 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise CatalogError(file, line_no, None, f"not a CSV row: {exc}") from None
+        yield line_no, row
 
 
 def _header(path: Path) -> list[str]:
@@ -137,6 +154,10 @@ def read_model_dir(directory: Path, origin: str) -> list[ModelCard]:
             config = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise CatalogError(path.name, exc.lineno, None, f"not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise CatalogError(
+                path.name, None, None, "nested too deep to be a config.json"
+            ) from None
         cards.append(model_card_from_config(config, origin=origin, file=path.name))
     return cards
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -182,8 +183,8 @@ def plan_refresh(
 ) -> RefreshPlan:
     """Compare the offers of ``files`` with ``catalog``; ``user_prices`` are the rows of the
     user's own prices.csv (hand-set ones are protected); ``regions`` restricts the refresh."""
-    if threshold_pct < 0:
-        raise InvalidInputError("threshold_pct", threshold_pct, "a percentage >= 0")
+    if not math.isfinite(threshold_pct) or threshold_pct < 0:
+        raise InvalidInputError("threshold_pct", threshold_pct, "a finite percentage >= 0")
     wanted_regions = {r for r in regions if r}
     own = {_key(p): p for p in user_prices if not _is_refresh_row(p)}
     current = {_key(p): p for p in catalog.prices}

@@ -7,9 +7,10 @@ its ``source`` and ``as_of`` date.
 from __future__ import annotations
 
 from datetime import date
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -47,12 +48,44 @@ BYTES_PER_PARAM: dict[str, float] = {
 }
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+#: Bounds of the numbers of a catalog row: about 8-100x the largest value in data/ (2026-12:
+#: $142.42/h for an 8-GPU instance, 16 GPUs an instance, 288 GB and 8 TB/s a GPU, 5 PFLOPS of
+#: FP8), so any real row passes and a typo, an ``inf`` or a ``1e308`` from a price feed is
+#: refused by name instead of making every plan cost infinity (or nothing).
+MIN_USD_PER_HOUR = 0.001
+MAX_USD_PER_HOUR = 10_000.0
+MAX_INSTANCE_GPUS = 1_024
+MAX_NAME_CHARS = 200
 
-    source: str = Field(min_length=1)
+
+def printable_name(value: str) -> str:
+    """``value``, when it holds no control character and is not too long (else ValueError)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError("a name without control characters (NUL, tab, line breaks)")
+    if len(value) > MAX_NAME_CHARS:
+        raise ValueError(f"a name of at most {MAX_NAME_CHARS} characters")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text without NUL characters")
+    return value
+
+
+#: a provider, instance, region or GPU name: what a table, a command and a file name show
+Name = Annotated[str, Field(min_length=1), AfterValidator(printable_name)]
+Text = Annotated[str, AfterValidator(_no_nul)]
+Amount = Annotated[float, Field(gt=0, le=1e6)]  # a spec figure: GB, GB/s, TFLOPS, W
+
+
+class _Record(BaseModel):
+    # allow_inf_nan=False: no float of a row is infinite or NaN
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    source: Text = Field(min_length=1)
     as_of: date
-    notes: str = ""
+    notes: Text = ""
 
     @field_validator("notes", mode="before")
     @classmethod
@@ -61,23 +94,23 @@ class _Record(BaseModel):
 
 
 class GPU(_Record):
-    gpu_id: str = Field(min_length=1)
-    name: str
+    gpu_id: Name
+    name: Name
     vendor: Literal["nvidia", "amd"]
-    memory_gb: PositiveFloat
-    memory_reported_mib: PositiveFloat | None = None
-    memory_type: str | None = None
-    memory_bw_gbps: PositiveFloat
-    fp16_dense_tflops: PositiveFloat
-    bf16_dense_tflops: PositiveFloat | None = None
-    fp8_dense_tflops: PositiveFloat | None = None
-    int8_dense_tops: PositiveFloat | None = None
-    fp4_dense_tflops: PositiveFloat | None = None
+    memory_gb: Amount
+    memory_reported_mib: Annotated[float, Field(gt=0, le=1e9)] | None = None
+    memory_type: Name | None = None
+    memory_bw_gbps: Amount
+    fp16_dense_tflops: Amount
+    bf16_dense_tflops: Amount | None = None
+    fp8_dense_tflops: Amount | None = None
+    int8_dense_tops: Amount | None = None
+    fp4_dense_tflops: Amount | None = None
     form_factor: Literal["sxm", "pcie", "superchip", "oam"]
     interconnect: Literal["nvlink", "pcie", "infinity_fabric"]
-    interconnect_bw_gbps: PositiveFloat | None = None
-    pcie_gen: PositiveInt | None = None
-    tdp_w: PositiveFloat | None = None
+    interconnect_bw_gbps: Amount | None = None
+    pcie_gen: Annotated[int, Field(gt=0, le=64)] | None = None
+    tdp_w: Amount | None = None
 
     @property
     def memory_bytes(self) -> float:
@@ -120,15 +153,15 @@ class GPU(_Record):
 
 
 class Instance(_Record):
-    provider: str = Field(min_length=1)
-    instance: str = Field(min_length=1)
-    gpu_id: str
-    gpus: PositiveInt
-    vcpus: PositiveInt | None = None
-    ram_gib: PositiveFloat | None = None
+    provider: Name
+    instance: Name
+    gpu_id: Name
+    gpus: int = Field(gt=0, le=MAX_INSTANCE_GPUS)
+    vcpus: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
+    ram_gib: Amount | None = None
     gpu_link: GpuLink
-    gpu_link_bw_gbps: PositiveFloat | None = None
-    network_gbps: PositiveFloat | None = None
+    gpu_link_bw_gbps: Amount | None = None
+    network_gbps: Amount | None = None
 
     @property
     def key(self) -> str:
@@ -136,11 +169,11 @@ class Instance(_Record):
 
 
 class Price(_Record):
-    provider: str
-    instance: str
-    region: str = Field(min_length=1)
+    provider: Name
+    instance: Name
+    region: Name
     pricing: PricingMode
-    usd_per_hour: PositiveFloat
+    usd_per_hour: float = Field(ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR)
 
     def age_days(self, today: date) -> int:
         """Days since the price's ``as_of`` date (0 when dated today or later)."""
@@ -205,9 +238,9 @@ class ModelCard(BaseModel):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    hf_id: str
-    name: str
-    source: str
+    hf_id: Name
+    name: Name
+    source: Text
     as_of: date
     config: dict[str, Any]
     architecture: ModelArchitecture

@@ -27,6 +27,7 @@ Nothing here touches the network: the caller hands over a file it already has.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -34,6 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.catalog.loader import Catalog
+from planner.catalog.schema import (
+    MAX_INSTANCE_GPUS,
+    MAX_USD_PER_HOUR,
+    MIN_USD_PER_HOUR,
+    printable_name,
+)
 from planner.errors import CatalogError
 from planner.input_checks import check_file_size
 from planner.settings import get_settings
@@ -120,9 +127,30 @@ def _number(value: str | None, file: str, line: int, column: str) -> float | Non
         number = float(text)
     except ValueError:
         raise CatalogError(file, line, column, f"not a number (got {text!r})") from None
-    if number < 0:
-        raise CatalogError(file, line, column, f"must be >= 0 (got {text!r})")
+    low, high = _RANGE.get(column, (0.0, math.inf))
+    if not math.isfinite(number) or number < low or number > high:
+        allowed = f"a number from {low:g} to {high:,g}" if math.isfinite(high) else "a number >= 0"
+        raise CatalogError(file, line, column, f"must be {allowed} (got {text!r})")
     return number
+
+
+def _name(text: str, file: str, line: int, column: str) -> None:
+    """A name of the file (instance, region, zone, accelerator) is one the catalog can hold."""
+    try:
+        printable_name(text)
+    except ValueError as exc:
+        raise CatalogError(file, line, column, f"must be {exc} (got {text!r})") from None
+
+
+#: The largest value a column of a vms.csv may hold (the catalog's own bounds: a price within
+#: planner.catalog.schema's, GPUs as many as an instance of the catalog may have)
+_RANGE = {
+    "Price": (MIN_USD_PER_HOUR, MAX_USD_PER_HOUR),
+    "SpotPrice": (MIN_USD_PER_HOUR, MAX_USD_PER_HOUR),
+    "AcceleratorCount": (0.0, float(MAX_INSTANCE_GPUS)),
+    "vCPUs": (0.0, 1_000_000.0),
+    "MemoryGiB": (0.0, 1_000_000.0),
+}
 
 
 def check_snapshot_size(name: str, size_bytes: int) -> None:
@@ -153,6 +181,8 @@ def _read_rows(path: Path) -> list[_Row]:
         rows = []
         for line, raw in enumerate(reader, start=2):
             cells = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k}
+            for column in ("InstanceType", "AcceleratorName", "Region", "AvailabilityZone"):
+                _name(cells.get(column, ""), name, line, column)
             rows.append(
                 _Row(
                     line=line,

@@ -30,7 +30,7 @@ from planner.catalog.loader import (
     model_card_from_config,
     read_records,
 )
-from planner.catalog.schema import OwnedServer
+from planner.catalog.schema import OwnedServer, printable_name
 from planner.errors import CatalogError, InvalidInputError
 
 
@@ -148,6 +148,7 @@ def stage_table_upload(
         new_rows = read_records(upload, spec.record)
         if not new_rows:
             raise CatalogError(name, None, None, "the file has a header but no rows")
+        _refuse_conflicting_duplicates(name, spec, new_rows)
         existing_path = user_dir / spec.file
         existing = read_records(existing_path, spec.record) if existing_path.exists() else []
         merged: dict[tuple[str, ...], BaseModel] = {spec.key(r): r for r in existing}
@@ -172,6 +173,30 @@ def stage_table_upload(
     )
 
 
+def _refuse_conflicting_duplicates(name: str, spec: TableSpec, rows: list[BaseModel]) -> None:
+    """Two rows of one upload with the same key (a price's instance, region and pricing) and
+    different values: which one is meant cannot be told, so the upload is refused naming both
+    rows and the first field they differ in (an identical repeat is harmless and kept once)."""
+    first: dict[tuple[str, ...], tuple[int, BaseModel]] = {}
+    for line_no, row in enumerate(rows, start=2):
+        key = spec.key(row)
+        if key not in first:
+            first[key] = (line_no, row)
+            continue
+        earlier_line, earlier = first[key]
+        if earlier == row:
+            continue
+        old, new = earlier.model_dump(), row.model_dump()
+        field = next(f for f in old if old[f] != new[f])
+        raise CatalogError(
+            name,
+            line_no,
+            field,
+            f"duplicate {spec.noun} {' '.join(key)}: row {earlier_line} says {old[field]!r}, "
+            f"this row {new[field]!r}; keep one",
+        )
+
+
 def save_staged(user_dir: Path, staged: StagedTable) -> Path:
     spec = TABLES[staged.table]
     path = user_dir / spec.file
@@ -186,11 +211,17 @@ def parse_model_config(data: bytes, name: str, hf_id: str = "") -> tuple[dict[st
     """
     _check_upload_size(name, data)
     try:
+        printable_name(name)
+    except ValueError as exc:
+        raise CatalogError(repr(name), None, None, f"the file name must be {exc}") from None
+    try:
         config = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise CatalogError(name, None, None, "not a UTF-8 text file; upload config.json") from None
     except json.JSONDecodeError as exc:
         raise CatalogError(name, exc.lineno, None, f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CatalogError(name, None, None, "nested too deep to be a config.json") from None
     if not isinstance(config, dict):
         raise CatalogError(name, None, None, "a config.json must be a JSON object")
     if hf_id.strip():

@@ -21,8 +21,13 @@ from planner.catalog.refresh import (
 )
 from planner.catalog.schema import Price
 from planner.catalog.skypilot import find_vms_files, read_skypilot_vms
-from planner.errors import InvalidInputError
+from planner.commands.args import number
+from planner.input_checks import known_names
 from planner.settings import get_settings
+
+#: A price that moved 100-fold is a move; a threshold above it would report none (nor would
+#: infinity, and NaN compares false with every move and so hides them all).
+MAX_THRESHOLD_PCT = 10_000.0
 
 TABLES = ("gpus", "instances", "prices", "history", "models", "measured", "owned")
 
@@ -67,7 +72,7 @@ def register(subparsers: Any) -> None:
     )
     refresh.add_argument(
         "--threshold-pct",
-        type=float,
+        type=number(low=0.0, high=MAX_THRESHOLD_PCT),
         default=DEFAULT_THRESHOLD_PCT,
         help=f"report prices that moved by more than this (default {DEFAULT_THRESHOLD_PCT:g}%%)",
     )
@@ -158,8 +163,9 @@ def run_refresh(args: argparse.Namespace) -> int:
     found = find_vms_files(args.skypilot_catalog, args.provider)
     files = [read_skypilot_vms(path, provider, catalog) for path, provider in found]
     as_of = args.as_of or max(file_date(path) for path, _ in found)
-    if args.threshold_pct < 0:
-        raise InvalidInputError("--threshold-pct", args.threshold_pct, "a percentage >= 0")
+    # a region of neither the files nor the catalog would refresh nothing, silently
+    regions_known = {o.region for f in files for o in f.offers} | {p.region for p in catalog.prices}
+    known_names("--region", args.region, regions_known)
     own = read_records(user_dir / PRICES_FILE, Price) if (user_dir / PRICES_FILE).exists() else []
     plan = plan_refresh(
         catalog,
