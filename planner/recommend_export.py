@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from planner.catalog import Catalog
+from planner.csv_export import write_frame_csv
 from planner.palette import gpu_color
 from planner.recommend import (
     RecommendationResult,
@@ -35,9 +36,8 @@ def ranking_frame(result: RecommendationResult) -> pd.DataFrame:
 
 
 def write_csv(result: RecommendationResult, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ranking_frame(result).to_csv(path, index=False)
-    return path
+    """The ranking as CSV, safe to open in a spreadsheet (``planner.csv_export``)."""
+    return write_frame_csv(ranking_frame(result), path)
 
 
 def cost_chart_spec(result: RecommendationResult, top: int = 15) -> dict[str, Any]:

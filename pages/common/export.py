@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
+from planner.csv_export import frame_csv_text
 from planner.report import ReportSection, render_report
 
 if TYPE_CHECKING:  # the figures come built: plotly is imported by the charts
@@ -55,7 +56,8 @@ def report_html(title: str, sections: Sequence[ExportSection], *, subtitle: str 
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    return frame.to_csv(index=False)
+    """The table as CSV, safe to open in a spreadsheet (``planner.csv_export``)."""
+    return frame_csv_text(frame)
 
 
 def _slug(text: str) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.catalog import Catalog, MeasuredResult, load_catalog
+from planner.csv_export import write_rows_csv
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf.disaggregated import (
     DisaggregatedPrediction,
@@ -166,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
     source: Path = args.scenarios
     if not source.is_file():
         raise InvalidInputError("--scenarios", str(source), "an existing CSV file")
-    with source.open(newline="", encoding="utf-8") as handle:
+    # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which would otherwise
+    # become part of the first column's name (and that column would be ignored)
+    with source.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         header = list(reader.fieldnames or [])
         rows = [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
@@ -177,12 +180,8 @@ def run(args: argparse.Namespace) -> int:
     model = get_performance_model(catalog, user)
     results = predict_rows(model, rows)
     columns = header + [c for c in PREDICTION_COLUMNS if c not in header]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        for row, result in zip(rows, results, strict=True):
-            writer.writerow({**row, **prediction_cells(result)})
+    out = ({**row, **prediction_cells(result)} for row, result in zip(rows, results, strict=True))
+    write_rows_csv(args.out, columns, out)
     failed = sum(1 for r in results if isinstance(r, PlannerError))
     print(
         f"predicted {len(rows) - failed} of {len(rows)} scenarios -> {args.out}"

@@ -282,6 +282,26 @@ def _validate_layout(scenario: Scenario, card: ModelCard, instance: Instance | N
         )
 
 
+def _validate_context(scenario: Scenario, card: ModelCard) -> None:
+    """A request longer than the model's context (``max_position_embeddings`` of its
+    config.json) is one no engine serves: vLLM refuses a ``--max-model-len`` above it. Lengths
+    given as distributions are checked at their means (their longest draw is what the engine
+    is sized for)."""
+    if scenario.trace:
+        longest = max(r.input_len + r.output_len for r in scenario.trace)
+    else:
+        longest = round(scenario.mean_input_len + scenario.mean_output_len)
+    field = "input_len" if scenario.input_len is not None else "scenario"
+    context = card.architecture.max_position_embeddings
+    if context and longest > context:
+        raise InvalidInputError(
+            field,
+            scenario.input_len if field == "input_len" else longest,
+            f"a prompt and answer of at most {context:,} tokens together, the context of "
+            f"{card.hf_id} (this request is {longest:,})",
+        )
+
+
 def resolve_deployment(
     scenario: Scenario, catalog: Catalog, *, cross_node_moe: bool = False
 ) -> Deployment:
@@ -303,6 +323,7 @@ def resolve_deployment(
     if precision not in BYTES_PER_PARAM:
         raise InvalidInputError("precision", scenario.precision, f"one of {list(BYTES_PER_PARAM)}")
     _validate_layout(scenario, card, instance)
+    _validate_context(scenario, card)
     arch = card.architecture
     tp, pp = scenario.tp, scenario.pp
     notes: list[str] = []

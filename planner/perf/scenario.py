@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.engine import EngineConfig, Entrypoint, KvCacheDtype, engine_family
 from planner.errors import InvalidInputError
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.loads import LoadKind
 from planner.workload import LengthDistribution
 
@@ -56,6 +57,13 @@ LENGTH_BIN_EDGES = (0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 0.99, 0.999, 1.0)
 #: the benchmark datasets a measured row (or a predict row) may name (planner.catalog's
 #: MeasuredResult.dataset): "random" has the stated lengths, "sharegpt" and "uniform" vary
 DATASETS = ("random", "sharegpt", "uniform")
+#: Requests one prediction simulates, at most: 100 x vLLM bench's default of 1,000 and more
+#: than any published run; the simulator takes ~4 s for 100,000 (an 8B model at concurrency
+#: 256 on two busy cores), so a typo of 1e12 is refused instead of simulated for hours.
+MAX_SIMULATED_REQUESTS = 100_000
+#: GPUs (or nodes) of one scenario, at most: ~3x the largest public training cluster
+#: (100,000 H100s, xAI Colossus as reported in 2024); a serving deployment is far smaller.
+MAX_SCENARIO_GPUS = 327_680
 
 
 def _binned(dist: LengthDistribution, mean: float) -> LengthDistribution:
@@ -122,39 +130,39 @@ class Scenario(BaseModel):
     replica); a multiple of it means data-parallel replicas that share the load evenly.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     engine: str = "vllm"
     engine_version: str | None = None
     model: str
     precision: str = "bf16"
     gpu: str
-    num_gpus: int | None = Field(default=None, gt=0)
-    tp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    input_len: int | None = Field(default=None, gt=0)
-    output_len: int | None = Field(default=None, gt=0)
+    num_gpus: int | None = Field(default=None, gt=0, le=MAX_SCENARIO_GPUS)
+    tp: int = Field(default=1, gt=0, le=MAX_SCENARIO_GPUS)
+    pp: int = Field(default=1, gt=0, le=MAX_SCENARIO_GPUS)
+    input_len: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
+    output_len: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
     load: LoadKind = "concurrency"
-    concurrency: float | None = Field(default=None, gt=0)
-    request_rate: float | None = Field(default=None, gt=0)
-    num_requests: int | None = Field(default=None, gt=0)
+    concurrency: float | None = Field(default=None, gt=0, le=MAX_LOAD)
+    request_rate: float | None = Field(default=None, gt=0, le=MAX_LOAD)
+    num_requests: int | None = Field(default=None, gt=0, le=MAX_SIMULATED_REQUESTS)
     instance: str | None = None
-    nodes: int | None = Field(default=None, gt=0)
+    nodes: int | None = Field(default=None, gt=0, le=MAX_SCENARIO_GPUS)
     # engine settings (vLLM names; the TensorRT-LLM family reads max_num_seqs as
     # max_batch_size and max_num_batched_tokens as max_num_tokens). None: the engine's default
     # (planner.engine); max_model_len None: the scenario's longest request.
-    max_num_seqs: int | None = Field(default=None, gt=0)
-    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0, le=MAX_LOAD)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
-    max_model_len: int | None = Field(default=None, gt=0)
+    max_model_len: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
     kv_cache_dtype: KvCacheDtype | None = None
     enable_chunked_prefill: bool | None = None
     enable_prefix_caching: bool | None = None
     enforce_eager: bool | None = None
     enable_expert_parallel: bool | None = None
-    data_parallel_size: int | None = Field(default=None, gt=0)
+    data_parallel_size: int | None = Field(default=None, gt=0, le=MAX_SCENARIO_GPUS)
     entrypoint: Entrypoint | None = None
-    block_size: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
     prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves
@@ -176,6 +184,13 @@ class Scenario(BaseModel):
             raise ValueError("request_rate is required for load='rate'")
         if self.load == "trace" and not self.trace:
             raise ValueError("trace is required for load='trace'")
+        if self.num_requests is None and self.effective_num_requests() > MAX_SIMULATED_REQUESTS:
+            raise InvalidInputError(
+                "concurrency",
+                self.concurrency,
+                f"a load whose default of {self.effective_num_requests():,} requests is at most "
+                f"{MAX_SIMULATED_REQUESTS:,}, or give num_requests",
+            )
         group = self.tp * self.pp * (self.data_parallel_size or 1)
         if self.num_gpus is not None and self.num_gpus % group:
             raise ValueError(
@@ -319,6 +334,9 @@ def _integer(field: str, text: Any) -> Any:
 
 def _as_input_error(exc: ValidationError, values: dict[str, Any]) -> InvalidInputError:
     first = exc.errors()[0]
+    raised = (first.get("ctx") or {}).get("error")
+    if isinstance(raised, InvalidInputError):  # a check that names its own field
+        return raised
     loc = ".".join(str(p) for p in first["loc"]) or "scenario"
     message = str(first["msg"]).removeprefix("Value error, ")
     return InvalidInputError(loc, values.get(loc), message)
