@@ -22,7 +22,7 @@ from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
-from planner.recommend import ranking_rows, rejected_rows
+from planner.recommend import ranking_rows, rejected_rows, unmet_slos
 from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
 from planner.workload import Workload
 
@@ -78,9 +78,15 @@ if not ranked.empty:
 best = result.best if result else None
 with top_slot.container(border=True, key="top_recommendation"):
     if best is None:
+        unmet = unmet_slos(result) if result else []
         st.error(
-            "No configuration meets the SLOs with the chosen filters. Relax the SLOs, add "
-            "providers or regions, or see below why each candidate was rejected."
+            "No configuration meets the SLOs with the chosen filters. "
+            + (
+                " ".join(f"{line[0].upper()}{line[1:]}." for line in unmet)
+                if unmet
+                else "Relax the SLOs, add providers or regions, or see below why each "
+                "candidate was rejected."
+            )
         )
     elif best.disaggregated:
         st.subheader(

@@ -31,11 +31,13 @@ from planner.recommend import (
     RecommendRequest,
     SearchSpace,
     Slo,
+    empty_search_reason,
     filtered_instances,
     perf_predictor,
     ranking_rows,
     recommend,
     rejected_rows,
+    unmet_slos,
 )
 from planner.settings import get_settings
 
@@ -128,7 +130,11 @@ def register(subparsers: Any) -> None:
         "--emit",
         nargs=2,
         metavar=("TARGET", "DIR"),
-        help="write the best configuration's deployment files (k8s, skypilot or docker) to DIR",
+        help="write the best configuration's deployment files (k8s, skypilot or docker) to DIR "
+        "(a new or empty folder unless --force)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="--emit into a folder that already holds files"
     )
     parser.set_defaults(func=run)
 
@@ -188,7 +194,14 @@ def invalid_input(exc: ValidationError) -> InvalidInputError:
     return InvalidInputError(field, first.get("input"), first["msg"].removeprefix("Value error, "))
 
 
-def emit(target: str, directory: Path, result: RecommendationResult, catalog: Catalog) -> None:
+def emit(
+    target: str,
+    directory: Path,
+    result: RecommendationResult,
+    catalog: Catalog,
+    *,
+    force: bool = False,
+) -> None:
     """Write the deployment files of the best configuration (``--emit TARGET DIR``)."""
     from planner.deploy import ALL_TARGETS, render, spec_from_plan, targets_of, write_bundle
 
@@ -204,7 +217,7 @@ def emit(target: str, directory: Path, result: RecommendationResult, catalog: Ca
         raise InvalidInputError(
             "--emit TARGET", target, f"one of {', '.join(targets_of(spec))} ({kind} plan)"
         )
-    paths = write_bundle(render(spec, target), directory)
+    paths = write_bundle(render(spec, target), directory, force=force)
     print(f"Wrote {directory}: {', '.join(p.name for p in paths)}")
     print(f"Cold start: {spec.cold_start().describe()}")
 
@@ -212,12 +225,13 @@ def emit(target: str, directory: Path, result: RecommendationResult, catalog: Ca
 def run(args: argparse.Namespace) -> int:
     request = build_request(args)
     if args.emit:
-        from planner.deploy import ALL_TARGETS
+        from planner.deploy import ALL_TARGETS, check_target_folder
 
         if args.emit[0] not in ALL_TARGETS:  # before the search, not after
             raise InvalidInputError(
                 "--emit TARGET", args.emit[0], f"one of {', '.join(ALL_TARGETS)}"
             )
+        check_target_folder(Path(args.emit[1]), force=args.force)
     catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
     catalog.model(request.model)  # unknown model: one clear line, before any work
     search = request.search
@@ -246,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_html(result, catalog, args.html)
     if args.emit:
-        emit(args.emit[0], Path(args.emit[1]), result, catalog)
+        emit(args.emit[0], Path(args.emit[1]), result, catalog, force=args.force)
     if args.json:
         # each row with its typed plan: `benchmarks_runner import --plan FILE#RANK` reads it
         typed = [
@@ -254,6 +268,13 @@ def run(args: argparse.Namespace) -> int:
             for row, rec in zip(ranked[: args.top], result.ranked, strict=False)
         ]
         print(json.dumps({"ranked": typed, "rejected": rejected}, indent=2, default=str))
+        return 0
+    unmet = unmet_slos(result)
+    if unmet:  # the SLO is the reason, not each candidate
+        print("No configuration meets the SLOs:")
+        for line in unmet:
+            print(f"  {line}")
+        print(f"({len(rejected)} candidates rejected; --json lists each with its reason)")
         return 0
     if not ranked:
         print("No configuration meets the SLOs. Why each candidate was ruled out:")
@@ -283,6 +304,9 @@ def run(args: argparse.Namespace) -> int:
 
 def no_layout_reason(catalog: Catalog, request: RecommendRequest) -> str:
     """Why a search judged no layout at all (every shape was left out before judging)."""
+    empty = empty_search_reason(catalog, request.search)
+    if empty is not None:
+        return empty
     searched = filtered_instances(catalog, request.search)
     counts = sorted({catalog.instances[name].gpus for name in searched})
     offered = ", ".join(str(c) for c in counts) or "none"

@@ -16,6 +16,7 @@ gauge), :mod:`~planner.deploy.launch` (the processes: the plan's command, multi-
 from planner.deploy.bundle import (
     ALL_TARGETS,
     TARGETS,
+    check_target_folder,
     render,
     targets_of,
     to_yaml,
@@ -35,6 +36,7 @@ __all__ = [
     "ColdStart",
     "DeploySpec",
     "EngineServing",
+    "check_target_folder",
     "cold_start_estimate",
     "docker_run_command",
     "engine_args",

@@ -244,8 +244,33 @@ def zip_bytes(files: dict[str, str], folder: str) -> bytes:
     return buffer.getvalue()
 
 
-def write_bundle(files: dict[str, str], directory: Path) -> list[Path]:
-    """Write the files into ``directory`` (created); returns their paths."""
+def check_target_folder(directory: Path, *, force: bool = False) -> None:
+    """``directory`` is new or empty, or ``force`` says its files may be written over: an
+    emit into a folder that holds a project (``--emit docker .`` in a repository) would
+    replace its README.md and others of the same names."""
+    if directory.exists() and not directory.is_dir():
+        raise InvalidInputError("--emit DIR", str(directory), "a folder (this is a file)")
+    if force or not directory.exists():
+        return
+    try:
+        held = sorted(p.name for p in directory.iterdir())
+    except OSError as exc:
+        raise InvalidInputError(
+            "--emit DIR", str(directory), f"a readable folder ({exc.strerror})"
+        ) from None
+    if held:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise InvalidInputError(
+            "--emit DIR",
+            str(directory),
+            f"a new or empty folder (it holds {shown}); --force writes into it anyway",
+        )
+
+
+def write_bundle(files: dict[str, str], directory: Path, *, force: bool = False) -> list[Path]:
+    """Write the files into ``directory`` (created; one that holds anything only with
+    ``force``, see :func:`check_target_folder`); returns their paths."""
+    check_target_folder(directory, force=force)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         paths = []

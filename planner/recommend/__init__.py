@@ -23,6 +23,7 @@ from planner.recommend.analysis import (
     pareto_front,
     pareto_throughput_vs_interactivity,
     sensitivity,
+    unmet_slos,
 )
 from planner.recommend.capacity import (
     CAPACITY_CACHE,
@@ -49,7 +50,12 @@ from planner.recommend.request import (
     ranking_rows,
     rejected_rows,
 )
-from planner.recommend.search import engine_grid, filtered_instances, recommend
+from planner.recommend.search import (
+    empty_search_reason,
+    engine_grid,
+    filtered_instances,
+    recommend,
+)
 
 __all__ = [
     "CAPACITY_CACHE",
@@ -73,6 +79,7 @@ __all__ = [
     "SensitivityRow",
     "Slo",
     "disaggregation_curve",
+    "empty_search_reason",
     "engine_grid",
     "filtered_instances",
     "max_rate_meeting_slo",
@@ -85,4 +92,5 @@ __all__ = [
     "rejected_rows",
     "search_capacity",
     "sensitivity",
+    "unmet_slos",
 ]

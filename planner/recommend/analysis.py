@@ -244,3 +244,32 @@ def disaggregation_curve(
             )
         )
     return points
+
+
+def unmet_slos(result: RecommendationResult) -> list[str]:
+    """When nothing is ranked: each latency SLO that no candidate meets even at the lowest load
+    searched, with the best p99 any candidate achieves there (the figure the SLO would have to
+    allow). Empty when something is ranked, or when the candidates failed for other reasons
+    (memory, filters) or each SLO alone is met by some candidate."""
+    if result.ranked:
+        return []
+    slo = result.request.slo
+    out = []
+    for name, target, field, digits in (
+        ("p99 TTFT", slo.ttft_p99_ms, "lowest_ttft_ms_p99", 0),
+        ("p99 TPOT", slo.tpot_p99_ms, "lowest_tpot_ms_p99", 1),
+        ("p99 E2E", slo.e2e_p99_ms, "lowest_e2e_ms_p99", 0),
+    ):
+        achieved = [
+            (getattr(r, field), r) for r in result.rejected if getattr(r, field) is not None
+        ]
+        if target is None or not achieved:
+            continue
+        best_ms, best = min(achieved, key=lambda pair: pair[0])
+        if best_ms > target:
+            out.append(
+                f"{name} <= {target:,.{digits}f} ms cannot be met: the best of "
+                f"{len(achieved)} candidates ({best.instance} TP{best.tp} PP{best.pp} "
+                f"{best.precision}) predicts {best_ms:,.{digits}f} ms even at the lowest load"
+            )
+    return out

@@ -205,6 +205,15 @@ class Rejected(BaseModel):
     kv_cache_dtype: str = "auto"
     engine_settings: str = ""
     reason: str
+    #: the p99s predicted at the lowest load searched, when even that load broke an SLO (what
+    #: the configuration achieves at best; :func:`planner.recommend.analysis.unmet_slos`)
+    lowest_ttft_ms_p99: float | None = None
+    lowest_tpot_ms_p99: float | None = None
+    lowest_e2e_ms_p99: float | None = None
+
+
+#: Rejected's fields that are for the summary of unmet SLOs, not for the table of rejections
+_SUMMARY_ONLY = {"lowest_ttft_ms_p99", "lowest_tpot_ms_p99", "lowest_e2e_ms_p99"}
 
 
 class RecommendationResult(BaseModel):
@@ -251,7 +260,7 @@ def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
 
 
 def rejected_rows(result: RecommendationResult) -> list[dict[str, Any]]:
-    return [r.model_dump() for r in result.rejected]
+    return [r.model_dump(exclude=_SUMMARY_ONLY) for r in result.rejected]
 
 
 def grid_value(value: int | None, name: str) -> int:

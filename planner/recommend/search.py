@@ -85,6 +85,52 @@ def filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
     return names
 
 
+def _at_lowest_load(capacity: CapacityResult) -> dict[str, float]:
+    """The p99s of a candidate that broke an SLO even at the lowest load (none otherwise)."""
+    prediction = capacity.prediction
+    if prediction is None or capacity.max_load > 0:
+        return {}
+    return {
+        "lowest_ttft_ms_p99": prediction.ttft_ms_p99,
+        "lowest_tpot_ms_p99": prediction.tpot_ms_p99,
+        "lowest_e2e_ms_p99": prediction.e2e_ms_p99,
+    }
+
+
+def empty_search_reason(catalog: Catalog, search: SearchSpace) -> str | None:
+    """Why no instance passes the search's filters together, in a sentence naming each
+    filter and what it alone allows; None when some instance passes."""
+    if filtered_instances(catalog, search):
+        return None
+    everything = set(catalog.instances)
+
+    def priced(regions: tuple[str, ...] | None) -> set[str]:
+        return {
+            p.instance
+            for p in catalog.prices
+            if p.pricing == search.pricing and (not regions or p.region in regions)
+        }
+
+    filters: list[tuple[str, set[str]]] = [
+        (f"{search.pricing.replace('_', '-')} prices", priced(None))
+    ]
+    if search.providers:
+        held = {n for n, i in catalog.instances.items() if i.provider in search.providers}
+        filters.append((f"providers {', '.join(search.providers)}", held))
+    if search.regions:
+        filters.append((f"regions {', '.join(search.regions)}", priced(search.regions)))
+    if search.gpus:
+        held = {n for n, i in catalog.instances.items() if i.gpu_id in search.gpus}
+        filters.append((f"GPUs {', '.join(search.gpus)}", held))
+    if search.instances:
+        held = {n for n in search.instances if n in everything}
+        gpus = sorted({catalog.instances[n].gpu_id for n in held})
+        label = f"instances {', '.join(search.instances)}"
+        filters.append((label + (f" (of {', '.join(gpus)})" if gpus else ""), held))
+    alone = [f"{label}: {len(held & everything)} instance(s)" for label, held in filters]
+    return "no instance passes these filters together (" + "; ".join(alone) + ")"
+
+
 def prices_in_scope(catalog: Catalog, instance: str, search: SearchSpace) -> list[Price]:
     """The instance's prices the search compares: at the search's pricing mode, or, for a
     server a team owns (``planner.owned``), its owned hourly cost whatever the mode (owning
@@ -212,7 +258,12 @@ def recommend(
             _keep_below_ceiling(cache, key, capacity)
         if capacity.reason is not None or capacity.prediction is None:
             rejected.append(
-                Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
+                Rejected(
+                    **base,
+                    engine_settings=settings.label,
+                    reason=capacity.reason or "",
+                    **_at_lowest_load(capacity),
+                )
             )
             return
         config = _configuration_key(layout)
@@ -421,7 +472,12 @@ def _verify_shortlist(
             cache.remember_edge(edge_key, capacity)
             if capacity.reason is not None or capacity.prediction is None:
                 rejected.append(
-                    Rejected(**base, engine_settings=settings.label, reason=capacity.reason or "")
+                    Rejected(
+                        **base,
+                        engine_settings=settings.label,
+                        reason=capacity.reason or "",
+                        **_at_lowest_load(capacity),
+                    )
                 )
                 continue
             price = next(
