@@ -22,7 +22,9 @@ st.set_page_config(layout="wide", page_title="Servewise", page_icon=":material/b
 # One flat menu along the top, in the order a planning meeting walks through it. URL paths
 # are the file names (see pages/common/navigation.py for why they must be).
 PAGES = [
-    st.Page("pages/plan.py", title="Plan", icon=":material/route:", default=True),
+    st.Page(
+        "pages/plan.py", title="Plan", icon=":material/route:", default=True, url_path="plan_home"
+    ),
     st.Page(
         "pages/gpu_economics.py",
         title="GPU economics",
@@ -34,6 +36,11 @@ PAGES = [
     st.Page("pages/verify.py", title="Verify", icon=":material/fact_check:"),
     st.Page("pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
     st.Page("pages/data.py", title="Data", icon=":material/table:"),
+    # The Plan page is served at the root (it is the default), so its file's own address, /plan,
+    # would be "Page not found": the same file is also a hidden page there (st.switch_page
+    # cannot redirect: it clears the link, whose scenario widgets hold). The default's own name
+    # is not plan, so the two do not clash (Streamlit keys pages by that name).
+    st.Page("pages/plan.py", title="Plan", url_path="plan", visibility="hidden"),
 ]
 
 page = st.navigation(PAGES, position="top")

@@ -7,6 +7,14 @@ for it that is not the value now shown, puts a warning under the widget naming t
 the value in the link, what is allowed and the value used instead. The notice stays while the
 widget keeps the value used instead (the user has not changed it since).
 
+Some values Streamlit does not drop but cannot use either: ``inf`` in a whole-number widget
+raises while the widget seeds itself from the link, and an empty ``?kv_dtype=`` gives a select
+with a default no value at all. So :func:`bound` first checks the link's value against what the
+widget accepts (:func:`_fits`: a finite number, whole for a whole-number widget; one of the
+options; true or false) and takes a value that does not fit out of the link before the widget
+reads it: the widget starts from its default and the notice names what was refused. Every bound
+widget gets this from its own arguments; a new one needs nothing more.
+
 ``app.py`` calls :func:`remember_url` first in every run: the query string as the browser sent
 it, before any widget corrected it.
 """
@@ -20,7 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.state import get_session_state
 
+from pages.common.ui import md_text
 from planner.credentials import has_user_info, strip_user_info
 
 URL_AS_SENT = "_url_as_sent"
@@ -42,10 +52,11 @@ class UrlNotice:
     used_label: str
 
     def message(self) -> str:
-        shown = self.used_label or "nothing"
+        shown = md_text(self.used_label) if self.used_label else "nothing"
+        # the link's value is anyone's text: shown as text, never as a link or markup
         return (
-            f"URL parameter {self.param}={self.sent} is not allowed ({self.allowed}): "
-            f"using {shown} instead."
+            f"URL parameter {self.param}={md_text(self.sent)} is not allowed "
+            f"({md_text(self.allowed)}): using {shown} instead."
         )
 
 
@@ -59,8 +70,10 @@ def remember_url() -> None:
 def bound(widget: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> Any:
     """``widget(*args, key=key, bind="query-params", **kwargs)``, with a notice under it when
     the link's value for ``key`` was refused (see the module docstring)."""
-    value = widget(*args, key=key, bind="query-params", **kwargs)
     sent = (st.session_state.get(URL_AS_SENT) or {}).pop(key, None)
+    if sent is not None and not _fits(widget, args, kwargs, sent):
+        _drop_from_link(key)
+    value = widget(*args, key=key, bind="query-params", **kwargs)
     notices: dict[str, UrlNotice] = st.session_state.setdefault(URL_NOTICES, {})
     if sent is not None and not _same(widget, sent, value, kwargs):
         allowed = _allowed(widget, args, kwargs)
@@ -91,6 +104,61 @@ def url_field(container: Any, label: str, *, key: str, placeholder: str = "") ->
     if has_user_info(value):
         container.caption("It holds user:password@: kept out of this page's link and of the run.")
     return value
+
+
+def _drop_from_link(key: str) -> None:
+    """Take ``key`` out of the link before its widget seeds itself from it (Streamlit keeps the
+    link as first sent apart from the one ``st.query_params`` edits, and seeds from that)."""
+    with get_session_state().query_params() as params:
+        params._initial_query_params.pop(key, None)
+        params.remove_param(key)
+
+
+def _fits(
+    widget: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], sent: list[str]
+) -> bool:
+    """Whether the link's ``sent`` values are ones the widget can take: finite numbers (whole
+    ones for a widget whose bounds and default are whole), options it offers, true or false.
+    A finite number outside the widget's range fits: Streamlit clamps it, and the notice says
+    so."""
+    name = _name(widget)
+    params = _arguments(widget, args, kwargs)
+    if name in _NUMBER_WIDGETS:
+        return bool(sent) and all(_number_fits(text, _whole(params)) for text in sent)
+    if name in _FLAG_WIDGETS:
+        return len(sent) == 1 and sent[0].strip().lower() in ("true", "false")
+    options = params.get("options")
+    if name in _CHOICE_WIDGETS + _LIST_WIDGETS and options is not None:
+        fmt = kwargs.get("format_func", str)
+        labels = {str(fmt(o)) for o in options}
+        if name in _LIST_WIDGETS or params.get("selection_mode") == "multi":
+            return all(text in labels for text in sent if text)
+        return len(sent) == 1 and sent[0] in labels
+    return True
+
+
+def _number_fits(text: str, whole: bool) -> bool:
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(number) and (not whole or number.is_integer())
+
+
+def _whole(params: dict[str, Any]) -> bool:
+    """A whole-number widget: Streamlit makes one of bounds, default and step all ints."""
+    given = [params.get(k) for k in ("min_value", "max_value", "value", "step")]
+    numbers = [v for v in given if isinstance(v, int | float) and not isinstance(v, bool)]
+    return bool(numbers) and all(isinstance(v, int) for v in numbers)
+
+
+def _arguments(
+    widget: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    try:
+        return dict(inspect.signature(widget).bind_partial(*args, **kwargs).arguments)
+    except TypeError:
+        return dict(kwargs)
 
 
 def _label(value: Any, kwargs: dict[str, Any]) -> str:
@@ -130,15 +198,11 @@ def _same(widget: Callable[..., Any], sent: list[str], value: Any, kwargs: dict[
 
 def _allowed(widget: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """What the widget accepts, from its own arguments."""
-    try:
-        params = inspect.signature(widget).bind_partial(*args, **kwargs).arguments
-    except TypeError:
-        params = dict(kwargs)
+    params = _arguments(widget, args, kwargs)
     name = _name(widget)
     if name in _NUMBER_WIDGETS:
         low, high = params.get("min_value"), params.get("max_value")
-        whole = all(isinstance(v, int) for v in (low, high) if v is not None)
-        kind = "a whole number" if whole else "a number"
+        kind = "a whole number" if _whole(params) else "a number"
         if low is not None and high is not None:
             return f"{kind} from {low:,} to {high:,}"
         if low is not None:

@@ -51,3 +51,15 @@ def test_a_shared_link_reproduces_the_scenario(page: Page, dashboard: Dashboard)
     wait_idle(page)
     assert "tpot_ms=80" in page.url and "pricing=spot" in page.url
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_the_plan_pages_own_address_opens_it(page: Page, dashboard: Dashboard) -> None:
+    """``/plan`` (the file's name, as a user guesses it from /cost or /kv_cache) is the Plan
+    page with the link's scenario, not "Page not found"."""
+    open_page(page, dashboard.url, "plan?tpot_ms=80")
+    expect(page.locator("h1").first).to_have_text("Plan")
+    assert page.get_by_text("Page not found").count() == 0
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    tpot = sidebar.locator('[data-testid="stNumberInput"]').filter(has_text="TPOT")
+    expect(tpot.locator("input")).to_have_value("80")
+    assert page.locator('[data-testid="stException"]').count() == 0, dashboard.log()[-3000:]
