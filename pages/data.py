@@ -12,7 +12,7 @@ from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.resources import get_catalog, get_store, runs_generation, settings
 from pages.common.runs_folder import ingestion_notice, quarantine_section
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
 from planner.catalog.refresh import (
     DEFAULT_THRESHOLD_PCT,
@@ -259,7 +259,8 @@ if config_upload is not None:
         config, card = parsed
         arch = card.architecture
         st.success(
-            f"{card.hf_id}: {arch.num_layers} layers, {arch.total_params / 1e9:,.1f} B parameters "
+            f"{md_text(card.hf_id)}: {arch.num_layers} layers, "
+            f"{arch.total_params / 1e9:,.1f} B parameters "
             f"({arch.active_params / 1e9:,.1f} B active), "
             f"{arch.kv_bytes_per_token(2.0) / 1024:,.0f} KiB of KV cache per token in bf16."
         )
@@ -269,7 +270,7 @@ if config_upload is not None:
             try:
                 path = save_model_config(ref.user_dir, config, card)
             except (OSError, PlannerError) as exc:
-                st.error(f"Could not save: {exc}")
+                st.error(f"Could not save: {md_text(exc)}")
             else:
                 st.toast(f"Saved {path}")
                 st.rerun()

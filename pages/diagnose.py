@@ -24,7 +24,7 @@ from pages.common.planning import performance_model
 from pages.common.resources import get_catalog, get_store
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound, url_field
 from planner.credentials import parse_endpoint_url
 from planner.diagnosis import Diagnosis, Finding, diagnose, evidence_from_scrape
@@ -137,10 +137,11 @@ if diagnosis is None:
 d = diagnosis
 figures: dict[str, Any] = {}
 st.header("Quick triage")
-st.caption(
+# what a run or an endpoint reports (its served model name among it) is shown as text
+st.caption(md_text(
     f"{d.source}" + (f" {d.run_id}" if d.run_id else "") + (f": {d.deployment}" if d.deployment
     else "") + (f", ${d.usd_per_hour:,.2f}/h ({d.price_source})" if d.usd_per_hour else "")
-)  # fmt: skip
+))  # fmt: skip
 titles = {f.key: f"{f.number}. {f.title}" for f in d.findings}
 for branch in d.branches:
     lit = ":red[**●**]" if branch.lit else ":gray[○]"
@@ -173,7 +174,7 @@ def show_finding(rank: int, f: Finding) -> None:
     money = f" · ${f.usd_per_hour_at_stake:,.2f}/h at stake" if f.usd_per_hour_at_stake else ""
     label = f"{rank}. {f.title}: {f.severity}{money}"
     with st.expander(label, expanded=rank == 1, icon=":material/error:"):
-        st.markdown(f"{SEVERITY_ICON.get(f.severity or '', '')} {f.headline}")
+        st.markdown(f"{SEVERITY_ICON.get(f.severity or '', '')} {md_text(f.headline)}")
         fig = finding_figure(f.chart, title=f.chart.title if f.chart else f.title)
         figures[f.key] = fig
         st.plotly_chart(fig, key=f"dg_chart_{f.key}")
@@ -181,15 +182,17 @@ def show_finding(rank: int, f: Finding) -> None:
         for i, fix in enumerate([f.fix, *f.alternatives]):
             if fix is None:
                 continue
-            st.markdown(("**Fix:** " if i == 0 else "**Or:** ") + fix.summary)
+            st.markdown(("**Fix:** " if i == 0 else "**Or:** ") + md_text(fix.summary))
             if fix.vllm_args:
                 st.code(f"vllm serve ... {fix.vllm_args}", language="bash")
             if fix.sglang_args:
                 st.code(f"python -m sglang.launch_server ... {fix.sglang_args}", language="bash")
             for action in fix.actions:
-                st.markdown(f"- {action}")
+                st.markdown(f"- {md_text(action)}")
             if fix.what_if is not None:
-                st.caption(f"Predicted, same deployment and load: {what_if_text(fix.what_if)}")
+                st.caption(
+                    f"Predicted, same deployment and load: {md_text(what_if_text(fix.what_if))}"
+                )
                 if i == 0:  # the alternatives keep to one line each
                     st.plotly_chart(what_if_figure(fix.what_if), key=f"dg_whatif_{f.key}")
             new_plan = fixed_plan(d.plan, fix)
@@ -198,7 +201,7 @@ def show_finding(rank: int, f: Finding) -> None:
             ):
                 hand_to_verify(new_plan)
         for note in f.notes:
-            st.caption(note)
+            st.caption(md_text(note))
 
 
 for rank, f in enumerate(d.found, start=1):
@@ -208,9 +211,10 @@ unjudged = [f for f in d.findings if f.status == "cannot_judge"]
 if unjudged:
     st.header("Cannot judge from this run")
     for f in unjudged:
-        st.markdown(f"**{f.title}**: {f.headline} *Missing:* {'; '.join(f.missing)}")
+        missing = md_text("; ".join(f.missing))
+        st.markdown(f"**{f.title}**: {md_text(f.headline)} *Missing:* {missing}")
         if f.fix is not None and f.fix.what_if is not None:
-            st.caption(f"Option: {f.fix.summary}: {what_if_text(f.fix.what_if)}")
+            st.caption(md_text(f"Option: {f.fix.summary}: {what_if_text(f.fix.what_if)}"))
 clear = [f.title for f in d.findings if f.status == "clear"]
 if clear:
     st.caption("Clear: " + "; ".join(clear) + ".")

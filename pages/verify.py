@@ -32,7 +32,7 @@ from pages.common.planning import (
 from pages.common.resources import get_catalog, get_store, measured_results, runs_generation
 from pages.common.resources import settings as app_settings
 from pages.common.scenario import current_scenario
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound, url_field
 from planner.catalog import PRECISIONS
 from planner.credentials import parse_endpoint_url
@@ -144,7 +144,8 @@ if source == "Recommended":
 elif source == "Diagnosis" and handed:
     with planner_errors("The diagnosis's plan cannot be read"):
         plan = diagnosis_plan(dict(handed), ref.catalog)
-    st.caption(f"From the diagnosis: {handed.get('derived_from', {}).get('diagnosis_fix', '')}")
+    fix = handed.get("derived_from", {}).get("diagnosis_fix", "")
+    st.caption(f"From the diagnosis: {md_text(fix)}")
 else:
     gpus = sorted(ref.catalog.gpus)
     cols = list(st.columns(4))
@@ -157,7 +158,7 @@ else:
         scenario.model_id, ref.catalog.gpu(str(gpu)), tp=int(tp), pp=int(pp), precision=precision
     )
 if plan is not None:
-    st.caption(f"{scenario.model_id} on {plan.label}: one replica is verified.")
+    st.caption(f"{md_text(scenario.model_id)} on {md_text(plan.label)}: one replica is verified.")
 
 # ----- the load ----------------------------------------------------------------------------------
 st.subheader("Load")
@@ -314,7 +315,9 @@ def _progress(run: ManagedRun) -> None:
     with st.container(border=True, key=f"vf_live_{run.id}"):
         snap = run.progress
         head, button = st.columns([5, 1])
-        head.markdown(f"**{run.label}** · {run.endpoint} · {run.message}")
+        head.markdown(
+            f"**{md_text(run.label)}** · {md_text(run.endpoint)} · {md_text(run.message)}"
+        )
         if button.button("Cancel", key=f"vf_cancel_{run.id}", disabled=run.cancel_requested):
             manager.cancel(run.id)
         total, done = (snap.requests_total, snap.requests_done) if snap else (0, 0)

@@ -14,15 +14,16 @@ the session, and the sidebar says so.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 import streamlit as st
 
+from pages.common.ui import md_text
 from pages.common.url_params import bound
-from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard, model_card_from_config
+from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard
+from planner.catalog.user_files import parse_model_config
 from planner.engine import DEFAULT_GPU_MEMORY_UTILIZATION, EngineConfig
 from planner.errors import PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
@@ -194,23 +195,12 @@ def _on_model_upload() -> None:
 
 
 def parse_config_upload(data: bytes, name: str) -> tuple[ModelCard | None, str | None]:
-    """A model card from an uploaded config.json, or the message saying why it is not one."""
-    from pages.common.resources import settings
-
+    """A model card from an uploaded config.json, or the message saying why it is not one
+    (the Data page's check: size, encoding, nesting, the file's name, the sizes and heads)."""
     try:
-        check_file_size(name, len(data), settings().max_upload_mb, "SERVEWISE_MAX_UPLOAD_MB")
+        return parse_model_config(data, name)[1], None
     except PlannerError as exc:
-        return None, str(exc)
-    try:
-        config = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, f"{name}: not a text file; upload the model's config.json"
-    except json.JSONDecodeError as exc:
-        return None, f"{name}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-    try:
-        return model_card_from_config(config, origin="user", file=name), None
-    except PlannerError as exc:
-        return None, str(exc)
+        return None, md_text(exc)
 
 
 def _on_trace_upload() -> None:

@@ -8,15 +8,21 @@ one price with different figures) or a fresh one of the same class.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from planner.catalog import Catalog, load_catalog
+from planner.catalog import EMBEDDED_DATA_DIR, Catalog, load_catalog
 from planner.catalog.skypilot import read_skypilot_vms
-from planner.catalog.user_files import save_staged, stage_table_upload, template_csv
+from planner.catalog.user_files import (
+    parse_model_config,
+    save_staged,
+    stage_table_upload,
+    template_csv,
+)
 from planner.cli import main
 from planner.errors import CatalogError
 
@@ -161,3 +167,48 @@ def test_a_hand_edited_price_of_inf_names_the_file_row_and_field(tmp_path: Path)
     )
     with pytest.raises(CatalogError, match=r"prices\.csv, row 2, field 'usd_per_hour'"):
         load_catalog(user_dir=tmp_path)
+
+
+LLAMA_CONFIG = json.loads(
+    (EMBEDDED_DATA_DIR / "models" / "meta-llama__Llama-3.1-8B-Instruct.json").read_text()
+)
+
+
+def config_bytes(**fields: object) -> bytes:
+    body = {k: v for k, v in LLAMA_CONFIG.items() if k != "_servewise"} | fields
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "needles"),
+    [
+        ("conf\x00ig.json", config_bytes(), ("file name", "control characters")),
+        ("deep.json", b"[" * 200_000 + b"]" * 200_000, ("nested too deep",)),
+        ("deep2.json", b'{"a":' * 200_000 + b"1" + b"}" * 200_000, ("nested too deep",)),
+        (
+            "gqa.json",
+            config_bytes(num_attention_heads=32, num_key_value_heads=5),
+            ("num_key_value_heads", "must divide num_attention_heads (32)"),
+        ),
+        (
+            "split.json",
+            {**json.loads(config_bytes()), "head_dim": None},
+            ("num_attention_heads",),
+        ),
+    ],
+)
+def test_a_config_upload_that_cannot_be_a_model_is_refused_by_name(
+    name: str, data: bytes | dict[str, object], needles: tuple[str, ...]
+) -> None:
+    if isinstance(data, dict):  # no head_dim, and a hidden size the heads do not split
+        data = json.dumps(
+            {k: v for k, v in data.items() if k != "head_dim"} | {"hidden_size": 4100}
+        ).encode()
+    with pytest.raises(CatalogError) as caught:
+        parse_model_config(data, name)
+    for needle in needles:
+        assert needle in str(caught.value), caught.value
+
+
+def test_every_embedded_model_passes_the_head_checks(catalog: Catalog) -> None:
+    assert len(catalog.models) > 10  # the checks refuse none of the published configs
