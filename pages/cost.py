@@ -26,6 +26,7 @@ from pages.common.tables import (
 )
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
+from planner.input_checks import MAX_LOAD
 from planner.owned import (
     break_even_options,
     break_even_sensitivity,
@@ -92,6 +93,7 @@ avg_rps = bound(
     middle.number_input,
     "Average (requests/s)",
     min_value=0.01,
+    max_value=float(MAX_LOAD),
     value=float(default_avg),
     key="cost_avg",
 )
@@ -99,6 +101,7 @@ peak_rps = bound(
     right.number_input,
     "Peak (requests/s)",
     min_value=0.01,
+    max_value=float(MAX_LOAD),
     value=float(max(default_peak, default_avg)),
     key="cost_peak",
 )
