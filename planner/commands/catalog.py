@@ -163,8 +163,12 @@ def run_refresh(args: argparse.Namespace) -> int:
     found = find_vms_files(args.skypilot_catalog, args.provider)
     files = [read_skypilot_vms(path, provider, catalog) for path, provider in found]
     as_of = args.as_of or max(file_date(path) for path, _ in found)
-    # a region of neither the files nor the catalog would refresh nothing, silently
-    regions_known = {o.region for f in files for o in f.offers} | {p.region for p in catalog.prices}
+    # a region of neither the files nor the catalog's prices of these clouds would refresh
+    # nothing, silently
+    clouds = {f.provider for f in files}
+    regions_known = {o.region for f in files for o in f.offers} | {
+        p.region for p in catalog.prices if p.provider in clouds
+    }
     known_names("--region", args.region, regions_known)
     own = read_records(user_dir / PRICES_FILE, Price) if (user_dir / PRICES_FILE).exists() else []
     plan = plan_refresh(
