@@ -44,6 +44,9 @@ from planner.memo import memoised
 
 GIB = 2**30
 
+#: speculative decoding methods (planner.perf.speculative holds their arithmetic)
+SpecMethod = Literal["none", "mtp", "eagle3", "ngram"]
+SPEC_LABELS: dict[str, str] = {"none": "", "mtp": "MTP", "eagle3": "EAGLE-3", "ngram": "n-gram"}
 KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: How the engine is started: a server (``vllm serve``) or vLLM's offline ``LLM`` class
@@ -116,6 +119,10 @@ class EngineConfig(BaseModel):
     enable_expert_parallel: bool = False
     data_parallel_size: int = Field(default=1, ge=1)
     entrypoint: Entrypoint = "serve"
+    #: speculative decoding (planner.perf.speculative): the draft method and its draft tokens
+    #: a step (None: the engine's default for the method)
+    spec_method: SpecMethod = "none"
+    num_spec_tokens: int | None = Field(default=None, ge=1)
 
     @field_validator("engine")
     @classmethod
@@ -190,6 +197,9 @@ class EngineConfig(BaseModel):
             parts.append("expert parallel")
         if self.data_parallel_size > 1:
             parts.append(f"attention DP {self.data_parallel_size}")
+        if self.spec_method != "none":
+            k = f" k={self.num_spec_tokens}" if self.num_spec_tokens else ""
+            parts.append(f"{SPEC_LABELS[self.spec_method]}{k}")
         return ", ".join(parts)
 
 
@@ -204,6 +214,8 @@ _ALLOWED: dict[str, str] = {
     "gpu_memory_utilization": "a fraction in (0, 1]",
     "kv_cache_dtype": f"one of {', '.join(KV_CACHE_DTYPES)}",
     "entrypoint": "serve or offline",
+    "spec_method": "one of none, mtp, eagle3, ngram",
+    "num_spec_tokens": "an integer >= 1 (draft tokens a step)",
 }
 
 

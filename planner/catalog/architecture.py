@@ -143,6 +143,9 @@ class ModelArchitecture(BaseModel):
     # FP8 weights scaled per block (quantization_config.weight_block_size, e.g. [128, 128]:
     # DeepSeek-V3/R1, Qwen3-*-FP8, GLM-4.x-FP8), with activations quantised per token group
     block_scaled_fp8: bool = False
+    # multi-token-prediction layers shipped beside the model (DeepSeek-V3/R1 and GLM-4.5
+    # ``num_nextn_predict_layers``, Qwen3-Next ``mtp_num_hidden_layers``): the MTP draft
+    num_mtp_layers: int = 0
 
     # ----- shape facts -------------------------------------------------------------------
     @property
@@ -527,6 +530,9 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         quant_method=_quant_method(config),
         experts_only_quantized=_experts_only_quantized(config),
         block_scaled_fp8=_block_scaled_fp8(config),
+        num_mtp_layers=int(
+            _first(config, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0) or 0
+        ),
     )
 
 

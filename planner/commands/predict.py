@@ -5,8 +5,12 @@ precision, gpu, num_gpus, tp, pp, input_len, output_len, load, concurrency, requ
 num_requests, instance, nodes; blank optional cells take the engine's defaults; engine
 settings as in the Scenario: max_num_seqs, max_num_batched_tokens, data_parallel_size (attention
 data-parallel ranks), enable_expert_parallel, entrypoint, ...; ``dataset`` sharegpt or uniform:
-the lengths are means that vary per request, as when the same row is fitted) and any other
-columns, which pass through. OUT is IN plus the prediction columns; ``pred_uncertain_because``
+the lengths are means that vary per request, as when the same row is fitted; speculative
+decoding: ``spec_method`` none, mtp, eagle3 or ngram (blank: none), ``num_spec_tokens`` (blank:
+the engine's default for the method) and ``spec_accept_len``, the workload's mean accepted tokens
+a step (blank: the method's published default for the model)) and any other columns, which pass
+through. ``pred_spec_accept_len`` is the mean accepted length a speculative row was predicted
+with. OUT is IN plus the prediction columns; ``pred_uncertain_because``
 says in words what about a row the measured data do not cover (each reason widens its interval:
 "no measured MoE result on SGLang with H200"), ``pred_release`` which engine release's
 measurements the prediction used ("fitted on measured vLLM 0.11 results"). A row that cannot be
@@ -50,6 +54,7 @@ PREDICTION_COLUMNS = (
     "pred_ttft_ms_mean",
     "pred_tpot_ms_p50",
     "pred_itl_ms_mean",
+    "pred_spec_accept_len",
     "pred_output_tok_per_s_low",
     "pred_output_tok_per_s_high",
     "pred_ttft_ms_p99",
@@ -126,6 +131,10 @@ def prediction_cells(row_result: RowResult) -> dict[str, str]:
         "pred_ttft_ms_mean": _fmt(result.ttft_ms_mean),
         "pred_tpot_ms_p50": _fmt(result.tpot_ms_p50),
         "pred_itl_ms_mean": _fmt(result.itl_ms_mean),
+        # mean accepted tokens a step (bonus token included); blank without speculation
+        "pred_spec_accept_len": (
+            _fmt(result.spec_accept_len) if result.spec_accept_len is not None else ""
+        ),
         "pred_output_tok_per_s_low": _fmt(result.output_tok_per_s_low),
         "pred_output_tok_per_s_high": _fmt(result.output_tok_per_s_high),
         "pred_ttft_ms_p99": _fmt(result.ttft_ms_p99),

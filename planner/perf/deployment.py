@@ -23,6 +23,12 @@ from planner.engine import FAMILIES, EngineConfig, sglang_defaults
 from planner.errors import InvalidInputError
 from planner.perf.capacity import plan_capacity
 from planner.perf.scenario import Scenario
+from planner.perf.speculative import (
+    SGLANG_SPEC_MAX_RUNNING_REQUESTS,
+    SpeculativeStep,
+    kv_capacity_with_draft,
+    resolve_speculation,
+)
 
 #: per-direction PCIe x16 bandwidth by generation, bytes/s (PCI-SIG: 16/32/64/128 GT/s x16).
 PCIE_BYTES_PER_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 121.0e9}
@@ -164,6 +170,8 @@ class Deployment:
     #: SGLang: share of a running request's remaining output its admission reserves
     new_token_ratio: float = 0.0
     notes: tuple[str, ...] = ()
+    #: speculative decoding's draft and acceptance (None: none), :mod:`planner.perf.speculative`
+    speculation: SpeculativeStep | None = None
 
     @property
     def kv_capacity_blocks(self) -> int:
@@ -445,6 +453,24 @@ def resolve_deployment(
         )
 
     assert engine.max_num_seqs and engine.max_num_batched_tokens and engine.block_size
+    speculation = resolve_speculation(
+        method=engine.spec_method,
+        num_spec_tokens=engine.num_spec_tokens,
+        accept_len=scenario.spec_accept_len,
+        card=card,
+        family=family,
+        tp=tp,
+        pp=pp,
+        moe_group=moe_group,
+        dense_bpp=weights.dense,
+        expert_bpp=weights.experts,
+        kv_bpe=kv_bpe,
+    )
+    if speculation is not None:
+        notes.append(
+            f"speculative decoding: {speculation.label} (acceptance "
+            f"{speculation.acceptance_rate:.2f} a position: {speculation.acceptance_source})"
+        )
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
@@ -453,6 +479,13 @@ def resolve_deployment(
         updates: dict[str, object] = {}
         if scenario.gpu_memory_utilization is None:
             updates["gpu_memory_utilization"] = sg.mem_fraction_static
+        if speculation is not None and not scenario.max_num_seqs:
+            # SGLang caps a speculating server's running requests (server_args.py)
+            updates["max_num_seqs"] = max(1, SGLANG_SPEC_MAX_RUNNING_REQUESTS // dp)
+            notes.append(
+                f"SGLang runs at most {SGLANG_SPEC_MAX_RUNNING_REQUESTS} requests when "
+                "speculating unless --max-running-requests is given"
+            )
         if dp > 1:  # --max-running-requests and --chunked-prefill-size are for all ranks
             if scenario.max_num_seqs:
                 updates["max_num_seqs"] = max(1, scenario.max_num_seqs // dp)
@@ -525,13 +558,16 @@ def resolve_deployment(
         block_size=block_size,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_batched,
-        kv_capacity_tokens=plan.kv_capacity_tokens,
+        kv_capacity_tokens=kv_capacity_with_draft(
+            plan.kv_capacity_tokens, kv_full + kv_window, speculation
+        ),
         weights_bytes_per_gpu=plan.weights_bytes,
         kv_dtype_bytes=kv_bpe,
         enforce_eager=engine.enforce_eager,
         cuda_graph_max_tokens=graphs,
         new_token_ratio=new_token_ratio,
         notes=tuple(notes),
+        speculation=speculation,
     )
 
 

@@ -448,6 +448,7 @@ class PerformanceModel:
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
             uncertain_because=tuple(reasons),
             release_note=release,
+            spec_accept_len=_accept_len(dep),
             notes=notes,
         )
 
@@ -550,8 +551,14 @@ class PerformanceModel:
             distance=round(distance, 3) if math.isfinite(distance) else 99.0,
             uncertain_because=tuple(reasons),
             release_note=release,
+            spec_accept_len=_accept_len(dep),
             notes=tuple(notes),
         )
+
+
+def _accept_len(dep: Deployment) -> float | None:
+    """The mean accepted tokens a step a speculating deployment was predicted with."""
+    return dep.speculation.mean_accepted_length if dep.speculation is not None else None
 
 
 def _with_scenario(dep: Deployment, scenario: Scenario) -> Deployment:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from planner.engine import EngineConfig, Entrypoint, KvCacheDtype, engine_family
+from planner.engine import EngineConfig, Entrypoint, KvCacheDtype, SpecMethod, engine_family
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.loads import LoadKind
@@ -38,6 +38,8 @@ ENGINE_FIELDS: tuple[str, ...] = (
     "data_parallel_size",
     "entrypoint",
     "block_size",
+    "spec_method",
+    "num_spec_tokens",
 )
 
 
@@ -163,6 +165,12 @@ class Scenario(BaseModel):
     data_parallel_size: int | None = Field(default=None, gt=0, le=MAX_SCENARIO_GPUS)
     entrypoint: Entrypoint | None = None
     block_size: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
+    # speculative decoding (planner.perf.speculative): method (None: none), draft tokens a step
+    # (None: the engine's default for the method) and the workload's mean accepted tokens a
+    # step, the bonus token included (None: the method's published default for the model)
+    spec_method: SpecMethod | None = None
+    num_spec_tokens: int | None = Field(default=None, gt=0, le=64)
+    spec_accept_len: float | None = Field(default=None, ge=1.0, le=65.0, allow_inf_nan=False)
     prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves
@@ -270,6 +278,10 @@ class Scenario(BaseModel):
             layout += f" DP-attention {self.data_parallel_size}"
         if self.enable_expert_parallel:
             layout += " EP"
+        if self.spec_method and self.spec_method != "none":
+            layout += f" {self.spec_method}" + (
+                f" k={self.num_spec_tokens}" if self.num_spec_tokens else ""
+            )
         return (
             f"{self.engine} {self.model} {self.precision} on {self.gpus}x{self.gpu} "
             f"{layout}, {lengths} tokens, {load}"
@@ -294,9 +306,11 @@ class Scenario(BaseModel):
             values[key] = text
         integers = ("num_gpus", "tp", "pp", "input_len", "output_len", "num_requests", "nodes")
         for key in (*integers, "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                    "data_parallel_size"):  # fmt: skip
+                    "data_parallel_size", "num_spec_tokens"):  # fmt: skip
             if key in values:
                 values[key] = _integer(key, values[key])
+        if "spec_method" in values:
+            values["spec_method"] = str(values["spec_method"]).lower()
         dataset = str(row.get("dataset") or "").strip().lower() or None
         if dataset is not None and dataset not in DATASETS:
             raise InvalidInputError("dataset", row.get("dataset"), f"one of {', '.join(DATASETS)}")
@@ -425,4 +439,7 @@ class Prediction(BaseModel):
     #: "no vLLM release given: its measured releases (0.10, 0.11) pooled"); None when the data
     #: hold no release of the engine. An unmeasured release is an uncertainty reason instead.
     release_note: str | None = None
+    #: speculative decoding: the mean accepted tokens a step (bonus token included) the
+    #: prediction used; None without speculation
+    spec_accept_len: float | None = None
     notes: tuple[str, ...] = ()

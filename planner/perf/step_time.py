@@ -86,6 +86,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.perf.deployment import Deployment
+from planner.perf.speculative import fill_speculative_features
 
 FEATURES: tuple[str, ...] = (
     "roofline",
@@ -163,6 +164,8 @@ class StepBatch:
     after ``c`` cached ones has ``n x (c + (n + 1) / 2)``); ``prefill_kv_tokens`` the KV
     tokens those chunks read (``c + n`` each). ``*_window`` are the same with every context
     capped at the sliding window (equal to the others for models without one).
+    ``decode_query_tokens``: tokens each decoding sequence feeds the forward pass (1; k + 1
+    when a speculating engine verifies k drafts, :mod:`planner.perf.speculative`).
     """
 
     decode_seqs: float = 0.0
@@ -174,6 +177,7 @@ class StepBatch:
     decode_context_window: float = 0.0
     prefill_pairs_window: float = 0.0
     prefill_kv_tokens_window: float = 0.0
+    decode_query_tokens: float = 1.0
 
     @classmethod
     def of(
@@ -272,10 +276,19 @@ def ep_imbalance(lam: float, num_experts: int, ranks: int) -> float:
 
 
 def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
+    if dep.speculation is not None and batch.decode_seqs > 0:
+        # one accepted token a decoding sequence: verification, draft and yield
+        fill_speculative_features(out, batch, dep, _fill_plain)
+        return
+    _fill_plain(out, batch, dep)
+
+
+def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     seqs = batch.decode_seqs + batch.prefill_seqs
     if seqs <= 0:
         return
-    tokens = batch.decode_seqs + batch.prefill_tokens
+    query = batch.decode_seqs * batch.decode_query_tokens  # k + 1 a sequence when verifying
+    tokens = query + batch.prefill_tokens
     pp = dep.pp
     micro = float(min(pp, seqs))
     micro_tokens = tokens / micro
@@ -304,12 +317,14 @@ def fill_step_features(out: np.ndarray, batch: StepBatch, dep: Deployment) -> No
     kv_bytes = (
         kv_tokens_full * dep.kv_bytes_per_token_full + kv_tokens_win * dep.kv_bytes_per_token_window
     ) / micro
-    sampled = seqs / micro  # the lm_head runs once a sequence, on its last token
+    # the lm_head runs once a sequence, on its last token (on every verified token)
+    sampled = (query + batch.prefill_seqs) / micro
     gemm_flops = micro_tokens * dep.gemm_flops_per_token + sampled * dep.lm_head_flops_per_seq
+    q = batch.decode_query_tokens
     attn_flops = (
-        batch.decode_context * dep.attn_flops_per_pair_full_decode
+        q * batch.decode_context * dep.attn_flops_per_pair_full_decode
         + batch.prefill_pairs * dep.attn_flops_per_pair_full
-        + batch.decode_context_window * dep.attn_flops_per_pair_window_decode
+        + q * batch.decode_context_window * dep.attn_flops_per_pair_window_decode
         + batch.prefill_pairs_window * dep.attn_flops_per_pair_window
     ) / micro
     bw = dep.memory_bw

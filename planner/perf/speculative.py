@@ -1,0 +1,477 @@
+"""Speculative decoding as a term of the step model: draft, verify k + 1 tokens, accept some.
+
+A speculative engine step, for each decoding sequence, drafts ``k`` tokens, runs the target
+model once over the last accepted token and the ``k`` drafts (``k + 1`` query tokens a sequence,
+one forward pass: the verification), and keeps the longest prefix of drafts the target agrees
+with plus the target's own next token. Its cost and its yield:
+
+- **verification**: the target's forward pass with ``k + 1`` query tokens per decoding sequence
+  (:attr:`planner.perf.step_time.StepBatch.decode_query_tokens`): GEMM, MoE, all-reduce and
+  lm_head work grow ``k + 1``-fold, attention FLOPs too (every query token attends to the
+  context), while weights and the KV cache are read once. At small batches a decode step is
+  bound by the weight read, so verifying ``k + 1`` tokens costs about what one token does; at
+  large batches it is compute-bound and costs ``k + 1`` times as much: the gain falls with the
+  batch and turns into a loss (the tensor cores become the limit near ~300 / (k + 1) sequences
+  on an H100 instead of ~300, domain.md).
+- **draft**: ``k`` forward passes of the draft, one token a sequence each (vLLM's EAGLE and MTP
+  proposers, ``vllm/v1/spec_decode/eagle.py``, and SGLang's chain drafting with
+  ``--speculative-eagle-topk 1`` both draft autoregressively, one draft token a pass):
+
+  - MTP: the model's own next-token-prediction layers (``num_nextn_predict_layers`` in
+    DeepSeek-V3/R1 and GLM-4.5 config.json; one decoder layer of the model's own shape, with
+    its MoE, plus the ``eh_proj`` 2 x hidden x hidden projection, reusing the model's
+    embedding and lm_head). vLLM runs the one layer ``k`` times when ``k`` exceeds it.
+  - EAGLE-3: a published draft checkpoint (:data:`EAGLE3_DRAFTS`): one Llama decoder layer of
+    the target's hidden size whose attention reads 2 x hidden (the token embedding beside the
+    fused target features), the fusion ``fc`` of 3 x hidden x hidden, and a 32,000-token draft
+    vocabulary (``draft_vocab_size`` 32000 in yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's
+    config.json); its attention keeps its own one-layer KV cache.
+  - n-gram (prompt lookup): drafts by matching the context's last tokens against earlier ones
+    on the CPU: no GPU cost (its CPU time is not modelled).
+
+  The draft passes are priced by the same terms as the target's step (weights, KV, GEMM,
+  lm_head, MoE, all-reduce, per-layer launches) on the draft's own constants, without the
+  per-step scheduling and per-sequence terms, which the step already counts once.
+- **yield**: with a per-position acceptance rate ``alpha`` (each draft token accepted with
+  probability alpha given the earlier ones were), the mean accepted length of a step, the bonus
+  token included, is ``tau = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)``
+  (Leviathan et al., "Fast Inference from Transformers via Speculative Decoding", ICML 2023,
+  eq. 1). It is what vLLM calls the mean acceptance length, ``1 + accepted / drafts`` of its
+  ``vllm:spec_decode_num_accepted_tokens`` and ``vllm:spec_decode_num_drafts`` counters
+  (vllm/v1/spec_decode/metrics.py), and SGLang's ``accept length``.
+
+How it enters the simulator and the steady state without a second code path: a simulated step
+is one *accepted token* per decoding sequence. A decode-only step costs
+``(verify + k x draft) / tau``; a step that also holds a prefill chunk costs
+``F(verify + chunk) / tau + F(chunk alone) x (1 - 1 / tau)``, so over the ``tau`` simulated
+steps in which a sequence advances ``tau`` tokens the engine is charged one verification and
+draft and each chunk's own full time. TPOT, throughput and KV growth per token are exact for
+this mean; what is approximated is the interleaving (a decode beside a prefill chunk waits one
+chunk per token rather than per step) and the token budget (a verifying sequence takes
+``k + 1`` of ``max_num_batched_tokens`` in vLLM, one here).
+
+Engine limits, from each engine's source (pinned releases, planner.deploy.engines):
+
+- SGLang (python/sglang/srt/server_args.py, ``_handle_speculative_decoding``, 0.5.x): with
+  EAGLE, EAGLE3, NEXTN (MTP) or NGRAM it sets ``max_running_requests`` to 48 unless the user set
+  it, disables the overlap scheduler and mixed chunked prefill; with ``--speculative-eagle-topk
+  1`` the draft tokens are ``num_steps + 1``; its auto choice of (num_steps, topk, draft tokens)
+  is (3, 1, 4) for DeepSeek-V3 and (5, 4, 8) for Llama; NGRAM does not run with DP attention.
+- vLLM (vllm/config/speculative.py, V1): no batch size switches speculation off (the V0
+  ``disable_by_batch_size`` is gone); ``num_speculative_tokens`` defaults to the MTP layers of
+  the config (``n_predict`` = ``num_nextn_predict_layers``) and must be given for EAGLE-3 and
+  n-gram (whose prompt lookup window defaults to 5).
+- TensorRT-LLM 1.0 (LLM API ``speculative_config``): MTP for DeepSeek-V3 models
+  (``decoding_type: MTP``, ``num_nextn_predict_layers``), EAGLE-3 one-model (``decoding_type:
+  Eagle``, ``max_draft_len``, ``eagle3_one_model: true``) and n-gram (``decoding_type: NGram``);
+  speculation stays on at every batch unless ``max_concurrency`` is set (it is not by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from planner.engine import SpecMethod
+from planner.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from planner.catalog import ModelArchitecture, ModelCard
+    from planner.perf.deployment import Deployment
+    from planner.perf.step_time import StepBatch
+
+SPEC_METHODS: tuple[str, ...] = ("none", "mtp", "eagle3", "ngram")
+#: the methods that speculate (what a search tries besides "none")
+SPECULATIVE_METHODS: tuple[str, ...] = ("mtp", "eagle3", "ngram")
+METHOD_LABELS: dict[str, str] = {
+    "none": "no speculation",
+    "mtp": "MTP",
+    "eagle3": "EAGLE-3",
+    "ngram": "n-gram",
+}
+
+#: SGLang's max_running_requests when speculating and the user set none (server_args.py)
+SGLANG_SPEC_MAX_RUNNING_REQUESTS = 48
+#: draft vocabulary of the published EAGLE-3 checkpoints (their config.json draft_vocab_size)
+EAGLE3_DRAFT_VOCAB = 32000
+#: the longest draft the planner considers (vLLM and SGLang accept more; past ~5 tokens the
+#: geometric acceptance adds little and verification cost keeps growing)
+MAX_SPEC_TOKENS = 8
+
+#: Published EAGLE-3 draft checkpoints by target model (Hugging Face ids; each named in the
+#: draft's model card and in the engines' speculative-decoding docs and examples, retrieved
+#: 2026-12-01): the search offers EAGLE-3 only where one exists.
+EAGLE3_DRAFTS: dict[str, str] = {
+    "meta-llama/Llama-3.1-8B-Instruct": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    "meta-llama/Llama-3.3-70B-Instruct": "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B",
+    "Qwen/Qwen3-8B": "AngelSlim/Qwen3-8B_eagle3",
+    "Qwen/Qwen3-14B": "AngelSlim/Qwen3-14B_eagle3",
+    "Qwen/Qwen3-32B": "AngelSlim/Qwen3-32B_eagle3",
+    "Qwen/Qwen3-235B-A22B": "nvidia/Qwen3-235B-A22B-Eagle3",
+    "openai/gpt-oss-120b": "nvidia/gpt-oss-120b-Eagle3-v2",
+}
+
+
+@dataclass(frozen=True)
+class AcceptanceDefault:
+    """A per-position acceptance rate and where it was measured."""
+
+    alpha: float
+    source: str
+
+
+#: Per-position acceptance rates by method and model family (``model_type`` prefix; "*" any
+#: other), from published measurements. The acceptance rate is a workload property: these are
+#: chat-benchmark figures, settable per scenario (``spec_accept_len``) and learnt from runs.
+ACCEPTANCE_DEFAULTS: dict[tuple[str, str], AcceptanceDefault] = {
+    ("mtp", "deepseek"): AcceptanceDefault(
+        0.85,
+        "DeepSeek-V3 Technical Report (arXiv:2412.19437, 2024-12-27), section 5.4.3: the MTP "
+        "second token is accepted 85-90% of the time across generation topics (low end)",
+    ),
+    ("mtp", "*"): AcceptanceDefault(
+        0.85,
+        "no family-specific measurement: DeepSeek-V3's MTP acceptance (arXiv:2412.19437, "
+        "section 5.4.3, 85-90%, low end)",
+    ),
+    ("eagle3", "*"): AcceptanceDefault(
+        0.66,
+        "nebius/EAGLE3-Llama-3.3-70B-Instruct model card (retrieved 2026-12-01), public "
+        "checkpoints on MT-bench at K = 7, temperature 1: mean acceptance length 2.77 "
+        "(yuhuili/EAGLE3-LLaMA3.1-Instruct-8B) and 2.88 (RedHatAI Llama-3.3-70B EAGLE-3), "
+        "i.e. alpha 0.65 and 0.665 by (1 - a^8) / (1 - a)",
+    ),
+    ("ngram", "*"): AcceptanceDefault(
+        0.3,
+        "assumption, no published measurement adopted: prompt lookup only accepts where the "
+        "output repeats the context (code edits, summaries, RAG); calibrate it from a run",
+    ),
+}
+
+
+def mean_accepted_length(alpha: float, k: int) -> float:
+    """Mean tokens a step yields per sequence, the bonus token included:
+    ``(1 - alpha^(k+1)) / (1 - alpha)`` (``k + 1`` at alpha = 1, 1 at alpha = 0)."""
+    if k <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def acceptance_rate_for(accept_len: float, k: int) -> float:
+    """The per-position rate alpha whose mean accepted length at ``k`` draft tokens is
+    ``accept_len`` (the inverse of :func:`mean_accepted_length`, by bisection)."""
+    if not 1.0 <= accept_len <= k + 1:
+        raise InvalidInputError(
+            "spec_accept_len", accept_len, f"a mean accepted length from 1 to k + 1 = {k + 1}"
+        )
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if mean_accepted_length(mid, k) < accept_len:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _family(arch: ModelArchitecture) -> str:
+    return arch.model_type.split("_")[0].lower()
+
+
+def default_acceptance(method: str, arch: ModelArchitecture) -> AcceptanceDefault:
+    """The published per-position acceptance rate of ``method`` on the model's family."""
+    own = ACCEPTANCE_DEFAULTS.get((method, _family(arch)))
+    return own or ACCEPTANCE_DEFAULTS[(method, "*")]
+
+
+def default_num_spec_tokens(family: str, method: str, arch: ModelArchitecture) -> int:
+    """Draft tokens an engine uses when none are given (module docstring): vLLM's MTP its
+    ``num_nextn_predict_layers``; SGLang's auto choice (3 steps for DeepSeek-V3 and GLM-4.5 MTP,
+    5 otherwise); where the engine requires the number (vLLM and TensorRT-LLM EAGLE-3 and
+    n-gram, TensorRT-LLM MTP) the 3 of their documentation's examples."""
+    if method == "mtp" and family == "vllm":
+        return max(1, arch.num_mtp_layers)
+    if family == "sglang":
+        return 3 if method == "mtp" else 5
+    return 3
+
+
+def unsupported_reason(card: ModelCard, family: str, method: str, pp: int = 1) -> str | None:
+    """Why ``method`` cannot run for this model on this engine family; None when it can."""
+    arch = card.architecture
+    label = METHOD_LABELS.get(method, method)
+    if method == "none":
+        return None
+    if method not in SPECULATIVE_METHODS:
+        return f"unknown speculative method {method!r}"
+    if pp > 1:
+        return f"{label} with pipeline parallelism is not modelled"
+    if method == "mtp":
+        if arch.num_mtp_layers <= 0:
+            return f"{card.hf_id} has no MTP layers (num_nextn_predict_layers is 0 or absent)"
+        if family == "trtllm" and _family(arch) != "deepseek":
+            return "TensorRT-LLM 1.0 runs MTP for DeepSeek-V3 models only"
+    if method == "eagle3" and card.hf_id not in EAGLE3_DRAFTS:
+        return f"no published EAGLE-3 draft for {card.hf_id}"
+    return None
+
+
+@dataclass(frozen=True)
+class SpeculativeStep:
+    """What speculation adds to one replica's step (per GPU), resolved from the scenario."""
+
+    method: str
+    num_spec_tokens: int
+    #: per-position acceptance rate and the mean accepted length it gives
+    acceptance_rate: float
+    mean_accepted_length: float
+    acceptance_source: str
+    #: the draft checkpoint (EAGLE-3), the model itself (MTP) or None (n-gram)
+    draft_model: str | None
+    #: draft constants per GPU: one draft pass over one token a sequence
+    draft_layers: int
+    draft_moe_layers: int
+    draft_dense_weight_bytes: float
+    draft_gemm_flops_per_token: float
+    draft_lm_head_flops_per_seq: float
+    draft_kv_bytes_per_token: float
+    draft_attn_flops_per_pair: float
+    #: weights the draft keeps resident on each GPU (memory planning)
+    draft_resident_bytes: float
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{METHOD_LABELS[self.method]} k={self.num_spec_tokens}, "
+            f"{self.mean_accepted_length:.2f} tokens/step"
+        )
+
+
+def _draft_constants(
+    method: str,
+    card: ModelCard,
+    tp: int,
+    moe_group: int,
+    dense_bpp: float,
+    expert_bpp: float,
+    kv_bpe: float,
+) -> dict[str, float]:
+    """Per-GPU constants of one draft pass (see the module docstring for each method)."""
+    arch = card.architecture
+    h = arch.hidden_size
+    if method == "ngram":
+        keys = ("layers", "moe_layers", "dense", "gemm", "lm_head", "kv", "attn", "resident")
+        return dict.fromkeys(keys, 0.0)
+    kv_heads_gpu = max(1.0, arch.num_kv_heads / tp)
+    if method == "mtp":
+        layers = max(1, arch.num_mtp_layers)
+        last = arch.num_layers - 1  # the MTP layer has the shape of the model's last layer
+        active = arch.layer_params(last, active_only=True)
+        whole = arch.layer_params(last, active_only=False)
+        routed_active = (
+            arch.experts_per_token * arch._expert_params() if last in arch.moe_layers else 0
+        )
+        routed_all = arch.num_experts * arch._expert_params() if last in arch.moe_layers else 0
+        dense_layer = active - routed_active + 2 * h * h  # + eh_proj
+        lm_head = arch.vocab_size * h
+        if arch.is_mla:
+            kv_layer = arch.kv_elements_per_token_per_layer() * kv_bpe
+        else:
+            kv_layer = 2 * kv_heads_gpu * arch.head_dim * kv_bpe
+        from planner.perf.deployment import attention_constants
+
+        attn = attention_constants(arch, tp, 1, 0).full_decode
+        moe_layers = 1 if last in arch.moe_layers else 0
+        resident = (
+            layers * (whole - routed_all + 2 * h * h) * dense_bpp / tp
+            + layers * routed_all * expert_bpp / moe_group
+        )
+    else:  # eagle3: one Llama layer reading 2 x hidden, fc 3h x h, a 32k draft vocabulary
+        layers = 1
+        q_out = arch.num_attention_heads * arch.head_dim
+        kv_out = arch.num_kv_heads * arch.head_dim
+        width = arch.intermediate_size or arch.moe_intermediate_size or 4 * h
+        attention = 2 * h * q_out + 2 * (2 * h * kv_out) + q_out * h
+        dense_layer = attention + 3 * h * width + 3 * h * h
+        lm_head = EAGLE3_DRAFT_VOCAB * h
+        kv_layer = 2 * kv_heads_gpu * arch.head_dim * kv_bpe
+        attn = 2.0 * arch.num_attention_heads / tp * 2 * arch.head_dim
+        moe_layers = 0
+        resident = (dense_layer + lm_head) * 2.0 / tp  # drafts ship in BF16
+        dense_bpp = 2.0
+    return {
+        "layers": float(layers),
+        "moe_layers": float(moe_layers),
+        "dense": (dense_layer + lm_head) * dense_bpp / tp,
+        "gemm": 2.0 * dense_layer / tp,
+        "lm_head": 2.0 * lm_head / tp,
+        "kv": kv_layer * layers,
+        "attn": attn * layers,
+        "resident": resident,
+    }
+
+
+def resolve_speculation(
+    *,
+    method: str,
+    num_spec_tokens: int | None,
+    accept_len: float | None,
+    card: ModelCard,
+    family: str,
+    tp: int,
+    pp: int,
+    moe_group: int,
+    dense_bpp: float,
+    expert_bpp: float,
+    kv_bpe: float,
+) -> SpeculativeStep | None:
+    """The scenario's speculation, or None without one; a typed error when the model or the
+    engine cannot run it (:func:`unsupported_reason`)."""
+    if method == "none":
+        if accept_len is not None and accept_len != 1.0:
+            raise InvalidInputError(
+                "spec_accept_len", accept_len, "blank without a spec_method (none speculates)"
+            )
+        return None
+    reason = unsupported_reason(card, family, method, pp)
+    if reason is not None:
+        raise InvalidInputError("spec_method", method, f"a method this layout runs: {reason}")
+    arch = card.architecture
+    k = num_spec_tokens or default_num_spec_tokens(family, method, arch)
+    if not 1 <= k <= MAX_SPEC_TOKENS:
+        raise InvalidInputError("num_spec_tokens", k, f"1 to {MAX_SPEC_TOKENS} draft tokens")
+    if accept_len is not None:
+        alpha = acceptance_rate_for(accept_len, k)
+        source = f"stated: {accept_len:g} tokens a step"
+    else:
+        default = default_acceptance(method, arch)
+        alpha, source = default.alpha, default.source
+    c = _draft_constants(method, card, tp, moe_group, dense_bpp, expert_bpp, kv_bpe)
+    draft = {"mtp": card.hf_id, "eagle3": EAGLE3_DRAFTS.get(card.hf_id)}.get(method)
+    return SpeculativeStep(
+        method=method,
+        num_spec_tokens=k,
+        acceptance_rate=alpha,
+        mean_accepted_length=mean_accepted_length(alpha, k),
+        acceptance_source=source,
+        draft_model=draft,
+        draft_layers=int(c["layers"]),
+        draft_moe_layers=int(c["moe_layers"]),
+        draft_dense_weight_bytes=c["dense"],
+        draft_gemm_flops_per_token=c["gemm"],
+        draft_lm_head_flops_per_seq=c["lm_head"],
+        draft_kv_bytes_per_token=c["kv"],
+        draft_attn_flops_per_pair=c["attn"],
+        draft_resident_bytes=c["resident"],
+    )
+
+
+def kv_capacity_with_draft(
+    capacity_tokens: int, kv_bytes_per_token: float, spec: SpeculativeStep | None
+) -> int:
+    """KV tokens left once the draft's weights and its own KV (per token) share the pool:
+    ``(capacity x kv - draft weights) / (kv + draft kv)``, per GPU."""
+    if spec is None or (not spec.draft_resident_bytes and not spec.draft_kv_bytes_per_token):
+        return capacity_tokens
+    pool = capacity_tokens * kv_bytes_per_token - spec.draft_resident_bytes
+    per_token = kv_bytes_per_token + spec.draft_kv_bytes_per_token
+    return max(0, int(pool / per_token)) if per_token > 0 else capacity_tokens
+
+
+_DRAFT_CACHE: dict[int, tuple[Deployment, Deployment]] = {}
+
+
+def draft_deployment(dep: Deployment) -> Deployment:
+    """``dep`` with the draft's constants in place of the target's: one draft pass priced by
+    the same step terms (one stage, its own layers, weights, FLOPs and KV)."""
+    cached = _DRAFT_CACHE.get(id(dep))
+    if cached is not None and cached[0] is dep:
+        return cached[1]
+    spec = dep.speculation
+    assert spec is not None
+    draft = replace(
+        dep,
+        pp=1,
+        net_boundaries=0,
+        num_layers=spec.draft_layers,
+        num_moe_layers=spec.draft_moe_layers,
+        dense_weight_bytes=spec.draft_dense_weight_bytes,
+        gemm_flops_per_token=spec.draft_gemm_flops_per_token,
+        lm_head_flops_per_seq=spec.draft_lm_head_flops_per_seq,
+        kv_bytes_per_token_full=spec.draft_kv_bytes_per_token,
+        kv_bytes_per_token_window=0.0,
+        attn_flops_per_pair_full_decode=spec.draft_attn_flops_per_pair,
+        attn_flops_per_pair_window_decode=0.0,
+        speculation=None,
+    )
+    if len(_DRAFT_CACHE) > 256:
+        _DRAFT_CACHE.clear()
+    _DRAFT_CACHE[id(dep)] = (dep, draft)
+    return draft
+
+
+PlainFill = Callable[[np.ndarray, "StepBatch", "Deployment"], None]
+#: step terms a draft pass does not add: the step's scheduling and per-sequence work are
+#: counted once per engine step, by the verification
+_PER_STEP_TERMS = ("forward_passes", "sequences", "idle")
+
+
+def fill_speculative_features(
+    out: np.ndarray, batch: StepBatch, dep: Deployment, plain: PlainFill
+) -> None:
+    """The terms of one simulated step (one accepted token a decoding sequence) of a
+    speculating engine (module docstring): ``(F(verify [+ chunk]) + k x F(draft)) / tau``,
+    plus ``F(chunk alone) x (1 - 1 / tau)`` when a prefill chunk shares the step."""
+    from planner.perf.step_time import IDX
+
+    spec = dep.speculation
+    assert spec is not None
+    k, tau = spec.num_spec_tokens, spec.mean_accepted_length
+    verify = replace(batch, decode_query_tokens=float(k + 1))
+    plain(out, verify, dep)
+    if spec.draft_layers:
+        draft_batch = replace(
+            batch,
+            prefill_tokens=0.0,
+            prefill_seqs=0.0,
+            prefill_pairs=0.0,
+            prefill_kv_tokens=0.0,
+            prefill_pairs_window=0.0,
+            prefill_kv_tokens_window=0.0,
+            decode_context_window=0.0,
+        )
+        draft_terms = np.zeros_like(out)
+        plain(draft_terms, draft_batch, draft_deployment(dep))
+        for name in _PER_STEP_TERMS:
+            draft_terms[IDX[name]] = 0.0
+        out += k * draft_terms
+    out /= tau
+    if batch.prefill_seqs > 0 and tau > 1.0:
+        chunk = replace(batch, decode_seqs=0.0, decode_context=0.0, decode_context_window=0.0)
+        chunk_terms = np.zeros_like(out)
+        plain(chunk_terms, chunk, dep)
+        out += chunk_terms * (1.0 - 1.0 / tau)
+
+
+__all__ = [
+    "ACCEPTANCE_DEFAULTS",
+    "EAGLE3_DRAFTS",
+    "SPECULATIVE_METHODS",
+    "SPEC_METHODS",
+    "SpecMethod",
+    "SpeculativeStep",
+    "acceptance_rate_for",
+    "default_acceptance",
+    "default_num_spec_tokens",
+    "draft_deployment",
+    "fill_speculative_features",
+    "kv_capacity_with_draft",
+    "mean_accepted_length",
+    "resolve_speculation",
+    "unsupported_reason",
+]

@@ -1,0 +1,234 @@
+"""Speculative decoding in the step model: acceptance arithmetic, a step's cost, the draft's
+memory, what each model and engine supports, and ``planner predict``'s speculative columns."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.catalog import Catalog
+from planner.cli import main
+from planner.errors import InvalidInputError
+from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Scenario
+from planner.perf.speculative import (
+    acceptance_rate_for,
+    default_num_spec_tokens,
+    mean_accepted_length,
+    unsupported_reason,
+)
+from planner.perf.step_time import (
+    IDX,
+    StepBatch,
+    _fill_plain,
+    roofline_coefficients,
+    step_features,
+)
+
+LLAMA_70B = "meta-llama/Llama-3.3-70B-Instruct"
+R1 = "deepseek-ai/DeepSeek-R1-0528"
+
+
+def _dep(catalog: Catalog, **values: object) -> Deployment:
+    base: dict[str, object] = {
+        "model": LLAMA_70B,
+        "gpu": "H100-SXM",
+        "tp": 4,
+        "input_len": 1000,
+        "output_len": 500,
+        "concurrency": 8,
+    }
+    return resolve_deployment(Scenario(**{**base, **values}), catalog)  # type: ignore[arg-type]
+
+
+def test_mean_accepted_length_worked_numbers() -> None:
+    # (1 - a^(k+1)) / (1 - a): 1 + 0.8 + 0.64 + 0.512 at k = 3
+    assert mean_accepted_length(0.8, 3) == pytest.approx(2.952)
+    assert mean_accepted_length(0.85, 1) == pytest.approx(1.85)
+    assert mean_accepted_length(0.0, 5) == 1.0
+    assert mean_accepted_length(1.0, 4) == 5.0
+    # the published EAGLE-3 figure: 2.77 tokens a step at K = 7 is alpha 0.65
+    assert acceptance_rate_for(2.77, 7) == pytest.approx(0.65, abs=0.005)
+    for alpha, k in ((0.3, 2), (0.66, 3), (0.9, 6)):
+        assert acceptance_rate_for(mean_accepted_length(alpha, k), k) == pytest.approx(alpha)
+    with pytest.raises(InvalidInputError, match="spec_accept_len"):
+        acceptance_rate_for(5.0, 3)
+
+
+def test_eagle3_draft_constants_of_llama_70b(catalog: Catalog) -> None:
+    spec = _dep(catalog, spec_method="eagle3").speculation
+    assert spec is not None and spec.draft_model == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
+    # one layer: attention reading 2 x 8192 (64 Q / 8 KV heads x 128) = 234,881,024, MLP
+    # 3 x 8192 x 28672 = 704,643,072, fc 3 x 8192^2 = 201,326,592, draft lm_head 32000 x 8192
+    # = 262,144,000: 1,402,994,688 BF16 parameters over TP 4
+    assert spec.draft_dense_weight_bytes == pytest.approx(1_402_994_688 * 2 / 4)
+    assert spec.draft_layers == 1 and spec.draft_moe_layers == 0
+    # one layer of 8 KV heads x 128 over TP 4, K and V in BF16
+    assert spec.draft_kv_bytes_per_token == pytest.approx(2 * 2 * 128 * 2)
+    assert spec.num_spec_tokens == 3  # vLLM requires it; the planner's 3
+    assert spec.acceptance_rate == pytest.approx(0.66)
+    assert spec.mean_accepted_length == pytest.approx(mean_accepted_length(0.66, 3))
+
+
+def test_a_speculative_decode_step_is_verify_plus_drafts_over_the_accepted_length(
+    catalog: Catalog,
+) -> None:
+    plain = _dep(catalog)
+    spec_dep = _dep(catalog, spec_method="eagle3")
+    spec = spec_dep.speculation
+    assert spec is not None
+    batch = StepBatch.of([1200] * 4)
+    x = step_features(batch, spec_dep)
+    tau, k = spec.mean_accepted_length, spec.num_spec_tokens
+    # weights: the target's once (verification) and the draft's k times, over tau tokens
+    expected_weight = (plain.dense_weight_bytes + k * spec.draft_dense_weight_bytes) / tau
+    assert x[IDX["weight_read"]] * plain.memory_bw == pytest.approx(expected_weight)
+    # GEMMs and lm_heads: 4 sequences x (k + 1) verified tokens, plus k draft tokens each
+    expected_gemm = (
+        4 * (k + 1) * (plain.gemm_flops_per_token + plain.lm_head_flops_per_seq)
+        + k * 4 * (spec.draft_gemm_flops_per_token + spec.draft_lm_head_flops_per_seq)
+    ) / tau
+    assert x[IDX["gemm"]] * plain.peak_flops == pytest.approx(expected_gemm)
+    # the target's KV is read once a step, the draft's one-layer KV once a draft pass
+    assert x[IDX["kv_read"]] * tau * plain.memory_bw == pytest.approx(
+        4 * 1200 * (plain.kv_bytes_per_token_full + k * spec.draft_kv_bytes_per_token)
+    )
+    # the step's scheduling is counted once
+    assert x[IDX["forward_passes"]] * tau == pytest.approx(step_features(batch, plain)[
+        IDX["forward_passes"]
+    ])  # fmt: skip
+    # every term is at least the verification's (the drafts only add)
+    verify = _plain(replace(batch, decode_query_tokens=k + 1.0), spec_dep)
+    assert np.all(x * tau >= verify - 1e-15)
+
+
+def test_a_prefill_chunk_beside_speculating_decodes_keeps_its_full_cost(catalog: Catalog) -> None:
+    spec_dep = _dep(catalog, spec_method="eagle3")
+    spec = spec_dep.speculation
+    assert spec is not None
+    tau = spec.mean_accepted_length
+    mixed = StepBatch.of([1200] * 4, [(512, 0)])
+    chunk = StepBatch.of((), [(512, 0)])
+    decodes = StepBatch.of([1200] * 4)
+    c = roofline_coefficients()
+    t_mixed = float(c @ step_features(mixed, spec_dep))
+    t_chunk = float(c @ step_features(chunk, spec_dep))  # no decodes: a plain step
+    q = spec.num_spec_tokens + 1.0
+    # the k draft passes: what a decode-only step adds to its verification
+    drafts = float(c @ step_features(decodes, spec_dep)) * tau - float(
+        c @ _plain(replace(decodes, decode_query_tokens=q), spec_dep)
+    )
+    assert drafts > 0
+    # over tau simulated steps: one verification with the chunk, the drafts, tau - 1 chunks
+    together = float(c @ _plain(replace(mixed, decode_query_tokens=q), spec_dep))
+    assert t_mixed * tau == pytest.approx(together + drafts + (tau - 1) * t_chunk)
+
+
+def _plain(batch: StepBatch, dep: Deployment) -> np.ndarray:
+    out = np.zeros(len(roofline_coefficients()))
+    _fill_plain(out, batch, dep)
+    return out
+
+
+def test_the_gain_falls_with_the_batch_and_turns_into_a_loss(catalog: Catalog) -> None:
+    """Verifying k + 1 tokens costs about one decode at batch 1 (weight-bound) and k + 1 times
+    one at large batches (compute-bound), so the speed-up per token falls below 1."""
+    plain, spec_dep = _dep(catalog), _dep(catalog, spec_method="eagle3")
+    c = roofline_coefficients()
+    speedups = []
+    for batch_size in (8, 64, 256, 1024):
+        batch = StepBatch.of([1200] * batch_size)
+        per_token_plain = float(c @ step_features(batch, plain))
+        per_token_spec = float(c @ step_features(batch, spec_dep))
+        speedups.append(per_token_plain / per_token_spec)
+    # flat while the step reads weights (batch 8 to 64), then falling once it computes
+    assert speedups[0] > 1.8 and speedups[1] == pytest.approx(speedups[0], rel=0.02)
+    assert speedups[1] > speedups[2] > speedups[3]
+    assert speedups[-1] < 1.0, speedups
+
+
+def test_the_draft_takes_its_weights_and_kv_from_the_cache(catalog: Catalog) -> None:
+    plain = _dep(catalog)
+    eagle = _dep(catalog, spec_method="eagle3")
+    ngram = _dep(catalog, spec_method="ngram")
+    assert ngram.kv_capacity_tokens == plain.kv_capacity_tokens  # n-gram needs no GPU memory
+    assert eagle.speculation is not None
+    kv = plain.kv_bytes_per_token
+    expected = (plain.kv_capacity_tokens * kv - eagle.speculation.draft_resident_bytes) / (
+        kv + eagle.speculation.draft_kv_bytes_per_token
+    )
+    assert eagle.kv_capacity_tokens == int(expected) < plain.kv_capacity_tokens
+
+
+def test_mtp_comes_from_the_models_config_and_each_engines_defaults(catalog: Catalog) -> None:
+    r1 = dict(model=R1, gpu="H200", tp=8, precision="fp8")
+    assert catalog.model(R1).architecture.num_mtp_layers == 1
+    vllm = _dep(catalog, **r1, spec_method="mtp")
+    assert vllm.speculation is not None and vllm.speculation.num_spec_tokens == 1
+    assert vllm.speculation.mean_accepted_length == pytest.approx(1.85)
+    assert vllm.speculation.draft_moe_layers == 1
+    sglang = _dep(catalog, **r1, engine="sglang", spec_method="mtp")
+    assert sglang.speculation is not None and sglang.speculation.num_spec_tokens == 3
+    assert sglang.max_num_seqs == 48  # SGLang caps a speculating server's running requests
+    stated = _dep(catalog, **r1, engine="sglang", spec_method="mtp", max_num_seqs=128)
+    assert stated.max_num_seqs == 128
+    own = _dep(catalog, **r1, spec_method="mtp", num_spec_tokens=3, spec_accept_len=2.5)
+    assert own.speculation is not None and own.speculation.mean_accepted_length == pytest.approx(
+        2.5
+    )
+    assert default_num_spec_tokens("trtllm", "eagle3", catalog.model(R1).architecture) == 3
+
+
+def test_what_is_not_supported_says_why(catalog: Catalog) -> None:
+    llama31 = catalog.model("meta-llama/Llama-3.1-70B-Instruct")
+    assert "no published EAGLE-3 draft" in (unsupported_reason(llama31, "vllm", "eagle3") or "")
+    assert "no MTP layers" in (unsupported_reason(llama31, "vllm", "mtp") or "")
+    assert unsupported_reason(llama31, "vllm", "ngram") is None
+    glm = catalog.model("zai-org/GLM-4.6")
+    assert unsupported_reason(glm, "vllm", "mtp") is None
+    assert "DeepSeek-V3 models only" in (unsupported_reason(glm, "trtllm", "mtp") or "")
+    assert "pipeline" in (unsupported_reason(llama31, "vllm", "ngram", pp=2) or "")
+    with pytest.raises(InvalidInputError, match="spec_method"):
+        _dep(catalog, model="meta-llama/Llama-3.1-70B-Instruct", spec_method="eagle3")
+    with pytest.raises(InvalidInputError, match="spec_accept_len"):
+        _dep(catalog, spec_accept_len=2.0)  # an acceptance without a method
+
+
+def test_speculation_cuts_tpot_at_low_load(model: PerformanceModel) -> None:
+    base = Scenario(
+        model=LLAMA_70B, gpu="H100-SXM", tp=4, input_len=1000, output_len=500, concurrency=1,
+        num_requests=4,
+    )  # fmt: skip
+    plain = model.predict(base)
+    eagle = model.predict(base.model_copy(update={"spec_method": "eagle3"}))
+    assert plain.spec_accept_len is None
+    assert eagle.spec_accept_len == pytest.approx(mean_accepted_length(0.66, 3))
+    assert 1.5 < plain.tpot_ms_mean / eagle.tpot_ms_mean < eagle.spec_accept_len
+    assert eagle.ttft_ms_mean == pytest.approx(plain.ttft_ms_mean, rel=0.05)
+
+
+def test_predict_reads_the_speculative_columns(tmp_path: Path, model: PerformanceModel) -> None:
+    source = tmp_path / "in.csv"
+    head = "id,model,gpu,tp,input_len,output_len,load,concurrency,spec_method,num_spec_tokens,"
+    rows = [
+        f"plain,{LLAMA_70B},H100-SXM,4,1000,500,concurrency,4,,,",
+        f"eagle,{LLAMA_70B},H100-SXM,4,1000,500,concurrency,4,EAGLE3,,",
+        f"stated,{LLAMA_70B},H100-SXM,4,1000,500,concurrency,4,eagle3,4,2.5",
+        f"medusa,{LLAMA_70B},H100-SXM,4,1000,500,concurrency,4,medusa,,",
+        f"toolong,{LLAMA_70B},H100-SXM,4,1000,500,concurrency,4,eagle3,3,5",
+    ]
+    source.write_text(head + "spec_accept_len\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--scenarios", str(source), "--out", str(out), "--public-only"]) == 0
+    got = {r["id"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert got["plain"]["pred_spec_accept_len"] == ""
+    assert float(got["eagle"]["pred_spec_accept_len"]) == pytest.approx(2.38, abs=0.01)
+    assert float(got["stated"]["pred_spec_accept_len"]) == pytest.approx(2.5)
+    assert float(got["eagle"]["pred_tpot_ms_p50"]) < float(got["plain"]["pred_tpot_ms_p50"])
+    assert "spec_method" in got["medusa"]["pred_error"] and "eagle3" in got["medusa"]["pred_error"]
+    assert "spec_accept_len" in got["toolong"]["pred_error"]
