@@ -47,6 +47,9 @@ GIB = 2**30
 #: speculative decoding methods (planner.perf.speculative holds their arithmetic)
 SpecMethod = Literal["none", "mtp", "eagle3", "ngram"]
 SPEC_LABELS: dict[str, str] = {"none": "", "mtp": "MTP", "eagle3": "EAGLE-3", "ngram": "n-gram"}
+#: what a recommendation searches: off, one method, or auto (planner.perf.speculative)
+SpeculativeChoice = Literal["off", "auto", "mtp", "eagle3", "ngram"]
+SPECULATIVE_CHOICES: tuple[str, ...] = ("off", "auto", "mtp", "eagle3", "ngram")
 KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: How the engine is started: a server (``vllm serve``) or vLLM's offline ``LLM`` class

@@ -38,6 +38,7 @@ from planner.catalog.schema import GPU, PRECISIONS, Instance, ModelCard
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.memory import MemoryPlan, check_parallelism, kv_bytes_per_element, plan_memory
+from planner.perf.speculative import SEARCH_SPEC_TOKENS, searched_methods, unsupported_reason
 
 
 class LayoutCandidate(BaseModel):
@@ -79,6 +80,11 @@ class LayoutCandidate(BaseModel):
     @property
     def gpus_per_replica(self) -> int:
         return self.tp * self.pp * self.attention_dp
+
+    @property
+    def spec_method(self) -> str:
+        """The speculative method the layout runs (``none`` without)."""
+        return self.engine.spec_method
 
     @property
     def moe_label(self) -> str:
@@ -285,6 +291,57 @@ def moe_variants(
     return out
 
 
+def spec_variants(
+    model: ModelCard | ModelArchitecture, config: EngineConfig, speculative: str, pp: int
+) -> list[tuple[EngineConfig, str | None]]:
+    """``config`` itself and, for each speculative method the search tries, ``config`` with the
+    method and each draft length, or the reason the model, engine or layout cannot run it
+    (:func:`planner.perf.speculative.unsupported_reason`; an architecture without a card runs
+    n-gram only, having no published draft to name)."""
+    out: list[tuple[EngineConfig, str | None]] = [(config, None)]
+    methods = searched_methods(speculative)
+    if not methods or config.spec_method != "none":
+        return out
+    for method in methods:
+        tokens = (config.num_spec_tokens,) if config.num_spec_tokens else SEARCH_SPEC_TOKENS[method]
+        if isinstance(model, ModelCard):
+            reason = unsupported_reason(model, config.family, method, pp)
+        else:
+            reason = None if method == "ngram" else "no model card to name its draft"
+        if reason is not None:
+            out.append((config.with_overrides(spec_method=method), reason))
+            continue
+        for k in tokens:
+            out.append((config.with_overrides(spec_method=method, num_spec_tokens=k), None))
+    return out
+
+
+def _refused(
+    instance: Instance,
+    nodes: int,
+    tp: int,
+    pp: int,
+    precision: str,
+    engine: EngineConfig,
+    reason: str,
+) -> LayoutCandidate:
+    """A layout listed with the reason it is not tried (nothing was evaluated for it)."""
+    gpus = nodes * instance.gpus
+    return LayoutCandidate(
+        instance=instance.instance,
+        gpu_id=instance.gpu_id,
+        nodes=nodes,
+        gpus=gpus,
+        tp=tp,
+        pp=pp,
+        dp=max(1, gpus // (tp * pp * engine.data_parallel_size)),
+        precision=precision,
+        engine=engine,
+        feasible=False,
+        reason=reason,
+    )
+
+
 def enumerate_layouts(
     catalog: Catalog,
     model: ModelCard | ModelArchitecture,
@@ -296,6 +353,7 @@ def enumerate_layouts(
     engine: EngineConfig | None = None,
     nodes: Iterable[int] | None = None,
     moe_layouts: bool = True,
+    speculative: str = "off",
 ) -> list[LayoutCandidate]:
     """Every (instance, nodes, TP, PP, DP, precision, KV dtype) with TP x PP x DP = GPUs, and
     for an MoE model (``moe_layouts``) the expert-parallel and attention-data-parallel variants
@@ -306,6 +364,11 @@ def enumerate_layouts(
     1..``max_nodes``) fixes the node counts tried. Infeasible candidates are kept with their
     reason; TP values that do not divide the GPU count cannot form a layout and are not listed
     (use :func:`evaluate_layout` for a specific shape).
+
+    ``speculative`` (off, auto or a method, :func:`planner.perf.speculative.searched_methods`)
+    adds each layout with each speculative method and draft length the model and engine run
+    (``engine.num_spec_tokens`` when stated, else the method's :data:`SEARCH_SPEC_TOKENS`);
+    where they cannot run, the layout is listed with the reason.
     """
     if max_nodes < 1:
         raise InvalidInputError("max_nodes", max_nodes, "an integer >= 1")
@@ -340,18 +403,27 @@ def enumerate_layouts(
                         for config in variants:
                             if gpus % (tp * pp * config.data_parallel_size):
                                 continue
-                            candidates.append(
-                                evaluate_layout(
-                                    model,
-                                    instance,
-                                    gpu,
-                                    nodes=node_count,
-                                    tp=tp,
-                                    pp=pp,
-                                    precision=precision,
-                                    engine=config,
+                            for spec_config, reason in spec_variants(
+                                model, config, speculative, pp
+                            ):
+                                if reason is not None:
+                                    candidates.append(
+                                        _refused(instance, node_count, tp, pp, precision,
+                                                 spec_config, reason)
+                                    )  # fmt: skip
+                                    continue
+                                candidates.append(
+                                    evaluate_layout(
+                                        model,
+                                        instance,
+                                        gpu,
+                                        nodes=node_count,
+                                        tp=tp,
+                                        pp=pp,
+                                        precision=precision,
+                                        engine=spec_config,
+                                    )
                                 )
-                            )
     return candidates
 
 
@@ -362,4 +434,5 @@ __all__ = [
     "evaluate_layout",
     "moe_variants",
     "precision_support",
+    "spec_variants",
 ]

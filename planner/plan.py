@@ -110,6 +110,9 @@ class PlanWorkload(BaseModel):
     input_len: LengthDistribution
     output_len: LengthDistribution
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    #: mean tokens a speculative step accepts (bonus included) on this workload; None: the
+    #: method's published default (planner.perf.speculative)
+    spec_accept_len: float | None = Field(default=None, ge=1)
 
     @classmethod
     def of(
@@ -117,12 +120,16 @@ class PlanWorkload(BaseModel):
         input_len: int | LengthDistribution,
         output_len: int | LengthDistribution,
         prefix_share: float = 0.0,
+        spec_accept_len: float | None = None,
     ) -> PlanWorkload:
         def dist(length: int | LengthDistribution) -> LengthDistribution:
             return length if isinstance(length, LengthDistribution) else _fixed(length)
 
         return cls(
-            input_len=dist(input_len), output_len=dist(output_len), prefix_share=prefix_share
+            input_len=dist(input_len),
+            output_len=dist(output_len),
+            prefix_share=prefix_share,
+            spec_accept_len=spec_accept_len,
         )
 
     @property
@@ -141,6 +148,8 @@ class PlanWorkload(BaseModel):
     def scenario_fields(self) -> dict[str, Any]:
         """Fixed lengths as ``*_len``, any other distribution as ``*_dist``."""
         fields: dict[str, Any] = {"prefix_share": self.prefix_share}
+        if self.spec_accept_len is not None:
+            fields["spec_accept_len"] = self.spec_accept_len
         for side, dist in (("input", self.input_len), ("output", self.output_len)):
             if dist.kind == "fixed":
                 fields[f"{side}_len"] = dist.quantile(1.0)
@@ -182,6 +191,8 @@ class PlanPrediction(BaseModel):
     confidence: str = "extrapolated"
     far_from_data: bool = True
     nearest_measured: str | None = None
+    #: mean accepted tokens a speculative step the prediction used (None: no speculation)
+    spec_accept_len: float | None = None
 
     @classmethod
     def of(cls, prediction: Prediction) -> PlanPrediction:
@@ -204,6 +215,7 @@ class PlanPrediction(BaseModel):
             confidence=prediction.confidence,
             far_from_data=prediction.far_from_data,
             nearest_measured=prediction.nearest_measured,
+            spec_accept_len=prediction.spec_accept_len,
         )
 
 

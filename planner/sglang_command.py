@@ -78,6 +78,10 @@ def sglang_launch_args(config: SglangServeConfig) -> list[str]:
         args.append("--disable-radix-cache")  # SGLang's radix cache is on by default
     if engine.enforce_eager:
         args.append("--disable-cuda-graph")
+    if engine.spec_method != "none":
+        from planner.perf.speculative import sglang_speculative_args
+
+        args += sglang_speculative_args(config.model, engine)
     if config.host:
         args += ["--host", config.host]
     if config.port:

@@ -58,6 +58,10 @@ def trtllm_extra_options(config: TrtllmServeConfig) -> dict[str, object]:
         options["enable_attention_dp"] = True
     if config.engine.enable_prefix_caching:
         options["kv_cache_config"] = {"enable_block_reuse": True}
+    if config.engine.spec_method != "none":
+        from planner.perf.speculative import trtllm_speculative_config
+
+        options["speculative_config"] = trtllm_speculative_config(config.model, config.engine)
     return options
 
 
@@ -67,10 +71,15 @@ def trtllm_extra_options_yaml(config: TrtllmServeConfig) -> str:
     for key, value in trtllm_extra_options(config).items():
         if isinstance(value, dict):
             lines.append(f"{key}:")
-            lines += [f"  {k}: {str(v).lower()}" for k, v in value.items()]
+            lines += [f"  {k}: {_yaml_scalar(v)}" for k, v in value.items()]
         else:
-            lines.append(f"{key}: {str(value).lower()}")
+            lines.append(f"{key}: {_yaml_scalar(value)}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _yaml_scalar(value: object) -> str:
+    """A YAML scalar: booleans as ``true``/``false``, names and numbers as written."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def trtllm_serve_args(config: TrtllmServeConfig) -> list[str]:

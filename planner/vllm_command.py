@@ -8,6 +8,7 @@ separate processes behind a load balancer, so the command has no data-parallel f
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,6 +76,11 @@ def vllm_serve_args(config: VllmServeConfig) -> list[str]:
     )
     if engine.enforce_eager:
         args.append("--enforce-eager")
+    if engine.spec_method != "none":
+        from planner.perf.speculative import vllm_speculative_config
+
+        spec = vllm_speculative_config(config.model, engine)
+        args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
     if config.host:
         args += ["--host", config.host]
     if config.port:

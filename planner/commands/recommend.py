@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from planner.catalog import PRICING_MODES, Catalog, load_catalog
 from planner.commands.args import fraction, number, positive_int
-from planner.engine import EngineConfig
+from planner.engine import SPEC_LABELS, SPECULATIVE_CHOICES, EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
 from planner.recommend import (
@@ -101,6 +101,19 @@ def register(subparsers: Any) -> None:
         help="shard whole experts over a replica's GPUs (MoE models)",
     )
     parser.add_argument(
+        "--speculative",
+        default="off",
+        choices=SPECULATIVE_CHOICES,
+        help="speculative decoding searched: off (default), auto (MTP where the model has "
+        "the layers, EAGLE-3 where a draft is published), or one method",
+    )
+    parser.add_argument(
+        "--spec-accept-len",
+        type=number(low=1, high=17),
+        help="the workload's mean accepted tokens a speculative step, bonus token included "
+        "(default: each method's published figure)",
+    )
+    parser.add_argument(
         "--spare-replicas",
         type=number(low=0, high=1_000, integer=True),
         default=1,
@@ -146,6 +159,7 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
             input_len=args.input_len,
             output_len=args.output_len,
             prefix_share=args.prefix_share,
+            spec_accept_len=args.spec_accept_len,
             demand=Demand(
                 avg_rate_rps=args.rate,
                 peak_rate_rps=args.peak_rate,
@@ -165,6 +179,7 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
                 instances=tuple(args.instance) if args.instance else None,
                 pricing=args.pricing,
                 max_nodes=args.max_nodes,
+                speculative=args.speculative,
                 **({"precisions": tuple(args.precision)} if args.precision else {}),
             ),
             engine=_engine(args),
@@ -284,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
             layout = f"disaggregated: {row['pools']}"
         print(
             f"{row['rank']:>3}. {row['instance']} x{row['instances_total']} "
-            f"{layout} {row['precision']:<5} {row['region']:<14} "
+            f"{layout} {row['precision']:<5}{_spec(row)} {row['region']:<14} "
             f"${row['usd_per_hour']:,.2f}/h  "
             f"${row['usd_per_million_output_tokens']:,.2f}/M out  "
             f"p99 TTFT {row['pred_ttft_ms_p99']:,.0f} ms  "
@@ -300,6 +315,14 @@ def run(args: argparse.Namespace) -> int:
         if not rejected:
             print(f"  {no_layout_reason(catalog, request)}")
     return 0
+
+
+def _spec(row: dict[str, Any]) -> str:
+    """`` EAGLE-3 k=3`` for a speculative row, empty otherwise."""
+    method = row.get("spec_method") or "none"
+    if method == "none":
+        return ""
+    return f" {SPEC_LABELS[method]} k={row.get('num_spec_tokens')}"
 
 
 def no_layout_reason(catalog: Catalog, request: RecommendRequest) -> str:

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from planner.engine import SpecMethod
+from planner.engine import EngineConfig, SpecMethod
 from planner.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -199,6 +199,26 @@ def default_num_spec_tokens(family: str, method: str, arch: ModelArchitecture) -
     if family == "sglang":
         return 3 if method == "mtp" else 5
     return 3
+
+
+#: draft tokens a search tries for each method (the request's own number instead when it
+#: states one): MTP at vLLM's default of one MTP layer and at SGLang's 3 steps; EAGLE-3 and
+#: n-gram at the 3 of the engines' examples
+SEARCH_SPEC_TOKENS: dict[str, tuple[int, ...]] = {"mtp": (1, 3), "eagle3": (3,), "ngram": (3,)}
+#: the methods "auto" searches: those whose acceptance has a published default (n-gram's is
+#: the workload's own: searched when asked for)
+AUTO_METHODS: tuple[str, ...] = ("mtp", "eagle3")
+
+
+def searched_methods(choice: str) -> tuple[str, ...]:
+    """The speculative methods a search of ``choice`` (off, auto or one method) tries."""
+    if choice == "off":
+        return ()
+    if choice == "auto":
+        return AUTO_METHODS
+    if choice not in SPECULATIVE_METHODS:
+        raise InvalidInputError("speculative", choice, "one of off, auto, mtp, eagle3, ngram")
+    return (choice,)
 
 
 def unsupported_reason(card: ModelCard, family: str, method: str, pp: int = 1) -> str | None:
@@ -330,13 +350,10 @@ def resolve_speculation(
     expert_bpp: float,
     kv_bpe: float,
 ) -> SpeculativeStep | None:
-    """The scenario's speculation, or None without one; a typed error when the model or the
-    engine cannot run it (:func:`unsupported_reason`)."""
+    """The scenario's speculation, or None without one (a workload's stated acceptance is then
+    unused); a typed error when the model or the engine cannot run it
+    (:func:`unsupported_reason`)."""
     if method == "none":
-        if accept_len is not None and accept_len != 1.0:
-            raise InvalidInputError(
-                "spec_accept_len", accept_len, "blank without a spec_method (none speculates)"
-            )
         return None
     reason = unsupported_reason(card, family, method, pp)
     if reason is not None:
@@ -475,3 +492,75 @@ __all__ = [
     "resolve_speculation",
     "unsupported_reason",
 ]
+
+
+# ----- launch flags (planner.vllm_command, planner.sglang_command, planner.trtllm_command) ------
+def command_spec_tokens(engine: EngineConfig) -> int:
+    """The draft tokens a command states: the plan's, else the engine's default without the
+    model at hand (vLLM's MTP default is the model's MTP layers: 1 in DeepSeek-V3/R1 and GLM)."""
+    if engine.num_spec_tokens:
+        return engine.num_spec_tokens
+    if engine.spec_method == "mtp" and engine.family == "vllm":
+        return 1
+    return 3 if engine.spec_method == "mtp" or engine.family != "sglang" else 5
+
+
+def _eagle3_draft(model: str) -> str:
+    draft = EAGLE3_DRAFTS.get(model) or {k.lower(): v for k, v in EAGLE3_DRAFTS.items()}.get(
+        model.lower()
+    )
+    if draft is None:
+        raise InvalidInputError("spec_method", "eagle3", f"a model with a published draft: {model}")
+    return draft
+
+
+def vllm_speculative_config(model: str, engine: EngineConfig) -> dict[str, object] | None:
+    """vLLM's ``--speculative-config`` (vllm/config/speculative.py ``SpeculativeConfig``):
+    ``method`` mtp / eagle3 / ngram, ``num_speculative_tokens``, and the EAGLE-3 draft's
+    ``model``; n-gram keeps vLLM's prompt lookup window (5)."""
+    if engine.spec_method == "none":
+        return None
+    config: dict[str, object] = {"method": engine.spec_method}
+    if engine.spec_method == "eagle3":
+        config["model"] = _eagle3_draft(model)
+    config["num_speculative_tokens"] = command_spec_tokens(engine)
+    return config
+
+
+def sglang_speculative_args(model: str, engine: EngineConfig) -> list[str]:
+    """SGLang's ``--speculative-*`` flags (server_args.py): NEXTN (MTP, its alias of EAGLE on
+    the model's own MTP layers), EAGLE3 with the draft's path, NGRAM; chain drafting
+    (``--speculative-eagle-topk 1``) of k steps and k + 1 draft tokens, as the step model
+    prices it."""
+    method = engine.spec_method
+    if method == "none":
+        return []
+    k = command_spec_tokens(engine)
+    if method == "ngram":
+        return ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(k + 1)]
+    args = ["--speculative-algorithm", "NEXTN" if method == "mtp" else "EAGLE3"]
+    if method == "eagle3":
+        args += ["--speculative-draft-model-path", _eagle3_draft(model)]
+    args += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1"]
+    return [*args, "--speculative-num-draft-tokens", str(k + 1)]
+
+
+def trtllm_speculative_config(model: str, engine: EngineConfig) -> dict[str, object] | None:
+    """TensorRT-LLM's LLM API ``speculative_config`` (llmapi/llm_args.py of 1.0):
+    ``MTPDecodingConfig`` (``num_nextn_predict_layers``), ``EagleDecodingConfig`` with
+    ``eagle3_one_model`` and the draft's ``speculative_model_dir``, ``NGramDecodingConfig``
+    (``max_matching_ngram_size`` 2)."""
+    method = engine.spec_method
+    if method == "none":
+        return None
+    k = command_spec_tokens(engine)
+    if method == "mtp":
+        return {"decoding_type": "MTP", "num_nextn_predict_layers": k}
+    if method == "eagle3":
+        return {
+            "decoding_type": "Eagle",
+            "max_draft_len": k,
+            "speculative_model_dir": _eagle3_draft(model),
+            "eagle3_one_model": True,
+        }
+    return {"decoding_type": "NGram", "max_draft_len": k, "max_matching_ngram_size": 2}

@@ -468,6 +468,8 @@ class PerfPredictor:
                 "kv_cache_dtype": layout.kv_cache_dtype,
                 "data_parallel_size": layout.attention_dp,
                 "enable_expert_parallel": layout.expert_parallel,
+                "spec_method": layout.engine.spec_method,
+                "num_spec_tokens": layout.engine.num_spec_tokens,
             }
         )
         # saturation: a full closed loop

@@ -114,6 +114,8 @@ def resolved_engine(
             "max_model_len": request.max_model_len,
             "data_parallel_size": layout.attention_dp,
             "enable_expert_parallel": layout.expert_parallel,
+            "spec_method": layout.engine.spec_method,
+            "num_spec_tokens": layout.engine.num_spec_tokens,
         }
     ).resolved(catalog.gpu(inst.gpu_id))
 
@@ -178,6 +180,9 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         expert_parallel=layout.expert_parallel,
         precision=layout.precision,
         kv_cache_dtype=layout.kv_cache_dtype,
+        spec_method=engine.spec_method,
+        num_spec_tokens=engine.num_spec_tokens,
+        pred_spec_accept_len=prediction.spec_accept_len,
         engine_settings=engine,
         replicas=q.replicas,
         instances_total=q.instances_total,

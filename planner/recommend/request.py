@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import PricingMode
 from planner.cost import DEFAULT_SPARE_REPLICAS
-from planner.engine import EngineConfig
+from planner.engine import EngineConfig, SpeculativeChoice
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.layouts import LayoutCandidate
@@ -75,6 +75,10 @@ class SearchSpace(BaseModel):
     max_num_batched_tokens: tuple[int, ...] = (2048, 8192)
     chunked_prefill: tuple[bool, ...] = (True,)
     prefix_caching: tuple[bool, ...] | None = None  # None: on only when the workload shares
+    #: speculative decoding searched: "off"; one method; "auto": the methods with a published
+    #: acceptance (MTP where the model has the layers, EAGLE-3 where a draft is published; n-gram
+    #: only when asked, its acceptance being the workload's). planner.perf.speculative
+    speculative: SpeculativeChoice = "off"
 
 
 class RecommendRequest(BaseModel):
@@ -99,6 +103,8 @@ class RecommendRequest(BaseModel):
     #: the settings every candidate starts from (engine, gpu_memory_utilization, ...); the
     #: search space's grid sets the batch knobs, its KV dtypes the cache dtype
     engine: EngineConfig = EngineConfig()
+    #: the workload's mean accepted tokens a speculative step (None: each method's default)
+    spec_accept_len: float | None = Field(default=None, ge=1, le=17, allow_inf_nan=False)
 
     @property
     def max_model_len(self) -> int:
@@ -110,7 +116,9 @@ class RecommendRequest(BaseModel):
     def workload(self) -> PlanWorkload:
         """The lengths the predictions sample (the distributions, else the fixed means)."""
         input_len = self.input_dist or self.input_len
-        return PlanWorkload.of(input_len, self.output_dist or self.output_len, self.prefix_share)
+        return PlanWorkload.of(
+            input_len, self.output_dist or self.output_len, self.prefix_share, self.spec_accept_len
+        )
 
 
 # ----- what the performance model must provide ---------------------------------------------------
@@ -140,6 +148,11 @@ class Recommendation(BaseModel):
     expert_parallel: bool = False
     precision: str
     kv_cache_dtype: str
+    #: speculative decoding: the method (none without), its draft tokens a step and the mean
+    #: accepted tokens a step the prediction used
+    spec_method: str = "none"
+    num_spec_tokens: int | None = None
+    pred_spec_accept_len: float | None = None
     engine_settings: EngineConfig = Field(description="resolved: what the plan runs with")
     replicas: int
     instances_total: int
@@ -230,7 +243,8 @@ class RecommendationResult(BaseModel):
 # ----- table rows --------------------------------------------------------------------------------
 RANKING_COLUMNS = [
     "rank", "provider", "instance", "region", "pricing", "gpu", "nodes", "tp", "pp", "dp",
-    "attention_dp", "expert_parallel", "precision", "kv_cache_dtype", "engine_settings",
+    "attention_dp", "expert_parallel", "precision", "kv_cache_dtype", "spec_method",
+    "num_spec_tokens", "pred_spec_accept_len", "engine_settings",
     "replicas", "instances_total",
     "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_total_tokens",
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",

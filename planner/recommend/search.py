@@ -240,6 +240,7 @@ def recommend(
         saturated: CapacityResult,
         settings: EngineConfig,
     ) -> None:
+        settings = _with_spec(settings, layout)
         # where a search of this candidate for another workload or SLO found its edge
         edge_key = (*_setup_key(catalog, predictor, request, layout, settings), kind)
         hint = cache.edge_hint(edge_key)
@@ -291,21 +292,25 @@ def recommend(
                 )
             )
             continue
+        widest_here = _with_spec(widest, layout)
         if not saturated_bound:
             cheapest = held
             if kind == "rate":
                 saturated = cache.get_or_compute(
-                    ("saturated", *_prediction_key(catalog, predictor, request, layout, widest)),
-                    functools.partial(guarded, saturated_capacity, predictor, layout, widest),
+                    (
+                        "saturated",
+                        *_prediction_key(catalog, predictor, request, layout, widest_here),
+                    ),
+                    functools.partial(guarded, saturated_capacity, predictor, layout, widest_here),
                 )
                 if saturated.reason is not None:
                     rejected.append(
-                        Rejected(**base, engine_settings=widest.label, reason=saturated.reason)
+                        Rejected(**base, engine_settings=widest_here.label, reason=saturated.reason)
                     )
                     continue
             else:  # a closed loop is bounded by max_num_seqs: nothing to predict for the bound
-                saturated = CapacityResult(float(seats(layout, widest)), None, None)
-            exact = usd_per_hour_bound(request, layout, widest, saturated, cheapest, kind)
+                saturated = CapacityResult(float(seats(layout, widest_here)), None, None)
+            exact = usd_per_hour_bound(request, layout, widest_here, saturated, cheapest, kind)
             heapq.heappush(heap, (exact, index, True, layout, base, saturated))
             continue
         saturated = held
@@ -427,6 +432,8 @@ def _grid_point(settings: EngineConfig) -> tuple[Any, ...]:
         settings.max_num_batched_tokens,
         settings.enable_chunked_prefill,
         settings.enable_prefix_caching,
+        settings.spec_method,
+        settings.num_spec_tokens,
     )
 
 
@@ -509,7 +516,19 @@ def _rejected_base(layout: LayoutCandidate) -> dict[str, Any]:
 
 
 def _configuration_key(layout: LayoutCandidate) -> tuple[Any, ...]:
-    return (layout.instance, layout.precision, layout.kv_cache_dtype)
+    """An instance type, precision and KV dtype, with or without a speculative method: the
+    ranking keeps the best plan of each (so the best plan with and without speculation)."""
+    return (layout.instance, layout.precision, layout.kv_cache_dtype, layout.spec_method)
+
+
+def _with_spec(settings: EngineConfig, layout: LayoutCandidate) -> EngineConfig:
+    """The grid's settings with the layout's speculative method and draft length."""
+    spec = layout.engine
+    if (settings.spec_method, settings.num_spec_tokens) == (spec.spec_method, spec.num_spec_tokens):
+        return settings
+    return settings.model_copy(
+        update={"spec_method": spec.spec_method, "num_spec_tokens": spec.num_spec_tokens}
+    )
 
 
 def _prediction_key(
@@ -527,6 +546,7 @@ def _prediction_key(
         request.input_dist,
         request.output_dist,
         request.prefix_share,
+        request.spec_accept_len,
     )
 
 
@@ -573,7 +593,7 @@ def _layouts(
     """:func:`planner.layouts.enumerate_layouts` of the search, memoised for re-ranks (a new
     price, demand or SLO searches the same layouts; building them plans each one's memory)."""
     key = (id(catalog), id(card), tuple(instances), search.max_nodes, search.precisions,
-           search.kv_cache_dtypes, engine.model_dump_json())  # fmt: skip
+           search.kv_cache_dtypes, search.speculative, engine.model_dump_json())  # fmt: skip
     with _LAYOUTS_LOCK:
         held = _LAYOUTS.get(key)
         if held is not None and held[0] is catalog and held[1] is card:
@@ -587,6 +607,7 @@ def _layouts(
         precisions=search.precisions,
         kv_cache_dtypes=search.kv_cache_dtypes,
         engine=engine,
+        speculative=search.speculative,
     )
     with _LAYOUTS_LOCK:
         _LAYOUTS[key] = (catalog, card, layouts)
@@ -663,6 +684,8 @@ def _replica_layouts(layouts: Sequence[LayoutCandidate]) -> list[Any]:
             layout.expert_parallel,
             layout.precision,
             layout.kv_cache_dtype,
+            layout.engine.spec_method,
+            layout.engine.num_spec_tokens,
         )
         held = best.get(key)
         if held is None or (layout.feasible, -layout.nodes, -layout.dp) > (
