@@ -229,8 +229,6 @@ def unsupported_reason(card: ModelCard, family: str, method: str, pp: int = 1) -
         return None
     if method not in SPECULATIVE_METHODS:
         return f"unknown speculative method {method!r}"
-    if pp > 1:
-        return f"{label} with pipeline parallelism is not modelled"
     if method == "mtp":
         if arch.num_mtp_layers <= 0:
             return f"{card.hf_id} has no MTP layers (num_nextn_predict_layers is 0 or absent)"
@@ -238,6 +236,8 @@ def unsupported_reason(card: ModelCard, family: str, method: str, pp: int = 1) -
             return "TensorRT-LLM 1.0 runs MTP for DeepSeek-V3 models only"
     if method == "eagle3" and card.hf_id not in EAGLE3_DRAFTS:
         return f"no published EAGLE-3 draft for {card.hf_id}"
+    if pp > 1:
+        return f"{label} with pipeline parallelism is not modelled"
     return None
 
 

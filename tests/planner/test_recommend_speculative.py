@@ -1,0 +1,89 @@
+"""Speculative decoding as a dimension of the one search, over the real catalog and the real
+fitted model: the brief's scenarios rank speculative plans with commands that enable it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.catalog import Catalog
+from planner.perf.model import PerformanceModel, get_performance_model
+from planner.recommend import (
+    CapacityCache,
+    Demand,
+    RecommendRequest,
+    SearchSpace,
+    Slo,
+    perf_predictor,
+    ranking_rows,
+    recommend,
+)
+from planner.recommend.request import RecommendationResult
+
+R1 = "deepseek-ai/DeepSeek-R1-0528"
+LLAMA_31 = "meta-llama/Llama-3.1-70B-Instruct"
+EIGHT_H200 = ("p5en.48xlarge", "8x_H200-SXM_SECURE")
+
+
+@pytest.fixture(scope="module")
+def perf(catalog: Catalog) -> PerformanceModel:
+    return get_performance_model(catalog)
+
+
+def _search(
+    catalog: Catalog, perf: PerformanceModel, model: str, tpot_ms: float, **search: object
+) -> RecommendationResult:
+    request = RecommendRequest(
+        model=model,
+        input_len=2048,
+        output_len=512,
+        demand=Demand(avg_rate_rps=1.0, peak_rate_rps=2.0, spare_replicas=1),
+        slo=Slo(tpot_p99_ms=tpot_ms),
+        search=SearchSpace(**search),  # type: ignore[arg-type]
+    )
+    return recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
+    )
+
+
+def test_deepseek_r1_on_8_h200_at_20_ms_ranks_mtp_plans_first(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    space = {"instances": EIGHT_H200, "precisions": ("fp8",), "max_nodes": 1}
+    plain = _search(catalog, perf, R1, 20, **space)
+    spec = _search(catalog, perf, R1, 20, speculative="auto", **space)
+    assert plain.ranked and all(r.spec_method == "none" for r in plain.ranked)
+    best = spec.ranked[0]
+    assert best.spec_method == "mtp" and best.pred_spec_accept_len is not None
+    assert best.pred_tpot_ms_p99 <= 20
+    # the best plan with and without speculation are both ranked; MTP is the cheaper
+    without = next(r for r in spec.ranked if r.spec_method == "none")
+    assert best.usd_per_million_output_tokens < without.usd_per_million_output_tokens
+    config = json.loads(best.vllm_command.split("--speculative-config ")[1].strip("'"))
+    assert config == {"method": "mtp", "num_speculative_tokens": best.num_spec_tokens}
+    assert best.plan is not None and best.plan.engine.spec_method == "mtp"
+    row = ranking_rows(spec)[0]
+    assert (row["spec_method"], row["num_spec_tokens"]) == ("mtp", best.num_spec_tokens)
+    # what R1 cannot run, and why
+    reasons = {r.reason for r in spec.rejected}
+    assert f"no published EAGLE-3 draft for {R1}" in reasons
+
+
+def test_the_briefs_70b_at_30_ms_ranks_speculative_plans_with_their_commands(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    space = {"providers": ("aws",), "regions": ("us-east-1",)}
+    auto = _search(catalog, perf, LLAMA_31, 30, speculative="auto", **space)
+    # Llama-3.1-70B has neither MTP layers nor a published EAGLE-3 draft: said, not guessed
+    assert all(r.spec_method == "none" for r in auto.ranked)
+    reasons = {r.reason for r in auto.rejected}
+    assert f"no published EAGLE-3 draft for {LLAMA_31}" in reasons
+    assert any("has no MTP layers" in reason for reason in reasons)
+    ngram = _search(catalog, perf, LLAMA_31, 30, speculative="ngram", **space)
+    speculative = [r for r in ngram.ranked if r.spec_method == "ngram"]
+    assert speculative and speculative[0].pred_tpot_ms_p99 <= 30
+    for rec in speculative:
+        assert '--speculative-config \'{"method":"ngram","num_speculative_tokens":3}\'' in (
+            rec.vllm_command
+        )
