@@ -23,6 +23,7 @@ from pages.common.tables import why_not
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
 from planner.recommend import ranking_rows, rejected_rows, unmet_slos
+from planner.recommend.analysis import speculation_comparison
 from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
 from planner.workload import Workload
 
@@ -147,6 +148,9 @@ with top_slot.container(border=True, key="top_recommendation"):
                 "it as an estimate and verify it with a benchmark run."
             )
         st.code(best.launch_command, language="bash", wrap_lines=True)
+    speculation = speculation_comparison(result) if result else None
+    if speculation:
+        st.info(speculation, icon=":material/fast_forward:")
 st.session_state[HEADLINE_SHOWN_KEY] = True
 
 if best is not None:
@@ -220,6 +224,8 @@ shown_columns = [
     "pred_ttft_ms_p99",
     "pred_tpot_ms_p99",
     "kv_cache_dtype",
+    "spec_method",
+    "pred_spec_accept_len",
     "kv_occupancy_peak",
     "confidence",
     "far_from_data",
@@ -245,6 +251,10 @@ st.dataframe(
         "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
         "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
         "price_as_of": st.column_config.TextColumn("price as of"),
+        "spec_method": st.column_config.TextColumn("speculation"),
+        "pred_spec_accept_len": st.column_config.NumberColumn(
+            "accepted tokens/step (pred.)", format="%.2f"
+        ),
         "kv_occupancy_peak": st.column_config.ProgressColumn(
             "peak KV (pred.)", format="percent", min_value=0.0, max_value=1.0
         ),

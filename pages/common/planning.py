@@ -66,6 +66,7 @@ def search_space(scenario: Scenario) -> SearchSpace:
         pricing=scenario.pricing,
         precisions=scenario.precisions or ("bf16",),
         kv_cache_dtypes=(scenario.engine.kv_cache_dtype,),
+        speculative=scenario.speculative,
     )
 
 
@@ -286,6 +287,7 @@ def recommend_request(scenario: Scenario) -> RecommendRequest:
         input_dist=None if fixed else workload.input_len,
         output_dist=None if fixed else workload.output_len,
         prefix_share=workload.prefix_share,
+        spec_accept_len=scenario.spec_accept_len,
         demand=demand,
         slo=Slo(
             ttft_p99_ms=scenario.slo_ttft_ms,

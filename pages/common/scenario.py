@@ -24,7 +24,7 @@ from pages.common.ui import md_text
 from pages.common.url_params import bound
 from planner.catalog import PRECISIONS, PRICING_MODES, Catalog, ModelCard
 from planner.catalog.user_files import parse_model_config
-from planner.engine import DEFAULT_GPU_MEMORY_UTILIZATION, EngineConfig
+from planner.engine import DEFAULT_GPU_MEMORY_UTILIZATION, SPECULATIVE_CHOICES, EngineConfig
 from planner.errors import PlannerError
 from planner.input_checks import MAX_REQUEST_TOKENS, check_file_size
 from planner.loads import DEFAULT_CONCURRENCY, PLAN_LOAD_KINDS
@@ -90,6 +90,8 @@ class Scenario:
     utilisation: float | None  # None: average demand / capacity bought
     engine: EngineConfig = field(default_factory=EngineConfig)  # what layouts are judged at
     kv_headroom: float | None = DEFAULT_KV_HEADROOM  # peak KV share a plan may hold
+    speculative: str = "off"  # off, auto or a method (planner.perf.speculative)
+    spec_accept_len: float | None = None  # mean accepted tokens a step; None: the defaults
     uploaded_model: ModelCard | None = None  # a config.json uploaded in this session
     #: prefill/decode disaggregation in the search: off, auto (both kinds) or on (only)
     disaggregation: Disaggregation = "off"
@@ -455,6 +457,28 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             "requests. 100: the whole pool.",
         )
 
+        left, right = st.columns(2)
+        speculative = bound(
+            left.selectbox,
+            "Speculative decoding",
+            SPECULATIVE_CHOICES,
+            key="speculative",
+            help="Search plans that draft tokens and verify them in one pass: auto tries MTP "
+            "where the model has the layers and EAGLE-3 where a draft is published; n-gram "
+            "only when chosen (its acceptance is the workload's).",
+        )
+        accept_len = bound(
+            right.number_input,
+            "Mean accepted tokens per step (0: published)",
+            min_value=0.0,
+            max_value=9.0,
+            value=0.0,
+            step=0.1,
+            key="spec_accept",
+            help="Tokens a speculative step yields on your workload, the bonus token "
+            "included (vLLM's mean acceptance length). 0: each method's published figure.",
+        )
+
         # --- where and what price
         st.subheader("Where and at what price")
         providers = sorted({inst.provider for inst in catalog.instances.values()})
@@ -532,6 +556,8 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             max_model_len=int(max_model_len) or None,
         ),
         kv_headroom=headroom / 100 if headroom < 100 else None,
+        speculative=str(speculative or "off"),
+        spec_accept_len=float(accept_len) if accept_len and accept_len >= 1 else None,
         uploaded_model=st.session_state.get(UPLOADED_MODEL),
         disaggregation=cast(Disaggregation, str(disaggregation)),
     )

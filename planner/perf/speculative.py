@@ -374,7 +374,7 @@ def resolve_speculation(
         method=method,
         num_spec_tokens=k,
         acceptance_rate=alpha,
-        mean_accepted_length=mean_accepted_length(alpha, k),
+        mean_accepted_length=accept_len or mean_accepted_length(alpha, k),
         acceptance_source=source,
         draft_model=draft,
         draft_layers=int(c["layers"]),

@@ -273,3 +273,42 @@ def unmet_slos(result: RecommendationResult) -> list[str]:
                 f"{best.precision}) predicts {best_ms:,.{digits}f} ms even at the lowest load"
             )
     return out
+
+
+def _plan_words(rec: Recommendation) -> str:
+    return (
+        f"${rec.usd_per_million_output_tokens:,.2f}/M output tokens on {rec.instances_total} x "
+        f"{rec.instance} TP{rec.tp}, p99 TPOT {rec.pred_tpot_ms_p99:,.1f} ms"
+    )
+
+
+def speculation_comparison(result: RecommendationResult) -> str | None:
+    """The best plan with and without speculative decoding and what speculation gains, in
+    words (None when the search tried no speculation)."""
+    if result.request.search.speculative == "off":
+        return None
+    spec = next((r for r in result.ranked if r.spec_method != "none"), None)
+    plain = next((r for r in result.ranked if r.spec_method == "none"), None)
+    if spec is None:
+        return (
+            "No speculative plan meets the SLOs"
+            + (f"; without speculation: {_plan_words(plain)}." if plain else ".")
+            + " The rejected candidates say why (no MTP layers, no published draft, or a "
+            "loss at this load)."
+        )
+    method = spec.engine_settings.label.split(", ")[-1]
+    accepted = spec.pred_spec_accept_len or 1.0
+    with_words = f"With {method} ({accepted:.2f} tokens accepted a step): {_plan_words(spec)}"
+    if plain is None:
+        return f"{with_words}. Without speculation no configuration meets the SLOs."
+    saving = 1.0 - spec.usd_per_million_output_tokens / plain.usd_per_million_output_tokens
+    if saving > 0.005:
+        gain = f"speculation is {saving:.0%} cheaper per output token"
+    elif saving < -0.005:
+        gain = f"speculation costs {-saving:.0%} more per output token here"
+    else:
+        gain = "the same cost per output token"
+    faster = plain.pred_tpot_ms_p99 - spec.pred_tpot_ms_p99
+    return f"{with_words}. Without: {_plan_words(plain)}. At the same SLOs {gain}" + (
+        f", and {faster:,.1f} ms faster per token at p99." if faster > 0 else "."
+    )

@@ -343,3 +343,25 @@ def test_a_fresh_install_draws_the_plan_without_fitting(
     assert top_metrics(at)["$ per M output tokens"].startswith("$")
     assert fits == []
     assert not (own_user_dir / "cache").exists()  # nothing fitted, nothing cached
+
+
+def test_the_sidebars_speculation_ranks_plans_with_and_without_it(
+    app: Callable[..., AppTest],
+) -> None:
+    """Speculative decoding and the workload's accepted tokens a step are the sidebar's: the
+    ranking holds EAGLE-3 plans whose command enables it, and the page says what it gains."""
+    at = app(
+        model="meta-llama/Llama-3.3-70B-Instruct",
+        speculative="auto",
+        spec_accept="2.5",
+        tpot_ms="30",
+    )
+    assert at.selectbox(key="speculative").value == "auto"
+    ranking = frame_with(at, "rank", "spec_method", "vllm_command", "pred_spec_accept_len")
+    eagle = ranking[ranking["spec_method"] == "eagle3"]
+    assert not eagle.empty and (eagle["pred_spec_accept_len"] == 2.5).all()
+    for command in eagle["vllm_command"]:
+        assert '"method":"eagle3"' in command and "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B" in command
+    assert (ranking["spec_method"] == "none").any()  # the best plan without it, too
+    said = " ".join(str(info.value) for info in at.info)
+    assert "With EAGLE-3 k=3 (2.50 tokens accepted a step)" in said and "Without:" in said
