@@ -547,6 +547,7 @@ def print_summary(result: RunResult) -> None:
         ("P99 TTFT (ms)", s.get("p99_ttft_ms")),
         ("Mean TPOT (ms)", s.get("mean_tpot_ms")),
         ("P99 TPOT (ms)", s.get("p99_tpot_ms")),
+        ("Mean accepted tokens/step (server)", s.get("server_spec_accept_len")),
         ("Median ITL (ms)", s.get("median_itl_ms")),
         ("P99 ITL (ms)", s.get("p99_itl_ms")),
         ("Mean E2EL (ms)", s.get("mean_e2el_ms")),

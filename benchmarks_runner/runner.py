@@ -823,6 +823,8 @@ async def _run_with_client(
         summary["server_prefix_cache_hit_rate"] = (
             hits / queries if hits is not None and queries else None
         )
+        # speculative decoding: mean tokens a step accepted (beside TPOT in the summary)
+        summary["server_spec_accept_len"] = stats.spec_accept_len()
     if run.first_dispatch is not None and run.last_dispatch is not None:
         window = run.last_dispatch - run.phase_start
     else:

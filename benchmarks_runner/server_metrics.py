@@ -6,6 +6,12 @@ vLLM names (domain.md): gauges ``vllm:num_requests_running``, ``vllm:num_request
 ``vllm:prefix_cache_hits_total``, ``vllm:prompt_tokens_total``,
 ``vllm:generation_tokens_total``, ``vllm:request_success_total``; the ``_sum``/``_count`` of
 the latency histograms. Any of them may be missing; the scraper stores what it finds.
+
+Speculative decoding (vllm/v1/spec_decode/metrics.py, ``SpecDecodingProm``): the counters
+``vllm:spec_decode_num_drafts_total``, ``vllm:spec_decode_num_draft_tokens_total`` and
+``vllm:spec_decode_num_accepted_tokens_total``; the mean accepted length of a step, the bonus
+token included, is ``1 + delta accepted / delta drafts`` over the run. SGLang reports it as the
+gauge ``sglang:spec_accept_length`` (its metrics collector), averaged over the run's scrapes.
 """
 
 from __future__ import annotations
@@ -27,7 +33,11 @@ GAUGES = (
     "vllm:num_requests_waiting",
     "vllm:kv_cache_usage_perc",
     "vllm:gpu_cache_usage_perc",
+    "sglang:spec_accept_length",
 )
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 COUNTERS = (
     "vllm:num_preemptions_total",
     "vllm:prefix_cache_queries_total",
@@ -37,6 +47,9 @@ COUNTERS = (
     "vllm:prompt_tokens_total",
     "vllm:generation_tokens_total",
     "vllm:request_success_total",
+    SPEC_DRAFTS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_ACCEPTED,
 )
 HISTOGRAMS = (
     "vllm:time_to_first_token_seconds",
@@ -144,8 +157,17 @@ class ScrapeStats:
                 return self.maxima[name]
         return None
 
+    def spec_accept_len(self) -> float | None:
+        """Mean tokens a speculative step accepted over the run, the bonus token included
+        (vLLM's counters, else SGLang's gauge); None when the server did not speculate."""
+        drafts, accepted = self.delta(SPEC_DRAFTS), self.delta(SPEC_ACCEPTED)
+        if drafts and accepted is not None:
+            return 1.0 + accepted / drafts
+        return self.mean("sglang:spec_accept_length")
+
     def as_dict(self) -> dict[str, Any]:
         return {
+            "spec_accept_len": self.spec_accept_len(),
             "scrapes_ok": self.scrapes_ok,
             "scrapes_failed": self.scrapes_failed,
             "deltas": {k: self.delta(k) for k in self.first if k in COUNTERS},

@@ -42,6 +42,7 @@ from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 from planner.perf.simulator import LiveEngine
+from planner.perf.speculative import SpeculativeStep
 from planner.perf.step_time import FEATURES
 from planner.plan import Load, Plan, PlanWorkload
 from planner.settings import get_settings
@@ -55,7 +56,9 @@ def timing_scenario(plan: Plan | Scenario) -> Scenario:
     max_model_len open)."""
     if isinstance(plan, Scenario):
         return plan
-    return plan.scenario(workload=PlanWorkload.of(1024, 256), load=Load.closed_loop(1))
+    accept_len = plan.workload.spec_accept_len if plan.workload is not None else None
+    workload = PlanWorkload.of(1024, 256, spec_accept_len=accept_len)
+    return plan.scenario(workload=workload, load=Load.closed_loop(1))
 
 
 #: Closed loop: the predictor counts a client's turnaround as zero (the request that replaces a
@@ -106,6 +109,11 @@ class EngineTiming:
         self._task: asyncio.Task[None] | None = None
 
     # ----- what the server reports (EngineState) ------------------------------------------------
+    @property
+    def speculation(self) -> SpeculativeStep | None:
+        """The plan's speculative decoding (its stated or default acceptance), if any."""
+        return self.deployment.speculation
+
     @property
     def max_num_seqs(self) -> int:
         return self.engine.max_num_seqs

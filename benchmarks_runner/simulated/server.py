@@ -268,6 +268,17 @@ class SimulatedServer:
         metric("vllm:prompt_tokens_total", "counter", s.prompt_tokens)
         metric("vllm:generation_tokens_total", "counter", s.generation_tokens)
         metric("vllm:request_success_total", "counter", s.success)
+        spec = getattr(self.timing, "speculation", None)
+        if spec is not None:
+            # a simulated step is one accepted token a sequence (planner.perf.speculative): the
+            # decode tokens came from drafts of tau accepted tokens each, k drafted a step
+            tau = spec.mean_accepted_length
+            drafts = max(0, s.generation_tokens - s.ttft.count) / tau
+            metric("vllm:spec_decode_num_drafts_total", "counter", drafts)
+            metric(
+                "vllm:spec_decode_num_draft_tokens_total", "counter", drafts * spec.num_spec_tokens
+            )
+            metric("vllm:spec_decode_num_accepted_tokens_total", "counter", drafts * (tau - 1))
         lines += s.ttft.lines("vllm:time_to_first_token_seconds", labels)
         lines += s.itl.lines("vllm:inter_token_latency_seconds", labels)
         lines += s.e2e.lines("vllm:e2e_request_latency_seconds", labels)
