@@ -510,6 +510,10 @@ def flat_plan(obj: Any) -> dict[str, Any] | None:
         "label": plan.label,
     }
     flat.update(engine.model_dump(exclude={"engine", "version"}, exclude_none=True))
+    if plan.slo is not None and plan.slo.tpot_p99_ms:
+        flat["slo_tpot_p99_ms"] = plan.slo.tpot_p99_ms
+    if plan.workload is not None and plan.workload.spec_accept_len is not None:
+        flat["spec_accept_len"] = plan.workload.spec_accept_len
     if plan.cost is not None and plan.price is not None:
         flat["usd_per_hour"] = plan.cost.usd_per_hour / plan.replicas
         flat["price_source"] = f"{plan.price.source} ({plan.price.as_of})"

@@ -49,6 +49,11 @@ BRANCHES: tuple[Branch, ...] = (
     Branch(key="gaps", question="GPU timeline has gaps?", mistakes=("host_overhead",)),
     Branch(key="preemptions", question="Lots of preemptions?", mistakes=("kv_sizing",)),
     Branch(
+        key="tpot",
+        question="Time per token above its SLO, or speculation on?",
+        mistakes=("speculation",),
+    ),
+    Branch(
         key="tail",
         question="p99 spikes, p50 fine?",
         mistakes=("prefill_stalls", "queueing"),
@@ -111,6 +116,12 @@ MISTAKES: tuple[Mistake, ...] = (
         branch="scaling",
     ),
     Mistake(key="host_overhead", number=9, title="The host starving the GPU", branch="gaps"),
+    Mistake(
+        key="speculation",
+        number=11,
+        title="Speculative decoding where it loses, or missing where it would meet the SLO",
+        branch="tpot",
+    ),
     Mistake(
         key="accounting",
         number=10,

@@ -114,6 +114,13 @@ def engine_settings(ev: RunEvidence) -> dict[str, Any]:
         flag = _bool(plan.get(key))
         if flag is not None:
             knobs[key] = flag
+    if plan.get("spec_method") not in (None, "", "none"):  # speculative decoding
+        knobs["spec_method"] = str(plan["spec_method"])
+        if plan.get("num_spec_tokens"):
+            knobs["num_spec_tokens"] = int(plan["num_spec_tokens"])
+        measured = ev.summary.get("server_spec_accept_len") or plan.get("spec_accept_len")
+        if measured and float(measured) >= 1:
+            knobs["spec_accept_len"] = float(measured)  # the run's own acceptance
     gmu = plan.get("gpu_memory_utilization")
     reported = ev.flag("gpu_memory_utilization")
     for value in (gmu, reported):

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from planner.diagnosis.checks import cost, host, kv, latency, parallelism, throughput
+from planner.diagnosis.checks import (
+    cost,
+    host,
+    kv,
+    latency,
+    parallelism,
+    speculation,
+    throughput,
+)
 from planner.diagnosis.evidence import RunEvidence
 from planner.diagnosis.findings import Finding
 from planner.diagnosis.whatif import DiagnosisContext
@@ -22,6 +30,7 @@ CHECKS: dict[str, Check] = {
     "parallelism_links": parallelism.check,
     "host_overhead": host.check,
     "accounting": cost.check_accounting,
+    "speculation": speculation.check,
 }
 
 __all__ = ["CHECKS", "Check"]
