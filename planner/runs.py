@@ -159,6 +159,15 @@ def measured_result_of(
         "run_id": run_id,
         "simulated": bool(meta.get("simulated", False)),
     }
+    if plan.engine.spec_method != "none":
+        # speculative decoding: the run calibrates the acceptance with what the server
+        # measured (vLLM's spec_decode counters), else the plan's stated figure
+        measured = summary.get("server_spec_accept_len")
+        values["spec_method"] = plan.engine.spec_method
+        values["num_spec_tokens"] = plan.engine.num_spec_tokens
+        values["spec_accept_len"] = (
+            measured if measured else (plan.workload.spec_accept_len if plan.workload else None)
+        )
     try:
         return MeasuredResult.model_validate({k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:

@@ -128,6 +128,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN notes VARCHAR",
         ],
     ),
+    (
+        4,
+        [
+            # speculative decoding of a measured row (planner.perf.speculative)
+            "ALTER TABLE measured_results ADD COLUMN spec_method VARCHAR",
+            "ALTER TABLE measured_results ADD COLUMN num_spec_tokens INTEGER",
+            "ALTER TABLE measured_results ADD COLUMN spec_accept_len DOUBLE",
+            "ALTER TABLE measured_results ADD COLUMN spec_baseline_ref VARCHAR",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

@@ -303,6 +303,13 @@ class MeasuredResult(BaseModel):
     #: bench_serving); "offline": the engine driven directly (trtllm-bench, vLLM's LLM class).
     #: Blank: offline for load offline_batch and TensorRT-LLM max-throughput tables, else serve
     entrypoint: Literal["serve", "offline"] | None = None
+    #: speculative decoding the run used (blank: none): the method, its draft tokens a step, the
+    #: mean accepted tokens a step the server reported (blank: not reported), and the
+    #: ``source_ref`` of the same configuration measured without it (the speed-up's baseline)
+    spec_method: Literal["none", "mtp", "eagle3", "ngram"] | None = None
+    num_spec_tokens: PositiveInt | None = None
+    spec_accept_len: float | None = Field(default=None, ge=1)
+    spec_baseline_ref: str | None = None
     notes: str | None = None
 
     @property

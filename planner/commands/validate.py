@@ -30,6 +30,7 @@ import numpy as np
 
 from planner.catalog import load_catalog
 from planner.perf.model import PerformanceModel
+from planner.perf.speculative_validation import format_slice, speculative_slice
 from planner.perf.uncertainty import CALIBRATION_FILE
 from planner.perf.validation import (
     SCHEMES,
@@ -183,6 +184,14 @@ def run(args: argparse.Namespace) -> int:
         report["schemes"][scheme] = entry
         key = {"class": "class held out", "source": "class"}.get(scheme, "gpu")
         tables.append(format_table(f"== {SCHEMES[scheme]} ==", rows, key=key))
+        if scheme == schemes[0]:  # the speculative rows as their own slice
+            spec_rows = speculative_slice(held)
+            report["speculative"] = [
+                {"row": r.label, "method": r.method, "num_spec_tokens": r.num_spec_tokens,
+                 "ape": r.ape, "speedup_measured_predicted": r.speedup}
+                for r in spec_rows
+            ]  # fmt: skip
+            tables.append(format_slice(spec_rows))
         if scheme == "source":
             tables.append(
                 format_table(

@@ -147,6 +147,9 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
             "enable_expert_parallel",
             "data_parallel_size",
             "entrypoint",
+            "spec_method",
+            "num_spec_tokens",
+            "spec_accept_len",
         )
         if getattr(result, name) is not None
     }

@@ -108,6 +108,8 @@ EAGLE3_DRAFTS: dict[str, str] = {
     "meta-llama/Llama-3.1-8B-Instruct": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
     "meta-llama/Llama-3.3-70B-Instruct": "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B",
     "Qwen/Qwen3-8B": "AngelSlim/Qwen3-8B_eagle3",
+    # GPUStack's performance lab ran its FP8 release with this draft (data/measured_speculative)
+    "Qwen/Qwen3-8B-FP8": "Tengyunw/qwen3_8b_eagle3",
     "Qwen/Qwen3-14B": "AngelSlim/Qwen3-14B_eagle3",
     "Qwen/Qwen3-32B": "AngelSlim/Qwen3-32B_eagle3",
     "Qwen/Qwen3-235B-A22B": "nvidia/Qwen3-235B-A22B-Eagle3",

@@ -1,0 +1,53 @@
+"""The speculative rows of a validation: the published rows with and without speculation
+(data/measured_speculative.csv) paired, their errors and speed-ups in worked numbers."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from planner.catalog import Catalog, MeasuredResult
+from planner.perf.calibration import scenario_from_measured
+from planner.perf.speculative_validation import format_slice, speculative_slice
+from planner.perf.validation import HeldOut
+
+
+def _held(result: MeasuredResult, predicted_scale: float) -> HeldOut:
+    measured = {"output_tok_per_s": result.output_tok_per_s, "tpot": result.itl_ms}
+    predicted = {k: v * predicted_scale for k, v in measured.items() if v is not None}
+    sample: Any = SimpleNamespace(result=result)
+    return HeldOut(sample, "fold", measured, predicted, {}, 1.0, 1.0, False)  # type: ignore[arg-type]
+
+
+def test_every_speculative_row_has_its_baseline_and_resolves(catalog: Catalog) -> None:
+    rows = [r for r in catalog.measured if r.spec_method not in (None, "none")]
+    assert len(rows) == 4
+    refs = {r.source_ref for r in catalog.measured}
+    for row in rows:
+        assert row.spec_baseline_ref in refs
+        scenario = scenario_from_measured(row)
+        assert scenario.spec_method == row.spec_method
+        assert scenario.num_spec_tokens == row.num_spec_tokens
+
+
+def test_the_slice_pairs_each_row_with_its_baseline(catalog: Catalog) -> None:
+    spec = [r for r in catalog.measured if r.spec_method == "mtp" and r.model.endswith("R1-0528")]
+    (row,) = spec
+    base = next(r for r in catalog.measured if r.source_ref == row.spec_baseline_ref)
+    # the baseline predicted exactly, the speculative row 10% high on both metrics
+    (got,) = speculative_slice([_held(row, 1.1), _held(base, 1.0)])
+    assert got.method == "mtp" and got.num_spec_tokens == 1
+    assert got.ape["output_tok_per_s"] == pytest.approx(0.1)
+    # SGLang's 48-request cap with MTP: 1060.10 / 3414.99 tok/s, TPOT 304.71 / 42.24 ms
+    measured, predicted = got.speedup["output_tok_per_s"] or (0.0, 0.0)
+    assert measured == pytest.approx(1060.10 / 3414.99)
+    assert predicted == pytest.approx(1.1 * 1060.10 / 3414.99)
+    tpot = got.speedup["tpot"]
+    assert tpot is not None and tpot[0] == pytest.approx(304.71 / 42.24)
+    assert got.speedup_error("output_tok_per_s") == pytest.approx(0.1)
+    assert "median speed-up error output_tok_per_s 10%" in format_slice([got])
+    # a row whose baseline was not held out has no speed-up, and says so
+    (alone,) = speculative_slice([_held(row, 1.0)])
+    assert alone.speedup["output_tok_per_s"] is None
