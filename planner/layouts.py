@@ -305,7 +305,7 @@ def spec_variants(
     for method in methods:
         tokens = (config.num_spec_tokens,) if config.num_spec_tokens else SEARCH_SPEC_TOKENS[method]
         if isinstance(model, ModelCard):
-            reason = unsupported_reason(model, config.family, method, pp)
+            reason = unsupported_reason(model, config.family, method, pp, config.data_parallel_size)
         else:
             reason = None if method == "ngram" else "no model card to name its draft"
         if reason is not None:

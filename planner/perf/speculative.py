@@ -223,7 +223,9 @@ def searched_methods(choice: str) -> tuple[str, ...]:
     return (choice,)
 
 
-def unsupported_reason(card: ModelCard, family: str, method: str, pp: int = 1) -> str | None:
+def unsupported_reason(
+    card: ModelCard, family: str, method: str, pp: int = 1, attention_dp: int = 1
+) -> str | None:
     """Why ``method`` cannot run for this model on this engine family; None when it can."""
     arch = card.architecture
     label = METHOD_LABELS.get(method, method)
@@ -238,6 +240,8 @@ def unsupported_reason(card: ModelCard, family: str, method: str, pp: int = 1) -
             return "TensorRT-LLM 1.0 runs MTP for DeepSeek-V3 models only"
     if method == "eagle3" and card.hf_id not in EAGLE3_DRAFTS:
         return f"no published EAGLE-3 draft for {card.hf_id}"
+    if method == "ngram" and family == "sglang" and attention_dp > 1:
+        return "SGLang's n-gram speculation does not run with DP attention (server_args.py)"
     if pp > 1:
         return f"{label} with pipeline parallelism is not modelled"
     return None
@@ -357,7 +361,7 @@ def resolve_speculation(
     (:func:`unsupported_reason`)."""
     if method == "none":
         return None
-    reason = unsupported_reason(card, family, method, pp)
+    reason = unsupported_reason(card, family, method, pp, moe_group // tp)
     if reason is not None:
         raise InvalidInputError("spec_method", method, f"a method this layout runs: {reason}")
     arch = card.architecture

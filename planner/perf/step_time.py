@@ -73,6 +73,11 @@ weights / tp streamed once, 1/m of the batch's KV, FLOPs and all-reduce volume, 
 calls, and p forward passes. With fewer sequences than stages (m < p) the bubbles show up as the
 same weight time for fewer tokens.
 
+Speculative decoding (``Deployment.speculation``, :mod:`planner.perf.speculative`): a step
+is one accepted token a decoding sequence; its terms are those of the verification (k + 1
+query tokens a sequence, ``StepBatch.decode_query_tokens``) plus k draft passes, over the mean
+accepted length, plus a sharing prefill chunk's own terms for the rest of the accepted tokens.
+
 Attention data parallelism (d ranks, ``Deployment.data_parallel_size``): the simulator runs one
 rank's scheduler; the ranks step together, so a step's attention and KV terms are that rank's
 and its MoE layers see d times its tokens.

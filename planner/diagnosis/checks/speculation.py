@@ -156,7 +156,9 @@ def _not_speculating(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
     card = ctx.catalog.model(sc.model)
     tried: list[str] = []
     for method in AUTO_METHODS:
-        reason = unsupported_reason(card, sc.engine_family, method, sc.pp)
+        reason = unsupported_reason(
+            card, sc.engine_family, method, sc.pp, sc.data_parallel_size or 1
+        )
         if reason is not None:
             tried.append(reason)
             continue

@@ -193,6 +193,9 @@ def test_what_is_not_supported_says_why(catalog: Catalog) -> None:
     assert unsupported_reason(glm, "vllm", "mtp") is None
     assert "DeepSeek-V3 models only" in (unsupported_reason(glm, "trtllm", "mtp") or "")
     assert "pipeline" in (unsupported_reason(llama31, "vllm", "ngram", pp=2) or "")
+    r1 = catalog.model(R1)
+    assert "DP attention" in (unsupported_reason(r1, "sglang", "ngram", attention_dp=8) or "")
+    assert unsupported_reason(r1, "vllm", "ngram", attention_dp=8) is None
     with pytest.raises(InvalidInputError, match="spec_method"):
         _dep(catalog, model="meta-llama/Llama-3.1-70B-Instruct", spec_method="eagle3")
     # a workload's acceptance is unused by a plan that does not speculate
