@@ -124,7 +124,18 @@ METRICS: tuple[MetricSpec, ...] = (
         summary_key="p99_e2el_ms",
         higher_is_better=False,
     ),
+    # speculative decoding: the plan's acceptance against the server's (vLLM's spec_decode
+    # counters); compared only where one of the two exists
+    MetricSpec(
+        name="spec_accept_len",
+        label="Mean accepted tokens a step",
+        unit="tokens",
+        summary_key="server_spec_accept_len",
+        higher_is_better=True,
+    ),
 )
+#: metrics compared only when the prediction or the run has them
+OPTIONAL_METRICS = frozenset({"spec_accept_len"})
 METRICS_BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -262,6 +273,8 @@ def compare(
         low = _number(getattr(prediction, f"{spec.name}_low", None)) if prediction else None
         high = _number(getattr(prediction, f"{spec.name}_high", None)) if prediction else None
         measured = _number(summary.get(spec.summary_key))
+        if spec.name in OPTIONAL_METRICS and predicted is None and measured is None:
+            continue
         inside = None
         if measured is not None and low is not None and high is not None:
             inside = low <= measured <= high

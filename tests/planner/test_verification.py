@@ -17,6 +17,7 @@ from planner.run_files import RequestRecord, RunFiles
 from planner.runs import run_to_measured_result
 from planner.verification import (
     METRICS,
+    OPTIONAL_METRICS,
     compare,
     comparison_rows,
     custom_plan,
@@ -58,7 +59,11 @@ def prediction(**values: float) -> Prediction:
 def test_compare_gives_the_signed_error_and_the_interval() -> None:
     summary = {"output_throughput": 50.0, "median_ttft_ms": 100.0, "p99_ttft_ms": 200.0}
     rows = {c.metric: c for c in compare(prediction(), summary)}
-    assert [c.metric for c in compare(prediction(), summary)] == [m.name for m in METRICS]
+    assert [c.metric for c in compare(prediction(), summary)] == [
+        m.name
+        for m in METRICS
+        if m.name not in OPTIONAL_METRICS  # no speculation here
+    ]
     # predicted 100 tok/s, measured 50: the model promised twice what was measured
     assert rows["output_tok_per_s"].error_pct == pytest.approx(100.0)
     assert rows["output_tok_per_s"].within_interval is False
@@ -286,3 +291,15 @@ def _user_result(*, run_id: str, simulated: bool) -> Any:
         load="concurrency", concurrency=4, output_tok_per_s=100.0, origin="user",
         run_id=run_id, simulated=simulated,
     )  # fmt: skip
+
+
+def test_a_speculative_runs_acceptance_is_compared_only_where_there_is_one() -> None:
+    from types import SimpleNamespace
+
+    from planner.verification import compare
+
+    spec: Any = SimpleNamespace(spec_accept_len=2.5, output_tok_per_s=100.0)
+    rows = {c.metric: c for c in compare(spec, {"server_spec_accept_len": 2.45})}
+    assert rows["spec_accept_len"].error_pct == pytest.approx((2.5 - 2.45) / 2.45 * 100)
+    plain: Any = SimpleNamespace(spec_accept_len=None, output_tok_per_s=100.0)
+    assert "spec_accept_len" not in {c.metric for c in compare(plain, {"output_throughput": 90})}
