@@ -4,10 +4,15 @@ fitted model: the brief's scenarios rank speculative plans with commands that en
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
+import yaml
 
 from planner.catalog import Catalog
+from planner.deploy import TARGETS
+from planner.deploy.bundle import render
+from planner.deploy.spec import spec_from_plan
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.recommend import (
     CapacityCache,
@@ -68,6 +73,39 @@ def test_deepseek_r1_on_8_h200_at_20_ms_ranks_mtp_plans_first(
     # what R1 cannot run, and why
     reasons = {r.reason for r in spec.rejected}
     assert f"no published EAGLE-3 draft for {R1}" in reasons
+    # every deployment file starts the engine with the same speculative config, which
+    # survives its YAML or its shell as the JSON the engine parses
+    deployed = spec_from_plan(best.plan, catalog)
+    for target in TARGETS:
+        found = [json.loads(text) for text in _spec_configs(render(deployed, target))]
+        assert found and all(f == config for f in found), target
+
+
+def _spec_configs(files: dict[str, str]) -> list[str]:
+    """The speculative configs of the files, as their YAML loader and the shell read them."""
+    words: list[str] = []
+    for name, text in files.items():
+        if name.endswith((".yaml", ".yml")):
+            for doc in yaml.safe_load_all(text):
+                words += _strings(doc)
+        else:
+            words += [w for line in text.splitlines() if "--speculative" in line
+                      for w in shlex.split(line)]  # fmt: skip
+    configs = []
+    for word in words:  # an argument, or a script the container runs
+        for line in word.splitlines():
+            for part in shlex.split(line) if " " in line else [line]:
+                if part.startswith('{"method"'):
+                    configs.append(part)
+    return configs
+
+
+def _strings(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in _strings(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in _strings(value)]
+    return [node] if isinstance(node, str) else []
 
 
 def test_the_briefs_70b_at_30_ms_ranks_speculative_plans_with_their_commands(
