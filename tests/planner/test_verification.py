@@ -303,3 +303,36 @@ def test_a_speculative_runs_acceptance_is_compared_only_where_there_is_one() -> 
     assert rows["spec_accept_len"].error_pct == pytest.approx((2.5 - 2.45) / 2.45 * 100)
     plain: Any = SimpleNamespace(spec_accept_len=None, output_tok_per_s=100.0)
     assert "spec_accept_len" not in {c.metric for c in compare(plain, {"output_throughput": 90})}
+
+
+def test_a_speculative_run_calibrates_with_the_acceptance_its_server_measured() -> None:
+    from planner.perf.calibration import scenario_from_measured
+
+    plan = Plan(
+        model=MODEL,
+        gpu="H100-SXM",
+        tp=1,
+        engine=EngineConfig(spec_method="eagle3", num_spec_tokens=3),
+        workload=PlanWorkload.of(256, 32, spec_accept_len=2.0),
+    )
+    config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32}
+    summary = {"output_throughput": 10.0, "median_ttft_ms": 5.0, "median_tpot_ms": 2.0}
+    meta = {"run_id": "r1", "status": "completed", "plan": plan.model_dump(mode="json"),
+            "config": config, "summary": summary | {"server_spec_accept_len": 2.4}}  # fmt: skip
+    requests = [
+        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
+                      input_len_target=256, output_len_target=32, status="ok")
+        for i in range(3)
+    ]  # fmt: skip
+    result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
+    assert result is not None
+    assert (result.spec_method, result.num_spec_tokens, result.spec_accept_len) == (
+        "eagle3", 3, 2.4,
+    )  # fmt: skip
+    scenario = scenario_from_measured(result)
+    assert (scenario.spec_method, scenario.spec_accept_len) == ("eagle3", 2.4)
+    # a server that reported none: the plan's stated acceptance
+    stated = run_to_measured_result(
+        RunFiles("r1", Path("."), meta | {"summary": summary}, requests)
+    )
+    assert stated is not None and stated.spec_accept_len == 2.0
