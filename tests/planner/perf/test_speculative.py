@@ -235,3 +235,16 @@ def test_predict_reads_the_speculative_columns(tmp_path: Path, model: Performanc
     assert float(got["eagle"]["pred_tpot_ms_p50"]) < float(got["plain"]["pred_tpot_ms_p50"])
     assert "spec_method" in got["medusa"]["pred_error"] and "eagle3" in got["medusa"]["pred_error"]
     assert "spec_accept_len" in got["toolong"]["pred_error"]
+
+
+def test_the_steady_state_prices_speculation_as_the_simulator_does(
+    model: PerformanceModel,
+) -> None:
+    """One step model for both: at a light load their TPOT agree as they do without it."""
+    base = Scenario(
+        model=LLAMA_70B, gpu="H100-SXM", tp=4, input_len=2048, output_len=512, load="rate",
+        request_rate=0.5, num_requests=300, spec_method="eagle3",
+    )  # fmt: skip
+    simulated, steady = model.predict(base), model.predict_steady(base)
+    assert steady.tpot_ms_p50 == pytest.approx(simulated.tpot_ms_p50, rel=0.15)
+    assert steady.spec_accept_len == simulated.spec_accept_len
