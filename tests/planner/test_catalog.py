@@ -102,10 +102,15 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv) and the SGLang cookbook's 17
-    # (measured_sglang_cookbook.csv)
-    assert len(catalog.measured) == 1024
+    # (measured_sglang_cookbook.csv), then GPUStack's 4 speculative runs
+    # (measured_speculative.csv)
+    assert len(catalog.measured) == 1028
     assert all(m.source for m in catalog.measured)
-    gpustack = [m for m in catalog.measured if m.source.startswith("gpustack/gpustack")]
+    gpustack = [
+        m
+        for m in catalog.measured
+        if m.source.startswith("gpustack/gpustack") and m.spec_method is None
+    ]
     assert len(gpustack) == 200 and catalog.measured[526:726] == gpustack
     holdout2 = catalog.measured[726:1007]
     publishers = {m.source.split()[0] for m in holdout2}
@@ -117,7 +122,9 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     }
     assert all("reference table" in (m.source_ref or "") for m in holdout2)
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
-    cookbook = catalog.measured[1007:]
+    cookbook = catalog.measured[1007:1024]
+    speculative = catalog.measured[1024:]
+    assert [m.spec_method for m in speculative] == ["mtp", "mtp", "mtp", "eagle3"]
     assert all(m.source.startswith("sgl-project/sglang") and m.gpu == "B200" for m in cookbook)
     assert sum(1 for m in gpustack if catalog.model(m.model).architecture.is_moe) == 143
     brief = [
