@@ -36,8 +36,11 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_context() -> Iterator[BrowserContext]:
+    # One browser a module, not a session: Playwright's sync API keeps an event loop running in
+    # the worker's main thread while it is open, and a later test in the same xdist worker that
+    # calls asyncio.run() would fail ("cannot be called from a running event loop")
     with chromium() as context:
         yield context
 
