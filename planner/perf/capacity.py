@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from planner.catalog import GPU, ModelCard
 from planner.engine import TRTLLM_FREE_GPU_MEMORY_FRACTION, VLLM_SERVE_SMALL_GPU, EngineConfig
 from planner.errors import InvalidInputError
-from planner.memory import MemoryPlan, plan_memory
+from planner.memory import (
+    ACTIVATION_BYTES_PER_HIDDEN,
+    ACTIVATION_BYTES_PER_LOGIT,
+    MemoryPlan,
+    plan_memory,
+)
+
+#: the largest mem_fraction_static the planner raises SGLang's default to
+SGLANG_MAX_RAISED_FRACTION = 0.97
 
 
 @dataclass(frozen=True)
@@ -24,10 +32,52 @@ class CapacityPlan:
     #: why the engine might refuse this layout although the weights fit (then the capacity is
     #: that of one longest request: a measured run of it exists, or the user asked)
     problem: str | None = None
+    #: SGLang's mem_fraction_static raised above its default so the server starts
+    #: (:func:`sglang_fraction_that_starts`); None when the default (or the stated one) is kept
+    raised_fraction: float | None = None
+
+
+def sglang_fraction_that_starts(
+    plan: MemoryPlan, graph_batch: int, vocab: int, hidden: int
+) -> float:
+    """The ``--mem-fraction-static`` a deployment sets when SGLang's default leaves no KV pool.
+
+    SGLang's default (python/sglang/srt/server_args.py, ``_handle_gpu_memory_settings``)
+    reserves 512 MiB + 1.5 MiB per chunked-prefill token + 2 MiB per CUDA-graph batch size +
+    TP x PP / 8 GiB outside the static pool: 26 GiB on a B200 at TP 4 (chunk 16,384), so
+    mem_fraction_static is 0.855 and 0.855 x 179 GiB = 153 GiB is below DeepSeek-R1's FP8
+    weights at TP 4 (157.5 GiB a GPU): its model runner finds a negative pool and refuses to
+    start ("Not enough memory. Please try to increase --mem-fraction-static"). A deployment that
+    serves raises the fraction until the server starts; this is the fraction that leaves
+    outside the pool what the memory planner accounts a GPU really uses there (vLLM-measured
+    terms, :mod:`planner.memory`): the hidden states of one chunk (tokens x hidden x 2.56 B),
+    the fp32 logits of a decode batch as large as the CUDA graphs (graph_batch x vocab x
+    38.26 B), non-torch memory, CUDA graphs, the framework and driver reserves. Capped at
+    :data:`SGLANG_MAX_RAISED_FRACTION`.
+    """
+    chunk = plan.max_num_batched_tokens
+    activation = chunk * hidden * ACTIVATION_BYTES_PER_HIDDEN
+    activation += min(graph_batch, plan.max_num_seqs) * vocab * ACTIVATION_BYTES_PER_LOGIT
+    outside = (
+        activation
+        + plan.non_torch_bytes
+        + plan.cuda_graph_bytes
+        + plan.framework_overhead_bytes
+        + plan.driver_reserved_bytes
+    )
+    fraction = (plan.total_bytes - outside) / plan.total_bytes
+    return round(min(fraction, SGLANG_MAX_RAISED_FRACTION), 3)
 
 
 def plan_capacity(
-    card: ModelCard, gpu: GPU, *, tp: int, pp: int, precision: str, engine: EngineConfig
+    card: ModelCard,
+    gpu: GPU,
+    *,
+    tp: int,
+    pp: int,
+    precision: str,
+    engine: EngineConfig,
+    sglang_graph_batch: int | None = None,
 ) -> CapacityPlan:
     """Replica KV capacity in tokens; a layout whose weights do not fit raises
     InvalidInputError.
@@ -59,15 +109,28 @@ def plan_capacity(
     plan = plan_at(engine.gpu_memory_utilization)
     capacity = plan.kv_capacity_tokens
     problem = plan.problems[0] if plan.problems else None
+    raised: float | None = None
     if sglang:
         fraction = engine.gpu_memory_utilization
-        pools = [
-            int((fraction * plan.total_bytes - stage.weights_bytes)
-                // (block_size * stage.kv_bytes_per_token)) * block_size
-            for stage in plan.stages
-            if stage.kv_bytes_per_token
-        ]  # fmt: skip
-        capacity = max(min(pools), 0) if pools else 0
+
+        def pool_at(fraction: float) -> int:
+            pools = [
+                int((fraction * plan.total_bytes - stage.weights_bytes)
+                    // (block_size * stage.kv_bytes_per_token)) * block_size
+                for stage in plan.stages
+                if stage.kv_bytes_per_token
+            ]  # fmt: skip
+            return max(min(pools), 0) if pools else 0
+
+        capacity = pool_at(fraction)
+        if sglang_graph_batch is not None and capacity < max_model_len:
+            arch = card.architecture
+            starts = sglang_fraction_that_starts(
+                plan, sglang_graph_batch, arch.vocab_size, arch.hidden_size
+            )
+            if starts > fraction:
+                fraction, raised = starts, starts
+                capacity = pool_at(fraction)
         problem = None if capacity >= max_model_len else (
             f"SGLang's KV pool ({capacity:,} tokens at mem_fraction_static {fraction:.3f}) is "
             f"shorter than one {max_model_len:,}-token request"
@@ -100,4 +163,5 @@ def plan_capacity(
         kv_capacity_tokens=int(capacity),
         weights_bytes=float(plan.weights_bytes),
         problem=problem,
+        raised_fraction=raised,
     )

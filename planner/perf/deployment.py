@@ -495,6 +495,7 @@ def resolve_deployment(
     block_size, max_num_seqs = engine.block_size, engine.max_num_seqs
     max_batched = engine.max_num_batched_tokens
     assert block_size and max_num_seqs and max_batched
+    default_fraction = family == "sglang" and scenario.gpu_memory_utilization is None
     plan = plan_capacity(
         card,
         gpu,
@@ -502,7 +503,15 @@ def resolve_deployment(
         pp=pp,
         precision=precision,
         engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
+        sglang_graph_batch=graphs if default_fraction else None,
     )
+    if plan.raised_fraction is not None:
+        notes.append(
+            f"memory: SGLang's default mem_fraction_static {engine.gpu_memory_utilization:.3f} "
+            "leaves no KV pool beside these weights (the server refuses to start); predicted "
+            f"at --mem-fraction-static {plan.raised_fraction:.3f}, what it needs to start"
+        )
+        engine = engine.model_copy(update={"gpu_memory_utilization": plan.raised_fraction})
     if plan.problem is not None:
         notes.append(
             f"memory: {plan.problem}; predicted with room for one longest request "
