@@ -17,7 +17,12 @@ Defaults and where they come from:
   unless asked, CUDA graphs on (enforce_eager off).
 - TensorRT-LLM (LLM API / trtllm-bench): max_batch_size 2048, max_num_tokens 8192,
   tokens_per_block 32, and the KV pool is ``free_gpu_memory_fraction`` 0.9 of the memory left
-  after the weights (``KvCacheConfig``).
+  after the weights (``KvCacheConfig``). A server (``trtllm-serve``, the LLM API) runs without
+  chunked prefill (``enable_chunked_prefill`` False in tensorrt_llm/llmapi/llm_args.py,
+  ``BaseLlmArgs``, 1.x): a prompt is scheduled whole, after the running generations' tokens,
+  when it fits what they leave of max_num_tokens; ``trtllm-bench throughput`` (entrypoint
+  ``offline``) chunks (``--enable_chunked_context``, default on, tensorrt_llm/bench/benchmark/
+  throughput.py).
 - SGLang 0.5.x (python/sglang/srt/server_args.py, ``_handle_gpu_memory_settings`` and
   ``_handle_data_parallelism``; :func:`sglang_defaults`): chunked prefill 2048 tokens on GPUs
   under 35 GiB, 4096 under 60 GiB, 8192 under 160 GiB (A100 80 GB, H100, H200), 16384 above
@@ -179,6 +184,8 @@ class EngineConfig(BaseModel):
         }
         if "enable_prefix_caching" not in self.model_fields_set:
             updates["enable_prefix_caching"] = defaults.enable_prefix_caching
+        if "enable_chunked_prefill" not in self.model_fields_set:
+            updates["enable_chunked_prefill"] = defaults.enable_chunked_prefill
         return self.model_copy(update=updates)
 
     def with_overrides(self, **values: object) -> EngineConfig:
@@ -267,6 +274,8 @@ def _engine_defaults(
         max_num_batched_tokens=batched,
         block_size=BLOCK_SIZES[family],
         enable_prefix_caching=prefix_caching,
+        # TensorRT-LLM's server (LLM API) leaves context chunking off, trtllm-bench turns it on
+        enable_chunked_prefill=family != "trtllm" or entrypoint == "offline",
         data_parallel_size=data_parallel_size,
     )
 

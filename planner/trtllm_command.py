@@ -58,6 +58,10 @@ def trtllm_extra_options(config: TrtllmServeConfig) -> dict[str, object]:
         options["enable_attention_dp"] = True
     if config.engine.enable_prefix_caching:
         options["kv_cache_config"] = {"enable_block_reuse": True}
+    if config.engine.enable_chunked_prefill and "enable_chunked_prefill" in (
+        config.engine.model_fields_set
+    ):
+        options["enable_chunked_prefill"] = True  # off unless asked (llm_args.py)
     if config.engine.spec_method != "none":
         from planner.perf.speculative import trtllm_speculative_config
 

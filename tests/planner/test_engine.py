@@ -35,6 +35,24 @@ def test_offline_class_and_trtllm_defaults(gpus: dict) -> None:
     trt = engine_defaults("nim-tensorrt-llm", gpus["H100-SXM"])
     assert (trt.max_num_seqs, trt.max_num_batched_tokens, trt.block_size) == (2048, 8192, 32)
     assert trt.family == "trtllm"
+    # context chunking: off in TensorRT-LLM's server (LLM API default), on in trtllm-bench
+    assert not trt.enable_chunked_prefill
+    assert engine_defaults(
+        "tensorrt-llm", gpus["H100-SXM"], entrypoint="offline"
+    ).enable_chunked_prefill
+    assert (
+        EngineConfig(engine="tensorrt-llm").resolved(gpus["H100-SXM"]).enable_chunked_prefill
+        is False
+    )
+    asked = EngineConfig(engine="tensorrt-llm", enable_chunked_prefill=True)
+    assert asked.resolved(gpus["H100-SXM"]).enable_chunked_prefill
+    # the server's options file asks for chunking only when the plan does
+    from planner.trtllm_command import TrtllmServeConfig, trtllm_extra_options
+
+    served = TrtllmServeConfig(model="m", engine=EngineConfig(engine="tensorrt-llm"))
+    assert "enable_chunked_prefill" not in trtllm_extra_options(served)
+    chunked = served.model_copy(update={"engine": asked.resolved(gpus["H100-SXM"])})
+    assert trtllm_extra_options(chunked)["enable_chunked_prefill"] is True
 
 
 def test_resolved_keeps_what_is_stated(gpus: dict) -> None:

@@ -240,7 +240,14 @@ def test_kubernetes_manifests_validate_and_scale_on_the_engines_queue(
     if engine_config_files(spec.plan):  # the options file as a ConfigMap, mounted where it runs
         data = objects["ConfigMap"]["data"]
         assert data == engine_config_files(spec.plan)
-        assert "kv_cache_config:\n  enable_block_reuse: true\n" in data[EXTRA_OPTIONS_FILE]
+        options = data[EXTRA_OPTIONS_FILE]
+        # TensorRT-LLM's server chunks prompts only when asked: a plan simulated with chunked
+        # prefill asks in the options file, as one with prefix caching asks for block reuse
+        assert spec.plan.engine.enable_chunked_prefill == (
+            "enable_chunked_prefill: true" in options
+        )
+        if spec.plan.engine.enable_prefix_caching:
+            assert "kv_cache_config:\n  enable_block_reuse: true\n" in options
         assert container["workingDir"] in mounts
     else:
         assert "ConfigMap" not in objects
