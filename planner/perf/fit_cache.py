@@ -50,7 +50,15 @@ FORMAT_VERSION = 3  # 2: the seen-data sets of the novelty reasons; 3: UTF-8 hea
 KEEP_FILES = 8
 _PLANNER = Path(__file__).resolve().parents[1]
 #: sources a fit depends on: the performance model, memory and workload arithmetic, the catalog
-FIT_CODE: tuple[str, ...] = ("perf/*.py", "memory.py", "workload.py", "catalog/*.py")
+#: and the engines' defaults (a changed default, such as TensorRT-LLM's chunking, changes the
+#: simulated rows the fit is made of)
+FIT_CODE: tuple[str, ...] = (
+    "perf/*.py",
+    "memory.py",
+    "workload.py",
+    "catalog/*.py",
+    "engine.py",
+)
 _WRITE_LOCK = threading.Lock()
 #: the fit of the embedded data (``data/``'s measured rows and catalog), shipped with the project
 SHIPPED_FIT = _PLANNER.parent / "data" / "perf_fit.npz"
