@@ -160,7 +160,9 @@ class SteadyStateModel:
         self.dep = dep
         self.c = np.asarray(c, dtype=float)
         self.work = workload or workload_of(dep)
-        self.chunked = dep.scenario.enable_chunked_prefill
+        # the resolved engine's (None in a scenario: the engine's default, on for vLLM and
+        # SGLang, off for TensorRT-LLM's server), as the simulator reads it
+        self.chunked = dep.engine.enable_chunked_prefill
         self.budget = float(dep.max_num_batched_tokens)
         if not self.chunked:
             # a whole prompt is scheduled in one step (vLLM raises the budget to fit it)

@@ -141,6 +141,25 @@ def test_what_bounds_a_full_batch(model: PerformanceModel) -> None:
     assert roomy.at_rate(roomy.saturation_rate() * 1.05).stable is False
 
 
+def test_an_unstated_chunking_is_the_engines_default_as_the_simulator_reads_it(
+    model: PerformanceModel,
+) -> None:
+    # a scenario's None is the engine's default (vLLM chunks; TensorRT-LLM's server schedules
+    # whole prompts): the steady state reads the resolved engine, not the scenario's None
+    base = _scenario(H100, load="rate", request_rate=1.0).model_copy(
+        update={"max_num_batched_tokens": 2048}
+    )
+    for engine, default in (("vllm", True), ("tensorrt-llm", False)):
+        unstated = base.model_copy(update={"engine": engine})
+        stated = unstated.model_copy(update={"enable_chunked_prefill": default})
+        steady, same = model.steady_state(unstated), model.steady_state(stated)
+        assert steady.chunked is default
+        assert steady.budget == same.budget
+        # a 2,048-token prompt beside the decodes needs two chunks of a 2,048 budget
+        assert (steady.at_rate(1.0).chunks > 1) is default
+        assert steady.at_rate(1.0).ttft_p99_s == pytest.approx(same.at_rate(1.0).ttft_p99_s)
+
+
 def test_latency_grows_with_load(model: PerformanceModel) -> None:
     steady = model.steady_state(_scenario(A100, load="rate", request_rate=1.0))
     top = steady.saturation_rate()
