@@ -20,7 +20,7 @@ from tests.run_view import read_run
 
 from .conftest import REAL, ROOT, env_with_root
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(2 * PATIENT_S)  # a hang detector (tests/patience.py)
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:

@@ -20,11 +20,12 @@ from benchmarks_runner import build_synthetic_specs, make_run_config, run_benchm
 from benchmarks_runner.cli import main
 from benchmarks_runner.diagnose import FIRST_SCRAPE_TIMEOUT_S, watch_endpoint
 from planner.workload import LengthDistribution
+from tests.patience import PATIENT_S
 
 from .conftest import FIXTURES
 
 REAL = FIXTURES / "real-tools"
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(2 * PATIENT_S)  # a hang detector (tests/patience.py)
 
 
 def diagnose_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

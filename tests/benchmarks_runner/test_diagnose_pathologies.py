@@ -28,8 +28,9 @@ from planner.catalog import Catalog
 from planner.diagnosis import Diagnosis, diagnose, evidence_from_run
 from planner.perf.model import PerformanceModel
 from planner.run_files import read_run_dir
+from tests.patience import PATIENT_S
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(2 * PATIENT_S)  # a hang detector (tests/patience.py)
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,12 @@ from benchmarks_runner.metrics import VLLM_RESULT_KEYS
 from benchmarks_runner.sweep import run_sweep, search_max_rate
 from benchmarks_runner.workload import load_trace
 from planner.workload import LengthDistribution
+from tests.patience import PATIENT_S
 from tests.run_view import read_run
 
 from .conftest import FIXTURES
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(2 * PATIENT_S)  # a hang detector (tests/patience.py)
 
 
 def _specs(n: int, inp: int, out: int, seed: int = 0) -> list[RequestSpec]:
