@@ -293,6 +293,11 @@ def load_disaggregated_results(path: Path | None = None) -> list[dict[str, str]]
             raise CatalogError(
                 path.name, line_no, "tested_phase", f"one of {', '.join(DISAGGREGATED_PHASES)}"
             )
+        # The posts name no request count; the pools' steady state simulates none, and a
+        # scenario's default (4 x concurrency) would exceed what a simulation may ask for at
+        # tens of thousands of sequences in flight: one request a seat.
+        if not row.get("num_requests") and row.get("concurrency"):
+            row["num_requests"] = row["concurrency"]
     return rows
 
 

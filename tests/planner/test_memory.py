@@ -308,7 +308,8 @@ def test_invalid_input_names_field_value_and_allowed(
 
 
 def test_tp_must_divide_or_be_a_multiple_of_kv_heads() -> None:
-    config = {**LLAMA_3_8B, "num_attention_heads": 48, "num_key_value_heads": 12}
+    # head_dim given: 48 heads do not divide Llama 3 8B's hidden size, which a config must say
+    config = {**LLAMA_3_8B, "num_attention_heads": 48, "num_key_value_heads": 12, "head_dim": 128}
     with pytest.raises(InvalidInputError, match="KV heads"):
         check_parallelism(arch(config), 8)
     check_parallelism(arch(config), 24)  # 24 = 2 x 12: replicated
