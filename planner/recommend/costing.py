@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from planner.catalog import Catalog, Price
 from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
@@ -120,15 +120,27 @@ def resolved_engine(
     ).resolved(catalog.gpu(inst.gpu_id))
 
 
-def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
-    """The :class:`Recommendation` of a quote: its plan, prediction, costs and commands."""
-    layout, price, capacity = q.layout, q.price, q.capacity
-    prediction = capacity.prediction
-    assert prediction is not None
-    inst = catalog.instance(layout.instance)
-    engine = resolved_engine(catalog, request, layout, q.settings)
-    cost = PlanCost(
-        replicas=q.replicas,
+class _Costed(Protocol):
+    """What a plan's costs are read from: a quote of one pool or of a prefill/decode pair."""
+
+    @property
+    def instances_total(self) -> int: ...
+    @property
+    def usd_per_hour(self) -> float: ...
+    @property
+    def usd_per_million_output_tokens(self) -> float: ...
+    @property
+    def usd_per_million_total_tokens(self) -> float: ...
+    @property
+    def served_rps(self) -> float: ...
+    @property
+    def utilisation(self) -> float: ...
+
+
+def plan_cost(q: _Costed, replicas: int) -> PlanCost:
+    """The :class:`PlanCost` of a quote (``replicas``: the plan's replica count)."""
+    return PlanCost(
+        replicas=replicas,
         instances_total=q.instances_total,
         usd_per_hour=q.usd_per_hour,
         usd_per_million_output_tokens=q.usd_per_million_output_tokens,
@@ -137,6 +149,16 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         monthly_usd=q.usd_per_hour * HOURS_PER_MONTH,
         utilisation=q.utilisation,
     )
+
+
+def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
+    """The :class:`Recommendation` of a quote: its plan, prediction, costs and commands."""
+    layout, price, capacity = q.layout, q.price, q.capacity
+    prediction = capacity.prediction
+    assert prediction is not None
+    inst = catalog.instance(layout.instance)
+    engine = resolved_engine(catalog, request, layout, q.settings)
+    cost = plan_cost(q, q.replicas)
     plan = Plan(
         model=catalog.model(request.model).hf_id,
         precision=layout.precision,

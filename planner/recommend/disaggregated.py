@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from planner.catalog import Catalog, Instance, Price
-from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
+from planner.cost import usd_per_million_tokens
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
@@ -57,7 +57,8 @@ from planner.perf.disaggregated import (
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
-from planner.plan import Load, Plan, PlanCost, PlanPool, PlanPrediction, PlanPrice
+from planner.plan import Load, Plan, PlanPool, PlanPrediction, PlanPrice
+from planner.recommend.costing import plan_cost
 from planner.recommend.request import Recommendation, RecommendRequest, Rejected
 
 #: the scenario one replica of a layout runs at a load, req/s (the predictor's)
@@ -511,16 +512,7 @@ def recommendation_of_pools(
             capacity_rps_per_replica=cap,
         )
     decode = pools["decode"]
-    cost = PlanCost(
-        replicas=decode.replicas,
-        instances_total=q.instances_total,
-        usd_per_hour=q.usd_per_hour,
-        usd_per_million_output_tokens=q.usd_per_million_output_tokens,
-        usd_per_million_total_tokens=q.usd_per_million_total_tokens,
-        usd_per_request=cost_per_request(q.usd_per_hour, q.served_rps),
-        monthly_usd=q.usd_per_hour * HOURS_PER_MONTH,
-        utilisation=q.utilisation,
-    )
+    cost = plan_cost(q, decode.replicas)
     plan = Plan(
         model=catalog.model(request.model).hf_id,
         precision=q.decode.layout.precision,
