@@ -53,9 +53,11 @@ from planner.perf.uncertainty import (
     SeenData,
     confidence_of,
     interval_factors,
+    latency_term_vectors,
     layouts_of,
     novelty,
     point_of,
+    release_unmeasured,
     term_shares,
     version_note,
     widen,
@@ -376,9 +378,11 @@ class PerformanceModel:
         family, gpu = key.family, key.gpu
         shares = term_shares(state.step_terms, c)
         reasons = self.uncertainty_reasons(scenario, dep)
+        new_release = release_unmeasured(key, self._seen)
 
         def factors(metric: str) -> tuple[float, float]:
-            return widen(interval_factors(self.fitted, key, metric, shares), len(reasons))
+            own = interval_factors(self.fitted, key, metric, shares)
+            return widen(own, len(reasons), metric, new_release)
 
         thr_lo, thr_hi = factors("output_tok_per_s")
         ttft_lo, ttft_hi = factors("ttft")
@@ -478,16 +482,13 @@ class PerformanceModel:
         family, gpu = key.family, key.gpu
         fitted = self.fitted
         reasons = self.uncertainty_reasons(scenario, dep)
+        new_release = release_unmeasured(key, self._seen)
 
         def factors(metric: str, vector: np.ndarray) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(vector, c))
-            return widen(own, len(reasons))
+            return widen(own, len(reasons), metric, new_release)
 
-        count = trace.count[:, None]
-        mean_ttft_vec = (count * (trace.first - trace.arrival)).sum(0) / max(trace.count.sum(), 1)
-        mean_decode_vec = (count * (trace.finish - trace.first)).sum(0) / max(
-            float((trace.count * np.maximum(trace.output_len - 1, 0)).sum()), 1.0
-        )
+        mean_ttft_vec, mean_decode_vec = latency_term_vectors(trace)
         thr_lo, thr_hi = factors("output_tok_per_s", trace.end)
         ttft_lo, ttft_hi = factors("ttft", mean_ttft_vec)
         tpot_lo, tpot_hi = factors("itl", mean_decode_vec)

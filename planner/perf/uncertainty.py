@@ -33,12 +33,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from planner.perf.calibration import CoefficientKey, FitSample, FittedCoefficients
 from planner.perf.scenario import Confidence, Scenario
 from planner.perf.step_time import FITTED_IDX
+
+if TYPE_CHECKING:
+    from planner.perf.simulator import SimTrace
 
 Z80 = 1.2815515655446004  # standard normal quantile of 0.9
 RESIDUAL_INFLATION = 1.0
@@ -59,6 +63,17 @@ def term_shares(vector: np.ndarray, c: np.ndarray) -> np.ndarray:
     if total <= 0:
         return np.zeros(len(FITTED_IDX))
     return parts / total
+
+
+def latency_term_vectors(trace: SimTrace) -> tuple[np.ndarray, np.ndarray]:
+    """The step terms of the mean request's TTFT and of its time per output token, for
+    :func:`term_shares`: sum over requests of (first token - arrival) / requests, and of
+    (finish - first token) / the decode tokens after the first."""
+    count = trace.count[:, None]
+    ttft = (count * (trace.first - trace.arrival)).sum(0) / max(trace.count.sum(), 1)
+    decode_tokens = float((trace.count * np.maximum(trace.output_len - 1, 0)).sum())
+    decode = (count * (trace.finish - trace.first)).sum(0) / max(decode_tokens, 1.0)
+    return ttft, decode
 
 
 def residual_quantiles(
@@ -198,26 +213,112 @@ def version_note(key: CoefficientKey, seen: SeenData) -> str | None:
     return None
 
 
+#: the metrics with intervals of their own (validation's names; the fit's "itl" residuals are
+#: TPOT's, see :data:`METRIC_OF`)
+INTERVAL_METRICS = ("output_tok_per_s", "ttft", "tpot")
+METRIC_OF = {"output_tok_per_s": "output_tok_per_s", "ttft": "ttft", "tpot": "tpot", "itl": "tpot"}
+
+
+@dataclass(frozen=True)
+class IntervalCalibration:
+    """What :func:`widen` applies to an interval's own factors (``data/interval_calibration.json``).
+
+    ``multipliers[metric][n]``: the half-width multiplier (log space) for ``n`` novelty reasons
+    (``n`` = 0 .. MAX_NOVELTY, the last for that many or more), per metric: throughput, TTFT and
+    TPOT each calibrated on their own held-out rows. ``release_spread[metric]``: the 80% half-width
+    of log(release A / release B) of the same engine, GPU, model, precision and layout
+    (:func:`planner.perf.validation.release_spread`), added in quadrature to the half-widths of
+    a prediction for a release the data do not cover.
+    """
+
+    multipliers: dict[str, tuple[float, ...]]
+    release_spread: dict[str, float]
+
+    @classmethod
+    def neutral(cls) -> IntervalCalibration:
+        ones = (1.0,) * (MAX_NOVELTY + 1)
+        return cls(dict.fromkeys(INTERVAL_METRICS, ones), dict.fromkeys(INTERVAL_METRICS, 0.0))
+
+    @classmethod
+    def of_payload(cls, payload: dict[str, object]) -> IntervalCalibration:
+        """From the file's JSON. A file of one ``multipliers`` set (before latency intervals were
+        calibrated) applies it to every metric, with no release widening."""
+        by_metric = payload.get("multipliers_by_metric")
+        shared = payload.get("multipliers")
+        multipliers: dict[str, tuple[float, ...]] = {}
+        for metric in INTERVAL_METRICS:
+            values = by_metric.get(metric) if isinstance(by_metric, dict) else None
+            values = values if values is not None else shared
+            if not isinstance(values, dict):
+                raise ValueError(f"no multipliers for {metric}")
+            multipliers[metric] = tuple(float(values[str(n)]) for n in range(MAX_NOVELTY + 1))
+        spread = payload.get("release_spread")
+        spread = spread if isinstance(spread, dict) else {}
+        return cls(
+            multipliers,
+            {m: max(float(spread.get(m, 0.0)), 0.0) for m in INTERVAL_METRICS},
+        )
+
+    def widen(
+        self,
+        factors: tuple[float, float],
+        reasons: int,
+        metric: str = "output_tok_per_s",
+        release_unmeasured: bool = False,
+    ) -> tuple[float, float]:
+        """(low, high) multipliers: each log half-width h becomes
+        sqrt((m x h)^2 + s^2), m the metric's multiplier for ``reasons`` reasons and s its
+        release spread when the release is unmeasured (else 0)."""
+        name = METRIC_OF.get(metric, metric)
+        scale = self.multipliers[name][min(reasons, MAX_NOVELTY)]
+        spread = self.release_spread[name] if release_unmeasured else 0.0
+        low, high = factors
+        low_half = math.hypot(-math.log(low) * scale, spread)
+        high_half = math.hypot(math.log(high) * scale, spread)
+        return math.exp(-low_half), math.exp(high_half)
+
+
 @lru_cache(maxsize=4)
-def _load_multipliers(path: Path) -> tuple[float, ...]:
+def _load_calibration(path: Path) -> IntervalCalibration:
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
-        values = payload["multipliers"]
-        return tuple(float(values[str(n)]) for n in range(MAX_NOVELTY + 1))
-    except (OSError, KeyError, ValueError, TypeError):
-        return (1.0,) * (MAX_NOVELTY + 1)
+        return IntervalCalibration.of_payload(payload)
+    except (OSError, KeyError, ValueError, TypeError, AttributeError):
+        return IntervalCalibration.neutral()
 
 
-def calibration_multipliers(path: Path | None = None) -> tuple[float, ...]:
-    """Half-width multipliers for 0, 1, 2 and 3+ novelty reasons (1.0 when uncalibrated)."""
-    return _load_multipliers(path or CALIBRATION_FILE)
+def interval_calibration(path: Path | None = None) -> IntervalCalibration:
+    """The calibration in ``data/interval_calibration.json`` (neutral when missing)."""
+    return _load_calibration(path or CALIBRATION_FILE)
 
 
-def widen(factors: tuple[float, float], reasons: int) -> tuple[float, float]:
-    """An interval's (low, high) multipliers widened in log space for ``reasons`` reasons."""
-    scale = calibration_multipliers()[min(reasons, MAX_NOVELTY)]
-    low, high = factors
-    return math.exp(math.log(low) * scale), math.exp(math.log(high) * scale)
+def reload_calibration() -> None:
+    """Read the calibration file again at its next use (after it was rewritten)."""
+    _load_calibration.cache_clear()
+
+
+def calibration_multipliers(
+    path: Path | None = None, metric: str = "output_tok_per_s"
+) -> tuple[float, ...]:
+    """Half-width multipliers of a metric for 0, 1, 2 and 3+ novelty reasons (1.0 when
+    uncalibrated)."""
+    return interval_calibration(path).multipliers[METRIC_OF.get(metric, metric)]
+
+
+def release_unmeasured(key: CoefficientKey, seen: SeenData) -> bool:
+    """Whether the scenario names an engine release the fitted rows do not cover."""
+    return key.version is not None and key.version not in seen.versions
+
+
+def widen(
+    factors: tuple[float, float],
+    reasons: int,
+    metric: str = "output_tok_per_s",
+    release_unmeasured: bool = False,
+) -> tuple[float, float]:
+    """An interval's (low, high) multipliers widened for ``reasons`` novelty reasons and an
+    unmeasured release, with the stored calibration (:meth:`IntervalCalibration.widen`)."""
+    return interval_calibration().widen(factors, reasons, metric, release_unmeasured)
 
 
 def interval_factors(

@@ -38,16 +38,20 @@ import numpy as np
 from planner.catalog import MODEL_CLASSES, MeasuredResult
 from planner.perf.calibration import FitSample, FittedCoefficients, fit_coefficients
 from planner.perf.metrics import RunMetrics, run_metrics
-from planner.perf.simulator import simulate
+from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import roofline_coefficients
 from planner.perf.uncertainty import (
+    INTERVAL_METRICS,
     MAX_NOVELTY,
+    IntervalCalibration,
     SeenData,
+    interval_calibration,
     interval_factors,
+    latency_term_vectors,
     layouts_of,
     novelty,
+    release_unmeasured,
     term_shares,
-    widen,
 )
 
 SCHEMES: dict[str, str] = {
@@ -89,6 +93,24 @@ def predicted_metrics(result: MeasuredResult, m: RunMetrics) -> dict[str, float]
     return out
 
 
+#: the concurrency bands validation reports latencies by: requests in flight (see
+#: :attr:`HeldOut.in_flight`), inclusive upper bounds
+CONCURRENCY_BANDS: tuple[tuple[str, float], ...] = (
+    ("1-4", 4.0),
+    ("5-16", 16.0),
+    ("17-64", 64.0),
+    (">64", math.inf),
+)
+
+
+def concurrency_band(in_flight: float) -> str:
+    """The band of :data:`CONCURRENCY_BANDS` ``in_flight`` requests fall in."""
+    for name, upper in CONCURRENCY_BANDS:
+        if in_flight <= upper + 1e-9:
+            return name
+    return CONCURRENCY_BANDS[-1][0]
+
+
 @dataclass
 class HeldOut:
     sample: FitSample
@@ -100,8 +122,15 @@ class HeldOut:
     high: float
     far: bool
     reasons: tuple[str, ...] = ()
-    own_low: float = 1.0  # the interval's factors before the novelty widening
+    own_low: float = 1.0  # the throughput interval's factors before the novelty widening
     own_high: float = 1.0
+    #: each metric's interval factors before the widening (:data:`INTERVAL_METRICS`)
+    own: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the row's engine release is one the fold's fit never saw
+    new_release: bool = False
+    #: requests in flight: the stated concurrency of a closed loop, else the simulated mean
+    #: running batch (a rate or an offline batch states none)
+    in_flight: float = 1.0
 
     def ape(self, metric: str, baseline: bool = False) -> float | None:
         if metric not in self.measured:
@@ -111,12 +140,35 @@ class HeldOut:
             return None
         return abs(pred / self.measured[metric] - 1.0)
 
+    def interval(
+        self, metric: str, calibration: IntervalCalibration | None = None
+    ) -> tuple[float, float] | None:
+        """The metric's 80% interval with ``calibration`` (the stored one when None)."""
+        pred = self.predicted.get(metric)
+        own = self.own.get(metric)
+        if own is None and metric == "output_tok_per_s":
+            own = (self.own_low, self.own_high)
+        if pred is None or own is None or not math.isfinite(pred):
+            return None
+        cal = calibration or interval_calibration()
+        lo, hi = cal.widen(own, len(self.reasons), metric, self.new_release)
+        return pred * lo, pred * hi
+
+    def covers(self, metric: str, calibration: IntervalCalibration | None = None) -> bool | None:
+        """Whether the measured figure lies inside the metric's 80% interval (None: unmeasured)."""
+        meas = self.measured.get(metric)
+        bounds = self.interval(metric, calibration)
+        if meas is None or bounds is None:
+            return None
+        return bounds[0] <= meas <= bounds[1]
+
     @property
     def covered(self) -> bool | None:
-        meas = self.measured.get("output_tok_per_s")
-        if meas is None:
-            return None
-        return self.low <= meas <= self.high
+        return self.covers("output_tok_per_s")
+
+    @property
+    def band(self) -> str:
+        return concurrency_band(self.in_flight)
 
 
 def source_key(result: MeasuredResult) -> str:
@@ -182,28 +234,53 @@ def predict_held_out(
     c = fitted.full_for(sample.key)
     trace = simulate(sample.dep, c) if sample.time_driven else sample.trace
     m = run_metrics(trace, c, sample.dep.replicas)
-    own = interval_factors(fitted, sample.key, "output_tok_per_s", term_shares(trace.end, c))
+    own = _own_factors(fitted, sample, trace, c)
     reasons = novelty(
         sample.key,
         sample.dep.card.architecture.model_classes,
         layouts_of(sample.dep.expert_parallel, sample.dep.data_parallel_size),
         seen,
     )
-    lo, hi = widen(own, len(reasons))
+    new_release = release_unmeasured(sample.key, seen)
+    lo, hi = interval_calibration().widen(
+        own["output_tok_per_s"], len(reasons), "output_tok_per_s", new_release
+    )
     predicted = predicted_metrics(sample.result, m)
+    result = sample.result
+    stated = result.concurrency if result.load == "concurrency" else None
     return HeldOut(
         sample=sample,
         fold=fold,
-        measured=measured_metrics(sample.result),
+        measured=measured_metrics(result),
         predicted=predicted,
         roofline=roofline,
         low=predicted["output_tok_per_s"] * lo,
         high=predicted["output_tok_per_s"] * hi,
         far=(sample.family, sample.gpu.lower()) not in seen.family_gpu,
         reasons=tuple(reasons),
-        own_low=own[0],
-        own_high=own[1],
+        own_low=own["output_tok_per_s"][0],
+        own_high=own["output_tok_per_s"][1],
+        own=own,
+        new_release=new_release,
+        in_flight=float(stated) if stated else max(m.mean_running_batch, 1.0),
     )
+
+
+def _own_factors(
+    fitted: FittedCoefficients, sample: FitSample, trace: SimTrace, c: np.ndarray
+) -> dict[str, tuple[float, float]]:
+    """Each metric's interval factors before widening, weighed by the terms of that metric as
+    the model's prediction weighs them (the run's end for throughput, the mean request's
+    TTFT and decode for TTFT and TPOT)."""
+    ttft_vec, decode_vec = latency_term_vectors(trace)
+    vectors = {"output_tok_per_s": trace.end, "ttft": ttft_vec, "tpot": decode_vec}
+    fit_metric = {"output_tok_per_s": "output_tok_per_s", "ttft": "ttft", "tpot": "itl"}
+    return {
+        metric: interval_factors(
+            fitted, sample.key, fit_metric[metric], term_shares(vectors[metric], c)
+        )
+        for metric in INTERVAL_METRICS
+    }
 
 
 def _fold_keys(sample: FitSample, scheme: str, j: int) -> tuple[str, ...]:
@@ -270,6 +347,9 @@ class ErrorRow:
     rows: int
     stats: dict[str, tuple[int, float, float, float, float]] = field(default_factory=dict)
     coverage: float | None = None
+    #: mean APE per metric, and the share of its held-out rows inside their 80% interval
+    means: dict[str, float] = field(default_factory=dict)
+    coverages: dict[str, float | None] = field(default_factory=dict)
 
     def stat(self, metric: str) -> tuple[int, float, float, float, float]:
         """(n, median, p90, roofline median, roofline p90) of the metric's APE."""
@@ -289,8 +369,9 @@ def _summary(held: Sequence[HeldOut], engine: str, gpu: str) -> ErrorRow:
                 float(np.median(base)) if base else math.nan,
                 float(np.quantile(base, 0.9)) if base else math.nan,
             )
-    covered = [c for h in held if (c := h.covered) is not None]
-    row.coverage = float(np.mean(covered)) if covered else None
+            row.means[metric] = float(np.mean(ours))
+        row.coverages[metric] = interval_coverage(held, metric)
+    row.coverage = row.coverages["output_tok_per_s"]
     return row
 
 
@@ -303,14 +384,23 @@ def _group_keys(h: HeldOut, by: str) -> tuple[str, ...]:
         return (h.fold,)
     if by == "source":
         return (source_key(h.sample.result),)
-    raise ValueError(f"unknown grouping {by!r}; one of gpu, class, fold, source")
+    if by == "band":
+        return (h.band,)
+    raise ValueError(f"unknown grouping {by!r}; one of gpu, class, fold, source, band")
+
+
+def _group_order(by: str, key: str) -> tuple[int, str]:
+    """Groups by name, concurrency bands from the fewest requests in flight."""
+    bands = [name for name, _ in CONCURRENCY_BANDS]
+    return (bands.index(key), key) if by == "band" and key in bands else (0, key)
 
 
 def error_table(held: Sequence[HeldOut], by: str = "gpu") -> list[ErrorRow]:
     """Per (engine family, ``by``), per family, per ``by`` over all families, and overall.
 
-    ``by``: ``gpu``, ``class`` (a row counts in each class of its model), ``source``, or
-    ``fold`` (the fold that held the row out: the class of a leave-one-class-out fold).
+    ``by``: ``gpu``, ``class`` (a row counts in each class of its model), ``source``,
+    ``fold`` (the fold that held the row out: the class of a leave-one-class-out fold), or
+    ``band`` (requests in flight, :data:`CONCURRENCY_BANDS`).
     """
     rows: list[ErrorRow] = []
     groups: dict[tuple[str, str], list[HeldOut]] = {}
@@ -319,12 +409,14 @@ def error_table(held: Sequence[HeldOut], by: str = "gpu") -> list[ErrorRow]:
         for key in _group_keys(h, by):
             groups.setdefault((h.sample.family, key), []).append(h)
             across.setdefault(key, []).append(h)
-    for (family, key), members in sorted(groups.items()):
+    for (family, key), members in sorted(
+        groups.items(), key=lambda t: (t[0][0], _group_order(by, t[0][1]))
+    ):
         rows.append(_summary(members, family, key))
     for family in sorted({h.sample.family for h in held}):
         rows.append(_summary([h for h in held if h.sample.family == family], family, "all"))
     if len({h.sample.family for h in held}) > 1:
-        for key, members in sorted(across.items()):
+        for key, members in sorted(across.items(), key=lambda t: _group_order(by, t[0])):
             rows.append(_summary(members, "all", key))
     rows.append(_summary(held, "all", "all"))
     return rows
@@ -361,6 +453,35 @@ def format_table(title: str, rows: Sequence[ErrorRow], key: str = "gpu") -> str:
     return "\n".join(lines)
 
 
+def format_latency_table(title: str, rows: Sequence[ErrorRow]) -> str:
+    """TTFT, TPOT and throughput of each (engine, concurrency band) group: n, median, mean and
+    p90 APE and the 80% interval's coverage."""
+    metrics = (("ttft", "TTFT"), ("tpot", "TPOT"), ("output_tok_per_s", "output tok/s"))
+    head = f"{'engine':<7} {'in flight':<9} | " + " | ".join(
+        f"{name + ' APE med/mean/p90, cover':^34}" for _, name in metrics
+    )
+    sub = f"{'':<7} {'':<9} | " + " | ".join(
+        f"{'n':>4} {'med':>5} {'mean':>5} {'p90':>5} {'80% cov':>10}" for _ in metrics
+    )
+    lines = [title, head, sub, "-" * len(head)]
+    previous = ""
+    for r in rows:
+        if (r.gpu == "all" and r.engine != "all") or (r.engine == "all" and previous != "all"):
+            lines.append("")
+        previous = r.engine
+        cells = []
+        for metric, _ in metrics:
+            n, med, p90, _, _ = r.stat(metric)
+            cover = r.coverages.get(metric)
+            cover_text = "-" if cover is None else f"{100 * cover:.0f}%"
+            cells.append(
+                f"{n:>4} {_pct(med)} {_pct(r.means.get(metric, math.nan))} {_pct(p90)} "
+                f"{cover_text:>10}"
+            )
+        lines.append(f"{r.engine:<7} {r.gpu:<9} | " + " | ".join(cells))
+    return "\n".join(lines)
+
+
 def median_ape(
     held: Sequence[HeldOut], family: str | None = None, *, moe: bool | None = None
 ) -> float:
@@ -376,30 +497,136 @@ def median_ape(
     return float(np.median(errs)) if errs else math.nan
 
 
-def interval_coverage(held: Sequence[HeldOut]) -> float | None:
-    """Share of held-out rows whose measured throughput lies inside the 80% interval."""
-    covered = [c for h in held if (c := h.covered) is not None]
+def interval_coverage(
+    held: Sequence[HeldOut],
+    metric: str = "output_tok_per_s",
+    calibration: IntervalCalibration | None = None,
+) -> float | None:
+    """Share of held-out rows measuring ``metric`` whose measured figure lies inside its
+    predicted 80% interval (None when no row measures it)."""
+    covered = [c for h in held if (c := h.covers(metric, calibration)) is not None]
     return float(np.mean(covered)) if covered else None
 
 
-def calibrate_interval_multipliers(held: Sequence[HeldOut], target: float = 0.8) -> list[float]:
-    """Half-width multipliers, for 0 .. MAX_NOVELTY (and more) novelty reasons, that make
-    ``target`` of the held-out rows with that many reasons fall inside their 80% interval.
+def latency_errors(held: Sequence[HeldOut], metric: str) -> dict[str, float | int | None]:
+    """n, median, mean and p90 APE of ``metric`` over the rows that measure it, and the share
+    inside their 80% interval (NaN / None where no row measures it)."""
+    errs = [e for h in held if (e := h.ape(metric)) is not None]
+    return {
+        "n": len(errs),
+        "median": float(np.median(errs)) if errs else math.nan,
+        "mean": float(np.mean(errs)) if errs else math.nan,
+        "p90": float(np.quantile(errs, 0.9)) if errs else math.nan,
+        "coverage_80": interval_coverage(held, metric),
+    }
 
-    A row's need is z = log(measured / predicted) over its own (unwidened) half-width on the
-    side it falls: the multiplier is the ``target`` quantile of z in its group. Groups with
-    fewer than 8 rows borrow the next smaller count's; the sequence is made non-decreasing
-    (more that is new is never surer).
+
+def _log_ratio(h: HeldOut, metric: str) -> float | None:
+    meas, pred = h.measured.get(metric), h.predicted.get(metric)
+    if not meas or not pred or not math.isfinite(pred) or pred <= 0:
+        return None
+    return math.log(meas / pred)
+
+
+def release_group(h: HeldOut) -> tuple[object, ...]:
+    """What must match for two rows' releases to be compared: engine family, GPU, the model's
+    weights (total and active parameters: a re-release of the same architecture counts as the
+    same model), precision and layout (TP, PP, attention DP, expert parallel)."""
+    dep = h.sample.dep
+    arch = dep.card.architecture
+    return (
+        h.sample.family,
+        h.sample.gpu.lower(),
+        arch.total_params,
+        arch.active_params,
+        h.sample.result.precision,
+        dep.tp,
+        dep.pp,
+        dep.data_parallel_size,
+        dep.expert_parallel,
+    )
+
+
+@dataclass(frozen=True)
+class ReleaseMoves:
+    """How far engine releases have been seen to move a metric: every pair of releases of one
+    :func:`release_group`, the |difference| of their median log(measured / predicted)."""
+
+    metric: str
+    moves: tuple[float, ...]
+    groups: int
+
+    @property
+    def spread(self) -> float:
+        """The 80th percentile of the moves: an 80% half-width in log space (0 without any)."""
+        return float(np.quantile(self.moves, 0.8)) if self.moves else 0.0
+
+
+def release_moves(held: Sequence[HeldOut], metric: str) -> ReleaseMoves:
+    """:class:`ReleaseMoves` of ``metric`` over held-out rows (a row without a known release is
+    left out). The model's prediction takes the workload out (lengths, load): what remains
+    between two releases of the same deployment is what the release moved, plus the model's
+    error on each set of rows, so a move is an upper estimate."""
+    by_group: dict[tuple[object, ...], dict[str, list[float]]] = {}
+    for h in held:
+        version = h.sample.key.version
+        ratio = _log_ratio(h, metric)
+        if version is None or ratio is None:
+            continue
+        by_group.setdefault(release_group(h), {}).setdefault(version, []).append(ratio)
+    moves: list[float] = []
+    groups = 0
+    for releases in by_group.values():
+        if len(releases) < 2:
+            continue
+        groups += 1
+        medians = [float(np.median(v)) for _, v in sorted(releases.items())]
+        for i, a in enumerate(medians):
+            moves.extend(abs(a - b) for b in medians[i + 1 :])
+    return ReleaseMoves(metric, tuple(moves), groups)
+
+
+def release_spreads(held: Sequence[HeldOut], min_moves: int = 3) -> dict[str, float]:
+    """Each metric's release spread (:attr:`ReleaseMoves.spread`); a metric with fewer than
+    ``min_moves`` pairs of releases takes the largest spread of those that have them (a
+    latency whose releases the data never compared moves at least as much as throughput)."""
+    found = {m: release_moves(held, m) for m in INTERVAL_METRICS}
+    known = [r.spread for r in found.values() if len(r.moves) >= min_moves]
+    fallback = max(known) if known else 0.0
+    return {m: r.spread if len(r.moves) >= min_moves else fallback for m, r in found.items()}
+
+
+def calibrate_interval_multipliers(
+    held: Sequence[HeldOut],
+    target: float = 0.8,
+    metric: str = "output_tok_per_s",
+    release_spread: float = 0.0,
+) -> list[float]:
+    """Half-width multipliers of ``metric``, for 0 .. MAX_NOVELTY (and more) novelty reasons,
+    that make ``target`` of the held-out rows with that many reasons fall inside their 80%
+    interval.
+
+    An interval's log half-width h is widened to sqrt((m x h)^2 + s^2), s = ``release_spread``
+    for a row whose release the fold never saw, else 0 (:meth:`IntervalCalibration.widen`). A
+    row with r = log(measured / predicted) is inside when m >= sqrt(max(r^2 - s^2, 0)) / h, h on
+    the side it falls: the multiplier is the ``target`` quantile of that need in its group.
+    Groups with fewer than 8 rows borrow the next smaller count's; the sequence is made
+    non-decreasing (more that is new is never surer).
     """
     needs: dict[int, list[float]] = {}
     for h in held:
-        meas = h.measured.get("output_tok_per_s")
-        pred = h.predicted.get("output_tok_per_s")
-        if not meas or not pred:
+        meas = h.measured.get(metric)
+        pred = h.predicted.get(metric)
+        if not meas or not pred or not math.isfinite(pred) or pred <= 0:
             continue
+        own = getattr(h, "own", {}).get(metric)
+        if own is None:
+            own = (h.own_low, h.own_high)
         ratio = math.log(meas / pred)
-        half = math.log(h.own_high) if ratio >= 0 else -math.log(h.own_low)
-        needs.setdefault(min(len(h.reasons), MAX_NOVELTY), []).append(abs(ratio) / max(half, 1e-6))
+        half = math.log(own[1]) if ratio >= 0 else -math.log(own[0])
+        spread = release_spread if getattr(h, "new_release", False) else 0.0
+        need = math.sqrt(max(ratio**2 - spread**2, 0.0))
+        needs.setdefault(min(len(h.reasons), MAX_NOVELTY), []).append(need / max(half, 1e-6))
     out: list[float] = []
     for n in range(MAX_NOVELTY + 1):
         values = needs.get(n, [])
@@ -410,6 +637,19 @@ def calibrate_interval_multipliers(held: Sequence[HeldOut], target: float = 0.8)
     for n in range(1, len(out)):
         out[n] = max(out[n], out[n - 1])
     return out
+
+
+def calibrate_intervals(held: Sequence[HeldOut], target: float = 0.8) -> IntervalCalibration:
+    """The whole calibration from leave-one-source-out rows: each metric's release spread
+    (:func:`release_spreads`), then its multipliers given that spread."""
+    spreads = release_spreads(held)
+    return IntervalCalibration(
+        {
+            m: tuple(calibrate_interval_multipliers(held, target, m, spreads[m]))
+            for m in INTERVAL_METRICS
+        },
+        spreads,
+    )
 
 
 #: the headline held-out figures ``python -m planner validate --write-summary`` writes
@@ -444,3 +684,37 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def latency_summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row a fold and latency (TTFT, TPOT): rows measured, median, mean and p90 APE, 80%
+    coverage, then the median APE per engine family and per concurrency band (fractions; NaN
+    where none; empty for a summary written before latencies were validated)."""
+    rows = []
+    names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+    for entry in summary.get("schemes", {}).values():
+        latency = entry.get("latency")
+        if not isinstance(latency, dict):
+            continue
+        for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT")):
+            figures = latency.get(metric, {})
+            overall = figures.get("all", {})
+            row: dict[str, Any] = {
+                "fold": entry["title"],
+                "latency": label,
+                "rows": overall.get("n", 0),
+                "median": _number(overall.get("median")),
+                "mean": _number(overall.get("mean")),
+                "p90": _number(overall.get("p90")),
+                "80% interval coverage": _number(overall.get("coverage_80")),
+            }
+            for family, name in names.items():
+                row[name] = _number(figures.get(family, {}).get("median"))
+            for band, _ in CONCURRENCY_BANDS:
+                row[f"{band} in flight"] = _number(figures.get(f"band {band}", {}).get("median"))
+            rows.append(row)
+    return rows
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else math.nan

@@ -1,0 +1,237 @@
+"""Intervals of TTFT and TPOT: their coverage, their calibration, an unmeasured release's widening
+and the SLO check that reads them (issue 26, items 2 and 3)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Prediction, Scenario
+from planner.perf.uncertainty import INTERVAL_METRICS, IntervalCalibration, interval_calibration
+from planner.perf.validation import (
+    HeldOut,
+    calibrate_interval_multipliers,
+    concurrency_band,
+    error_table,
+    interval_coverage,
+    latency_errors,
+    release_moves,
+)
+from planner.plan import Slo
+from planner.recommend.capacity import slo_straddles
+
+#: own factors (before widening) of every row below: -/+ log(1.25) = 0.223 in log space
+OWN = (0.8, 1.25)
+
+
+def _sample(
+    version: str | None = "vllm:0.11", family: str = "vllm", gpu: str = "H200", tp: int = 8
+) -> Any:
+    """What validation reads of a fitted row (a FitSample needs a simulated deployment)."""
+    arch = SimpleNamespace(total_params=671e9, active_params=37e9, is_moe=True)
+    dep = SimpleNamespace(
+        card=SimpleNamespace(architecture=arch),
+        tp=tp,
+        pp=1,
+        data_parallel_size=1,
+        expert_parallel=False,
+    )
+    return SimpleNamespace(
+        key=SimpleNamespace(version=version),
+        family=family,
+        gpu=gpu,
+        dep=dep,
+        result=SimpleNamespace(precision="fp8"),
+    )
+
+
+def _held(
+    measured_ttft: float,
+    *,
+    predicted_ttft: float = 100.0,
+    reasons: int = 0,
+    new_release: bool = False,
+    in_flight: float = 8.0,
+    sample: Any = None,
+) -> HeldOut:
+    return HeldOut(
+        sample=sample or _sample(),
+        fold="f",
+        measured={"ttft": measured_ttft},
+        predicted={"output_tok_per_s": 1000.0, "ttft": predicted_ttft, "tpot": 20.0},
+        roofline={},
+        low=800.0,
+        high=1250.0,
+        far=False,
+        reasons=("r",) * reasons,
+        own_low=OWN[0],
+        own_high=OWN[1],
+        own=dict.fromkeys(INTERVAL_METRICS, OWN),
+        new_release=new_release,
+        in_flight=in_flight,
+    )
+
+
+def _calibration(ttft: tuple[float, ...] = (1.0,) * 4, spread: float = 0.0) -> IntervalCalibration:
+    neutral = IntervalCalibration.neutral()
+    return IntervalCalibration(
+        {**neutral.multipliers, "ttft": ttft}, {**neutral.release_spread, "ttft": spread}
+    )
+
+
+def test_ttft_coverage_of_a_worked_example() -> None:
+    """Predicted 100 ms with own factors 0.8 / 1.25: the interval is 80 to 125 ms as it is,
+    64 to 156 ms with a multiplier of 2 (log half-widths doubled: 0.8^2, 1.25^2)."""
+    rows = [_held(110.0), _held(130.0), _held(85.0), _held(70.0)]
+    plain = _calibration()
+    assert rows[0].interval("ttft", plain) == pytest.approx((80.0, 125.0))
+    assert [r.covers("ttft", plain) for r in rows] == [True, False, True, False]
+    assert interval_coverage(rows, "ttft", plain) == 0.5
+    doubled = _calibration(ttft=(2.0,) * 4)
+    assert rows[0].interval("ttft", doubled) == pytest.approx((64.0, 156.25))
+    assert interval_coverage(rows, "ttft", doubled) == 1.0
+    # a row that measures no TTFT counts for no coverage; throughput's is not TTFT's
+    assert interval_coverage(rows, "tpot", plain) is None
+    # and the errors of the same rows: |100/110-1|, |100/130-1|, |100/85-1|, |100/70-1|
+    errors = latency_errors(rows, "ttft")
+    apes = sorted([1 - 100 / 110, 1 - 100 / 130, 100 / 85 - 1, 100 / 70 - 1])
+    assert errors["n"] == 4
+    assert errors["mean"] == pytest.approx(sum(apes) / 4)
+    assert errors["median"] == pytest.approx((apes[1] + apes[2]) / 2)
+    assert errors["p90"] == pytest.approx(apes[2] + 0.7 * (apes[3] - apes[2]))
+
+
+def test_an_unmeasured_release_adds_its_spread_in_quadrature() -> None:
+    """Half-width log(1.25) = 0.223 and a release spread log(2) = 0.693: an unmeasured
+    release's high end is exp(sqrt(0.223^2 + 0.693^2)) = 2.07x the point, a measured one's
+    1.25x; a row measured at 2x the prediction is inside only the first."""
+    cal = _calibration(spread=math.log(2.0))
+    measured = _held(200.0, new_release=False)
+    unmeasured = _held(200.0, new_release=True)
+    high = math.exp(math.hypot(math.log(1.25), math.log(2.0)))
+    assert unmeasured.interval("ttft", cal) == pytest.approx((100 / high, 100 * high))
+    assert measured.interval("ttft", cal) == pytest.approx((80.0, 125.0))
+    assert unmeasured.covers("ttft", cal) and not measured.covers("ttft", cal)
+    # the calibration knows it: such a row needs no multiplier beyond the spread
+    rows = [_held(200.0, new_release=True) for _ in range(10)]
+    assert (
+        calibrate_interval_multipliers(rows, metric="ttft", release_spread=math.log(2.0))
+        == [0.0] * 4
+    )
+    # without the spread, it needs log(2) / log(1.25) = 3.11 half-widths
+    needed = calibrate_interval_multipliers(rows, metric="ttft")
+    assert needed[0] == pytest.approx(math.log(2.0) / math.log(1.25))
+
+
+def test_releases_are_compared_on_the_same_deployment_only() -> None:
+    """Two releases of one deployment, predicted at 100 ms: 0.7 measured 200 ms (log ratio
+    0.693), 0.11 measured 100 and 110 ms (median of the logs 0.048): one move of 0.645. A row
+    of another GPU or without a release is not compared."""
+    old, new = _sample(version="vllm:0.7"), _sample(version="vllm:0.11")
+    rows = [
+        _held(200.0, sample=old),
+        _held(100.0, sample=new),
+        _held(110.0, sample=new),
+        _held(400.0, sample=_sample(version="vllm:0.6", gpu="MI300X")),
+        _held(300.0, sample=_sample(version=None)),
+    ]
+    moves = release_moves(rows, "ttft")
+    assert moves.groups == 1
+    assert moves.moves == pytest.approx((math.log(2.0) - math.log(1.1) / 2,))
+    assert moves.spread == pytest.approx(math.log(2.0) - math.log(1.1) / 2)
+    assert release_moves(rows, "tpot").moves == ()
+
+
+def test_latency_errors_by_concurrency_band() -> None:
+    assert [concurrency_band(x) for x in (1, 4, 4.5, 16, 17, 64, 65, 512)] == [
+        "1-4",
+        "1-4",
+        "5-16",
+        "5-16",
+        "17-64",
+        "17-64",
+        ">64",
+        ">64",
+    ]
+    rows = [_held(110.0, in_flight=2), _held(130.0, in_flight=40), _held(85.0, in_flight=300)]
+    table = error_table(rows, by="band")
+    groups = [(r.engine, r.gpu) for r in table]
+    assert groups == [
+        ("vllm", "1-4"),
+        ("vllm", "17-64"),
+        ("vllm", ">64"),
+        ("vllm", "all"),
+        ("all", "all"),
+    ]
+    band = {r.gpu: r for r in table}
+    assert band["17-64"].stat("ttft")[1] == pytest.approx(1 - 100 / 130)
+    assert band["17-64"].means["ttft"] == pytest.approx(1 - 100 / 130)
+
+
+@pytest.fixture(scope="module")
+def deepseek_predictions(model: PerformanceModel) -> dict[str, Prediction]:
+    """The issue's case: DeepSeek-R1 on 8 x H200 with vLLM at 64 in flight, on the release
+    GPUStack measured (0.11) and on an early-2025 one no row covers (0.7)."""
+    base = {
+        "engine": "vllm",
+        "model": "deepseek-ai/DeepSeek-R1-0528",
+        "precision": "fp8",
+        "gpu": "H200",
+        "tp": 8,
+        "input_len": 3200,
+        "output_len": 800,
+        "concurrency": 64,
+        "num_requests": 128,
+    }
+    return {
+        version: model.predict(Scenario.model_validate({**base, "engine_version": version}))
+        for version in ("0.11.0", "0.7.3")
+    }
+
+
+def test_an_unmeasured_release_gets_wider_intervals(
+    deepseek_predictions: dict[str, Prediction],
+) -> None:
+    """vLLM 0.11 is measured, 0.7 is not: every interval of 0.7 reaches at least the stored
+    release spread beyond its point, and is wider than 0.11's."""
+    measured, unmeasured = deepseek_predictions["0.11.0"], deepseek_predictions["0.7.3"]
+    assert measured.release_note and "0.11" in measured.release_note
+    assert any("vLLM 0.7" in r for r in unmeasured.uncertain_because)
+    spread = interval_calibration().release_spread
+    assert all(spread[m] > 0 for m in INTERVAL_METRICS)
+    for name, metric in (
+        ("output_tok_per_s", "output_tok_per_s"),
+        ("ttft_ms_p99", "ttft"),
+        ("ttft_ms_p50", "ttft"),
+        ("ttft_ms_mean", "ttft"),
+        ("tpot_ms_p99", "tpot"),
+        ("tpot_ms_mean", "tpot"),
+    ):
+
+        def width(p: Prediction, name: str = name) -> float:
+            return float(getattr(p, f"{name}_high") / getattr(p, f"{name}_low"))
+
+        point, high = getattr(unmeasured, name), getattr(unmeasured, f"{name}_high")
+        assert math.log(high / point) >= spread[metric] - 1e-9, name
+        assert width(unmeasured) > width(measured), name
+
+
+def test_a_p99_interval_across_the_slo_is_flagged(
+    deepseek_predictions: dict[str, Prediction],
+) -> None:
+    p = deepseek_predictions["0.11.0"]
+    assert p.ttft_ms_p99_low < p.ttft_ms_p99 < p.ttft_ms_p99_high
+    between = (p.ttft_ms_p99 + p.ttft_ms_p99_high) / 2
+    flagged = slo_straddles(p, Slo(ttft_p99_ms=between))
+    assert len(flagged) == 1 and flagged[0].startswith("p99 TTFT")
+    assert "80% interval reaches" in flagged[0]
+    # above the whole interval: nothing to say; below the point: a violation, not a straddle
+    assert slo_straddles(p, Slo(ttft_p99_ms=p.ttft_ms_p99_high * 1.01)) == []
+    assert slo_straddles(p, Slo(ttft_p99_ms=p.ttft_ms_p99 * 0.99)) == []
+    tpot_between = (p.tpot_ms_p99 + p.tpot_ms_p99_high) / 2
+    both = slo_straddles(p, Slo(ttft_p99_ms=between, tpot_p99_ms=tpot_between))
+    assert [f.split(" ")[1] for f in both] == ["TTFT", "TPOT"]
