@@ -15,7 +15,7 @@ from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
-from planner.perf.validation import summary_rows, validation_summary
+from planner.perf.validation import latency_summary_rows, summary_rows, validation_summary
 from planner.store import MEASURED_COLUMNS
 
 ensure_app_navigation()
@@ -87,6 +87,22 @@ else:
         key="table_accuracy",
         column_config={c: percent for c in accuracy.columns if c != "fold"},
     )
+    latency = pd.DataFrame(latency_summary_rows(summary))
+    if not latency.empty:
+        st.caption(
+            "TTFT and TPOT on the same held-out rows (those whose source reports them, with the "
+            "statistic it reports: mean or median): median, mean and p90 absolute error, the "
+            "share inside the predicted 80% interval, and the median error per engine and per "
+            "number of requests in flight."
+        )
+        st.dataframe(
+            latency,
+            hide_index=True,
+            key="table_latency_accuracy",
+            column_config={
+                c: percent for c in latency.columns if c not in ("fold", "latency", "rows")
+            },
+        )
 
 st.header("Predicted against measured")
 st.caption(

@@ -140,12 +140,20 @@ with top_slot.container(border=True, key="top_recommendation"):
                 if best.kwh_per_million_output_tokens and best.joules_per_output_token
                 else ""
             )
+            + f" 80% intervals: p99 TTFT {best.pred_ttft_ms_p99_low or 0:,.0f} to "
+            f"{best.pred_ttft_ms_p99_high or 0:,.0f} ms, p99 TPOT "
+            f"{best.pred_tpot_ms_p99_low or 0:,.1f} to {best.pred_tpot_ms_p99_high or 0:,.1f} ms."
         )
         if best.far_from_data or best.uncertain_because:
             why = "; ".join(best.uncertain_because) or "other GPU, model size or lengths"
             st.warning(
                 f"This prediction is uncertain ({why}): its interval is widened for it; treat "
                 "it as an estimate and verify it with a benchmark run."
+            )
+        if best.slo_straddles:
+            st.warning(
+                f"SLO at risk: {'; '.join(best.slo_straddles)}. Plans are ranked by the "
+                "predicted p99; verify this one with a benchmark run before relying on the SLO."
             )
         st.code(best.launch_command, language="bash", wrap_lines=True)
     speculation = speculation_comparison(result) if result else None
@@ -223,6 +231,7 @@ shown_columns = [
     "joules_per_output_token",
     "pred_ttft_ms_p99",
     "pred_tpot_ms_p99",
+    "slo_straddle",
     "kv_cache_dtype",
     "spec_method",
     "pred_spec_accept_len",
@@ -250,6 +259,7 @@ st.dataframe(
         "joules_per_output_token": st.column_config.NumberColumn("J/token", format="%.1f"),
         "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
         "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
+        "slo_straddle": st.column_config.TextColumn("SLO at risk (80% interval)"),
         "price_as_of": st.column_config.TextColumn("price as of"),
         "spec_method": st.column_config.TextColumn("speculation"),
         "pred_spec_accept_len": st.column_config.NumberColumn(

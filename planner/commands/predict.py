@@ -10,7 +10,10 @@ decoding: ``spec_method`` none, mtp, eagle3 or ngram (blank: none), ``num_spec_t
 the engine's default for the method) and ``spec_accept_len``, the workload's mean accepted tokens
 a step (blank: the method's published default for the model)) and any other columns, which pass
 through. ``pred_spec_accept_len`` is the mean accepted length a speculative row was predicted
-with. OUT is IN plus the prediction columns; ``pred_uncertain_because``
+with. OUT is IN plus the prediction columns: throughput, TTFT and TPOT (mean, p50, p99), each
+with the low and high ends of its 80% interval (``pred_ttft_ms_p99_low``,
+``pred_ttft_ms_p99_high``, ...; calibrated on leave-one-source-out held-out rows, see
+:mod:`planner.perf.uncertainty`); ``pred_uncertain_because``
 says in words what about a row the measured data do not cover (each reason widens its interval:
 "no measured MoE result on SGLang with H200"), ``pred_release`` which engine release's
 measurements the prediction used ("fitted on measured vLLM 0.11 results"). A row that cannot be
@@ -47,6 +50,13 @@ from planner.perf.scenario import Prediction, Scenario
 from planner.runs import calibration_results
 from planner.settings import get_settings
 
+#: the low and high ends of the 80% intervals of TTFT and TPOT (mean, p50, p99)
+LATENCY_INTERVAL_COLUMNS = tuple(
+    f"pred_{metric}_ms_{stat}_{end}"
+    for metric in ("ttft", "tpot")
+    for stat in ("mean", "p50", "p99")
+    for end in ("low", "high")
+)
 PREDICTION_COLUMNS = (
     "pred_output_tok_per_s",
     "pred_total_tok_per_s",
@@ -58,7 +68,9 @@ PREDICTION_COLUMNS = (
     "pred_output_tok_per_s_low",
     "pred_output_tok_per_s_high",
     "pred_ttft_ms_p99",
+    "pred_tpot_ms_mean",
     "pred_tpot_ms_p99",
+    *LATENCY_INTERVAL_COLUMNS,
     "pred_output_tok_per_s_per_gpu",
     "pred_prefill_utilization",
     "pred_decode_utilization",
@@ -138,7 +150,9 @@ def prediction_cells(row_result: RowResult) -> dict[str, str]:
         "pred_output_tok_per_s_low": _fmt(result.output_tok_per_s_low),
         "pred_output_tok_per_s_high": _fmt(result.output_tok_per_s_high),
         "pred_ttft_ms_p99": _fmt(result.ttft_ms_p99),
+        "pred_tpot_ms_mean": _fmt(result.tpot_ms_mean),
         "pred_tpot_ms_p99": _fmt(result.tpot_ms_p99),
+        **{c: _fmt(getattr(result, c.removeprefix("pred_"))) for c in LATENCY_INTERVAL_COLUMNS},
         "pred_output_tok_per_s_per_gpu": _fmt(result.output_tok_per_s / gpus),
         **pools,
         "pred_far_from_data": "true" if result.far_from_data else "false",

@@ -305,6 +305,8 @@ def run(args: argparse.Namespace) -> int:
             f"p99 TTFT {row['pred_ttft_ms_p99']:,.0f} ms  "
             f"p99 TPOT {row['pred_tpot_ms_p99']:,.1f} ms  [{row['confidence']}]"
         )
+        if row["slo_straddle"]:
+            print(f"     SLO at risk: {row['slo_straddle']}")
     if ranked:
         print(f"\n{len(rejected)} candidates rejected; the best command:")
         print(f"  {ranked[0]['launch_command']}")

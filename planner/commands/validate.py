@@ -185,11 +185,10 @@ def run(args: argparse.Namespace) -> int:
     from planner.commands.predict import user_measured_results
 
     started = time.perf_counter()
+    # the data files describe the embedded data: the embedded catalog and public results only
     writes = args.write_summary or args.calibrate_intervals
-    if writes and not args.public_only:
-        print("note: the data files describe the embedded data: public results only")
     public_only = args.public_only or writes
-    catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+    catalog = load_catalog(user_dir=None if writes else get_settings().user_data_dir / "catalog")
     user = [] if public_only else user_measured_results(catalog)
     results = [*catalog.measured, *user]
     model = PerformanceModel(catalog).fit(results)

@@ -13,10 +13,18 @@ engine family on the GPU, the model kind (dense / MoE) with that family and GPU,
 the family at all, the family's entrypoint (served over HTTP or an engine-only benchmark), the
 engine release, each architecture class of the model (MLA, sliding-window, ...) with the family,
 and an expert-parallel or attention-data-parallel layout with the family. In-sample residuals
-understate the error on such scenarios; the half-widths are multiplied by a factor per number
-of reasons (0, 1, 2, 3 or more) calibrated so that 80% of the leave-one-source-out held-out
-rows fall inside (``python -m planner validate --calibrate-intervals`` writes them to
-``data/interval_calibration.json``; :func:`calibration_multipliers`).
+understate the error on such scenarios; the half-widths are multiplied by a factor per metric
+(throughput, TTFT, TPOT) and number of reasons (0, 1, 2, 3 or more) calibrated so that 80% of
+the leave-one-source-out held-out rows that measure the metric fall inside
+(``python -m planner validate --scheme source --calibrate-intervals`` writes them to
+``data/interval_calibration.json``; :class:`IntervalCalibration`). The same factors serve a
+latency's mean, p50 and p99 (the public rows report means and medians only).
+
+An engine release the data do not cover moves the whole prediction, whatever else is known:
+its interval's log half-widths get the release spread added in quadrature, the 80% half-width
+of log(release A / release B) over pairs of releases measured on the same engine, GPU, model,
+precision and layout (:func:`planner.perf.validation.release_spreads`, stored with the
+multipliers).
 
 Distance to data: the nearest measured row under a weighted L1 distance over engine family,
 GPU, model size and kind, lengths, layout and load (each term documented in

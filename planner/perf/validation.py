@@ -20,8 +20,10 @@ coefficients' view of a held-out row.)
 
 Errors are absolute percentage errors |predicted / measured - 1| of output throughput, TTFT and
 TPOT (each with the statistic the source reported: mean or p50; mean ITL for mean_itl), next to
-those of the plain roofline in the same simulator, and the share of held-out rows whose measured
-throughput falls inside the predicted 80% interval.
+those of the plain roofline in the same simulator, and for each metric the share of held-out
+rows whose measured figure falls inside its predicted 80% interval; latencies also per
+concurrency band (:data:`CONCURRENCY_BANDS`). The intervals' calibration is fitted on the
+leave-one-source-out rows here too (:func:`calibrate_intervals`).
 """
 
 from __future__ import annotations

@@ -89,6 +89,28 @@ def slo_violations(prediction: Prediction, slo: Slo) -> list[tuple[Limit, str]]:
     return broken
 
 
+def slo_straddles(prediction: Prediction, slo: Slo) -> list[str]:
+    """Each p99 latency SLO (TTFT, TPOT) the point prediction meets while its 80% interval
+    reaches above it, in words: the plan meets that SLO as predicted, but the measured p99 may
+    not (:mod:`planner.perf.uncertainty` calibrates the interval). The search ranks by the
+    point prediction all the same; this says which plans are close enough to their SLO for
+    the model's error to matter."""
+    out: list[str] = []
+    checks = (
+        ("TTFT", prediction.ttft_ms_p99, prediction.ttft_ms_p99_high, slo.ttft_p99_ms, ",.0f"),
+        ("TPOT", prediction.tpot_ms_p99, prediction.tpot_ms_p99_high, slo.tpot_p99_ms, ",.1f"),
+    )
+    for name, point, high, limit, fmt in checks:
+        if limit is None or not math.isfinite(high) or point > limit:
+            continue
+        if high > limit:
+            out.append(
+                f"p99 {name} {point:{fmt}} ms meets the SLO {limit:{fmt}} ms, but its 80% "
+                f"interval reaches {high:{fmt}} ms"
+            )
+    return out
+
+
 def search_capacity(
     predict_at: Callable[[float], Prediction],
     slo: Slo,

@@ -16,7 +16,7 @@ from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.owned import deployment_energy
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
-from planner.recommend.capacity import CapacityResult, plan_load, seats
+from planner.recommend.capacity import CapacityResult, plan_load, seats, slo_straddles
 from planner.recommend.request import Recommendation, RecommendRequest
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
@@ -227,6 +227,7 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         confidence=prediction.confidence,
         far_from_data=prediction.far_from_data,
         uncertain_because=list(prediction.uncertain_because),
+        slo_straddles=slo_straddles(prediction, request.slo),
         release_note=prediction.release_note,
         vllm_command=vllm_serve_command(_vllm_config(plan)),
         launch_command=_launch_line(plan),

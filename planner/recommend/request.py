@@ -176,6 +176,9 @@ class Recommendation(BaseModel):
     far_from_data: bool = True
     #: what about the plan the measured data do not cover, in words (why it is uncertain)
     uncertain_because: list[str] = Field(default_factory=list)
+    #: each p99 SLO the point prediction meets but whose 80% interval reaches above it, in
+    #: words (:func:`planner.recommend.capacity.slo_straddles`); ranked by the point all the same
+    slo_straddles: list[str] = Field(default_factory=list)
     #: which engine release's measurements the prediction used (Prediction.release_note)
     release_note: str | None = None
     vllm_command: str
@@ -249,7 +252,8 @@ RANKING_COLUMNS = [
     "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_total_tokens",
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",
     "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",
-    "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "kv_occupancy_peak", "confidence",
+    "pred_tpot_ms_p99_low", "pred_tpot_ms_p99_high", "slo_straddle", "kv_occupancy_peak",
+    "confidence",
     "far_from_data", "uncertain_because", "prediction_method", "vllm_command", "launch_command",
     "price_source", "price_as_of", "kwh_per_million_output_tokens", "joules_per_output_token",
     "energy_basis",
@@ -269,6 +273,7 @@ def ranking_rows(result: RecommendationResult) -> list[dict[str, Any]]:
         row = rec.model_dump(exclude={"plan"})
         row["engine_settings"] = rec.engine_settings.label
         row["uncertain_because"] = "; ".join(rec.uncertain_because)
+        row["slo_straddle"] = "; ".join(rec.slo_straddles)
         rows.append({c: row.get(c) for c in columns})
     return rows
 

@@ -16,6 +16,12 @@ def test_default_lists_public_and_user_results(app: Callable[..., AppTest]) -> N
     results = frame_with(at, "model", "gpu", "output_tok_per_s", "source")
     assert len(results) >= 743
     assert {"public"} <= set(results["origin"])
+    # held-out TTFT and TPOT beside throughput, per fold, from data/validation_summary.json
+    latency = frame_with(at, "fold", "latency", "median", "mean", "p90", "80% interval coverage")
+    source = latency[latency["fold"] == "leave-one-source-out"].set_index("latency")
+    assert set(source.index) == {"TTFT", "TPOT"}
+    assert (source["rows"] > 300).all() and (source["mean"] > 0).all()
+    assert {"1-4 in flight", ">64 in flight", "vLLM"} <= set(latency.columns)
 
 
 def test_a_filter_narrows_the_results(app: Callable[..., AppTest]) -> None:

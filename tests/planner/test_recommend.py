@@ -184,8 +184,20 @@ def test_ranked_rows_carry_costs_latencies_and_the_command(
     assert again.ttft_ms_p99 == plan.prediction.ttft_ms_p99 == best.pred_ttft_ms_p99
     assert again.output_tok_per_s == best.pred_output_tok_per_s_per_replica
 
+    # a plan whose p99 interval reaches above an SLO its point meets says so (and still ranks)
+    slo = request.slo
+    for rec, row in zip(result.ranked, rows, strict=True):
+        for name, high, limit in (
+            ("TTFT", rec.pred_ttft_ms_p99_high, slo.ttft_p99_ms),
+            ("TPOT", rec.pred_tpot_ms_p99_high, slo.tpot_p99_ms),
+        ):
+            at_risk = limit is not None and high is not None and high > limit
+            assert any(f"p99 {name}" in s for s in rec.slo_straddles) == at_risk
+        assert row["slo_straddle"] == "; ".join(rec.slo_straddles)
+
     csv = pd.read_csv(write_csv(result, tmp_path / "plan.csv"))
     assert list(csv["instance"]) == [r["instance"] for r in rows]
+    assert "slo_straddle" in csv.columns
     page = write_html(result, catalog, tmp_path / "plan.html").read_text()
     assert "Sources and dates" in page and "Why the others were ruled out" in page
     assert not re.search(r"<script[^>]+src=", page)

@@ -43,6 +43,14 @@ def test_predict_writes_errors_for_bad_rows_and_predicts_the_rest(
     assert float(brief["pred_output_tok_per_s_low"]) < float(brief["pred_output_tok_per_s"])
     assert float(brief["pred_output_tok_per_s"]) < float(brief["pred_output_tok_per_s_high"])
     assert brief["pred_far_from_data"] == "false"
+    # TTFT and TPOT (mean, p50, p99) each with its 80% interval around the point
+    for metric in ("ttft", "tpot"):
+        for stat in ("mean", "p50", "p99"):
+            point = float(brief[f"pred_{metric}_ms_{stat}"])
+            low = float(brief[f"pred_{metric}_ms_{stat}_low"])
+            high = float(brief[f"pred_{metric}_ms_{stat}_high"])
+            assert 0 < low < point < high, (metric, stat)
+    assert rows["unknown"]["pred_ttft_ms_p99_high"] == ""
     assert brief["note"] == "the brief's case"  # other columns pass through
     assert rows["rate"]["note"] == "passes, through"
     assert float(rows["rate"]["pred_ttft_ms_mean"]) > 0 and rows["rate"]["pred_error"] == ""
@@ -112,6 +120,13 @@ def test_validate_prints_errors_next_to_the_roofline(
     assert "== random 5-fold ==" in text
     assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
     assert "Excluded from the fit" in text and "with the 9 excluded rows" in text
+    # latencies beside throughput: per engine and requests in flight, and the fold's line
+    assert "== random 5-fold: latency by engine and requests in flight ==" in text
+    assert "all     17-64     |" in text and "vllm    all       |" in text
+    line = next(
+        t for t in text.splitlines() if t.strip().startswith("random 5-fold") and "TTFT (n" in t
+    )
+    assert "median" in line and "mean" in line and "p90" in line and "80% coverage" in line
 
 
 def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes() -> None:
