@@ -116,13 +116,13 @@ def test_an_unmeasured_release_adds_its_spread_in_quadrature() -> None:
     assert unmeasured.interval("ttft", cal) == pytest.approx((100 / high, 100 * high))
     assert measured.interval("ttft", cal) == pytest.approx((80.0, 125.0))
     assert unmeasured.covers("ttft", cal) and not measured.covers("ttft", cal)
-    # the calibration knows it: such a row needs no multiplier beyond the spread
+    # the calibration knows it: such a row needs no widening beyond the spread (the least
+    # multiplier, 1); without the spread, log(2) / log(1.25) = 3.11 half-widths
     rows = [_held(200.0, new_release=True) for _ in range(10)]
     assert (
         calibrate_interval_multipliers(rows, metric="ttft", release_spread=math.log(2.0))
-        == [0.0] * 4
+        == [1.0] * 4
     )
-    # without the spread, it needs log(2) / log(1.25) = 3.11 half-widths
     needed = calibrate_interval_multipliers(rows, metric="ttft")
     assert needed[0] == pytest.approx(math.log(2.0) / math.log(1.25))
 
@@ -235,3 +235,22 @@ def test_a_p99_interval_across_the_slo_is_flagged(
     tpot_between = (p.tpot_ms_p99 + p.tpot_ms_p99_high) / 2
     both = slo_straddles(p, Slo(ttft_p99_ms=between, tpot_p99_ms=tpot_between))
     assert [f.split(" ")[1] for f in both] == ["TTFT", "TPOT"]
+
+
+def test_a_small_group_never_lifts_the_larger_ones_after_it() -> None:
+    """Needs (multiples of the own half-width): 3 rows with no reason need 3.0, 20 with one
+    need 0.5, 10 with two 0.2, 10 with three 2.0. The 3 rows pool with the next count (0.5 at
+    the 80th percentile of the 23); the two-reason rows, surer than that, pool with them too
+    (0.5 over the 33), and no multiplier goes below 1; three reasons keep 2.0. Sorted by count
+    alone the 3 rows would have lifted every multiplier to 3.0."""
+
+    def rows(need: float, reasons: int, count: int) -> list[HeldOut]:
+        measured = 100.0 * 1.25**need  # own half-width log(1.25): need = log ratio / that
+        return [_held(measured, reasons=reasons) for _ in range(count)]
+
+    held = rows(3.0, 0, 3) + rows(0.5, 1, 20) + rows(0.2, 2, 10) + rows(2.0, 3, 10)
+    out = calibrate_interval_multipliers(held, metric="ttft")
+    assert out == pytest.approx([1.0, 1.0, 1.0, 2.0])
+    held = rows(3.0, 0, 3) + rows(1.5, 1, 20) + rows(1.2, 2, 10) + rows(2.0, 3, 10)
+    assert calibrate_interval_multipliers(held, metric="ttft") == pytest.approx([1.5, 1.5, 1.5, 2])
+    assert out == sorted(out)

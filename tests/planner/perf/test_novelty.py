@@ -102,13 +102,16 @@ def test_multipliers_cover_80_percent_of_each_group() -> None:
 
     import math
 
-    rows = [Fake(2.0 ** (i / 10), 0) for i in range(10)]  # needs 0.0 .. 0.9 of the half-width
+    rows = [Fake(2.0 ** (2 * i / 10), 0) for i in range(10)]  # needs 0.0 .. 1.8 of the half-width
     rows += [Fake(2.0 ** (3 * i / 10), 2) for i in range(10)]  # 0.0 .. 2.7
     out = calibrate_interval_multipliers(rows)  # type: ignore[arg-type]
-    assert out[0] == pytest.approx(0.72, abs=1e-9)
+    assert out[0] == pytest.approx(1.44, abs=1e-9)
     assert out[1] == out[0]  # no rows with one reason: the previous count's
     assert out[2] == pytest.approx(2.16, abs=1e-9) and out[3] == out[2]
     assert all(math.isfinite(m) for m in out)
+    # rows that need less than their own half-width never narrow it
+    narrow = [Fake(2.0 ** (i / 10), 0) for i in range(10)]  # 0.0 .. 0.9: 0.72 at the 80th
+    assert calibrate_interval_multipliers(narrow) == [1.0] * 4  # type: ignore[arg-type]
 
 
 def test_a_prediction_says_why_it_is_uncertain(model: PerformanceModel) -> None:
