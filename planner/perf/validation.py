@@ -593,7 +593,7 @@ def release_spreads(held: Sequence[HeldOut], min_moves: int = 3) -> dict[str, fl
     fewer than ``min_moves`` pairs of releases. A release moves the deployment's speed, and
     throughput is where the data compare it cleanly: the latencies' own moves between two
     releases also carry the latency model's error between their workloads (dstack's 3,200-token
-    prompts against GPUStack's 219-token ones moved TTFT 17x, throughput 2-3.5x), which their
+    prompts against GPUStack's 219-token ones moved TTFT 17x, throughput 2.9-3.5x), which their
     multipliers already calibrate."""
     moves = release_moves(held, "output_tok_per_s")
     spread = moves.spread if len(moves.moves) >= min_moves else 0.0
