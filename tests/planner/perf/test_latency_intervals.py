@@ -175,7 +175,7 @@ def test_latency_errors_by_concurrency_band() -> None:
 @pytest.fixture(scope="module")
 def deepseek_predictions(model: PerformanceModel) -> dict[str, Prediction]:
     """The issue's case: DeepSeek-R1 on 8 x H200 with vLLM at 64 in flight, on the release
-    GPUStack measured (0.11) and on an early-2025 one no row covers (0.7)."""
+    GPUStack measured (0.11) and on an older one no row covers (0.5)."""
     base = {
         "engine": "vllm",
         "model": "deepseek-ai/DeepSeek-R1-0528",
@@ -189,18 +189,18 @@ def deepseek_predictions(model: PerformanceModel) -> dict[str, Prediction]:
     }
     return {
         version: model.predict(Scenario.model_validate({**base, "engine_version": version}))
-        for version in ("0.11.0", "0.7.3")
+        for version in ("0.11.0", "0.5.4")
     }
 
 
 def test_an_unmeasured_release_gets_wider_intervals(
     deepseek_predictions: dict[str, Prediction],
 ) -> None:
-    """vLLM 0.11 is measured, 0.7 is not: every interval of 0.7 reaches at least the stored
+    """vLLM 0.11 is measured, 0.5 is not: every interval of 0.5 reaches at least the stored
     release spread beyond its point, and is wider than 0.11's."""
-    measured, unmeasured = deepseek_predictions["0.11.0"], deepseek_predictions["0.7.3"]
+    measured, unmeasured = deepseek_predictions["0.11.0"], deepseek_predictions["0.5.4"]
     assert measured.release_note and "0.11" in measured.release_note
-    assert any("vLLM 0.7" in r for r in unmeasured.uncertain_because)
+    assert any("vLLM 0.5" in r for r in unmeasured.uncertain_because)
     spread = interval_calibration().release_spread
     assert all(spread[m] > 0 for m in INTERVAL_METRICS)
     for name, metric in (
