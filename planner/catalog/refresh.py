@@ -56,6 +56,9 @@ from planner.errors import CatalogError, InvalidInputError
 REFRESHES_DIR = "refreshes"
 REFRESH_SOURCE_PREFIX = "SkyPilot catalog"
 DEFAULT_THRESHOLD_PCT = 5.0
+#: the pricing modes a SkyPilot vms.csv carries (its Price and SpotPrice columns): a refresh
+#: confirms, moves or drops only these; a 1-/3-year commitment price is never "no longer listed"
+SKYPILOT_PRICING = ("on_demand", "spot")
 _BACKED_UP = (PRICES_FILE, INSTANCES_FILE, PRICE_HISTORY_FILE)
 
 
@@ -243,6 +246,8 @@ def plan_refresh(
         instance = catalog.instances.get(price.instance)
         if instance is None or instance.provider not in plan.providers:
             continue
+        if price.pricing not in SKYPILOT_PRICING:
+            continue  # a 1-/3-year commitment: SkyPilot's files never list one
         if wanted_regions and price.region not in wanted_regions:
             continue
         in_file = price.instance in listed

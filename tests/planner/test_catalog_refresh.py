@@ -95,6 +95,10 @@ def test_the_plan_reports_new_moved_confirmed_and_vanished_prices(catalog: Catal
     assert ("g6.xlarge", "us-east-1", "on_demand") in removed  # not in the file at all
     assert ("g6e.12xlarge", "eu-central-1", "on_demand") not in removed  # region not in file
     assert not any(catalog.instances[p.instance].provider != "aws" for p in plan.removed)
+    # SkyPilot's files carry on-demand and spot prices only: the shipped 1-/3-year prices of
+    # g6e in us-east-1 (a region the file covers) are not reported as vanished
+    assert catalog.prices_for("g6e.12xlarge", region="us-east-1", pricing="reserved_1y")
+    assert {p.pricing for p in plan.removed} <= {"on_demand", "spot"}
     # a higher threshold turns the -10% move into a small one
     lenient = plan_refresh(catalog, _offers(catalog, "aws"), SNAPSHOT, threshold_pct=20)
     assert not lenient.moved and len(lenient.small_moves) == len(plan.small_moves) + 2
