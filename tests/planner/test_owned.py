@@ -25,6 +25,7 @@ from planner.owned import (
     cheapest_mix,
     deployment_energy,
     hourly_cost,
+    mix_options,
     owned_fleet,
     power_kw,
 )
@@ -101,6 +102,57 @@ def test_cost_of_capital_by_hand() -> None:
     # 220,000 / (14,600 - 3,033 - 1,466.67) = 21.78 months
     months = owned_fleet(server, 1, 0.5).break_even(20 * 730)
     assert months is not None and round(months, 2) == 21.78
+
+
+def test_the_shipped_hgx_h100_row_by_hand(catalog: Catalog) -> None:
+    """The shipped defaults on the embedded HGX H100 row, worked by hand: USD 317,000, network
+    and storage 20 %, residual 10 % after 5 years, cost of capital 10 %, 8.4 kW at any load,
+    PUE 1.58, USD 0.0895/kWh, USD 184.06 per kW-month, operations 6 % a year of the price."""
+    server = catalog.owned["hgx-h100-8"]
+    cost = hourly_cost(server, 1.0)
+    # capex 317,000 x 1.20 = 380,400; residual 38,040, worth 38,040 / 1.1^5 = 23,619.85 today;
+    # capital recovery factor 0.1 / (1 - 1.1^-5) = 0.2637975;
+    # (380,400 - 23,619.85) x 0.2637975 = 94,117.71 a year; / 8,760 = 10.7440 $/h
+    assert cost.capex_usd == pytest.approx(380_400)
+    assert round(cost.capital_usd_per_hour * HOURS_PER_YEAR, 2) == 94_117.71
+    assert round(cost.capital_usd_per_hour, 2) == 10.74
+    # energy 8.4 kW x 1.58 x 0.0895 = 1.1878 $/h; colocation 8.4 x 184.06 x 12 / 8,760 =
+    # 2.1180 $/h; operations 317,000 x 6 % / 12 = 1,585 $/month, x 12 / 8,760 = 2.1712 $/h
+    assert round(cost.energy_usd_per_hour, 4) == 1.1878
+    assert round(cost.colocation_usd_per_hour, 4) == 2.1180
+    assert server.ops_usd_per_server_month == 1585
+    assert round(cost.ops_usd_per_hour, 4) == 2.1712
+    # total 10.7440 + 1.1878 + 2.1180 + 2.1712 = 16.2211 $/h (2.03 $ a GPU-hour)
+    assert round(cost.usd_per_hour, 2) == 16.22
+    # at 1,000 output tokens/s busy all the time: 16.2211 / 3,600 x 1e6 / 1,000 = 4.51 $/M
+    assert round(usd_per_million_tokens(cost.usd_per_hour, 1000, 1.0), 2) == 4.51
+    # break-even against a p5.48xlarge on demand (55.04 $/h x 730 = 40,179.20 $/month):
+    # running (1.1878 + 2.1180 + 2.1712) x 730 = 3,998.23 $/month, the capex's cost of capital
+    # 380,400 x 10 % / 12 = 3,170.00 $/month; 380,400 / (40,179.20 - 3,998.23 - 3,170.00) =
+    # 380,400 / 33,010.97 = 11.52 months
+    fleet = owned_fleet(server, 1, 1.0)
+    assert round(fleet.running_usd_per_month, 2) == 3998.23
+    months = fleet.break_even(55.04 * 730)
+    assert months is not None and round(months, 2) == 11.52
+
+
+def test_no_shipped_owned_input_is_left_blank_to_flatter_owning(catalog: Catalog) -> None:
+    """Every platform the issue names has a row; every priced row carries a residual value, a
+    cost of capital, a network/storage share and operations (blank would cost them at 0)."""
+    gpus = {s.gpu_id for s in catalog.owned.values()}
+    named = {"H100-SXM", "H200", "B200", "B300", "MI300X", "MI325X", "MI355X", "RTXPRO6000"}
+    assert named | {"L40S"} <= gpus
+    priced = [s for s in catalog.owned.values() if s.server_usd is not None]
+    assert {s.gpu_id for s in priced} == (named | {"L40S"}) - {"MI325X"}  # no MI325X price found
+    for server in priced:
+        assert server.residual_value_pct > 0 and server.cost_of_capital_pct > 0, server.platform
+        assert server.network_storage_pct > 0 and server.ops_usd_per_server_month > 0
+        assert server.depreciation_years <= 6
+        # operations are 6 % of the server price a year
+        assert server.ops_usd_per_server_month == pytest.approx(
+            server.server_usd * 0.06 / 12, abs=0.01
+        )
+        assert "derived" in server.source or server.platform in {"hgx-h100-8", "dgx-b200-8"}
 
 
 def test_power_without_an_idle_figure_is_the_maximum_at_any_load() -> None:
@@ -204,6 +256,52 @@ def test_the_cheapest_mix_commits_the_base_and_rents_the_peak() -> None:
         cheapest_mix([-1.0], [rent])
 
 
+def test_shipped_commitment_prices_enter_the_mix(catalog: Catalog) -> None:
+    """The catalog ships 1- and 3-year prices (AWS g6e in us-east-1, with their source); a
+    g6e plan's replicas can then be bought at them, and a flat demand is served committed."""
+    from planner.perf.model import get_performance_model
+    from planner.recommend import (
+        Demand,
+        RecommendRequest,
+        SearchSpace,
+        Slo,
+        perf_predictor,
+        recommend,
+    )
+
+    for pricing, published in (("reserved_1y", 1.17), ("reserved_3y", 0.80)):
+        price = catalog.price("g6e.xlarge", region="us-east-1", pricing=pricing)
+        assert price.usd_per_hour == published and "modal.com" in price.source
+        # every g6e size at the same share of its on-demand price
+        big = catalog.price("g6e.12xlarge", region="us-east-1", pricing=pricing)
+        on_demand = catalog.price("g6e.12xlarge", region="us-east-1").usd_per_hour
+        assert big.usd_per_hour == pytest.approx(on_demand * published / 1.861, abs=1e-5)
+        assert "derived" in big.notes
+    request = RecommendRequest(
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        input_len=1024,
+        output_len=256,
+        demand=Demand(avg_rate_rps=1.0, peak_rate_rps=1.0, spare_replicas=0),
+        slo=Slo(ttft_p99_ms=5000, tpot_p99_ms=150),
+        search=SearchSpace(instances=("g6e.xlarge",), regions=("us-east-1",), precisions=("bf16",)),
+    )
+    perf = get_performance_model(catalog)
+    result = recommend(catalog, request, perf_predictor(catalog, request, perf))
+    top = result.ranked[0]
+    options = {o.pricing: o for o in mix_options(catalog, [top])}
+    assert set(options) == {"on_demand", "spot", "reserved_1y", "reserved_3y"}
+    od = options["on_demand"].usd_per_replica_hour
+    # a replica-hour at each commitment: the on-demand one x the instance's price ratio
+    assert options["reserved_1y"].usd_per_replica_hour == pytest.approx(od * 1.17 / 1.861)
+    assert options["reserved_3y"].usd_per_replica_hour == pytest.approx(od * 0.80 / 1.861)
+    # the same load all day: the 3-year reservation carries all of it (no spot: not allowed)
+    flat = [o for o in options.values() if o.pricing != "spot"]
+    mix = cheapest_mix([top.max_rps_per_replica] * 24, flat)
+    assert mix.committed is not None and mix.committed.pricing == "reserved_3y"
+    assert mix.rented_replica_hours == 0
+    assert mix.usd_per_day == pytest.approx(24 * options["reserved_3y"].usd_per_replica_hour)
+
+
 # ----- the catalog ---------------------------------------------------------------------------
 def test_every_owned_input_shipped_has_a_source_and_a_date(catalog: Catalog) -> None:
     rows = list(csv.DictReader((DATA / "owned_costs.csv").open(encoding="utf-8")))
@@ -286,7 +384,7 @@ def test_the_search_ranks_owned_servers_beside_rented_ones(catalog: Catalog) -> 
     # the same arithmetic: instances x the catalog's hourly price
     server_price = catalog.price("owned-hgx-h100-8", pricing="owned").usd_per_hour
     assert owned.usd_per_hour == pytest.approx(owned.instances_total * server_price)
-    assert owned.rank < rented.rank  # 9.34 $/h a server against 55.04 $/h for p5.48xlarge
+    assert owned.rank < rented.rank  # 16.22 $/h a server against 55.04 $/h for p5.48xlarge
     for rec in (owned, rented):
         assert rec.kwh_per_million_output_tokens and rec.kwh_per_million_output_tokens > 0
         assert rec.joules_per_output_token and rec.joules_per_output_token > 0
