@@ -31,7 +31,11 @@ from planner.owned import (
     break_even_options,
     break_even_sensitivity,
     cheapest_mix,
+    hourly_cost_rows,
     mix_options,
+    owned_assumptions,
+    owned_server,
+    owned_source,
 )
 
 ensure_app_navigation()
@@ -208,15 +212,34 @@ if owned_rec is not None and break_even_rows:
             ref.catalog, owned_rec, float(break_even_rows[0]["rent_usd_per_month"])
         )
     )
+server = owned_server(ref.catalog, owned_rec.instance) if owned_rec else None
 fig_break_even = break_even_figure(
     break_even[["option", "break_even_months"]] if not break_even.empty else break_even,
     grid,
     deployment_label(owned_rec) if owned_rec else "no owned plan",
+    owned_assumptions(server) if server else "",
 )
 st.plotly_chart(fig_break_even, key="chart_break_even")
 if owned_rec is None:
     st.info("No owned server meets the SLOs here: add a server price on the Data page.")
 st.dataframe(break_even, hide_index=True, key="table_break_even")
+server_cost = pd.DataFrame(
+    hourly_cost_rows(server) if server else [],
+    columns=["part", "usd_per_hour", "usd_per_gpu_hour", "basis", "source", "as_of"],
+)
+if server is not None:
+    st.markdown(f"**What one owned `{server.platform}` server costs an hour** (at full draw)")
+    st.dataframe(
+        server_cost,
+        hide_index=True,
+        key="table_owned_cost",
+        column_config={
+            "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.2f"),
+            "usd_per_gpu_hour": st.column_config.NumberColumn("$/GPU-hour", format="$%.2f"),
+            "basis": st.column_config.TextColumn("from", width="large"),
+            "source": st.column_config.TextColumn("sources", width="medium"),
+        },
+    )
 
 with export_slot:
     export_menu(
@@ -234,7 +257,17 @@ with export_slot:
                 table=mix_hours,
                 figures=[fig_mix],
             ),
-            ExportSection("Break-even", table=break_even, figures=[fig_break_even]),
+            ExportSection(
+                "Break-even",
+                text=owned_assumptions(server).replace("\n", "; ") if server else "",
+                table=break_even,
+                figures=[fig_break_even],
+            ),
+            ExportSection(
+                "What one owned server costs an hour",
+                text=owned_source(server) if server else "",
+                table=server_cost,
+            ),
         ],
         {
             "Monthly cost": monthly,
@@ -244,6 +277,7 @@ with export_slot:
             "Commitment mix": mix_hours,
             "Break-even": break_even,
             "Break-even sensitivity": grid,
+            "Owned server cost": server_cost,
         },
         subtitle=scenario.describe(),
     )

@@ -168,6 +168,70 @@ def hourly_cost(
     )
 
 
+def hourly_cost_rows(
+    server: OwnedServer, utilisation: float = CATALOG_UTILISATION
+) -> list[dict[str, Any]]:
+    """The server's hourly cost part by part (:func:`hourly_cost`), each part with the row's
+    figures it is computed from and the row's sources: the table behind an owned price."""
+    cost = hourly_cost(server, utilisation)
+    idle = "" if server.power_idle_kw is not None else " (no idle draw published: full draw)"
+    parts = [
+        (
+            "capital",
+            cost.capital_usd_per_hour,
+            f"USD {server.server_usd or 0:,.0f} x (1 + {server.network_storage_pct:g}% network "
+            f"and storage) = USD {cost.capex_usd:,.0f}, recovered over "
+            f"{server.depreciation_years:g} years at {server.cost_of_capital_pct:g}% cost of "
+            f"capital less a {server.residual_value_pct:g}% residual value",
+        ),
+        (
+            "energy",
+            cost.energy_usd_per_hour,
+            f"{cost.power_kw:g} kW at {utilisation:.0%} busy{idle} x PUE {server.pue:g} x "
+            f"USD {server.usd_per_kwh:g}/kWh",
+        ),
+        (
+            "colocation",
+            cost.colocation_usd_per_hour,
+            f"{server.power_max_kw:g} kW provisioned x USD "
+            f"{server.colocation_usd_per_kw_month:g} per kW-month",
+        ),
+        (
+            "operations",
+            cost.ops_usd_per_hour,
+            f"USD {server.ops_usd_per_server_month:,.2f} a server-month",
+        ),
+        ("total", cost.usd_per_hour, f"one {server.platform} server ({server.gpus} GPUs)"),
+    ]
+    source = owned_source(server)
+    return [
+        {
+            "part": part,
+            "usd_per_hour": usd,
+            "usd_per_gpu_hour": usd / server.gpus,
+            "basis": basis,
+            "source": source,
+            "as_of": server.as_of.isoformat(),
+        }
+        for part, usd, basis in parts
+    ]
+
+
+def owned_assumptions(server: OwnedServer) -> str:
+    """The owned-cost inputs of ``server`` on one line and where they come from on a second."""
+    who = "your own" if server.origin == "user" else "embedded"
+    return (
+        f"USD {server.server_usd or 0:,.0f} + {server.network_storage_pct:g}% network/storage, "
+        f"{server.depreciation_years:g} years, {server.residual_value_pct:g}% residual, "
+        f"{server.cost_of_capital_pct:g}% cost of capital, {server.power_max_kw:g} kW x PUE "
+        f"{server.pue:g} x USD {server.usd_per_kwh:g}/kWh, USD "
+        f"{server.colocation_usd_per_kw_month:g}/kW-month, USD "
+        f"{server.ops_usd_per_server_month:,.0f}/month operations\n{who} {OWNED_FILE} row "
+        f"'{server.platform}', as of {server.as_of.isoformat()}; every figure's source in the "
+        "owned-server table and the exports"
+    )
+
+
 def owned_source(server: OwnedServer) -> str:
     """Where an owned price comes from, marking a user's own row as theirs."""
     who = "your own" if server.origin == "user" else "embedded"

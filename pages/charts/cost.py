@@ -189,10 +189,13 @@ def mix_figure(hourly: pd.DataFrame, committed: str, rented: str) -> go.Figure:
     return finish(fig, title, height=400, legend_below=True)
 
 
-def break_even_figure(options: pd.DataFrame, grid: pd.DataFrame, owned: str) -> go.Figure:
+def break_even_figure(
+    options: pd.DataFrame, grid: pd.DataFrame, owned: str, assumptions: str = ""
+) -> go.Figure:
     """Left: months until owning ``owned`` is cheaper than each rented option (a bar a
     option; "never" where renting stays cheaper). Right: how the break-even against the
-    cheapest option moves with utilisation, one line a price of electricity.
+    cheapest option moves with utilisation, one line a price of electricity. ``assumptions``
+    (the owned-cost inputs and where they come from, a line each) is printed under the title.
 
     ``options`` columns: option, break_even_months (None: never).
     ``grid`` columns: utilisation, usd_per_kwh, break_even_months.
@@ -249,4 +252,9 @@ def break_even_figure(options: pd.DataFrame, grid: pd.DataFrame, owned: str) -> 
     )
     # beyond ten years owning has not paid back within any server's life: the axis stops there
     fig.update_yaxes(title_text="break-even (months)", range=[0, 120], row=1, col=2)
-    return finish(fig, title, height=440, legend_below=True)
+    if not assumptions:
+        return finish(fig, title, height=440, legend_below=True)
+    lines = "".join(f"<br><sup>{line}</sup>" for line in assumptions.splitlines())
+    finish(fig, f"{title}{lines}", height=480, legend_below=True)
+    fig.update_layout(margin={"t": 110})
+    return fig

@@ -17,6 +17,7 @@ from pages.charts.economics import (
 )
 from pages.charts.kv import concurrency_vs_context_figure, memory_stack_figure, occupancy_figure
 from pages.common.export import ExportSection, report_html
+from planner.catalog import Catalog
 from planner.palette import GPU_COLORS, gpu_color
 
 UNIT = re.compile(r"\(.+\)")  # numeric axes end with their unit in parentheses
@@ -263,3 +264,25 @@ def test_plan_and_cost_charts_have_units_and_gpu_colours() -> None:
     assert_axes_titled(gpu_hours_figure(points))
     rng = np.random.default_rng(0)
     assert_axes_titled(length_histogram(rng.integers(1, 100, 50), rng.integers(1, 50, 50), "x"))
+
+
+def test_the_break_even_chart_and_its_export_name_the_owned_inputs_and_sources(
+    catalog: Catalog,
+) -> None:
+    from pages.charts.cost import break_even_figure
+    from planner.owned import hourly_cost_rows, owned_assumptions
+
+    server = catalog.owned["hgx-h100-8"]
+    options = pd.DataFrame({"option": ["p5.48xlarge (aws)"], "break_even_months": [11.5]})
+    grid = pd.DataFrame({"utilisation": [0.5, 1.0], "usd_per_kwh": [0.1, 0.1]})
+    grid["break_even_months"] = [20.0, 11.5]
+    title = break_even_figure(options, grid, "owned", owned_assumptions(server)).layout.title.text
+    # the inputs under the title, each default visible, and where they come from
+    assert "When owning pays back" in title and "USD 317,000 + 20% network/storage" in title
+    assert "5 years, 10% residual, 10% cost of capital" in title
+    assert "embedded owned_costs.csv row 'hgx-h100-8'" in title
+    assert "<sup>" not in break_even_figure(options, grid, "owned").layout.title.text
+    table = pd.DataFrame(hourly_cost_rows(server))
+    html = report_html("Servewise: Cost", [ExportSection("Owned", table=table)])
+    for source in ("Thinkmate", "CoreWeave", "Bernstein", "Amazon Q4 2024", "CBRE", "EIA"):
+        assert source in html, source

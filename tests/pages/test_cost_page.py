@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.pages.conftest import frame_with, no_exception
@@ -49,5 +50,12 @@ def test_own_or_rent_mix_break_even_and_energy(app: Callable[..., AppTest]) -> N
     finite = break_even["break_even_months"].dropna()
     assert (finite > 0).all()
     assert "owned" not in set(break_even["option"].str.split().str[0])
+    # what the owned server costs an hour, part by part, with the sources of its inputs
+    owned = frame_with(at, "part", "usd_per_hour", "basis", "source").set_index("part")
+    assert list(owned.index) == ["capital", "energy", "colocation", "operations", "total"]
+    assert owned.loc["total", "usd_per_hour"] == pytest.approx(
+        owned["usd_per_hour"].drop("total").sum()
+    )
+    assert owned["source"].str.contains("CoreWeave").all()  # the cost of capital's source
     charts = {c.proto.id for c in at.get("plotly_chart")}
     assert charts  # the mix and the break-even are drawn with the other charts

@@ -25,7 +25,9 @@ from planner.owned import (
     cheapest_mix,
     deployment_energy,
     hourly_cost,
+    hourly_cost_rows,
     mix_options,
+    owned_assumptions,
     owned_fleet,
     power_kw,
 )
@@ -134,6 +136,28 @@ def test_the_shipped_hgx_h100_row_by_hand(catalog: Catalog) -> None:
     assert round(fleet.running_usd_per_month, 2) == 3998.23
     months = fleet.break_even(55.04 * 730)
     assert months is not None and round(months, 2) == 11.52
+
+
+def test_the_owned_cost_table_adds_up_and_carries_its_sources(tmp_path: Path) -> None:
+    server = _server(cost_of_capital_pct=8)
+    rows = hourly_cost_rows(server, 0.5)
+    by = {r["part"]: r for r in rows}
+    assert list(by) == ["capital", "energy", "colocation", "operations", "total"]
+    assert by["total"]["usd_per_hour"] == pytest.approx(hourly_cost(server, 0.5).usd_per_hour)
+    assert by["total"]["usd_per_hour"] == pytest.approx(
+        sum(r["usd_per_hour"] for r in rows if r["part"] != "total")
+    )
+    assert by["total"]["usd_per_gpu_hour"] == pytest.approx(by["total"]["usd_per_hour"] / 8)
+    # each part names the figures it is computed from
+    capital = by["capital"]["basis"]
+    assert "USD 220,000" in capital and "8% cost of capital" in capital
+    assert "6 kW at 50% busy x PUE 1.5" in by["energy"]["basis"]
+    assert all("worked example" in r["source"] for r in rows)
+    # a user's own row is marked theirs in the table and in the one-line summary
+    _write_user_row(tmp_path, server_usd=250000, source="our own quote", as_of="2026-11-30")
+    own = load_catalog(user_dir=tmp_path).owned["hgx-h100-8"]
+    assert all("your own" in r["source"] for r in hourly_cost_rows(own))
+    assert "your own owned_costs.csv row 'hgx-h100-8'" in owned_assumptions(own)
 
 
 def test_no_shipped_owned_input_is_left_blank_to_flatter_owning(catalog: Catalog) -> None:
