@@ -255,6 +255,6 @@ def break_even_figure(
     if not assumptions:
         return finish(fig, title, height=440, legend_below=True)
     lines = "".join(f"<br><sup>{line}</sup>" for line in assumptions.splitlines())
-    finish(fig, f"{title}{lines}", height=480, legend_below=True)
-    fig.update_layout(margin={"t": 110})
+    finish(fig, f"{title}{lines}", height=500, legend_below=True)
+    fig.update_layout(margin={"t": 135})  # the title's lines above the panels' own titles
     return fig
