@@ -28,6 +28,7 @@ import numpy as np
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.errors import InvalidInputError, PlannerError
+from planner.owned import OWNED_PROVIDER
 from planner.perf import fit_cache
 from planner.perf.calibration import (
     CoefficientKey,
@@ -96,7 +97,10 @@ def catalog_fingerprint(catalog: Catalog) -> str:
     for gpu in sorted(catalog.gpus.values(), key=lambda g: g.gpu_id):
         digest.update(gpu.model_dump_json().encode())
     for inst in sorted(catalog.instances.values(), key=lambda i: i.instance):
-        digest.update(inst.model_dump_json().encode())
+        # an owned server's provenance (its owned_costs.csv row's sources and date, "your own"
+        # once a user edits a cost) is not what a simulation reads: editing costs keeps the fit
+        provenance = {"source", "as_of", "notes"} if inst.provider == OWNED_PROVIDER else None
+        digest.update(inst.model_dump_json(exclude=provenance).encode())
     for key in sorted(catalog.models):
         digest.update(key.encode())
         digest.update(json.dumps(catalog.models[key].config, sort_keys=True).encode())

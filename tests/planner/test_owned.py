@@ -365,6 +365,19 @@ def test_a_users_row_overrides_the_embedded_one_and_is_marked_theirs(tmp_path: P
     assert price.usd_per_hour < load_catalog().price(server.instance, pricing="owned").usd_per_hour
 
 
+def test_editing_owned_costs_keeps_the_fitted_model(tmp_path: Path) -> None:
+    """A user's own prices, sources and dates of owned servers are not what a simulation
+    reads: the fit's catalog fingerprint (and so the shipped fit) stays; a server's layout
+    (its GPU link) is, and moves it."""
+    from planner.perf.model import catalog_fingerprint
+
+    embedded = catalog_fingerprint(load_catalog())
+    _write_user_row(tmp_path, server_usd=250000, source="our own quote", as_of="2026-11-30")
+    assert catalog_fingerprint(load_catalog(user_dir=tmp_path)) == embedded
+    _write_user_row(tmp_path, gpu_link_bw_gbps=450)
+    assert catalog_fingerprint(load_catalog(user_dir=tmp_path)) != embedded
+
+
 def test_a_bad_owned_row_names_the_file_row_and_field(tmp_path: Path) -> None:
     _write_user_row(tmp_path, pue="0.5")
     with pytest.raises(CatalogError) as info:
