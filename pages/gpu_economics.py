@@ -141,6 +141,7 @@ with planner_errors("No owned view"):
             rented_econ,
             gpu_economics(catalog, OWNED_REGION, OWNED_PRICING),
             result.ranked if result else [],
+            catalog=catalog,
         )
     )
 fig_owned = owned_vs_rented_figure(owned_rows)

@@ -672,11 +672,13 @@ def owned_vs_rented(
     rented: Sequence[GpuEconomics],
     owned: Sequence[GpuEconomics],
     ranked: Sequence[Recommendation] = (),
+    *,
+    catalog: Catalog | None = None,
 ) -> list[dict[str, Any]]:
     """Per GPU with an owned server: $/dense BF16 TFLOP-hour owned (the server's hourly cost
     at full draw / its GPUs) and rented (the GPU's cheapest rented instance in ``rented``), and
     the cheapest $/M output tokens of ``ranked`` owned and rented on that GPU (None where the
-    ranking has no such plan)."""
+    ranking has no such plan); with ``catalog``, where the owned cost comes from."""
     rented_by_gpu = {e.gpu_id: e for e in rented}
     rows: list[dict[str, Any]] = []
     for own in owned:
@@ -696,6 +698,10 @@ def owned_vs_rented(
                 ),
                 "owned_usd_per_m_output": min(owned_plans) if owned_plans else None,
                 "rented_usd_per_m_output": min(rented_plans) if rented_plans else None,
+                "owned_instance": own.instance,
             }
         )
+        server = owned_server(catalog, own.instance) if catalog else None
+        if server is not None:
+            rows[-1]["owned_source"] = owned_source(server)
     return rows

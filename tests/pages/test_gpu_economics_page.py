@@ -69,3 +69,6 @@ def test_owned_servers_beside_their_rented_gpu(app: Callable[..., AppTest]) -> N
     # is cheaper a TFLOP-hour than any rented H100
     assert h100["owned_usd_per_gpu_hour"] == pytest.approx(16.2211 / 8, abs=0.001)
     assert h100["owned_usd_per_bf16_tflop_hour"] < h100["rented_usd_per_bf16_tflop_hour"]
+    # the table (and its CSV) says where each owned cost comes from
+    assert "Thinkmate" in h100["owned_source"] and "CoreWeave" in h100["owned_source"]
+    assert "derived" in by_gpu.loc["MI355X", "owned_source"]  # no public server price
