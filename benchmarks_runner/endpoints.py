@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -133,7 +133,7 @@ class SimulatedEndpoint:
         cls,
         plan: Plan,
         *,
-        coefficients: Sequence[float] | None = None,
+        coefficients: Sequence[float] | Mapping[str, Sequence[float]] | None = None,
         slowdown: float = 1.0,
         faults: Faults | None = None,
         log_path: Path | None = None,
@@ -142,14 +142,23 @@ class SimulatedEndpoint:
     ) -> SimulatedEndpoint:
         """A simulated server timed by the performance model's engine for one replica of
         ``plan``; with ``scenario``, for the very deployment the prediction of that scenario
-        resolved (every engine setting travels in it)."""
+        resolved (every engine setting travels in it). A disaggregated plan is served whole:
+        its prefill and decode pools behind a router (``coefficients`` by pool, ``{"prefill":
+        [...], "decode": [...]}``)."""
         if scenario is None:
             from benchmarks_runner.simulated.perf_timing import timing_scenario
 
             scenario = timing_scenario(plan)
         args = ["--model", plan.model]
         args += ["--scenario", scenario.model_dump_json(exclude_defaults=True)]
-        if coefficients is not None:
+        if plan.disaggregated:  # two pools behind a router (benchmarks_runner.simulated)
+            args += ["--plan", plan.model_dump_json(exclude_defaults=True)]
+        if isinstance(coefficients, Mapping):  # a disaggregated plan's, pool by pool
+            for role in ("prefill", "decode"):
+                if coefficients.get(role) is not None:
+                    vector = [float(c) for c in coefficients[role]]
+                    args += [f"--{role}-coefficients", json.dumps(vector)]
+        elif coefficients is not None:
             args += ["--coefficients", json.dumps([float(c) for c in coefficients])]
         if slowdown != 1.0:
             args += ["--slowdown", f"{slowdown:g}"]

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -94,7 +94,8 @@ class VerificationRequest:
     api: Literal["completions", "chat"] = "completions"
     slowdown: float = 1.0
     faults: Faults | None = None
-    coefficients: Sequence[float] | None = None
+    #: the step-time coefficients of the simulated endpoint (a disaggregated plan's by pool)
+    coefficients: Sequence[float] | Mapping[str, Sequence[float]] | None = None
     vllm_config: Any = None  # planner.vllm_command.VllmServeConfig
     log_dir: Path | None = None
     seed: int = 0

@@ -26,7 +26,7 @@ from typing import Any
 
 from benchmarks_runner.errors import EndpointUnreachable, ResponseTooLarge
 from benchmarks_runner.http_client import EndpointClient
-from planner.run_files import MetricSample
+from planner.run_files import POOL_COUNTED, MetricSample
 
 GAUGES = (
     "vllm:num_requests_running",
@@ -50,6 +50,10 @@ COUNTERS = (
     SPEC_DRAFTS,
     SPEC_DRAFT_TOKENS,
     SPEC_ACCEPTED,
+    # a disaggregated endpoint's router (benchmarks_runner.simulated.disaggregated)
+    "servewise:kv_transfers_total",
+    "servewise:kv_transfer_seconds_total",
+    "servewise:kv_transfer_bytes_total",
 )
 HISTOGRAMS = (
     "vllm:time_to_first_token_seconds",
@@ -126,8 +130,16 @@ class ScrapeStats:
     def update(self, samples: Sequence[Sample], *, measuring: bool = True) -> None:
         """Fold one scrape in; gauge means only count scrapes of the measured phase."""
         totals: dict[str, float] = {}
+        shares: dict[str, int] = {}
         for s in samples:
+            pool = s.labels.get("pool")
+            if pool is not None and POOL_COUNTED.get(s.name, pool) != pool:
+                continue  # the other pool's count of the same requests
             totals[s.name] = totals.get(s.name, 0.0) + s.value
+            if s.name.endswith("_perc"):  # a share (KV usage): the mean of its engines, pools
+                shares[s.name] = shares.get(s.name, 0) + 1
+        for name, n in shares.items():
+            totals[name] /= n
         for name, v in totals.items():
             self.first.setdefault(name, v)
             self.last[name] = v

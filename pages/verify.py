@@ -17,6 +17,7 @@ import streamlit as st
 
 from benchmarks_runner.errors import ConfigError, EndpointError
 from benchmarks_runner.run_manager import Faults, ManagedRun, RunManager, VerificationRequest
+from benchmarks_runner.simulated.disaggregated import pool_coefficients
 from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from benchmarks_runner.vllm_launcher import launch_readiness
 from pages.charts.verify import measured_vs_predicted_figure, moves_figure
@@ -52,6 +53,8 @@ from planner.verification import (
     failure_counts,
     move_rows,
     moves_for_result,
+    predict_plan,
+    prediction_of_run,
     scenario_of_run,
     without_run,
 )
@@ -158,7 +161,12 @@ else:
         scenario.model_id, ref.catalog.gpu(str(gpu)), tp=int(tp), pp=int(pp), precision=precision
     )
 if plan is not None:
-    st.caption(f"{md_text(scenario.model_id)} on {md_text(plan.label)}: one replica is verified.")
+    what = (
+        "both pools are verified, behind one router"
+        if plan.disaggregated
+        else ("one replica is verified")
+    )
+    st.caption(f"{md_text(scenario.model_id)} on {md_text(plan.label)}: {what}.")
 
 # ----- the load ----------------------------------------------------------------------------------
 st.subheader("Load")
@@ -175,7 +183,7 @@ peak = default_load(plan, mode, scenario.load_peak) if plan is not None else 1.0
 if mode == "concurrency":
     load = float(bound(cols[1].number_input, "Concurrency", 1, 10_000, int(peak), key="vf_c"))
 else:
-    rate = min(peak, max_rps or peak)
+    rate = peak if plan is not None and plan.disaggregated else min(peak, max_rps or peak)
     load = float(bound(cols[1].number_input, "Requests/s", 0.01, 10_000.0, rate, key="vf_rate"))
 input_len = int(
     bound(cols[2].number_input, "Input tokens", 1, 1_000_000, scenario.input_len.mean, key="vf_in")
@@ -281,7 +289,7 @@ if plan is not None:
     )
     with planner_errors("No prediction for this plan"), st.spinner("Fitting the model…"):
         perf, _ = performance_model(ref, store, scenario)
-        before = perf.predict(request.scenario())
+        before = predict_plan(perf, request.scenario(), plan)
         cols = list(st.columns(4))
         cols[0].metric("Output tokens/s (predicted)", f"{before.output_tok_per_s:,.0f}")
         cols[1].metric("Median TTFT (predicted)", f"{before.ttft_ms_p50:,.0f} ms")
@@ -297,7 +305,11 @@ if plan is not None:
 if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None or perf is None):
     assert plan is not None and perf is not None and request is not None
     if kind == "Simulated":
-        coefficients = coefficients_for_plan(perf, request.scenario())
+        coefficients: Any = (
+            pool_coefficients(perf, plan, request.scenario())
+            if plan.disaggregated
+            else coefficients_for_plan(perf, request.scenario())
+        )
         request = replace(request, coefficients=coefficients)
     try:
         started = manager.start_verification(request)
@@ -400,7 +412,7 @@ old_model = None
 with planner_errors("No prediction for this run"):
     if run_scenario is not None:
         old_model = get_performance_model(ref.catalog, without_run(fitted_on, run_id))
-        comparisons = compare(old_model.predict(run_scenario), summary)
+        comparisons = compare(prediction_of_run(old_model, meta), summary)
         st.dataframe(
             pd.DataFrame(comparison_rows(comparisons)),
             hide_index=True,

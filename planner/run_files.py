@@ -286,6 +286,21 @@ class MetricSample(BaseModel):
     value: float
 
 
+#: A disaggregated endpoint labels each pool's samples ``pool="prefill"|"decode"`` (the
+#: simulated router does; a Prometheus job label does the same for a real one). Both pools see
+#: every request: its prompt is counted where it is prefilled and its answer where it is
+#: decoded, so these counters sum over that pool only; everything else over both.
+POOL_COUNTED: dict[str, str] = {
+    "vllm:prompt_tokens_total": "prefill",
+    "vllm:prefix_cache_queries_total": "prefill",
+    "vllm:prefix_cache_hits_total": "prefill",
+    "vllm:gpu_prefix_cache_queries_total": "prefill",
+    "vllm:gpu_prefix_cache_hits_total": "prefill",
+    "vllm:generation_tokens_total": "decode",
+    "vllm:request_success_total": "decode",
+}
+
+
 Record = TypeVar("Record", RequestRecord, MetricSample)
 
 

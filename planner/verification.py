@@ -35,6 +35,8 @@ from planner.catalog import GPU, Catalog, MeasuredResult
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
 from planner.loads import PlanLoadKind
+from planner.perf.disaggregated import predict_disaggregated
+from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Prediction, Scenario
 from planner.plan import Load, Plan, PlanWorkload, read_plan
 from planner.run_files import RequestRecord
@@ -219,6 +221,28 @@ def scenario_of_run(meta: dict[str, Any]) -> Scenario | None:
     return plan.scenario(workload=workload, load=load, seed=int(config.get("seed") or 0))
 
 
+def predict_plan(model: PerformanceModel, scenario: Scenario, plan: Plan | None) -> Prediction:
+    """The prediction a run of ``plan`` under ``scenario`` is compared with: the model's for an
+    aggregated replica, :func:`planner.perf.disaggregated.predict_disaggregated` of both pools
+    for a disaggregated plan (the whole deployment, as its simulated endpoint serves it)."""
+    layout = plan.disaggregated_layout() if plan is not None else None
+    if layout is None:
+        return model.predict(scenario)
+    return predict_disaggregated(model, scenario, layout).prediction
+
+
+def prediction_of_run(model: PerformanceModel, meta: dict[str, Any]) -> Prediction | None:
+    """:func:`predict_plan` of the scenario a run verified (:func:`scenario_of_run`)."""
+    scenario = scenario_of_run(meta)
+    if scenario is None:
+        return None
+    try:
+        plan = read_plan(meta.get("plan"))
+    except InvalidInputError:
+        plan = None
+    return predict_plan(model, scenario, plan)
+
+
 # ----- measured against predicted ----------------------------------------------------------------
 class MetricComparison(BaseModel):
     """One metric of a run against its prediction.
@@ -334,8 +358,9 @@ def failure_counts(requests: Iterable[RequestRecord]) -> list[tuple[str, int]]:
 
 def default_load(plan: Plan, load_mode: PlanLoadKind, peak: float) -> float:
     """What one replica of ``plan`` sees at the scenario's peak, split evenly over its
-    replicas: requests/s, or whole requests in flight (at most the engine's max_num_seqs)."""
-    share = peak / plan.replicas
+    replicas: requests/s, or whole requests in flight (at most the engine's max_num_seqs). A
+    disaggregated plan is verified whole (both pools): the whole peak."""
+    share = peak if plan.disaggregated else peak / plan.replicas
     if load_mode == "rate":
         return max(0.01, round(share, 2))
     cap = plan.engine.max_num_seqs or share

@@ -140,6 +140,26 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="step-time coefficients (JSON list or object, or a file): skips the model fit",
     )
+    pools = p.add_argument_group(
+        "a plan",
+        "--plan: a plan file (recommend's --out, the Plan page's download); a disaggregated "
+        "plan starts its prefill and decode pools as two processes behind this one, a router",
+    )
+    pools.add_argument(
+        "--plan", default=None, help="a Plan (JSON, or a file): the server serves that plan"
+    )
+    pools.add_argument(
+        "--pool",
+        choices=("prefill", "decode"),
+        default=None,
+        help="serve only this pool of the disaggregated --plan (the router starts them)",
+    )
+    for role in ("prefill", "decode"):
+        pools.add_argument(
+            f"--{role}-coefficients",
+            default=None,
+            help=f"step-time coefficients of the {role} pool (as --coefficients)",
+        )
     p.add_argument(
         "--slowdown",
         type=number(low=0, high=1_000, low_open=True),
@@ -155,14 +175,16 @@ def _timing_from_args(
     """The timing model the flags ask for. Raises SystemExit with a one-line reason."""
     mode = args.timing
     if mode == "auto":
-        mode = "perf" if args.gpu or args.scenario else "fixed"
+        mode = "perf" if args.gpu or args.scenario or args.plan else "fixed"
     if not args.slowdown > 0:
         raise SystemExit(f"--slowdown {args.slowdown}: must be > 0")
     if mode == "fixed":
         slow = args.slowdown
         return FixedTiming(args.ttft_ms * slow, args.token_delay_ms * slow), options
-    if not args.gpu and not args.scenario:
-        raise SystemExit("--timing perf needs --scenario, or --gpu ID (with --model HF_ID, --tp N)")
+    if not args.gpu and not args.scenario and not args.plan:
+        raise SystemExit(
+            "--timing perf needs --plan, --scenario, or --gpu ID (with --model HF_ID, --tp N)"
+        )
     # The planner (~0.6 s to import) only when the plan's timing is asked for: a fixed-timing
     # server starts at once.
     from benchmarks_runner.simulated.perf_timing import engine_timing, parse_coefficients
@@ -178,6 +200,8 @@ def _timing_from_args(
         plan: Plan | Scenario
         if args.scenario:
             plan = _scenario(args.scenario, Scenario)
+        elif args.plan:
+            plan = _scenario(args.plan, Plan, "--plan")
         else:  # a plan of the flags; the engine settings left out are the engine's own
             stated = {
                 "version": args.engine_version,
@@ -217,29 +241,31 @@ def _timing_from_args(
     return timing, options
 
 
-def _scenario(text: str, scenario_type: type[Any]) -> Any:
-    """``--scenario``: JSON of a Scenario, or the path of a file holding it."""
+def _scenario(text: str, scenario_type: type[Any], flag: str = "--scenario") -> Any:
+    """``--scenario`` (``--plan``): JSON of a Scenario (Plan), or the path of a file holding it."""
     source = text.strip()
     if not source.startswith("{"):
         try:
             source = Path(source).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ValueError(f"--scenario {text!r}: not JSON and not a readable file") from exc
+            raise ValueError(f"{flag} {text!r}: not JSON and not a readable file") from exc
     try:
         return scenario_type.model_validate_json(source)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "scenario"
-        raise ValueError(f"--scenario: {where}: {first['msg']}") from None
+        where = ".".join(str(p) for p in first["loc"]) or flag.lstrip("-")
+        raise ValueError(f"{flag}: {where}: {first['msg']}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until interrupted; 2 with one ``error:`` line for what cannot be served."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser().parse_args(argv)
     except ArgumentError as exc:
         print_error(str(exc))
         return 2
+    args.argv = argv
     try:
         return _serve(args)
     except SystemExit as exc:  # the reasons _timing_from_args gives, in one line
@@ -272,15 +298,137 @@ def _serve(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         seed=args.seed,
     )
+    if args.plan and args.timing != "fixed":
+        plan = _read_plan(args.plan)
+        if plan.disaggregated:
+            options.models = args.models or [plan.model]
+            if args.pool is None:
+                return _serve_router(args, plan)
+            timing: TimingModel = _pool_timing(args, plan, args.pool)
+            options.max_concurrency = None
+            return _run(serve(options, timing, args.host, args.port))
+        options.models = args.models or [plan.model]
+    elif args.pool is not None:
+        raise SystemExit("--pool serves one pool of a disaggregated --plan")
     timing, options = _timing_from_args(args, options)
+    return _run(serve(options, timing, args.host, args.port))
+
+
+def _run(main: Any) -> int:
     with (
         contextlib.suppress(KeyboardInterrupt),
         asyncio.Runner(
             loop_factory=lambda: asyncio.SelectorEventLoop(PreciseEpollSelector())
         ) as runner,
     ):
-        runner.run(serve(options, timing, args.host, args.port))
+        runner.run(main)
     return 0
+
+
+def _read_plan(text: str) -> Any:
+    """``--plan``: the typed plan, or SystemExit with the field that is wrong."""
+    from planner.plan import Plan
+
+    try:
+        return _scenario(text, Plan, "--plan")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def _plan_scenario(args: argparse.Namespace, plan: Any) -> Any:
+    """The scenario a disaggregated plan's pools are timed for: ``--scenario`` (the run's
+    lengths, load and engine settings), else the plan's own."""
+    from benchmarks_runner.simulated.perf_timing import timing_scenario
+    from planner.perf.scenario import Scenario
+
+    return _scenario(args.scenario, Scenario) if args.scenario else timing_scenario(plan)
+
+
+def _pool_timing(args: argparse.Namespace, plan: Any, role: str) -> TimingModel:
+    from benchmarks_runner.simulated.disaggregated import pool_timing
+    from benchmarks_runner.simulated.perf_timing import parse_coefficients
+    from planner.catalog import load_catalog
+    from planner.errors import PlannerError
+    from planner.settings import get_settings
+
+    text = getattr(args, f"{role}_coefficients") or args.coefficients
+    try:
+        coefficients = parse_coefficients(text) if text else None
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        return pool_timing(
+            plan,
+            _plan_scenario(args, plan),
+            role,  # type: ignore[arg-type]
+            catalog,
+            coefficients=coefficients,
+            slowdown=args.slowdown,
+            seed=args.seed + (1 if role == "decode" else 0),
+        )
+    except (PlannerError, ValueError) as exc:
+        raise SystemExit(f"cannot time the {role} pool: {exc}") from None
+
+
+def _serve_router(args: argparse.Namespace, plan: Any) -> int:
+    """Start both pools as child processes, then route to them until interrupted."""
+    import signal
+
+    from benchmarks_runner.simulated.disaggregated import (
+        PoolAddress,
+        PoolProcesses,
+        Router,
+        kv_transfer_of,
+        serve_router,
+    )
+    from planner.catalog import load_catalog
+    from planner.errors import PlannerError
+    from planner.settings import get_settings
+
+    try:
+        catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
+        scenario = _plan_scenario(args, plan)
+        transfer = kv_transfer_of(plan, scenario, catalog)
+    except (PlannerError, ValueError) as exc:
+        raise SystemExit(f"cannot route the plan: {exc}") from None
+    layout = plan.disaggregated_layout()
+    own = _without_values(args.argv, ("--host", "--port"))
+    children = PoolProcesses()
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        addresses = []
+        for role, pool in (("prefill", layout.prefill), ("decode", layout.decode)):
+            try:
+                port = children.start(role, [*own, "--host", "127.0.0.1", "--port", "0"])  # type: ignore[arg-type]
+            except RuntimeError as exc:
+                raise SystemExit(str(exc)) from None
+            ranks = pool.replicas * pool.attention_dp
+            addresses.append(PoolAddress(role, f"http://127.0.0.1:{port}", ranks))  # type: ignore[arg-type]
+        router = Router(
+            addresses[0], addresses[1], transfer, slowdown=args.slowdown, link_name=layout.kv_link
+        )
+        return _run(serve_router(router, args.host, args.port))
+    finally:
+        children.stop()
+
+
+def _without_values(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """``argv`` without ``flags`` and their values (``--flag V`` or ``--flag=V``)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in flags:
+            skip = True
+            continue
+        if any(arg.startswith(f"{f}=") for f in flags):
+            continue
+        out.append(arg)
+    return out
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from planner.plan import flat_plan
-from planner.run_files import MetricSample, RequestRecord, RunFiles
+from planner.run_files import POOL_COUNTED, MetricSample, RequestRecord, RunFiles
 
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -202,6 +202,8 @@ class MetricTable:
     buckets: dict[str, dict[float, TimeSeries]] = field(default_factory=dict)
     info: dict[str, str] = field(default_factory=dict)  # labels of vllm:cache_config_info
     scrapes: int = 0
+    #: a disaggregated endpoint's pools, each its own table (samples labelled ``pool``)
+    pools: dict[str, MetricTable] = field(default_factory=dict)
 
     def has(self, *names: str) -> bool:
         return any(n in self.series for n in names)
@@ -275,7 +277,26 @@ class MetricTable:
 
 
 def metric_table(samples: Iterable[MetricSample]) -> MetricTable:
-    """Group the samples of ``server_metrics.jsonl`` by metric, summed over label sets."""
+    """Group the samples of ``server_metrics.jsonl`` by metric, summed over label sets (a
+    pool's count of the requests both pools see only once, :data:`POOL_COUNTED`); samples
+    labelled with a ``pool`` also make that pool's own table (:attr:`MetricTable.pools`)."""
+    rows = list(samples)
+    by_pool: dict[str, list[MetricSample]] = defaultdict(list)
+    for row in rows:
+        pool = row.labels.get("pool")
+        if pool:
+            by_pool[str(pool)].append(row)
+    table = _metric_table(
+        r
+        for r in rows
+        if not r.labels.get("pool")
+        or POOL_COUNTED.get(r.name, r.labels["pool"]) == r.labels["pool"]
+    )
+    table.pools = {pool: _metric_table(part) for pool, part in by_pool.items()}
+    return table
+
+
+def _metric_table(samples: Iterable[MetricSample]) -> MetricTable:
     sums: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     buckets: dict[str, dict[float, dict[float, float]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(float))
@@ -333,6 +354,8 @@ class RunEvidence:
     simulated: bool = False
     base_url: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the plan as the run stored it (typed: a disaggregated plan's pools, SLOs and cost)
+    stored_plan: dict[str, Any] | None = None
 
     @property
     def source(self) -> str:
@@ -406,6 +429,7 @@ def evidence_from_run(run: RunFiles) -> RunEvidence:
         server_flags=flags,
         simulated=bool(meta.get("simulated")),
         base_url=endpoint.get("base_url"),
+        stored_plan=dict(meta["plan"]) if isinstance(meta.get("plan"), Mapping) else None,
     )
 
 
@@ -446,4 +470,5 @@ def evidence_from_scrape(
         plan=dict(plan) if plan else None,
         server_flags=dict(metrics.info),
         base_url=base_url,
+        stored_plan=dict(plan) if plan else None,
     )

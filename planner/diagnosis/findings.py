@@ -69,6 +69,11 @@ BRANCHES: tuple[Branch, ...] = (
         question="Cost high, quality fine?",
         mistakes=("model_size", "accounting"),
     ),
+    Branch(
+        key="pools",
+        question="Disaggregated: one pool (or the KV link) the bottleneck?",
+        mistakes=("pool_balance",),
+    ),
 )
 
 MISTAKES: tuple[Mistake, ...] = (
@@ -127,6 +132,12 @@ MISTAKES: tuple[Mistake, ...] = (
         number=10,
         title="Paying GPU-hours instead of tokens",
         branch="cost",
+    ),
+    Mistake(
+        key="pool_balance",
+        number=12,
+        title="Prefill and decode pools out of balance",
+        branch="pools",
     ),
 )
 MISTAKES_BY_KEY: dict[str, Mistake] = {m.key: m for m in MISTAKES}

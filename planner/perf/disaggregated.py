@@ -219,6 +219,42 @@ def ep_all_to_all_s(
     return moe_layers * (per_layer / (nic_bytes_per_s * link.efficiency) + 2.0 * link.latency_s)
 
 
+@dataclass(frozen=True)
+class KvTransfer:
+    """The KV transfer of one request between two resolved pools: :func:`kv_transfer_bytes` of
+    its prompt over :func:`kv_streams` parallel shards at the slower side's line rate
+    (:func:`link_bytes_per_s`), :func:`kv_transfer_s`. The prediction prices the mean prompt
+    with it and the simulated two-pool endpoint delays each request by it
+    (``benchmarks_runner.simulated.disaggregated``): one formula for both."""
+
+    arch: ModelArchitecture
+    kv_bytes_per_element: float
+    streams: int
+    bytes_per_s: float
+    link: KvLink
+
+    @classmethod
+    def between(
+        cls, prefill: Deployment, decode: Deployment, layout: DisaggregatedLayout, link: KvLink
+    ) -> KvTransfer:
+        arch = prefill.card.architecture
+        # the slower side's NIC (or NVLink) sets the pace
+        rate = min(
+            link_bytes_per_s(link, prefill.gpu, prefill.instance),
+            link_bytes_per_s(link, decode.gpu, decode.instance),
+        )
+        streams = kv_streams(arch, layout.prefill.tp, layout.decode.tp)
+        return cls(arch, prefill.kv_dtype_bytes, streams, rate, link)
+
+    def bytes_of(self, prompt_tokens: int) -> float:
+        return kv_transfer_bytes(self.arch, prompt_tokens, self.kv_bytes_per_element)
+
+    def seconds_of(self, prompt_tokens: int) -> float:
+        return kv_transfer_s(
+            self.bytes_of(prompt_tokens), self.streams, self.bytes_per_s, self.link
+        )
+
+
 # ----- the layout ---------------------------------------------------------------------------
 class PoolLayout(BaseModel):
     """One pool: ``replicas`` engines of ``tp x attention_dp`` GPUs; ``ep`` 1 (experts sliced
@@ -741,10 +777,16 @@ class DisaggregatedModel:
         )
 
 
+def pool_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
+    """The resolved deployment of a pool's scenario (:func:`pool_scenario`): its engines may
+    span nodes with wide EP (the all-to-all priced by :class:`PoolContext`)."""
+    return resolve_deployment(scenario, catalog, cross_node_moe=True)
+
+
 def _pool_context(
     model: PerformanceModel, scenario: Scenario, link: KvLink, catalog: Catalog
 ) -> PoolContext:
-    dep = resolve_deployment(scenario, catalog, cross_node_moe=True)
+    dep = pool_deployment(scenario, catalog)
     return PoolContext(
         scenario=scenario,
         dep=dep,
@@ -779,16 +821,8 @@ def disaggregated_model(
                 f"a network link (infiniband, roce, efa): {layout.gpus} GPUs do not fit one "
                 f"{domain}-GPU NVLink domain",
             )
-    arch = prefill.dep.card.architecture
-    transfer_bytes = kv_transfer_bytes(
-        arch, round(scenario.mean_input_len), prefill.dep.kv_dtype_bytes
-    )
-    streams = kv_streams(arch, layout.prefill.tp, layout.decode.tp)
-    # the slower side's NIC (or NVLink) sets the pace
-    rate = min(
-        link_bytes_per_s(link, prefill.dep.gpu, prefill.dep.instance),
-        link_bytes_per_s(link, decode.dep.gpu, decode.dep.instance),
-    )
+    transfer = KvTransfer.between(prefill.dep, decode.dep, layout, link)
+    transfer_bytes = transfer.bytes_of(round(scenario.mean_input_len))
     return DisaggregatedModel(
         scenario=scenario,
         layout=layout,
@@ -797,7 +831,7 @@ def disaggregated_model(
         prefill_state=_PrefillSteadyState(prefill),
         decode_pool=DecodePool(decode, scenario.mean_input_len, scenario.mean_output_len),
         transfer_bytes=transfer_bytes,
-        transfer_s=kv_transfer_s(transfer_bytes, streams, rate, link),
+        transfer_s=transfer.seconds_of(round(scenario.mean_input_len)),
         model=model,
     )
 
@@ -828,6 +862,7 @@ __all__ = [
     "DisaggregatedModel",
     "DisaggregatedPrediction",
     "KvLink",
+    "KvTransfer",
     "PoolLayout",
     "balanced_pools",
     "balanced_ratio",
@@ -839,6 +874,7 @@ __all__ = [
     "kv_transfer_s",
     "layout_from_row",
     "link_bytes_per_s",
+    "pool_deployment",
     "pool_scenario",
     "predict_disaggregated",
 ]

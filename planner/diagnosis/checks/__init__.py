@@ -10,6 +10,7 @@ from planner.diagnosis.checks import (
     kv,
     latency,
     parallelism,
+    pools,
     speculation,
     throughput,
 )
@@ -31,6 +32,7 @@ CHECKS: dict[str, Check] = {
     "host_overhead": host.check,
     "accounting": cost.check_accounting,
     "speculation": speculation.check,
+    "pool_balance": pools.check,
 }
 
 __all__ = ["CHECKS", "Check"]
