@@ -56,7 +56,7 @@ def test_real_tool_results_diagnose_and_say_what_they_cannot_judge(
     d = json.loads(out)
     assert d["source"] == source
     by_key = findings(d)
-    assert len(by_key) == 11  # the ten mistakes and speculative decoding
+    assert len(by_key) == 12  # the ten mistakes, speculative decoding and the P:D pools
     # no server metrics in these files: KV sizing cannot be judged, and says why
     kv = by_key["kv_sizing"]
     assert kv["status"] == "cannot_judge" and "server metrics" in kv["missing"][0]

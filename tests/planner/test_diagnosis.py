@@ -441,4 +441,6 @@ def test_the_fix_becomes_a_plan_for_verify_and_the_report_spells_it_out(
     kv_raw = next(f for f in raw["findings"] if f["key"] == "kv_sizing")
     assert kv_raw["fix"]["vllm_args"] == kv.fix.vllm_args and kv_raw["fix"]["plan"] == new_plan
     rows = finding_rows(d)
-    assert rows[0]["title"] == d.findings[0].title and len(rows) == 11  # the ten + speculation
+    assert (
+        rows[0]["title"] == d.findings[0].title and len(rows) == 12
+    )  # the ten, speculation, the P:D pools
