@@ -146,7 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         "plan starts its prefill and decode pools as two processes behind this one, a router",
     )
     pools.add_argument(
-        "--plan", default=None, help="a Plan (JSON, or a file): the server serves that plan"
+        "--plan",
+        default=None,
+        help="a plan (JSON, a file, or FILE#RANK of a saved `planner recommend --json`)",
     )
     pools.add_argument(
         "--pool",
@@ -326,12 +328,18 @@ def _run(main: Any) -> int:
 
 
 def _read_plan(text: str) -> Any:
-    """``--plan``: the typed plan, or SystemExit with the field that is wrong."""
+    """``--plan``: JSON of a plan, a plan file or ``FILE#RANK`` of a saved ``python -m planner
+    recommend --json`` (:func:`benchmarks_runner.plans.load_plan`); SystemExit naming what is
+    wrong."""
+    from benchmarks_runner.errors import ConfigError
+    from benchmarks_runner.plans import load_plan
     from planner.plan import Plan
 
     try:
-        return _scenario(text, Plan, "--plan")
-    except ValueError as exc:
+        if text.strip().startswith("{"):
+            return _scenario(text, Plan, "--plan")
+        return load_plan(text)
+    except (ValueError, ConfigError) as exc:
         raise SystemExit(str(exc)) from None
 
 
