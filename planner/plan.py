@@ -544,6 +544,10 @@ def _from_flat(obj: dict[str, Any]) -> dict[str, Any]:
     verification = obj.get("verification")
     if isinstance(verification, dict) and verification.get("endpoint"):
         values["verification"] = verification
+    if obj.get("prefill") is not None and obj.get("decode") is not None:  # disaggregated
+        for key in ("prefill", "decode", "kv_link", "replicas"):
+            if obj.get(key) is not None:
+                values[key] = obj[key]
     return values
 
 

@@ -7,6 +7,7 @@ replica as it is and says how many).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +45,17 @@ def fixed_plan(plan: Mapping[str, Any] | None, fix: Fix | None) -> dict[str, Any
         out["num_gpus"] = out["tp"] * out["pp"]
         out["nodes"] = None
         touched = True
+    for role in ("prefill", "decode"):  # a disaggregated plan's P:D ratio
+        pool = out.get(role)
+        wanted = changes.get(f"{role}_replicas")
+        if isinstance(pool, Mapping) and wanted is not None:
+            out[role] = {**pool, "replicas": int(wanted), "utilisation": None}
+            touched = True
+    if changes.get("kv_link") is not None and out.get("kv_link") is not None:
+        out["kv_link"] = changes["kv_link"]
+        touched = True
+    if isinstance(out.get("decode"), Mapping) and touched:
+        out["replicas"] = int(out["decode"]["replicas"])
     replicas = int(changes.get("replicas") or 1)
     if replicas > 1:
         out["replicas"] = replicas
@@ -64,6 +76,11 @@ def what_if_text(w: WhatIf) -> str:
     def pair(label: str, before: float | None, after: float | None, unit: str = "") -> str:
         if before is None or after is None:
             return ""
+        if not math.isfinite(before) or not math.isfinite(after):  # a queue without bound
+            shown = [
+                f"{v:,.1f}{unit}" if math.isfinite(v) else "unbounded" for v in (before, after)
+            ]
+            return f"{label} {shown[0]} -> {shown[1]}"
         change = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
         return f"{label} {before:,.1f} -> {after:,.1f}{unit}{change}"
 

@@ -390,6 +390,7 @@ def _ratio_fix(
         ]
         same = after_layout.gpus <= layout.gpus
         return Fix(
+            scenario_changes={"prefill_replicas": p, "decode_replicas": d},
             summary=f"change the ratio {change}"
             + (" (the same GPUs)" if same else f" ({after_layout.gpus - layout.gpus} more GPUs)"),
             changes=changes,
@@ -417,6 +418,7 @@ def _link_fix(
     _, name, after = min(options)
     change = f"{layout.kv_link} -> {name}"
     return Fix(
+        scenario_changes={"kv_link": name},
         summary=f"move the KV cache over {name} ({change}: "
         f"{before.kv_transfer_ms:,.2f} -> {after.kv_transfer_ms:,.2f} ms a request)",
         changes=[

@@ -30,8 +30,9 @@ from benchmarks_runner.simulated.disaggregated import kv_transfer_of, pool_coeff
 from benchmarks_runner.simulated.perf_timing import timing_scenario
 from planner.catalog import Catalog
 from planner.diagnosis import diagnose_run
+from planner.diagnosis.report import fixed_plan, what_if_text
 from planner.perf.model import PerformanceModel
-from planner.plan import Load, Plan, PlanPool, PlanWorkload
+from planner.plan import Load, Plan, PlanPool, PlanWorkload, read_plan
 from planner.run_files import read_run_dir
 from planner.verification import compare, prediction_of_run
 from planner.workload import LengthDistribution
@@ -233,7 +234,8 @@ def test_diagnose_names_the_prefill_pool_of_a_wrong_ratio_and_not_of_a_balanced_
     wrong = _verify(manager, prior, pools_plan(1, 3, 12.0, 64), 12.0, 60, 64)
     balanced = _verify(manager, prior, pools_plan(2, 2, 12.0, 64), 12.0, 60, 64)
     assert wrong.run_dir is not None and balanced.run_dir is not None
-    found = diagnose_run(read_run_dir(wrong.run_dir), model=prior).finding("pool_balance")
+    diagnosis = diagnose_run(read_run_dir(wrong.run_dir), model=prior)
+    found = diagnosis.finding("pool_balance")
     assert found.status == "found", found.headline
     assert found.headline.startswith("prefill-bound TTFT")
     assert "1P:3D -> 2P:2D" in found.headline
@@ -246,5 +248,11 @@ def test_diagnose_names_the_prefill_pool_of_a_wrong_ratio_and_not_of_a_balanced_
     busy = re.match(r"after: prefill (\d+)% / decode (\d+)% busy", w.notes[1])
     assert busy is not None and 60 <= int(busy[1]) <= 75 and int(busy[2]) < 90  # 12 / (2 x 8.7)
     assert math.isfinite(w.after.ttft_ms_p99)
+    assert "p99 TTFT unbounded -> " in what_if_text(w)
+    # "Verify this fix": the plan it leads to has the new ratio, the same engines
+    fixed = read_plan(fixed_plan(diagnosis.plan, found.fix))
+    assert fixed is not None and fixed.prefill is not None and fixed.decode is not None
+    assert (fixed.prefill.replicas, fixed.decode.replicas, fixed.replicas) == (2, 2, 2)
+    assert (fixed.prefill.tp, fixed.decode.tp, fixed.kv_link) == (4, 4, "infiniband")
     clear = diagnose_run(read_run_dir(balanced.run_dir), model=prior).finding("pool_balance")
     assert clear.status == "clear", clear.headline
