@@ -137,3 +137,62 @@ def test_a_simulated_run_does_not_refit_the_model_unless_asked(
     (why,) = [i.value for i in at.info if "does not refit on it" in i.value]
     assert "simulated endpoint" in why and "Simulated runs refit the model" in why
     assert frame_with(at, "metric", "predicted", "measured")["measured"].notna().any()
+
+
+def test_a_disaggregated_plan_runs_on_two_pools_behind_a_router(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    """A disaggregated plan handed over by the Diagnose page: the page predicts both pools
+    (the whole deployment) and its simulated run starts the prefill and decode pools behind a
+    router; measured and predicted are compared and run.json keeps the pools."""
+    from pages.common.diagnosis import HANDED_PLAN
+    from planner.plan import Load, Plan, PlanPool, PlanWorkload, flat_plan
+
+    pool = PlanPool(replicas=1, tp=4, gpu="H100-SXM")
+    plan = Plan(
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        gpu="H100-SXM",
+        tp=4,
+        prefill=pool,
+        decode=pool,
+        kv_link="infiniband",
+        workload=PlanWorkload.of(2048, 16),
+        load=Load.rate(4.0),
+    )
+    handed = flat_plan(plan.model_dump(mode="json"))
+    assert handed is not None
+    handed["derived_from"] = {"diagnosis_fix": "change the ratio 1P:3D -> 1P:1D", "plan": "x"}
+    at = app(
+        PAGE,
+        model=plan.model,
+        vf_load="rate",
+        vf_rate="4",
+        vf_in="2048",
+        vf_out="16",
+        vf_n="12",
+    )
+    at.session_state[HANDED_PLAN] = handed
+    at.run()
+    at.segmented_control(key="vf_source").set_value("Diagnosis").run()
+    no_exception(at)
+    assert any("both pools are verified, behind one router" in c.value for c in at.caption)
+    predicted = {m.label: m.value for m in at.metric}
+    # ~4 req/s of ~16 tokens (the sidebar's length spread around them): the whole deployment's
+    # ~64 output tokens/s, not one pool's share
+    assert 54 <= float(predicted["Output tokens/s (predicted)"]) <= 74
+    at.button(key="vf_run").click().run()
+    deadline = time.monotonic() + PATIENT_S
+    while time.monotonic() < deadline:
+        at.run()
+        no_exception(at)
+        if any("does not refit on it" in i.value for i in at.info):
+            break
+        time.sleep(0.5)
+    compared = frame_with(at, "metric", "predicted", "measured").set_index("metric")
+    assert float(compared.loc["Median TTFT (ms)", "measured"]) > 0
+    assert float(compared.loc["Median TPOT (ms)", "measured"]) > 0
+    (run_dir,) = [p for p in (own_user_dir / "runs").iterdir() if (p / "run.json").is_file()]
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["simulated"] is True
+    assert (meta["plan"]["prefill"]["replicas"], meta["plan"]["kv_link"]) == (1, "infiniband")
+    assert meta["summary"]["completed"] == 12
