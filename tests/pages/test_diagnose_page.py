@@ -29,7 +29,7 @@ def test_a_run_with_preemptions_lights_the_kv_branch_and_hands_the_fix_to_verify
     no_exception(at)
     assert at.selectbox(key="dg_run").value.endswith(KV_RUN)
     triage = [m.value for m in at.markdown if "**" in m.value and "→" in m.value]
-    assert len(triage) == 7  # six branches of the triage and speculative decoding
+    assert len(triage) == 8  # six branches of the triage, speculative decoding, the P:D pools
     lit = [line for line in triage if line.startswith(":red[")]
     assert len(lit) == 1 and "Lots of preemptions?" in lit[0], triage
     assert "KV cache sized for the weights, not the traffic (**found**)" in lit[0]
