@@ -10,8 +10,8 @@ The first case is the Verify page's default plan (Llama-3.1-70B FP8 on 2 x H100 
 / 512 out, 8 at once); then Llama-3.1-8B closed loop and Poisson. ``--quick`` skips the 70B.
 
 ``--disaggregated``: a disaggregated plan instead (Llama-3.1-70B, one prefill and one decode
-engine of 4 x H100 over InfiniBand, 2,048 in / 32 out, Poisson 4 req/s, the prefill pool ~46%
-busy) on the two-pool simulated endpoint, against the prediction of both pools
+engine of 4 x H100 over InfiniBand, 2,048 in / 32 out, Poisson at half the smaller pool's
+capacity) on the two-pool simulated endpoint, against the prediction of both pools
 (:func:`planner.verification.predict_plan`): mean TTFT and TPOT of 40 requests under four
 arrival seeds, then 240 requests (``--requests`` sets the long run's count).
 """
@@ -30,6 +30,7 @@ from benchmarks_runner.run_manager import RunManager, VerificationRequest
 from benchmarks_runner.simulated.disaggregated import pool_coefficients
 from benchmarks_runner.simulated.perf_timing import coefficients_for_plan
 from planner.catalog import load_catalog
+from planner.perf.disaggregated import disaggregated_model
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.plan import Load, Plan, PlanPool, PlanWorkload
 from planner.verification import custom_plan, predict_plan
@@ -107,7 +108,14 @@ def disaggregated(model: PerformanceModel, long_requests: int) -> None:
         workload=PlanWorkload.of(2048, 32),
         load=Load.rate(4.0),
     )
-    print(f"{plan.label}, 2048/32, Poisson 4 req/s")
+    # the load the plan is sized for: half the smaller pool's capacity
+    base = plan.scenario(load=Load.rate(1.0))
+    layout = plan.disaggregated_layout()
+    assert layout is not None
+    capacity = min(disaggregated_model(model, base, layout).capacity_rps())
+    rate = round(capacity / 2, 2)
+    plan = plan.model_copy(update={"load": Load.rate(rate)})
+    print(f"{plan.label}, 2048/32, Poisson {rate:g} req/s (half the smaller pool's capacity)")
     head = f"{'requests':>8} {'seed':>4} {'metric':<16}"
     print(f"{head} {'predicted':>10} {'measured':>10} {'error':>8}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,7 +126,7 @@ def disaggregated(model: PerformanceModel, long_requests: int) -> None:
                 input_len=LengthDistribution.fixed(2048),
                 output_len=LengthDistribution.fixed(32),
                 num_requests=n,
-                request_rate=4.0,
+                request_rate=rate,
                 seed=seed,
             )
             predicted = predict_plan(model, request.scenario(), plan)

@@ -11,7 +11,8 @@ KV-transfer counters, and names the pool that limits the run:
   model, at the rate that arrived, has the pool at least :data:`UTILISATION_OK` busy (a short
   Poisson run's burst that a pool absorbs looks like a growing queue on a few scrapes);
 - **decode-bound TPOT**: the decode pool's batch at its cap, ``mean running / ranks >=``
-  :data:`BATCH_AT_CAP` x ``max_num_seqs``, with requests waiting for a seat;
+  :data:`BATCH_AT_CAP` x ``max_num_seqs`` while requests arrive, with requests waiting for a
+  seat;
 - **transfer-bound TTFT**: the mean KV transfer (``delta servewise:kv_transfer_seconds_total /
   delta servewise:kv_transfers_total``) at least :data:`TRANSFER_SHARE` of the mean TTFT.
 
@@ -105,16 +106,16 @@ def check(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
                 limit=SERVED_SHARE,
             )
         )
-    running = dec.mean(RUNNING)
-    batch = running / ranks_d if running is not None else None
-    dec_waiting = dec.maximum(WAITING) or 0.0
-    at_cap = batch is not None and seats is not None and batch >= BATCH_AT_CAP * seats
+    full, batch = _batch_full(dec, ranks_d, seats)
+    dec_waiting = (dec.maximum(WAITING) or 0.0) / ranks_d
+    at_cap = full >= 2
     evidence.append(
         Evidence(
-            name="decode pool: mean batch a rank",
+            name="decode pool: largest batch a rank",
             value=batch,
             limit=BATCH_AT_CAP * seats if seats else None,
-            note=f"max_num_seqs {seats}; up to {dec_waiting:.0f} requests waiting for a seat"
+            note=f"max_num_seqs {seats}; full with requests waiting for a seat on {full} "
+            f"scrapes (up to {dec_waiting:,.0f} waiting a rank)"
             if seats
             else "max_num_seqs unknown",
         )
@@ -149,9 +150,11 @@ def check(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
         evidence[0] = evidence[0].model_copy(
             update={"note": "a burst the pool absorbs: the model puts it well inside capacity"}
         )
+    if at_cap and before is not None and before.decode_utilization < UTILISATION_OK:
+        at_cap = False  # a burst the pool absorbs
     if growing:
         kind, what = "prefill", "prefill-bound TTFT: the prefill pool's queue grows"
-    elif at_cap and dec_waiting > 0:
+    elif at_cap:
         kind, what = "decode", "decode-bound TPOT: the decode pool's batch is at its cap"
     elif transfer_bound:
         kind, what = "transfer", "transfer-bound TTFT: the KV transfer takes most of the TTFT"
@@ -256,6 +259,20 @@ def _queue_grows(
             served_share = served / arrived if arrived else None
     behind = served_share is None or served_share < SERVED_SHARE
     return rise >= QUEUE_PER_RANK and behind, rise, served_share
+
+
+def _batch_full(decode: MetricTable, ranks: int, seats: int | None) -> tuple[int, float | None]:
+    """(scrapes at which the decode ranks were full, at least :data:`BATCH_AT_CAP` of
+    ``max_num_seqs`` running a rank, with a request waiting a rank for a seat; the largest
+    batch a rank)."""
+    running, waiting = decode.get(RUNNING), decode.get(WAITING)
+    if running is None or not len(running):
+        return 0, None
+    batch = running.value / max(1, ranks)
+    if seats is None or waiting is None or not np.array_equal(running.t_s, waiting.t_s):
+        return 0, float(batch.max())
+    full = (batch >= BATCH_AT_CAP * seats) & (waiting.value / max(1, ranks) >= 1)
+    return int(full.sum()), float(batch.max())
 
 
 def _transfer_ms(m: MetricTable) -> float | None:

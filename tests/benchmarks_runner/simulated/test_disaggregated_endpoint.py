@@ -31,6 +31,7 @@ from benchmarks_runner.simulated.perf_timing import timing_scenario
 from planner.catalog import Catalog
 from planner.diagnosis import diagnose_run
 from planner.diagnosis.report import fixed_plan, what_if_text
+from planner.engine import EngineConfig
 from planner.perf.model import PerformanceModel
 from planner.plan import Load, Plan, PlanPool, PlanWorkload, read_plan
 from planner.run_files import read_run_dir
@@ -42,14 +43,17 @@ MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 INPUT, OUTPUT = 2048, 32
 
 
-def pools_plan(prefill: int, decode: int, rate: float, output: int = OUTPUT) -> Plan:
+def pools_plan(
+    prefill: int, decode: int, rate: float, output: int = OUTPUT, decode_seqs: int | None = None
+) -> Plan:
+    engine = EngineConfig.of(max_num_seqs=decode_seqs) if decode_seqs else EngineConfig()
     return Plan(
         model=MODEL,
         gpu="H100-SXM",
         tp=4,
         replicas=decode,
         prefill=PlanPool(replicas=prefill, tp=4, gpu="H100-SXM"),
-        decode=PlanPool(replicas=decode, tp=4, gpu="H100-SXM"),
+        decode=PlanPool(replicas=decode, tp=4, gpu="H100-SXM", engine=engine),
         kv_link="infiniband",
         workload=PlanWorkload.of(INPUT, output),
         load=Load.rate(rate),
@@ -256,3 +260,22 @@ def test_diagnose_names_the_prefill_pool_of_a_wrong_ratio_and_not_of_a_balanced_
     assert (fixed.prefill.tp, fixed.decode.tp, fixed.kv_link) == (4, 4, "infiniband")
     clear = diagnose_run(read_run_dir(balanced.run_dir), model=prior).finding("pool_balance")
     assert clear.status == "clear", clear.headline
+
+
+def test_diagnose_names_a_decode_pool_whose_batch_is_at_its_cap(
+    manager: RunManager, prior: PerformanceModel
+) -> None:
+    """Decode engines capped at 8 sequences: one of them, ~7.6 req/s of 64-token answers,
+    beside three prefill engines at 12 req/s fills its batch and queues the rest; the finding
+    is decode-bound TPOT and gives a prefill engine to the decode pool."""
+    plan = pools_plan(3, 1, 12.0, 64, decode_seqs=8)
+    run = _verify(manager, prior, plan, 12.0, 60, 64)
+    assert run.run_dir is not None
+    found = diagnose_run(read_run_dir(run.run_dir), model=prior).finding("pool_balance")
+    assert found.status == "found", found.headline
+    assert found.headline.startswith("decode-bound TPOT"), found.headline
+    assert "3P:1D -> 2P:2D" in found.headline
+    assert found.fix is not None and found.fix.what_if is not None
+    assert "decode 100% busy" in found.fix.what_if.notes[0]
+    busy = re.match(r"after: prefill (\d+)% / decode (\d+)% busy", found.fix.what_if.notes[1])
+    assert busy is not None and int(busy[1]) < 90 and int(busy[2]) < 90
