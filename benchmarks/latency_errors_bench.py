@@ -50,6 +50,13 @@ def held_out_rows() -> list[dict[str, Any]]:
                 "gpu": r.gpu,
                 "load": r.load,
                 "concurrency": r.concurrency,
+                "source": r.source,
+                "engine_version": r.engine_version,
+                "entrypoint": r.entrypoint or ("offline" if r.load == "offline_batch" else "serve"),
+                "input_len": r.input_len,
+                "output_len": r.output_len,
+                "ttft_stat": r.ttft_stat or ("mean" if r.ttft_ms else None),
+                "tp": r.tp,
                 "measured": h.measured,
                 "predicted": h.predicted,
             }
