@@ -85,6 +85,13 @@ CUDA_GRAPH_BYTES = 1.0 * GIB
 QUANT_SCALE_BYTES_PER_PARAM = {"int4": 2.5 / 128, "fp4": 1.0 / 16}
 #: MXFP4 (OCP microscaling, gpt-oss's checkpoint format): one e8m0 scale per 32 weights.
 MXFP4_SCALE_BYTES_PER_PARAM = 1.0 / 32
+#: Block-scaled FP8 (``quantization_config.weight_block_size`` [128, 128]: DeepSeek-V3/R1,
+#: Qwen3-*-FP8, GLM-4.x-FP8): one float32 ``weight_scale_inv`` per 128 x 128 block of every
+#: quantised linear, kept as a float32 tensor of ceil(out / 128) x ceil(in / 128) by vLLM's
+#: Fp8LinearMethod / Fp8MoEMethod (vllm/model_executor/layers/quantization/fp8.py, 0.10) and
+#: SGLang's (python/sglang/srt/layers/quantization/fp8.py, 0.5): 4 B / 16,384 weights
+#: (DeepSeek-R1 on TP 4: 39 MiB a GPU beside 157.5 GiB of weights).
+FP8_BLOCK_SCALE_BYTES_PER_PARAM = 4.0 / (128 * 128)
 #: Bytes of the non-quantized parts of a model (embeddings, norms, routers, biases).
 HALF_BYTES = 2.0
 #: Fallback max_model_len when a config does not state max_position_embeddings.
@@ -176,6 +183,8 @@ def _check_precision(precision: str) -> None:
 def _linear_bytes(precision: str, arch: ModelArchitecture | None = None) -> float:
     if precision == "fp4" and arch is not None and arch.quant_method == "mxfp4":
         return BYTES_PER_PARAM[precision] + MXFP4_SCALE_BYTES_PER_PARAM
+    if precision == "fp8" and arch is not None and arch.block_scaled_fp8:
+        return BYTES_PER_PARAM[precision] + FP8_BLOCK_SCALE_BYTES_PER_PARAM
     return BYTES_PER_PARAM[precision] + QUANT_SCALE_BYTES_PER_PARAM.get(precision, 0.0)
 
 

@@ -511,3 +511,74 @@ def test_a_plan_for_another_max_model_len_reuses_the_stages_and_equals_a_fresh_o
                 gpu_memory_utilization=0.8)  # fmt: skip
     assert other.stages[0] is not plans[0].stages[0]
     assert other.kv_capacity_tokens < plans[0].kv_capacity_tokens
+
+
+# ----- large MoE checkpoints: FP8 block scales, the KV pool at the edge (issue 26 item 5) -----
+
+DEEPSEEK_V3_FP8_BLOCK = {
+    **DEEPSEEK_V3,
+    "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
+}
+
+
+def test_block_scaled_fp8_adds_one_float32_scale_per_128_by_128_block() -> None:
+    block = arch(DEEPSEEK_V3_FP8_BLOCK)
+    plain = arch(DEEPSEEK_V3)
+    assert block.block_scaled_fp8 and not plain.block_scaled_fp8
+    fp8_block = stage_weight_bytes(block, tp=4, precision="fp8")
+    fp8_plain = stage_weight_bytes(plain, tp=4, precision="fp8")
+    # linear weights a GPU holds: what bf16 adds over fp8 (one more byte each)
+    linear = stage_weight_bytes(plain, tp=4, precision="bf16") - fp8_plain
+    assert fp8_block - fp8_plain == pytest.approx(linear * 4 / (128 * 128), rel=1e-9)
+    # worked number: 167.96e9 linear weights a GPU of DeepSeek-R1 on TP 4 -> 39.1 MiB of scales
+    assert linear / 1e9 == pytest.approx(167.96, abs=0.01)
+    assert (fp8_block - fp8_plain) / 2**20 == pytest.approx(39.1, abs=0.1)
+    # bf16 checkpoints and per-tensor FP8 carry no block scales
+    assert stage_weight_bytes(block, tp=4, precision="bf16") == stage_weight_bytes(
+        plain, tp=4, precision="bf16"
+    )
+
+
+def test_deepseek_v3_fp8_weights_on_the_first_of_four_pp_stages_match_vllm_log() -> None:
+    """vLLM 0.6.6, DeepSeek-V3 FP8 at TP 8 x PP 4 with 61 layers split 15/15/16/15: rank 0
+    logged "Loading model weights took 16.9583 GB" (GiB; deepseek-ai/DeepSeek-V3 issue #205,
+    2025-01-02). The first stage holds the embedding and layers 0-14 (three dense, twelve MoE)."""
+    first = stage_weight_bytes(arch(DEEPSEEK_V3_FP8_BLOCK), tp=8, pp=4, stage=0, precision="fp8")
+    assert first / GIB == pytest.approx(16.9583, rel=0.02)
+
+
+def test_deepseek_r1_fp8_on_four_b200_leaves_room_for_25_long_requests(catalog: Any) -> None:
+    """The edge case of issue 26 item 5: DeepSeek-R1 FP8 on 4 x B200, 8k prompts and 1k answers
+    at 32 in flight. The weights take 157.5 GiB of a GPU's 179.1; SGLang's default
+    mem_fraction_static (0.855 at TP 4 on a 180 GB GPU) cannot hold them, so the plan raises it
+    to what starts the server. The MLA latent (512 + 64 values x 61 layers x 2 B = 70,272 B a
+    token, on every TP rank) then leaves ~230k tokens: 25 requests of 9,216 tokens at once, not
+    32; an FP8 KV cache doubles that and holds all 32."""
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.scenario import Scenario
+
+    def kv_tokens(kv_cache_dtype: str | None) -> int:
+        scenario = Scenario(
+            engine="sglang",
+            model="deepseek-ai/DeepSeek-R1-0528",
+            precision="fp8",
+            gpu="B200",
+            tp=4,
+            input_len=8192,
+            output_len=1024,
+            concurrency=32,
+            num_requests=320,
+            kv_cache_dtype=kv_cache_dtype,
+        )
+        return resolve_deployment(scenario, catalog).kv_capacity_tokens
+
+    card = catalog.model("deepseek-ai/DeepSeek-R1-0528")
+    assert card.architecture.kv_bytes_per_token(2.0) == 70_272 * 1  # one copy, all layers
+    weights = stage_weight_bytes(card, tp=4, precision="fp8")
+    assert weights / GIB == pytest.approx(157.54, abs=0.05)
+    bf16 = kv_tokens(None)
+    assert 200_000 < bf16 < 260_000
+    assert bf16 // (8192 + 1024) == 25
+    fp8 = kv_tokens("fp8")
+    assert fp8 // (8192 + 1024) >= 32
+    assert fp8 == pytest.approx(2 * bf16, rel=0.01)
