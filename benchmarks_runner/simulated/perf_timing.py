@@ -30,6 +30,7 @@ import contextlib
 import json
 import logging
 import math
+from collections import deque
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,8 @@ class _Waiter:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     produced: int = 0
     finished: bool = False
+    #: (when the step ended, tokens by then) of each step that gave it tokens, not yet sent
+    due: deque[tuple[float, int]] = field(default_factory=deque)
 
 
 class EngineTiming:
@@ -150,13 +153,26 @@ class EngineTiming:
         waiter = _Waiter()
         self._waiters[rid] = waiter
         self._wake.set()
+        # a served request's tokens reach it the fitted request path after their step (as the
+        # prediction times them, planner.perf.step_time ``request_path``); the steps already
+        # due when a late stream runs go as one delta
+        loop = asyncio.get_running_loop()
+        delay = self.engine.request_path_s * self.slowdown
         sent = 0
         try:
-            while not waiter.finished:
-                await waiter.ready.wait()
-                waiter.ready.clear()
-                if waiter.produced > sent:
-                    sent = waiter.produced
+            while True:
+                if not waiter.due:
+                    if waiter.finished:
+                        break
+                    await waiter.ready.wait()
+                    waiter.ready.clear()
+                    continue
+                await _sleep_until(loop, waiter.due[0][0] + delay)
+                now, produced = loop.time(), sent
+                while waiter.due and waiter.due[0][0] + delay <= now:
+                    produced = waiter.due.popleft()[1]
+                if produced > sent:
+                    sent = produced
                     yield sent
         finally:
             self._waiters.pop(rid, None)
@@ -191,7 +207,10 @@ class EngineTiming:
             # what each request has at this step's end, read now: the next step, scheduled
             # before its stream runs again, must not show early
             for rid, waiter in self._waiters.items():
-                waiter.produced = self.engine.generated(rid)
+                produced = self.engine.generated(rid)
+                if produced > waiter.produced:
+                    waiter.due.append((clock, produced))
+                waiter.produced = produced
                 waiter.finished = self.engine.finished(rid)
                 waiter.ready.set()
 

@@ -14,10 +14,12 @@ TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
 A level key gets a parameter only for the terms its rows exercise (no NVLink term for a PCIe-only
 GPU). So a GPU with few measurements stays near the shared coefficients, a GPU with none gets
 them outright (spec-sheet terms x the fitted efficiencies), and a GPU measured under one engine
-lends its GPU effect to the other. Coefficients are exp() of the parameters, hence non-negative.
-The optimiser is an iteratively reweighted Levenberg-Marquardt on the small normal equations.
-Rows whose arrivals follow the clock (Poisson rate) are re-simulated with the fitted coefficients
-and the fit repeated (fixed point, two rounds).
+lends its GPU effect to the other. The served request's fixed path (``request_path``) gets
+parameters at the family level only: a held-out release, GPU or entrypoint takes its family's
+path, and offline rows (no path) never fit it. Coefficients are exp() of the parameters, hence
+non-negative. The optimiser is an iteratively reweighted Levenberg-Marquardt on the small normal
+equations. Rows whose arrivals follow the clock (Poisson rate) are re-simulated with the fitted
+coefficients and the fit repeated (fixed point, two rounds).
 
 Uncertainty: a Laplace approximation (the inverse Gauss-Newton Hessian at the optimum, with the
 robust weights and residual scale) gives each prediction's parameter spread; a level key absent
@@ -37,9 +39,16 @@ import numpy as np
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
-from planner.perf.scenario import Scenario, dataset_lengths
+from planner.perf.scenario import Scenario, dataset_lengths, entrypoint_of
 from planner.perf.simulator import SimTrace, simulate
-from planner.perf.step_time import FEATURES, FITTED, FITTED_IDX, FIXED_COEFFICIENTS, IDX
+from planner.perf.step_time import (
+    FEATURES,
+    FITTED,
+    FITTED_IDX,
+    FIXED_COEFFICIENTS,
+    IDX,
+    REQUEST_PATH_LEVELS,
+)
 
 N_FITTED = len(FITTED)
 #: spec-sheet prior of each fitted coefficient (dimensionless: x times the term's nominal time)
@@ -68,7 +77,18 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "moe_layers": 1.0,
     "forward_passes": 1.0,
     "sequences": 0.5,
+    # 3 x 10 ms: a served request's tokenisation, hand-off, first-token detokenisation and SSE
+    # chunk on a local server (planner.perf.step_time); the fit moves it to what the measured
+    # TTFTs at low load show beyond their prefill steps
+    "request_path": 3.0,
 }
+#: position of the request path among the fitted terms
+_PATH_FITTED = FITTED.index("request_path")
+#: the request path's prior (log units, global and per family): a fixed path of tens of ms is
+#: what low-load TTFTs show; left as free as the step terms, a fold without low-load rows of
+#: an engine fitted it to whatever queueing its high-load rows miss (seconds: leave-one-source-
+#: out vLLM TTFT at 1-4 in flight went to 1,433% median error)
+SIGMA_REQUEST_PATH = 0.3
 SIGMA_GLOBAL = 1.5
 SIGMA_FAMILY = 1.0
 SIGMA_VERSION = 0.5
@@ -359,18 +379,6 @@ class CoefficientKey(NamedTuple):
     kind: str | None = None
 
 
-def entrypoint_of(scenario: Scenario) -> str:
-    """The scenario's own entrypoint when it says (a measured offline-batch row says
-    ``offline``: vLLM's offline class); else ``offline`` for TensorRT-LLM's max-throughput tables
-    (trtllm-bench) and ``serve`` otherwise: an offline batch of N sent to a server is a closed
-    loop of N with N requests, and predicts the same."""
-    if scenario.entrypoint is not None:
-        return scenario.entrypoint
-    if scenario.load == "max_throughput" and scenario.engine_family == "trtllm":
-        return "offline"
-    return "serve"
-
-
 def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
     return CoefficientKey(
         family=dep.family,
@@ -654,17 +662,23 @@ def fit_coefficients(
     for V, _, _, _, _, r in pk.med:
         seen[r] |= (V[:, FITTED_IDX] > 0).any(0)
     colmap = np.full((n_rows, n_levels, P), -1, dtype=int)
-    prior_sd_list = [np.full(P, SIGMA_GLOBAL)]
+    global_sd = np.full(P, SIGMA_GLOBAL)
+    global_sd[_PATH_FITTED] = SIGMA_REQUEST_PATH
+    prior_sd_list = [global_sd]
     column_names: dict[str, np.ndarray] = {}
     next_col = P
     for li, (level, sigma) in enumerate(LEVELS):
         for ki, key in enumerate(pk.level_keys[li]):
             members = pk.row_index[:, li] == ki
             active = seen[members].any(0)
+            if level not in REQUEST_PATH_LEVELS:
+                active[_PATH_FITTED] = False  # the path is the family's (step_time docstring)
             cols = np.full(P, -1, dtype=int)
             cols[active] = next_col + np.arange(int(active.sum()))
             next_col += int(active.sum())
-            prior_sd_list.append(np.full(int(active.sum()), sigma))
+            level_sd = np.full(P, sigma)
+            level_sd[_PATH_FITTED] = min(sigma, SIGMA_REQUEST_PATH)
+            prior_sd_list.append(level_sd[active])
             colmap[members, li, :] = cols
             column_names[f"{level}:{key}"] = cols
     n_params = next_col

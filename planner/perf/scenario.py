@@ -443,3 +443,32 @@ class Prediction(BaseModel):
     #: prediction used; None without speculation
     spec_accept_len: float | None = None
     notes: tuple[str, ...] = ()
+
+
+def entrypoint_of(scenario: Scenario) -> str:
+    """The scenario's own entrypoint when it says (a measured offline-batch row says
+    ``offline``: vLLM's offline class); else ``offline`` for TensorRT-LLM's max-throughput tables
+    (trtllm-bench) and ``serve`` otherwise: an offline batch of N sent to a server is a closed
+    loop of N with N requests, and predicts the same."""
+    if scenario.entrypoint is not None:
+        return scenario.entrypoint
+    if scenario.load == "max_throughput" and scenario.engine_family == "trtllm":
+        return "offline"
+    return "serve"
+
+
+#: engine families whose served requests carry the fitted ``request_path`` term
+#: (:mod:`planner.perf.step_time`): their own Python OpenAI-compatible servers
+REQUEST_PATH_FAMILIES = frozenset({"vllm", "sglang"})
+
+
+def has_request_path(scenario: Scenario) -> bool:
+    """Whether the scenario's requests pay the fitted fixed path to their first streamed token:
+    a vLLM or SGLang server (``vllm serve``, ``sglang.launch_server``), not an offline
+    benchmark. TensorRT-LLM's served rows come from two front ends the rows cannot tell apart:
+    Triton's C++ server with the TensorRT-LLM backend (NVIDIA's perf-overview "Online Serving
+    Measurements", v0.14: mean TTFT 17-24 ms for Llama-3.1-8B at 202-467 tokens, nothing beyond
+    the prefill) and the Python ``trtllm-serve``; a path fitted on one would be lent to the
+    other (leave-one-source-out TTFT of TensorRT-LLM went from 22% to 63% with it), so
+    TensorRT-LLM has none."""
+    return entrypoint_of(scenario) == "serve" and scenario.engine_family in REQUEST_PATH_FAMILIES

@@ -19,6 +19,15 @@ Schedulers
   the blocks for its whole prompt and output can be reserved, so nothing is ever preempted;
   context chunks share the ``max_num_tokens`` budget with generation.
 
+TTFT of a request = its wait for admission + the steps that compute its prompt (each as long
+as everything batched with it: decode-first chunks in vLLM, whole prefill batches that stall
+the decodes in SGLang, contexts behind the generations in TensorRT-LLM) + for a served engine
+the fixed path from request to first streamed token (the fitted ``request_path`` term of
+:mod:`planner.perf.step_time`; none for an offline benchmark). p90/p99 TTFT are quantiles over
+the simulated requests, so the queueing of a closed loop's first wave (every request sent at
+t=0, as ``vllm bench serve --max-concurrency`` and SGLang's ``bench_serving`` start) and of a
+rate's bursts sets the tail.
+
 Loads: closed-loop ``concurrency`` over ``num_requests`` (ramp-up and drain included), offline
 batch and max-throughput (all requests queued at t=0), Poisson or gamma ``rate``, trace replay.
 
@@ -49,8 +58,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.perf.deployment import Deployment
-from planner.perf.scenario import Scenario
-from planner.perf.step_time import IDX, N_FEATURES, StepBatch, fill_step_features
+from planner.perf.scenario import Scenario, has_request_path
+from planner.perf.step_time import (
+    IDX,
+    N_FEATURES,
+    StepBatch,
+    add_request_path,
+    fill_step_features,
+    request_path_s,
+)
 from planner.workload import LengthDistribution, draw_lengths
 
 _IDLE = IDX["idle"]
@@ -140,7 +156,9 @@ class SimTrace:
     """Accumulated step terms of one simulated run of one replica.
 
     Times are ``c . vector`` (seconds) for a full coefficient vector ``c``; per-request rows:
-    TTFT = c . (first - arrival) - arrival_time, E2E = c . (finish - arrival) - arrival_time.
+    TTFT = c . (first - arrival) - arrival_time, E2E = c . (finish - arrival) - arrival_time;
+    a served engine's ``first`` and ``finish`` carry the request's fixed path (the
+    ``request_path`` term, :func:`planner.perf.step_time.add_request_path`) besides the steps.
     """
 
     end: np.ndarray
@@ -772,7 +790,8 @@ class LiveEngine:
     next step exactly as :func:`simulate` does (the same scheduler, preemption, chunked prefill
     and step terms) and returns how long it takes (``c . terms`` seconds); after it the tokens
     each request has (:meth:`generated`) are what the engine produced by the step's end. A
-    server that sleeps each step's time therefore serves a load as its prediction does.
+    server that sleeps each step's time, and streams each step's tokens
+    :attr:`request_path_s` after it, therefore serves a load as its prediction does.
 
     ``cached_tokens`` of :meth:`submit` is the prompt prefix found in the server's prefix cache:
     its whole blocks are not prefilled. :meth:`cancel` drops a request (a client that went away)
@@ -786,6 +805,11 @@ class LiveEngine:
         self._next_id = 0
         #: requests the last step finished
         self.finished_last_step = 0
+        #: seconds each token of a served request reaches its client after the step that
+        #: made it (the ``request_path`` term; 0 offline): a server delays its stream by it
+        self.request_path_s = request_path_s(
+            np.asarray(coefficients, dtype=float), has_request_path(dep.scenario)
+        )
 
     @property
     def max_num_seqs(self) -> int:
@@ -1024,6 +1048,10 @@ def _trace(eng: _Engine, dep: Deployment, time_driven: bool, arrivals: _Arrivals
     zero = np.zeros(N_FEATURES)
     arrival = np.array([r[3] if r[3] is not None else zero for r in rows]).reshape(m, N_FEATURES)
     start_time = float(arrivals.times.min()) if time_driven and len(arrivals.times) else 0.0
+    first = np.array([r[5] for r in rows]).reshape(m, N_FEATURES)
+    finish = np.array([r[6] for r in rows]).reshape(m, N_FEATURES)
+    if has_request_path(dep.scenario):
+        add_request_path(first, finish)
     return SimTrace(
         end=eng.cum.copy(),
         count=count,
@@ -1031,8 +1059,8 @@ def _trace(eng: _Engine, dep: Deployment, time_driven: bool, arrivals: _Arrivals
         output_len=np.array([r[2] for r in rows], dtype=float),
         arrival=arrival,
         arrival_time=np.array([r[4] for r in rows], dtype=float),
-        first=np.array([r[5] for r in rows]).reshape(m, N_FEATURES),
-        finish=np.array([r[6] for r in rows]).reshape(m, N_FEATURES),
+        first=first,
+        finish=finish,
         gap_terms=np.array(eng.gap_terms).reshape(len(eng.gap_terms), N_FEATURES),
         gap_weight=np.array(eng.gap_weight, dtype=float),
         running_integral=eng.running_integral.copy(),

@@ -28,7 +28,9 @@ engine step (at rate ``lambda``, ``u = lambda x T``):
   an Erlang-C queue of ``c`` seats, each held for a request's residence) + queueing behind
   earlier prompts for the budget (an M/D/1 queue, service ``s = (I / R) T_full`` seconds; its
   tail from the Cramer-Lundberg approximation ``P(W > t) ~ C exp(-theta t)``) + the rest of the
-  step in flight when the budget is idle + its own ``k`` prefill steps;
+  step in flight when the budget is idle + its own ``k`` prefill steps + for a served engine
+  the request's fixed path to its first streamed token (the fitted ``request_path`` term,
+  :func:`planner.perf.step_time.request_path_s`, as the simulator adds it);
 - **TPOT** of a request = the mean of its ``O - 1`` decode steps: ``T_d`` plus, for each step
   that held a chunk, ``T_p - T_d``; the number of such steps is binomial (``n``, ``f``), and
   the neighbours decoding beside it vary around ``d``. Its quantile is taken over the request
@@ -52,7 +54,8 @@ import numpy as np
 
 from planner.perf.deployment import Deployment
 from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
-from planner.perf.step_time import StepBatch, step_features
+from planner.perf.scenario import has_request_path
+from planner.perf.step_time import StepBatch, request_path_s, step_features
 from planner.workload import LengthDistribution, draw_lengths
 
 Bound = Literal["token_budget", "max_num_seqs", "kv_cache", "none"]
@@ -167,6 +170,8 @@ class SteadyStateModel:
         if not self.chunked:
             # a whole prompt is scheduled in one step (vLLM raises the budget to fit it)
             self.budget = float(max(dep.max_num_batched_tokens, dep.engine.max_model_len or 0))
+        #: a served request's fixed path to its first token (``request_path``), seconds
+        self.path_s = request_path_s(self.c, has_request_path(dep.scenario))
         self.seats = self._seats()
         self._steps: dict[float, _Step] = {}
         self._saturation: tuple[float, Bound] | None = None
@@ -352,7 +357,7 @@ class SteadyStateModel:
                 later = (groups - 1) * group_steps * (t_p - t_d) / max(n_dec, 1.0)
                 tpot_q = t_d + later
                 tpot_mean = t_d + later / 2.0
-        ttft_q, ttft_mean = ttft_q + waiting, ttft_mean + waiting
+        ttft_q, ttft_mean = ttft_q + waiting + self.path_s, ttft_mean + waiting + self.path_s
         kv = decode * w.decode_context + (held - decode) * mean_in / 2.0
         kv += held * dep.block_size / 2.0
         return SteadyState(
@@ -367,7 +372,7 @@ class SteadyStateModel:
             chunks=group_steps,
             kv_occupancy=min(kv / max(dep.kv_capacity_tokens, 1), 1.0),
             ttft_mean_s=ttft_mean,
-            ttft_p50_s=own + waiting,
+            ttft_p50_s=own + waiting + self.path_s,
             ttft_p99_s=ttft_q,
             tpot_mean_s=tpot_mean,
             tpot_p50_s=tpot_mean,
@@ -435,7 +440,7 @@ class SteadyStateModel:
             # a prompt fills the budget for I / R steps: prompts are served one after another
             service = (mean_in / st.room) * st.prefill_s
             rho = rate * service
-            own = st.chunks * st.prefill_s
+            own = st.chunks * st.prefill_s + self.path_s
             parts: list[_Wait | _Uniform | _Gamma] = [
                 _MD1(rate, service),
                 seat,
@@ -445,7 +450,7 @@ class SteadyStateModel:
         # prompts that fit the budget are served together: those that arrived during the
         # step in flight share the next step (its length grows with them)
         bulk = self._bulk(st, rate)
-        return [bulk, seat], bulk.fixed_s, bulk.load < 1.0 and seat.stable
+        return [bulk, seat], bulk.fixed_s + self.path_s, bulk.load < 1.0 and seat.stable
 
     def _margin_at(
         self, u: float, quantile: float, limits: tuple[float | None, ...]

@@ -63,6 +63,23 @@ sequences              sequences in the step x 100 us (per-request CPU work)
 eager_layers           layers x 10 us when the step runs without CUDA graphs: enforce_eager, or
                        more tokens than the engine captures graphs for (vLLM V1 captures up to
                        512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs)
+request_path           not a step term: 10 ms once per request of a vLLM or SGLang server (an HTTP
+                       server and a streaming client: :func:`planner.perf.scenario.
+                       has_request_path`), added to its first token and its finish, never
+                       to a step (:func:`add_request_path`). What a request's first streamed
+                       token takes beyond the engine steps that compute it: the API server's
+                       tokenisation and hand-off to the engine process, the first token's
+                       detokenisation, the SSE chunk and the client's parse (vLLM V1 runs the
+                       API server and the engine core as two processes over ZMQ:
+                       vllm/v1/engine/async_llm.py and core_client.py, 0.10; SGLang's
+                       TokenizerManager, Scheduler and DetokenizerManager are three:
+                       python/sglang/srt/managers/, 0.5). An offline benchmark (trtllm-bench,
+                       vLLM's ``LLM`` class) has none of it: the term is zero there, so an
+                       offline row never lends its figure to a served one; nor has TensorRT-LLM
+                       (its served rows mix Triton's C++ front end and trtllm-serve). Fitted
+                       on measured TTFTs with parameters for the engine family only (no GPU,
+                       release or model-kind deviation: the path is CPU and protocol work),
+                       prior 30 ms; issue 26 saw ~100 ms missing at one to four in flight
 idle                   seconds the engine waits for work (coefficient fixed at 1)
 =====================  ==========================================================================
 
@@ -116,6 +133,7 @@ FEATURES: tuple[str, ...] = (
     "forward_passes",
     "sequences",
     "eager_layers",
+    "request_path",
     "idle",
 )
 N_FEATURES = len(FEATURES)
@@ -134,6 +152,9 @@ LAYER_UNIT_S = 10e-6
 FORWARD_UNIT_S = 1e-3
 SEQUENCE_UNIT_S = 100e-6
 MOE_LAYER_UNIT_S = 10e-6
+REQUEST_PATH_UNIT_S = 10e-3
+#: the hierarchy levels that get a parameter of the request path (the rest share the family's)
+REQUEST_PATH_LEVELS = frozenset({"family"})
 #: rows a fused-MoE tile covers (vLLM fused_moe's smallest BLOCK_SIZE_M)
 MOE_TILE_ROWS = 16
 
@@ -390,6 +411,23 @@ def full_coefficients(fitted: np.ndarray) -> np.ndarray:
     for name, value in FIXED_COEFFICIENTS.items():
         full[IDX[name]] = value
     return full
+
+
+_REQUEST_PATH = IDX["request_path"]
+
+
+def request_path_s(coefficients: np.ndarray, served: bool = True) -> float:
+    """Seconds a served request's first token takes beyond its engine steps (the
+    ``request_path`` term): ``c_request_path x REQUEST_PATH_UNIT_S``; 0 for an offline
+    benchmark (``served`` False)."""
+    return float(coefficients[_REQUEST_PATH]) * REQUEST_PATH_UNIT_S if served else 0.0
+
+
+def add_request_path(first: np.ndarray, finish: np.ndarray) -> None:
+    """Add one ``request_path`` unit to per-request first-token and finish term vectors (rows
+    over :data:`FEATURES`, in place): TTFT and E2E carry it, TPOT (finish - first) does not."""
+    first[..., _REQUEST_PATH] += REQUEST_PATH_UNIT_S
+    finish[..., _REQUEST_PATH] += REQUEST_PATH_UNIT_S
 
 
 def roofline_coefficients() -> np.ndarray:

@@ -35,7 +35,8 @@ FITTED_COEFFICIENTS = [
     1.2,
     1,
 ]
-C = full_coefficients(np.array([*FITTED_COEFFICIENTS, 1.2, 1.0, 1.6, 0.15]))
+#: ... then forward passes, sequences, ..., and the request path (5 x 10 ms)
+C = full_coefficients(np.array([*FITTED_COEFFICIENTS, 1.2, 1.0, 1.6, 0.15, 5.0]))
 
 
 def _scenario(**kw: object) -> Scenario:
@@ -64,7 +65,8 @@ def test_closed_loop_of_one_counts_every_step_exactly(catalog: Catalog) -> None:
     assert trace.end[IDX["kv_read"]] == pytest.approx(kv_tokens * 131072 / 3.35e12, rel=1e-12)
     m = run_metrics(trace, C, 1)
     prefill = step_time_s(StepBatch.of(prefill_chunks=[(100, 0)]), dep, C)
-    assert m.ttft_ms("p50") == pytest.approx(prefill * 1e3, rel=1e-9)
+    # the prefill step and a served request's path to its first token (5 x 10 ms in C)
+    assert m.ttft_ms("p50") == pytest.approx(prefill * 1e3 + 50.0, rel=1e-9)
     assert trace.output_tokens == 150 and trace.requests == 3
     assert m.output_tok_per_s == pytest.approx(150 / m.duration_s)
 
@@ -133,7 +135,8 @@ def test_poisson_rate_idles_between_sparse_requests(catalog: Catalog) -> None:
     assert trace.time_driven and trace.end[IDX["idle"]] > 100  # mostly waiting for work
     m = run_metrics(trace, C, 1)
     prefill = step_time_s(StepBatch.of(prefill_chunks=[(100, 0)]), dep, C)
-    assert m.ttft_ms("p50") == pytest.approx(prefill * 1e3, rel=0.05)
+    # its prefill alone and the request's path (5 x 10 ms in C)
+    assert m.ttft_ms("p50") == pytest.approx(prefill * 1e3 + 50.0, rel=0.05)
 
 
 def test_bursty_arrivals_raise_tail_ttft(catalog: Catalog) -> None:
@@ -260,14 +263,15 @@ def test_sglang_default_fraction_too_small_for_the_weights_is_raised_to_start(
         "num_requests": 64,
     }
     dep = resolve_deployment(Scenario(**base), catalog)
-    assert dep.weights_bytes_per_gpu / 1e9 == pytest.approx(169.1, abs=0.1)
+    # 169.12 GB of FP8 weights and their float32 128 x 128 block scales (0.04 GB)
+    assert dep.weights_bytes_per_gpu / 1e9 == pytest.approx(169.16, abs=0.01)
     # raised to leave outside the pool: one chunk's hidden states (16,384 x 7,168 x 2.56 B =
     # 0.30 GB), the logits of a 512-sequence graph batch (512 x 129,280 x 38.26 B = 2.53 GB),
     # non-torch 0.59, CUDA graphs 1.07, framework 1.65 and driver 0.50 GB: 6.66 GB of 192.27,
-    # fraction 0.965; pool 0.965 x 192.27 - 169.12 = 16.4 GB / 70,272 B a token (MLA latent
-    # 576 x 2 B x 61 layers, on every rank) = 233.6k tokens, 25 requests of 9,216
+    # fraction 0.965; pool 0.965 x 192.27 - 169.16 = 16.4 GB / 70,272 B a token (MLA latent
+    # 576 x 2 B x 61 layers, on every rank) = 233.0k tokens, 25 requests of 9,216
     assert dep.engine.gpu_memory_utilization == pytest.approx(0.965)
-    assert dep.kv_capacity_tokens == pytest.approx(233_600, rel=0.002)
+    assert dep.kv_capacity_tokens == pytest.approx(233_000, rel=0.002)
     assert any("--mem-fraction-static 0.965" in note for note in dep.notes)
     # the launch command of the resolved engine asks for the raised fraction
     args = sglang_launch_args(SglangServeConfig(model=base["model"], engine=dep.engine))
@@ -327,11 +331,12 @@ def _drive(
         assert seconds is not None
         now += seconds
         for rid in list(arrived):
+            # a served request's tokens reach it the request path after their step
             if rid not in first and engine.generated(rid) >= 1:
                 first.add(rid)
-                ttft.append(now - arrived[rid])
+                ttft.append(now + engine.request_path_s - arrived[rid])
             if engine.finished(rid):
-                e2e.append(now - arrived.pop(rid))
+                e2e.append(now + engine.request_path_s - arrived.pop(rid))
                 engine.forget(rid)
                 if arrivals is None and issued < n:
                     arrived[engine.submit(*lengths)] = now
@@ -407,3 +412,29 @@ def test_a_run_of_decode_steps_is_as_long_as_the_free_blocks_allow(
         engine.pool_n = 1  # sequences in the pool that need no new block
     fitting = max(k for k in range(k_max + 1) if engine.pool_block_demand(k) <= free)
     assert engine.pool_steps_within(free, k_max) == fitting
+
+
+def test_a_served_request_pays_the_fitted_path_once_and_an_offline_one_never(
+    catalog: Catalog,
+) -> None:
+    """The request path (step_time ``request_path``: 5 x 10 ms in C) is added once to a served
+    vLLM or SGLang request's first token and finish: TTFT and E2E move by exactly 50 ms, the
+    steps, TPOT and throughput not at all; vLLM's offline class and TensorRT-LLM's servers
+    (Triton's C++ front end or trtllm-serve: the rows cannot tell them apart) pay none."""
+
+    def timing(**kw: object) -> tuple[np.ndarray, np.ndarray, float, int]:
+        dep = resolve_deployment(_scenario(concurrency=2, num_requests=6, **kw), catalog)
+        trace = simulate(dep)
+        ttft = trace.first @ C - trace.arrival @ C - trace.arrival_time
+        tpot = (trace.finish @ C - trace.first @ C) / (trace.output_len - 1)
+        return ttft, tpot, float(trace.end @ C), trace.steps
+
+    for engine in ("vllm", "sglang"):
+        served = timing(engine=engine)
+        offline = timing(engine=engine, entrypoint="offline")
+        assert served[0] - offline[0] == pytest.approx(np.full(len(served[0]), 0.05))
+        assert served[1] == pytest.approx(offline[1])
+        assert served[2:] == offline[2:] or engine == "sglang"  # SGLang's offline is a server
+    trt = timing(engine="trtllm")
+    trt_offline = timing(engine="trtllm", entrypoint="offline", enable_chunked_prefill=False)
+    assert trt[0] == pytest.approx(trt_offline[0])

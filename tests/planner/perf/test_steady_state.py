@@ -21,6 +21,7 @@ from planner.perf.steady_state import (
     _generalised_poisson_rows,
     _linear_quantile,
 )
+from planner.perf.step_time import IDX
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 H100 = {"gpu": "H100-SXM", "tp": 2, "instance": "p5.48xlarge", "precision": "fp8"}
@@ -346,3 +347,30 @@ def test_a_concurrency_search_from_a_hint_finds_the_same_number(
         for hint in (expected.edge, EdgeHint(1, None), EdgeHint(100, 0.5), EdgeHint(200, None)):
             found = steady.max_concurrency(*limits, highest=200, hint=hint)
             assert (found.max_load, found.limited_by) == (expected.max_load, expected.limited_by)
+
+
+def test_a_served_request_pays_the_request_path_in_the_steady_state_too(
+    model: PerformanceModel,
+) -> None:
+    """The steady state adds the request path (step_time ``request_path``) to every TTFT of a
+    vLLM or SGLang server, open or closed loop, as the simulator does, and to no TPOT; a
+    TensorRT-LLM server has none."""
+    c = model.coefficients_of(_scenario(H100, load="rate", request_rate=1.0))
+    no_path = c.copy()
+    no_path[IDX["request_path"]] = 0.0
+    path_s = float(c[IDX["request_path"]]) * 10e-3
+    assert 0.005 < path_s < 0.5  # fitted: tens of milliseconds
+    for engine, paid in (("vllm", path_s), ("sglang", path_s), ("trtllm", 0.0)):
+        for load in ({"load": "rate", "request_rate": 1.0}, {"concurrency": 8}):
+            sc = _scenario(H100, **load).model_copy(update={"engine": engine})
+            dep = model.deployment(sc)
+            states = []
+            for coefficients in (c, no_path):
+                ss = SteadyStateModel(dep, coefficients)
+                rate = load.get("request_rate")
+                states.append(ss.at_rate(1.0) if rate else ss.at_concurrency(8))
+            with_path, without = states
+            assert with_path.ttft_mean_s - without.ttft_mean_s == pytest.approx(paid, abs=1e-9)
+            assert with_path.ttft_p50_s - without.ttft_p50_s == pytest.approx(paid, abs=1e-6)
+            assert with_path.ttft_p99_s - without.ttft_p99_s == pytest.approx(paid, abs=1e-6)
+            assert with_path.tpot_mean_s == pytest.approx(without.tpot_mean_s, rel=1e-12)
