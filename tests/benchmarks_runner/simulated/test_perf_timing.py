@@ -246,3 +246,32 @@ def test_a_request_the_kv_cache_can_never_hold_is_refused_on_arrival(prior: list
         assert "more than the KV cache" in refused.value.read().decode()
     finally:
         endpoint.stop()
+
+
+def test_a_served_requests_tokens_stream_the_request_path_after_their_step(
+    catalog: Catalog, prior: list[float]
+) -> None:
+    """The performance model times a served request's first token the fitted request path
+    (step_time ``request_path``) after the step that made it; the simulated server streams
+    every step's tokens that long after the step, so a 300 ms path (30 x 10 ms) is never beaten
+    and the tokens still come once each, in order. Only a lower bound and the order are checked:
+    how late a loaded machine delivers them is not."""
+    coefficients = list(prior)
+    coefficients[FEATURES.index("request_path")] = 30.0
+    t = timing(catalog, coefficients)
+    assert t.engine.request_path_s == pytest.approx(0.3)
+
+    async def main() -> tuple[float, float, list[int]]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        seen: list[int] = []
+        first = 0.0
+        async for n in t.tokens(64, 4):
+            if not seen:
+                first = loop.time() - start
+            seen.append(n)
+        return first, loop.time() - start, seen
+
+    first, end, seen = asyncio.run(main())
+    assert seen == sorted(set(seen)) and seen[-1] == 4
+    assert first >= 0.3 and end >= 0.3
