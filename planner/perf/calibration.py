@@ -476,8 +476,12 @@ class FittedCoefficients:
                 # the deviations of the keys it did see were spread (empirical Bayes)
                 form += self._level_spread_form(level)
                 continue
-            # terms this key never saw in the data carry their prior variance
-            form += np.diag(np.where(found < 0, sigma[level] ** 2, 0.0))
+            # terms this key never saw in the data carry their prior variance (not the request
+            # path at a level that never gets one: it is the family's)
+            unseen = np.where(found < 0, sigma[level] ** 2, 0.0)
+            if level not in REQUEST_PATH_LEVELS:
+                unseen[_PATH_FITTED] = 0.0
+            form += np.diag(unseen)
             ok = found >= 0
             np.add.at(scatter, (found[ok], np.arange(N_FITTED)[ok]), 1.0)
         return form + scatter.T @ self.covariance @ scatter
