@@ -8,11 +8,13 @@ import pytest
 
 from planner.perf.calibration import LEVELS, N_FITTED, CoefficientKey, level_keys
 from planner.perf.model import PerformanceModel
+from planner.perf.step_time import FITTED, REQUEST_PATH_LEVELS
 
 
 def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> float:
     """Var(log prediction) = g' C g, g the shares scattered onto the parameters of every level
-    the key names; plus the prior variance of the terms a known key never saw; plus, for a key
+    the key names; plus the prior variance of the terms a known key never saw (not the request
+    path at a level that never fits one: it is the family's); plus, for a key
     the data never saw, the mean square effect of the deviations of that level's known keys
     (the prior variance when fewer than three are known)."""
     columns, levels = fitted.columns, fitted.levels  # type: ignore[attr-defined]
@@ -32,7 +34,10 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
             else:
                 extra += float(np.mean([(shares @ d) ** 2 for d in deltas]))
             continue
-        extra += sigma[level] ** 2 * float((shares[found < 0] ** 2).sum())
+        unseen = found < 0
+        if level not in REQUEST_PATH_LEVELS:
+            unseen[FITTED.index("request_path")] = False
+        extra += sigma[level] ** 2 * float((shares[unseen] ** 2).sum())
         for term in range(N_FITTED):
             if found[term] >= 0:
                 g[found[term]] += shares[term]
