@@ -102,9 +102,10 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv) and the SGLang cookbook's 17
-    # (measured_sglang_cookbook.csv), then GPUStack's 4 speculative runs
-    # (measured_speculative.csv)
-    assert len(catalog.measured) == 1028
+    # (measured_sglang_cookbook.csv), then 16 speculative-decoding rows
+    # (measured_speculative.csv: GPUStack's 4 runs, the AMD MTP blog's 5 pairs, SGLang PR
+    # 10281's pair)
+    assert len(catalog.measured) == 1040
     assert all(m.source for m in catalog.measured)
     gpustack = [
         m
@@ -124,7 +125,9 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
     cookbook = catalog.measured[1007:1024]
     speculative = catalog.measured[1024:]
-    assert [m.spec_method for m in speculative] == ["mtp", "mtp", "mtp", "eagle3"]
+    assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
+    # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
+    assert [m.spec_method for m in speculative[4:]] == [None, "mtp"] * 6
     assert all(m.source.startswith("sgl-project/sglang") and m.gpu == "B200" for m in cookbook)
     assert sum(1 for m in gpustack if catalog.model(m.model).architecture.is_moe) == 143
     brief = [

@@ -23,10 +23,15 @@ def _held(result: MeasuredResult, predicted_scale: float) -> HeldOut:
 
 def test_every_speculative_row_has_its_baseline_and_resolves(catalog: Catalog) -> None:
     rows = [r for r in catalog.measured if r.spec_method not in (None, "none")]
-    assert len(rows) == 4
-    refs = {r.source_ref for r in catalog.measured}
+    assert len(rows) == 10  # GPUStack's 4, the AMD MTP post's 5, SGLang PR 10281's 1
+    assert len({r.source for r in rows}) >= 3
+    by_ref = {r.source_ref: r for r in catalog.measured}
     for row in rows:
-        assert row.spec_baseline_ref in refs
+        base = by_ref[row.spec_baseline_ref or ""]
+        # the baseline: the same model, GPUs, engine, lengths and load, without speculation
+        assert base.spec_method in (None, "none")
+        same = ("model", "gpu", "num_gpus", "tp", "engine", "input_len", "load", "concurrency")
+        assert all(getattr(base, f) == getattr(row, f) for f in same), row.source_ref
         scenario = scenario_from_measured(row)
         assert scenario.spec_method == row.spec_method
         assert scenario.num_spec_tokens == row.num_spec_tokens
