@@ -25,6 +25,7 @@ from planner.perf.capacity import plan_capacity
 from planner.perf.scenario import Scenario
 from planner.perf.speculative import (
     SGLANG_SPEC_MAX_RUNNING_REQUESTS,
+    LearntAcceptance,
     SpeculativeStep,
     kv_capacity_with_draft,
     resolve_speculation,
@@ -311,13 +312,20 @@ def _validate_context(scenario: Scenario, card: ModelCard) -> None:
 
 
 def resolve_deployment(
-    scenario: Scenario, catalog: Catalog, *, cross_node_moe: bool = False
+    scenario: Scenario,
+    catalog: Catalog,
+    *,
+    cross_node_moe: bool = False,
+    learnt_acceptance: LearntAcceptance | None = None,
 ) -> Deployment:
     """Everything a step-time evaluation and the simulator need, or a typed error.
 
     ``cross_node_moe``: the MoE group (TP x attention-DP) may span nodes, as wide expert
     parallelism does; the caller prices the all-to-all on the network
-    (:mod:`planner.perf.disaggregated`), the step time here only the NVLink terms."""
+    (:mod:`planner.perf.disaggregated`), the step time here only the NVLink terms.
+    ``learnt_acceptance``: speculative decoding's acceptance measured for a model, method and
+    engine (:func:`planner.perf.speculative.learn_acceptance`), used where the scenario
+    states none."""
     family = scenario.engine_family
     if family not in FAMILIES:
         raise InvalidInputError(
@@ -465,6 +473,7 @@ def resolve_deployment(
         dense_bpp=weights.dense,
         expert_bpp=weights.experts,
         kv_bpe=kv_bpe,
+        learnt=learnt_acceptance,
     )
     if speculation is not None:
         notes.append(

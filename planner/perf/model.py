@@ -46,6 +46,7 @@ from planner.perf.fit_cache import FitState
 from planner.perf.metrics import RunMetrics, Timeline, run_metrics, timeline
 from planner.perf.scenario import Prediction, Scenario
 from planner.perf.simulator import SimTrace, simulate
+from planner.perf.speculative import LearntAcceptance, learn_acceptance
 from planner.perf.steady_state import SteadyState, SteadyStateModel
 from planner.perf.step_time import FEATURES, StepBatch, roofline_coefficients, step_time_s
 from planner.perf.uncertainty import (
@@ -147,6 +148,9 @@ class PerformanceModel:
         self._fit_lock = threading.Lock()
         self._dep_cache: OrderedDict[str, Deployment] = OrderedDict()
         self._dep_lock = threading.Lock()
+        #: speculative decoding's acceptance measured per model, method and engine (the rows
+        #: fitted or restored), used by predictions whose scenario states none
+        self.learnt_acceptance = LearntAcceptance({})
 
     # ----- fitting ---------------------------------------------------------------------------
     def fit(
@@ -158,6 +162,7 @@ class PerformanceModel:
             self.catalog = catalog
         samples, excluded = simulate_measured(results, self.catalog)
         self._excluded = excluded
+        self._learn(results)
         if not samples:
             self.fitted, self._samples = None, []
         else:
@@ -172,6 +177,13 @@ class PerformanceModel:
             )
         )
         return self
+
+    def _learn(self, results: Sequence[MeasuredResult]) -> None:
+        learnt = learn_acceptance(results)
+        if learnt != self.learnt_acceptance:
+            with self._dep_lock:  # deployments resolved with the old acceptance
+                self._dep_cache.clear()
+            self.learnt_acceptance = learnt
 
     def _restore(self, state: FitState) -> None:
         self.fitted = state.fitted
@@ -193,6 +205,7 @@ class PerformanceModel:
         :attr:`excluded` (the simulated rows) are rebuilt from ``results`` when first asked."""
         model = cls(catalog)
         model._restore(state)
+        model._learn(results)
         model._unsimulated = list(results)
         model.from_cache = True
         return model
@@ -277,7 +290,9 @@ class PerformanceModel:
         with self._dep_lock:
             dep = self._dep_cache.get(key)
         if dep is None:
-            dep = resolve_deployment(unloaded, self.catalog)
+            dep = resolve_deployment(
+                unloaded, self.catalog, learnt_acceptance=self.learnt_acceptance
+            )
             with self._dep_lock:
                 self._dep_cache[key] = dep
                 if len(self._dep_cache) > 2048:

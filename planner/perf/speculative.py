@@ -32,6 +32,21 @@ with plus the target's own next token. Its cost and its yield:
   The draft passes are priced by the same terms as the target's step (weights, KV, GEMM,
   lm_head, MoE, all-reduce, per-layer launches) on the draft's own constants, without the
   per-step scheduling and per-sequence terms, which the step already counts once.
+- **bookkeeping**: one more forward pass's fixed cost (the ``forward_passes`` term: launch,
+  scheduling, sampling) every speculative step, whatever ``k``: the engines replay the draft
+  as graphs of their own beside the target's (SGLang's draft and draft-extend passes, vLLM's
+  EAGLE proposer after the target's forward), run a rejection sampler, and SGLang switches its
+  overlap scheduler off when it speculates (server_args.py), so the step's CPU work is no
+  longer hidden. Measured: DeepSeek-R1 MTP k=3 on 8 x B200 at one request in flight (SGLang
+  pull request 10281, 2.69 tokens a step reported) takes 5.66 ms more a step than without
+  speculation (12.09 ms a token without; 6.60 ms x 2.69 with); the verification and draft
+  terms alone gave 3.0 ms, with this pass 5.75 ms. Leave-one-source-out over the 10
+  speculative rows of data/measured_speculative.csv (``planner validate --scheme source
+  --public-only``, the speculative slice), without it / with it: median error of output tok/s
+  24% / 18%, of mean TPOT 22% / 20%; of the speed-up over the same configuration without
+  speculation 24% / 24% (tok/s) and 32% / 18% (TPOT). What is left of the speed-up error is
+  the baseline's: DeepSeek-V3 on MI300X at 1-2 requests in flight is predicted 2-2.5x faster
+  than measured without speculation too.
 - **yield**: with a per-position acceptance rate ``alpha`` (each draft token accepted with
   probability alpha given the earlier ones were), the mean accepted length of a step, the bonus
   token included, is ``tau = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)``
@@ -42,7 +57,7 @@ with plus the target's own next token. Its cost and its yield:
 
 How it enters the simulator and the steady state without a second code path: a simulated step
 is one *accepted token* per decoding sequence. A decode-only step costs
-``(verify + k x draft) / tau``; a step that also holds a prefill chunk costs
+``(verify + k x draft + bookkeeping) / tau``; a step that also holds a prefill chunk costs
 ``F(verify + chunk) / tau + F(chunk alone) x (1 - 1 / tau)``, so over the ``tau`` simulated
 steps in which a sequence advances ``tau`` tokens the engine is charged one verification and
 draft and each chunk's own full time. TPOT, throughput and KV growth per token are exact for
@@ -69,7 +84,7 @@ Engine limits, from each engine's source (pinned releases, planner.deploy.engine
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -79,7 +94,7 @@ from planner.engine import EngineConfig, SpecMethod
 from planner.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from planner.catalog import ModelArchitecture, ModelCard
+    from planner.catalog import MeasuredResult, ModelArchitecture, ModelCard
     from planner.perf.deployment import Deployment
     from planner.perf.step_time import StepBatch
 
@@ -103,7 +118,15 @@ MAX_SPEC_TOKENS = 8
 
 #: Published EAGLE-3 draft checkpoints by target model (Hugging Face ids; each named in the
 #: draft's model card and in the engines' speculative-decoding docs and examples, retrieved
-#: 2026-12-01): the search offers EAGLE-3 only where one exists.
+#: 2026-12-01): the search offers EAGLE-3 only where one exists. Llama-3.3-70B-Instruct's is the
+#: EAGLE authors' (SafeAILab/EAGLE README's EAGLE-3 weights table; run on 8 x H100 in SGLang
+#: pull request 4716, 2025-03-24: 5.88 tokens a step with an 8 x 8 tree on MT-bench). None is
+#: verified for Llama-3.1-70B-Instruct (retrieved 2026-12-02): the EAGLE authors' table has
+#: 3.1-8B and 3.3-70B only, Red Hat's and Nebius's 70B drafts are for 3.3 (compared on
+#: nebius/EAGLE3-Llama-3.3-70B-Instruct's card), and the one 3.1-70B id seen (a third-party
+#: experiment config naming RedHatAI/Llama-3.1-70B-Instruct-speculator.eagle3) has no model
+#: card or list to confirm it. A 3.3 draft would load on 3.1 (same shapes and tokenizer) but
+#: was trained on 3.3's answers, its acceptance there unmeasured: 3.1-70B gets n-gram only.
 EAGLE3_DRAFTS: dict[str, str] = {
     "meta-llama/Llama-3.1-8B-Instruct": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
     "meta-llama/Llama-3.3-70B-Instruct": "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B",
@@ -189,6 +212,60 @@ def default_acceptance(method: str, arch: ModelArchitecture) -> AcceptanceDefaul
     """The published per-position acceptance rate of ``method`` on the model's family."""
     own = ACCEPTANCE_DEFAULTS.get((method, _family(arch)))
     return own or ACCEPTANCE_DEFAULTS[(method, "*")]
+
+
+@dataclass(frozen=True)
+class LearntAcceptance:
+    """Per-position acceptance rates measured for (model, method, engine family): each measured
+    row that reports its mean accepted tokens a step (a public row's figure, or a run's
+    ``server_spec_accept_len`` scraped from the server's ``/metrics``) gives
+    ``alpha = acceptance_rate_for(accept_len, k)`` at its own draft length; the learnt rate
+    is their median, which then prices any draft length by ``(1 - alpha^(k+1)) / (1 - alpha)``.
+    The user's runs come before public rows: a key with runs of the user's own takes only
+    those (they measured the user's prompts)."""
+
+    #: (model hf_id lower-cased, method, engine family) -> (alpha, source)
+    rates: dict[tuple[str, str, str], tuple[float, str]]
+
+    def lookup(self, model: str, method: str, family: str) -> tuple[float, str] | None:
+        return self.rates.get((model.lower(), method, family))
+
+
+def learn_acceptance(results: Sequence[MeasuredResult]) -> LearntAcceptance:
+    """The acceptance each (model, method, engine family) was measured at (see
+    :class:`LearntAcceptance`); rows without a reported acceptance or a draft length are
+    skipped, as are lengths outside 1..k + 1."""
+    from planner.engine import engine_family
+
+    found: dict[tuple[str, str, str], list[tuple[float, MeasuredResult]]] = {}
+    for r in results:
+        k = r.num_spec_tokens
+        if r.spec_method in (None, "none") or not r.spec_accept_len or not k:
+            continue
+        if not 1.0 <= r.spec_accept_len <= k + 1:
+            continue
+        try:
+            family = engine_family(r.engine)
+        except InvalidInputError:
+            continue
+        key = (r.model.lower(), str(r.spec_method), family)
+        found.setdefault(key, []).append((acceptance_rate_for(r.spec_accept_len, k), r))
+    rates: dict[tuple[str, str, str], tuple[float, str]] = {}
+    for key, rows in found.items():
+        own = [(a, r) for a, r in rows if r.origin == "user"]
+        used = own or rows
+        alpha = float(np.median([a for a, _ in used]))
+        lens = ", ".join(
+            f"{r.spec_accept_len:.2f} at k={r.num_spec_tokens}" for _, r in used[:4]
+        ) + (", ..." if len(used) > 4 else "")
+        who = "your measured run" if own else "measured public row"
+        plural = "s" if len(used) > 1 else ""
+        rates[key] = (
+            alpha,
+            f"learnt from {len(used)} {who}{plural} of {METHOD_LABELS[key[1]]} on "
+            f"{key[2]} ({lens} tokens a step; median per-position rate {alpha:.2f})",
+        )
+    return LearntAcceptance(rates)
 
 
 def default_num_spec_tokens(family: str, method: str, arch: ModelArchitecture) -> int:
@@ -355,10 +432,13 @@ def resolve_speculation(
     dense_bpp: float,
     expert_bpp: float,
     kv_bpe: float,
+    learnt: LearntAcceptance | None = None,
 ) -> SpeculativeStep | None:
     """The scenario's speculation, or None without one (a workload's stated acceptance is then
     unused); a typed error when the model or the engine cannot run it
-    (:func:`unsupported_reason`)."""
+    (:func:`unsupported_reason`). The acceptance: the scenario's stated one, else the one
+    learnt from measured runs of this model, method and engine (``learnt``), else the
+    published default of the method and model family."""
     if method == "none":
         return None
     reason = unsupported_reason(card, family, method, pp, moe_group // tp)
@@ -371,6 +451,8 @@ def resolve_speculation(
     if accept_len is not None:
         alpha = acceptance_rate_for(accept_len, k)
         source = f"stated: {accept_len:g} tokens a step"
+    elif learnt is not None and (found := learnt.lookup(card.hf_id, method, family)):
+        alpha, source = found
     else:
         default = default_acceptance(method, arch)
         alpha, source = default.alpha, default.source
@@ -439,6 +521,9 @@ def draft_deployment(dep: Deployment) -> Deployment:
 
 
 PlainFill = Callable[[np.ndarray, "StepBatch", "Deployment"], None]
+#: forward passes' fixed cost a speculative step adds to the verification's own (module
+#: docstring, "bookkeeping")
+SPEC_STEP_FORWARD_PASSES = 1.0
 #: step terms a draft pass does not add: the step's scheduling and per-sequence work are
 #: counted once per engine step, by the verification
 _PER_STEP_TERMS = ("forward_passes", "sequences", "idle")
@@ -450,7 +535,7 @@ def fill_speculative_features(
     """The terms of one simulated step (one accepted token a decoding sequence) of a
     speculating engine (module docstring): ``(F(verify [+ chunk]) + k x F(draft)) / tau``,
     plus ``F(chunk alone) x (1 - 1 / tau)`` when a prefill chunk shares the step."""
-    from planner.perf.step_time import IDX
+    from planner.perf.step_time import FORWARD_UNIT_S, IDX
 
     spec = dep.speculation
     assert spec is not None
@@ -473,6 +558,9 @@ def fill_speculative_features(
         for name in _PER_STEP_TERMS:
             draft_terms[IDX[name]] = 0.0
         out += k * draft_terms
+    # the speculation's own per-step pass: one more forward pass's fixed cost (scheduling,
+    # launch, sampling) a step, whatever k (module docstring, "bookkeeping")
+    out[IDX["forward_passes"]] += SPEC_STEP_FORWARD_PASSES * FORWARD_UNIT_S
     out /= tau
     if batch.prefill_seqs > 0 and tau > 1.0:
         chunk = replace(batch, decode_seqs=0.0, decode_context=0.0, decode_context_window=0.0)
@@ -486,6 +574,7 @@ __all__ = [
     "EAGLE3_DRAFTS",
     "SPECULATIVE_METHODS",
     "SPEC_METHODS",
+    "LearntAcceptance",
     "SpecMethod",
     "SpeculativeStep",
     "acceptance_rate_for",
@@ -494,6 +583,7 @@ __all__ = [
     "draft_deployment",
     "fill_speculative_features",
     "kv_capacity_with_draft",
+    "learn_acceptance",
     "mean_accepted_length",
     "resolve_speculation",
     "unsupported_reason",

@@ -98,10 +98,15 @@ def test_a_speculative_decode_step_is_verify_plus_drafts_over_the_accepted_lengt
     assert x[IDX["kv_read"]] * tau * plain.memory_bw == pytest.approx(
         4 * 1200 * (plain.kv_bytes_per_token_full + k * spec.draft_kv_bytes_per_token)
     )
-    # the step's scheduling is counted once
-    assert x[IDX["forward_passes"]] * tau == pytest.approx(step_features(batch, plain)[
-        IDX["forward_passes"]
-    ])  # fmt: skip
+    # the step's scheduling is counted once, and the speculation's bookkeeping pass once more
+    # (whatever k: 1 ms of the forward_passes term, the plain step's 1 ms again)
+    plain_passes = step_features(batch, plain)[IDX["forward_passes"]]
+    assert plain_passes == pytest.approx(1e-3)
+    assert x[IDX["forward_passes"]] * tau == pytest.approx(plain_passes + 1e-3)
+    longer = _dep(catalog, spec_method="eagle3", num_spec_tokens=6).speculation
+    assert longer is not None
+    x6 = step_features(batch, _dep(catalog, spec_method="eagle3", num_spec_tokens=6))
+    assert x6[IDX["forward_passes"]] * longer.mean_accepted_length == pytest.approx(2e-3)
     # every term is at least the verification's (the drafts only add)
     verify = _plain(replace(batch, decode_query_tokens=k + 1.0), spec_dep)
     assert np.all(x * tau >= verify - 1e-15)
@@ -248,3 +253,47 @@ def test_the_steady_state_prices_speculation_as_the_simulator_does(
     simulated, steady = model.predict(base), model.predict_steady(base)
     assert steady.tpot_ms_p50 == pytest.approx(simulated.tpot_ms_p50, rel=0.15)
     assert steady.spec_accept_len == simulated.spec_accept_len
+
+
+def test_a_measured_runs_acceptance_prices_the_next_prediction_of_its_plan(
+    catalog: Catalog, model: PerformanceModel
+) -> None:
+    """A run of Llama-3.3-70B with EAGLE-3 k=3 on vLLM whose server reported 3.1 tokens a step
+    (well above the published 2.38): the next prediction of that model, method and engine
+    uses the measured rate (and says where it came from), at its own draft length too; another
+    engine, and the same model without the run, keep the published default."""
+    from planner.catalog import MeasuredResult
+    from planner.perf.speculative import acceptance_rate_for, learn_acceptance
+
+    run = MeasuredResult(
+        source="user run r-spec", engine="vllm", model=LLAMA_70B, precision="bf16",
+        gpu="H100-SXM", num_gpus=4, tp=4, pp=1, input_len=1000, output_len=500,
+        load="concurrency", concurrency=4, output_tok_per_s=300.0, origin="user",
+        run_id="r-spec", spec_method="eagle3", num_spec_tokens=3, spec_accept_len=3.1,
+    )  # fmt: skip
+    learnt = PerformanceModel.from_fit_state(catalog, model.fit_state(), [*catalog.measured, run])
+    base = Scenario(
+        model=LLAMA_70B, gpu="H100-SXM", tp=4, input_len=1000, output_len=500, concurrency=4,
+        num_requests=8, spec_method="eagle3", num_spec_tokens=3,
+    )  # fmt: skip
+    got = learnt.predict(base)
+    assert got.spec_accept_len == pytest.approx(3.1, rel=1e-6)
+    assert any("learnt from 1 your measured run of EAGLE-3 on vllm" in n for n in got.notes)
+    assert got.tpot_ms_mean < model.predict(base).tpot_ms_mean
+    # the per-position rate carries to another draft length
+    alpha = acceptance_rate_for(3.1, 3)
+    five = learnt.predict(base.model_copy(update={"num_spec_tokens": 5}))
+    assert five.spec_accept_len == pytest.approx(mean_accepted_length(alpha, 5), rel=1e-6)
+    # other engines and models without runs keep the published default
+    sglang = learnt.predict(base.model_copy(update={"engine": "sglang"}))
+    assert sglang.spec_accept_len == pytest.approx(mean_accepted_length(0.66, 3))
+    assert model.predict(base).spec_accept_len == pytest.approx(mean_accepted_length(0.66, 3))
+    # a stated acceptance still wins
+    stated = learnt.predict(base.model_copy(update={"spec_accept_len": 2.0}))
+    assert stated.spec_accept_len == pytest.approx(2.0)
+    # the user's own runs come before public rows of the same key
+    public = run.model_copy(update={"origin": "public", "spec_accept_len": 1.5, "run_id": None})
+    both = learn_acceptance([public, run]).lookup(LLAMA_70B, "eagle3", "vllm")
+    assert both is not None and both[0] == pytest.approx(alpha)
+    only_public = learn_acceptance([public]).lookup(LLAMA_70B, "eagle3", "vllm")
+    assert only_public is not None and "measured public row" in only_public[1]
