@@ -183,6 +183,7 @@ class PerformanceModel:
         if learnt != self.learnt_acceptance:
             with self._dep_lock:  # deployments resolved with the old acceptance
                 self._dep_cache.clear()
+                self._steady.clear()
             self.learnt_acceptance = learnt
 
     def _restore(self, state: FitState) -> None:

@@ -280,6 +280,8 @@ def test_a_measured_runs_acceptance_prices_the_next_prediction_of_its_plan(
     assert got.spec_accept_len == pytest.approx(3.1, rel=1e-6)
     assert any("learnt from 1 your measured run of EAGLE-3 on vllm" in n for n in got.notes)
     assert got.tpot_ms_mean < model.predict(base).tpot_ms_mean
+    # the steady state (what recommend searches with) prices it too
+    assert learnt.predict_steady(base).spec_accept_len == pytest.approx(3.1, rel=1e-6)
     # the per-position rate carries to another draft length
     alpha = acceptance_rate_for(3.1, 3)
     five = learnt.predict(base.model_copy(update={"num_spec_tokens": 5}))
