@@ -43,6 +43,14 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import load_catalog
+from planner.perf.disaggregated import FIT_FILE as DISAGGREGATED_FIT_FILE
+from planner.perf.disaggregated_validation import (
+    disaggregated_slice,
+    write_fit,
+)
+from planner.perf.disaggregated_validation import (
+    format_slice as format_disaggregated_slice,
+)
 from planner.perf.model import PerformanceModel
 from planner.perf.speculative_validation import format_slice, speculative_slice
 from planner.perf.uncertainty import (
@@ -115,6 +123,12 @@ def register(subparsers: Any) -> None:
         help=f"write the interval multipliers and release spreads of throughput, TTFT and TPOT "
         f"from the leave-one-source-out rows to {CALIBRATION_FILE.name} (implies --public-only)",
     )
+    parser.add_argument(
+        "--write-disaggregated-fit",
+        action="store_true",
+        help=f"write the disaggregated pools' step scale fitted on data/measured_disaggregated.csv "
+        f"to {DISAGGREGATED_FIT_FILE.name} (implies --public-only)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -186,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     # the data files describe the embedded data: the embedded catalog and public results only
-    writes = args.write_summary or args.calibrate_intervals
+    write_disaggregated = getattr(args, "write_disaggregated_fit", False)
+    writes = args.write_summary or args.calibrate_intervals or write_disaggregated
     public_only = args.public_only or writes
     catalog = load_catalog(user_dir=None if writes else get_settings().user_data_dir / "catalog")
     user = [] if public_only else user_measured_results(catalog)
@@ -262,6 +277,13 @@ def run(args: argparse.Namespace) -> int:
                 f"== {SCHEMES[scheme]}: latency by engine and requests in flight ==", band_rows
             )
         )
+    # the public disaggregated / wide-EP rows: their own slice, held out by source
+    disaggregated = disaggregated_slice(model)
+    report["disaggregated"] = disaggregated.summary()
+    tables.append(format_disaggregated_slice(disaggregated))
+    if write_disaggregated:
+        changed = write_fit(disaggregated)
+        report["disaggregated"]["written"] = str(DISAGGREGATED_FIT_FILE) if changed else None
     if args.write_summary:
         _write_summary(report)
     if args.json:
@@ -286,6 +308,12 @@ def run(args: argparse.Namespace) -> int:
                 f"  - {e['engine']} {e['model']} on {e['gpu']} TP{e['tp']}xPP{e['pp']} "
                 f"{e['input_len']}/{e['output_len']} ({how}): {e['reason']}"
             )
+    if write_disaggregated:
+        what = "written to" if report["disaggregated"]["written"] else "unchanged in"
+        print(
+            f"\nDisaggregated pools' step scale {disaggregated.fit.decode:.4f} {what} "
+            f"{DISAGGREGATED_FIT_FILE}"
+        )
     if calibration is not None:
         print(f"\nInterval calibration written to {CALIBRATION_FILE}:")
         for metric in INTERVAL_METRICS:
@@ -463,6 +491,10 @@ def _write_summary(report: dict[str, Any]) -> None:
             for scheme, entry in report["schemes"].items()
         },
     }
+    if "disaggregated" in report:  # held out by source, the tested pool alone
+        payload["disaggregated"] = {
+            k: v for k, v in report["disaggregated"].items() if k not in ("per_row", "written")
+        }
     _write_json_stably(Path(SUMMARY_FILE), _rounded(payload), indent=1)
 
 

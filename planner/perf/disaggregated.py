@@ -41,20 +41,30 @@ only the work a pool's steps hold differs:
   2025-05-05 "Deploying DeepSeek with PD disaggregation and large-scale expert parallelism on
   96 H100 GPUs", makes the busiest rank lighter than this).
 
-Nothing here is fitted on disaggregated measurements yet: predictions say so in
-``uncertain_because`` and are flagged ``extrapolated``.
+**Fitted on the public disaggregated rows** (``data/measured_disaggregated.csv``): a pool of an
+MoE model runs its steps ``scale`` times the step-time model's (:class:`PoolScales`: the
+median ratio of predicted to measured time a token over the rows, one scale for both pools,
+``data/disaggregated_fit.json``, written by ``python -m planner validate
+--write-disaggregated-fit``; held out by source in ``planner validate``'s disaggregated slice,
+:mod:`planner.perf.disaggregated_validation`). The rows are all large MoE deployments
+tested one phase at a time, so a dense model's pools keep the step-time model's own figures and
+every prediction stays flagged ``extrapolated``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.catalog import GPU, Catalog, Instance, ModelArchitecture
+from planner.catalog.loader import EMBEDDED_DATA_DIR
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.perf.calibration import coefficient_key
@@ -190,6 +200,32 @@ def kv_transfer_s(bytes_: float, streams: int, bytes_per_s: float, link: KvLink)
     return link.latency_s + bytes_ / (streams * bytes_per_s * link.efficiency)
 
 
+def remote_copies_per_token(
+    experts_per_token: int, ep_size: int, gpus_per_node: int, *, node_dedup: bool
+) -> float:
+    """Copies of a token's hidden state that cross the network in one dispatch (and come back
+    in its combine), for a token whose ``k`` experts sit on random ranks of ``R`` over nodes
+    of ``G`` GPUs.
+
+    - DeepEP's *low-latency* kernels (decode) send each copy to its expert's rank over RDMA:
+      ``k x (1 - G / R)`` copies leave the node (deepseek-ai/DeepEP README @0297fc8, "Low-
+      latency kernels with pure RDMA").
+    - DeepEP's *normal* kernels (prefill) send a token once to every other node that holds one
+      of its experts and forward it to the experts' GPUs over NVLink there (README, "Normal
+      kernels with NVLink and RDMA forwarding"; DeepSeek-V3 technical report, section 3.2.2):
+      with ``n = R / G`` nodes a token reaches ``(n - 1) x (1 - (1 - 1/n)^k)`` other nodes on
+      average (each expert on a node chosen uniformly). DeepSeek-V3 at EP32 (4 nodes, top-8):
+      2.70 copies against 6 for the low-latency kernels.
+    """
+    if ep_size <= gpus_per_node:
+        return 0.0
+    k = float(experts_per_token)
+    if not node_dedup:
+        return k * (1.0 - gpus_per_node / ep_size)
+    nodes = ep_size / gpus_per_node
+    return (nodes - 1.0) * (1.0 - (1.0 - 1.0 / nodes) ** k)
+
+
 def ep_all_to_all_s(
     tokens: float,
     *,
@@ -201,21 +237,25 @@ def ep_all_to_all_s(
     dispatch_bytes: float,
     nic_bytes_per_s: float,
     link: KvLink,
+    node_dedup: bool = False,
 ) -> float:
     """Seconds a step's MoE all-to-all spends on the network for ``tokens`` tokens of a rank.
 
-    Per MoE layer each token goes to its ``k`` experts (dispatch, ``dispatch_bytes`` an
-    element) and comes back weighted (combine, BF16): ``tokens x k x hidden x (dispatch +
-    combine)`` bytes, of which the share ``G / R`` whose experts sit on the rank's own node
-    crosses NVLink instead; over the NIC at the link's efficiency, plus its latency for each of
-    the two messages. Zero when the group fits one node (``R <= G``: the step-time model's
-    NVLink terms price it). DeepEP's low-latency kernels at EP 128-256 (128 tokens, top-8,
+    Per MoE layer each token's hidden state goes to its experts (dispatch, ``dispatch_bytes``
+    an element) and comes back weighted (combine, BF16): ``tokens x copies x hidden x
+    (dispatch + combine)`` bytes, ``copies`` those that leave the node
+    (:func:`remote_copies_per_token`: one per expert with the low-latency kernels of decode,
+    one per other node with the normal kernels of prefill, ``node_dedup``); over the NIC at
+    the link's efficiency, plus its latency for each of the two messages. Zero when the group
+    fits one node (``R <= G``). DeepEP's low-latency kernels at EP 128-256 (128 tokens, top-8,
     hidden 7168, FP8 dispatch) run at ~39 GB/s, bandwidth-bound (docs/legacy.md).
     """
-    if ep_size <= gpus_per_node or tokens <= 0 or moe_layers <= 0:
+    copies = remote_copies_per_token(
+        experts_per_token, ep_size, gpus_per_node, node_dedup=node_dedup
+    )
+    if copies <= 0 or tokens <= 0 or moe_layers <= 0:
         return 0.0
-    remote = 1.0 - gpus_per_node / ep_size
-    per_layer = tokens * experts_per_token * hidden * (dispatch_bytes + COMBINE_BYTES) * remote
+    per_layer = tokens * copies * hidden * (dispatch_bytes + COMBINE_BYTES)
     return moe_layers * (per_layer / (nic_bytes_per_s * link.efficiency) + 2.0 * link.latency_s)
 
 
@@ -253,6 +293,77 @@ class KvTransfer:
         return kv_transfer_s(
             self.bytes_of(prompt_tokens), self.streams, self.bytes_per_s, self.link
         )
+
+
+def ep_all_to_all_nvlink_s(
+    tokens: float,
+    *,
+    hidden: int,
+    experts_per_token: int,
+    ep_size: int,
+    moe_layers: int,
+    dispatch_bytes: float,
+    nvlink_bytes_per_s: float,
+) -> float:
+    """Seconds a step's MoE all-to-all takes inside one NVLink domain (a GB200/GB300 NVL72
+    rack, or an HGX board): ``tokens x k x hidden x (dispatch + combine) x (1 - 1/R)`` bytes a
+    layer over the GPU's NVLink (one direction) at :data:`KV_LINKS` ``nvlink``'s efficiency,
+    plus its latency twice a layer. DeepEP's NVLink path (Blackwell DeepEP maps the peers'
+    memory, lmsys.org GB200 part I, 2025-06-16) moves each copy once; the all-gather of every
+    rank's tokens that SGLang's DP attention runs without DeepEP is not what large EP runs."""
+    if ep_size <= 1 or tokens <= 0 or moe_layers <= 0:
+        return 0.0
+    nv = KV_LINKS["nvlink"]
+    per_layer = (
+        tokens
+        * experts_per_token
+        * hidden
+        * (dispatch_bytes + COMBINE_BYTES)
+        * (1.0 - 1.0 / ep_size)
+    )
+    return moe_layers * (per_layer / (nvlink_bytes_per_s * nv.efficiency) + 2.0 * nv.latency_s)
+
+
+# ----- the fit on the disaggregated rows ---------------------------------------------------------
+#: the scales fitted on ``data/measured_disaggregated.csv`` (see :class:`PoolScales`)
+FIT_FILE = EMBEDDED_DATA_DIR / "disaggregated_fit.json"
+
+
+@dataclass(frozen=True)
+class PoolScales:
+    """What a disaggregated MoE pool's steps take against the step-time model's: the pool's
+    coefficients (every term, the all-to-all's ``idle`` included) are multiplied by
+    ``prefill`` or ``decode``. The step-time model is fitted on aggregated replicas; a pool
+    that runs one phase (DeepGEMM's grouped GEMMs over 16K-token prefill batches, decode-only
+    CUDA graphs with DeepEP's low-latency kernels) is faster than that fit's mixed steps, and
+    the public disaggregated rows measure by how much. 1.0 each: the step-time model as is."""
+
+    prefill: float = 1.0
+    decode: float = 1.0
+    rows: int = 0
+    source: str = "not fitted"
+
+    def of(self, role: Literal["prefill", "decode"]) -> float:
+        return self.prefill if role == "prefill" else self.decode
+
+
+@lru_cache(maxsize=4)
+def _load_scales(path: Path) -> PoolScales:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return PoolScales(
+            prefill=float(data["prefill_step_scale"]),
+            decode=float(data["decode_step_scale"]),
+            rows=int(data["rows"]),
+            source=f"{path.name} ({data['rows']} public rows, {data['as_of']})",
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return PoolScales()
+
+
+def fitted_scales(path: Path | None = None) -> PoolScales:
+    """The shipped scales (``data/disaggregated_fit.json``); missing or unreadable: 1.0."""
+    return _load_scales(path or FIT_FILE)
 
 
 # ----- the layout ---------------------------------------------------------------------------
@@ -424,12 +535,35 @@ def _validate_pool(dep: Deployment, pool: PoolLayout, role: str) -> None:
 
 
 def _wide_ep_dispatch_bytes(precision: str) -> float:
-    return 1.0 if precision.strip().lower() in ("fp8", "fp4") else 2.0
+    """Bytes an activation element is dispatched as: FP8 (DeepEP's FP8 dispatch), NVFP4 with
+    its FP8 scale a 16-element block for FP4 models (0.5 + 1/16: SGLang fuses NVFP4 quantisation
+    into DeepEP's dispatch, lmsys.org GB200 part II 2025-09-25; vLLM's NVFP4 MoE dispatch,
+    blog.vllm.ai 2026-02-03), BF16 otherwise."""
+    p = precision.strip().lower()
+    if p == "fp4":
+        return 0.5 + 1.0 / 16.0
+    return 1.0 if p == "fp8" else 2.0
+
+
+#: GPUs of one HGX board: an EP group larger than this runs a DeepEP-style all-to-all (SGLang's
+#: large-scale EP with ``--moe-a2a-backend deepep``, vLLM's DeepEP all2all backends, TensorRT-
+#: LLM's wide EP), also inside a GB200/GB300 NVLink domain; up to it, the attention-DP gather
+#: and scatter the step-time model was fitted on
+BOARD_GPUS = 8
 
 
 @dataclass(frozen=True)
 class PoolContext:
-    """A pool's resolved deployment, coefficients and what its all-to-all crosses."""
+    """A pool's resolved deployment, coefficients and what its all-to-all crosses.
+
+    ``role`` picks DeepEP's kernels: normal (one copy a node, prefill) or low-latency (one
+    copy an expert, decode). ``overlap``: a cross-node all-to-all is hidden behind the other
+    micro-batch's compute (SGLang's two-batch overlap, vLLM's dual-batch overlap, both after
+    DeepSeek's profile-data): the step pays ``max(compute, all-to-all)``. SGLang's H100 post
+    (lmsys.org 2025-05-05) measures the overlap's gain at 27-35% in prefill and 25.5% at 256
+    sequences in decode, and its GB200 part I post turns it off inside NVLink, where the
+    all-to-all is short: no overlap there.
+    """
 
     scenario: Scenario
     dep: Deployment
@@ -437,50 +571,81 @@ class PoolContext:
     nic_bytes_per_s: float
     link: KvLink
     dispatch_bytes: float
+    role: Literal["prefill", "decode"] = "decode"
+
+    @property
+    def large_ep(self) -> bool:
+        """An expert-parallel group beyond one board: its MoE layers run an all-to-all."""
+        return self.dep.expert_parallel and self.dep.moe_group > BOARD_GPUS
 
     @property
     def wide_ep(self) -> bool:
+        """The all-to-all leaves the NVLink domain (over the network)."""
         return self.dep.expert_parallel and self.dep.moe_group > _nodes_of(self.dep)
 
     def all_to_all_s(self, tokens: float) -> float:
+        """Seconds a step's all-to-all takes for ``tokens`` tokens of a rank (before any
+        overlap): on the network when the group spans NVLink domains, on NVLink when it is
+        large but inside one, else 0 (the step-time model's own terms)."""
         dep = self.dep
-        if not self.wide_ep:
+        if not self.large_ep:
             return 0.0
-        return ep_all_to_all_s(
+        if self.wide_ep:
+            return ep_all_to_all_s(
+                tokens,
+                hidden=dep.hidden_size,
+                experts_per_token=dep.experts_per_token,
+                ep_size=dep.moe_group,
+                gpus_per_node=_nodes_of(dep),
+                moe_layers=dep.num_moe_layers,
+                dispatch_bytes=self.dispatch_bytes,
+                nic_bytes_per_s=self.nic_bytes_per_s,
+                link=self.link,
+                node_dedup=self.role == "prefill",
+            )
+        return ep_all_to_all_nvlink_s(
             tokens,
             hidden=dep.hidden_size,
             experts_per_token=dep.experts_per_token,
             ep_size=dep.moe_group,
-            gpus_per_node=_nodes_of(dep),
             moe_layers=dep.num_moe_layers,
             dispatch_bytes=self.dispatch_bytes,
-            nic_bytes_per_s=self.nic_bytes_per_s,
-            link=self.link,
+            nvlink_bytes_per_s=link_bytes_per_s(KV_LINKS["nvlink"], dep.gpu, dep.instance),
         )
 
-    def features(self, batch: StepBatch) -> np.ndarray:
-        """Step terms of ``batch`` on this pool. With wide EP the attention-DP gather and
-        scatter the step-time model prices on NVLink is the network all-to-all instead: its
-        terms are taken out and the all-to-all's seconds added to ``idle`` (a time at
-        coefficient 1: spec rate x measured efficiency, not fitted)."""
-        x = step_features(batch, self.dep)
-        if not self.wide_ep:
+    def apply_all_to_all(self, x: np.ndarray, tokens: float) -> np.ndarray:
+        """``x`` (step terms of ``tokens`` tokens a rank) with large EP's all-to-all in place of
+        the attention-DP gather and scatter the step-time model prices, in ``idle`` (a time at
+        coefficient 1: spec rate x measured efficiency, not fitted); across nodes only what
+        the overlap does not hide (``max(0, all-to-all - compute)``)."""
+        if not self.large_ep:
             return x
         dep = self.dep
+        x = x.copy()
         d, n_moe = dep.data_parallel_size, dep.num_moe_layers
         if d > 1 and n_moe and dep.link_class in ("nvlink", "pcie_p2p", "pcie_host"):
-            activation = batch.tokens * dep.hidden_size * 2.0
+            activation = tokens * dep.hidden_size * 2.0
             x[IDX[f"allreduce_{dep.link_class}"]] -= 2 * n_moe * (d - 1) * activation / dep.link_bw
             x[IDX[f"ar_calls_{dep.link_class}"]] -= 2 * n_moe * AR_CALL_UNIT_S
-        x[IDX["idle"]] += self.all_to_all_s(batch.tokens)
+            x[IDX[f"allreduce_{dep.link_class}"]] = max(0.0, x[IDX[f"allreduce_{dep.link_class}"]])
+            x[IDX[f"ar_calls_{dep.link_class}"]] = max(0.0, x[IDX[f"ar_calls_{dep.link_class}"]])
+        a2a = self.all_to_all_s(tokens)
+        if self.wide_ep:
+            compute = float(self.c @ x)
+            a2a = max(0.0, a2a - compute)
+        x[IDX["idle"]] += a2a
         return x
+
+    def features(self, batch: StepBatch) -> np.ndarray:
+        """Step terms of ``batch`` on this pool (:meth:`apply_all_to_all`)."""
+        return self.apply_all_to_all(step_features(batch, self.dep), batch.tokens)
 
     def step_s(self, batch: StepBatch) -> float:
         return float(self.c @ self.features(batch))
 
 
 class _PrefillSteadyState(SteadyStateModel):
-    """The steady state of a prefill pool whose steps also pay a network all-to-all."""
+    """The steady state of a prefill pool whose steps also pay a large-EP all-to-all."""
 
     def __init__(self, pool: PoolContext) -> None:
         super().__init__(pool.dep, pool.c)
@@ -488,10 +653,8 @@ class _PrefillSteadyState(SteadyStateModel):
 
     def _terms(self, decode: float, chunks: float, chunk: float, done: float) -> np.ndarray:
         x = super()._terms(decode, chunks, chunk, done)
-        if self.pool.wide_ep:
-            tokens = max(decode + chunks * chunk, 1.0)
-            x = x.copy()
-            x[IDX["idle"]] += self.pool.all_to_all_s(tokens)
+        if self.pool.large_ep:
+            x = self.pool.apply_all_to_all(x, max(decode + chunks * chunk, 1.0))
         return x
 
 
@@ -629,6 +792,7 @@ class DisaggregatedModel:
     transfer_bytes: float
     transfer_s: float
     model: PerformanceModel
+    scales: PoolScales = PoolScales()
 
     @property
     def prefill_ranks(self) -> int:
@@ -689,9 +853,16 @@ class DisaggregatedModel:
 
         dep = self.decode.dep
         key = coefficient_key(self.decode.scenario, dep)
+        scaled = dep.card.architecture.is_moe and self.scales.rows > 0
         reasons = [
             *self.model.uncertainty_reasons(self.decode.scenario, dep),
-            "disaggregated prefill/decode: no measured disaggregated result in the fit",
+            (
+                f"disaggregated prefill/decode: pools scaled by the fit on {self.scales.rows} "
+                "public large-MoE rows, each measured one phase at a time"
+                if scaled
+                else "disaggregated prefill/decode: no measured disaggregated result of a "
+                "dense model in the fit"
+            ),
         ]
         fitted = self.model.fitted
 
@@ -751,7 +922,11 @@ class DisaggregatedModel:
             preemptions=0,
             far_from_data=True,
             confidence="extrapolated",
-            nearest_measured="no measured disaggregated result in the fit",
+            nearest_measured=(
+                f"the public disaggregated rows ({self.scales.source})"
+                if scaled
+                else "no measured disaggregated result in the fit"
+            ),
             distance=99.0,
             uncertain_because=tuple(reasons),
             release_note=None,
@@ -784,32 +959,44 @@ def pool_deployment(scenario: Scenario, catalog: Catalog) -> Deployment:
 
 
 def _pool_context(
-    model: PerformanceModel, scenario: Scenario, link: KvLink, catalog: Catalog
+    model: PerformanceModel,
+    scenario: Scenario,
+    link: KvLink,
+    catalog: Catalog,
+    role: Literal["prefill", "decode"],
+    scales: PoolScales,
 ) -> PoolContext:
     dep = pool_deployment(scenario, catalog)
+    scale = scales.of(role) if dep.card.architecture.is_moe else 1.0
     return PoolContext(
         scenario=scenario,
         dep=dep,
-        c=model.coefficients_of(scenario, dep),
+        c=model.coefficients_of(scenario, dep) * scale,
         nic_bytes_per_s=link_bytes_per_s(
             link if link.kind != "nvlink" else KV_LINKS["infiniband"], dep.gpu, dep.instance
         ),
         link=link if link.kind != "nvlink" else KV_LINKS["infiniband"],
         dispatch_bytes=_wide_ep_dispatch_bytes(scenario.precision),
+        role=role,
     )
 
 
 def disaggregated_model(
-    model: PerformanceModel, scenario: Scenario, layout: DisaggregatedLayout
+    model: PerformanceModel,
+    scenario: Scenario,
+    layout: DisaggregatedLayout,
+    scales: PoolScales | None = None,
 ) -> DisaggregatedModel:
     """Resolve both pools of ``scenario`` (its model, GPU, engine, precision and lengths) laid
-    out as ``layout``; bad layouts raise InvalidInputError naming the column."""
+    out as ``layout``; bad layouts raise InvalidInputError naming the column. ``scales``: the
+    pools' fitted step scales (None: the shipped ones, :func:`fitted_scales`)."""
+    scales = scales if scales is not None else fitted_scales()
     catalog = model.catalog
     link = kv_link(layout.kv_link)
     pre_sc = pool_scenario(scenario, layout.prefill, "prefill")
     dec_sc = pool_scenario(scenario, layout.decode, "decode")
-    prefill = _pool_context(model, pre_sc, link, catalog)
-    decode = _pool_context(model, dec_sc, link, catalog)
+    prefill = _pool_context(model, pre_sc, link, catalog, "prefill", scales)
+    decode = _pool_context(model, dec_sc, link, catalog, "decode", scales)
     _validate_pool(prefill.dep, layout.prefill, "prefill")
     _validate_pool(decode.dep, layout.decode, "decode")
     if link.kind == "nvlink":
@@ -833,11 +1020,15 @@ def disaggregated_model(
         transfer_bytes=transfer_bytes,
         transfer_s=transfer.seconds_of(round(scenario.mean_input_len)),
         model=model,
+        scales=scales,
     )
 
 
 def predict_disaggregated(
-    model: PerformanceModel, scenario: Scenario, layout: DisaggregatedLayout
+    model: PerformanceModel,
+    scenario: Scenario,
+    layout: DisaggregatedLayout,
+    scales: PoolScales | None = None,
 ) -> DisaggregatedPrediction:
     """The scenario's load (a request rate, or a closed loop of ``concurrency`` requests) on a
     disaggregated deployment; see the module docstring. A closed loop is priced as Poisson
@@ -847,7 +1038,7 @@ def predict_disaggregated(
         raise InvalidInputError(
             "load", scenario.load, "rate or concurrency for a disaggregated deployment"
         )
-    dm = disaggregated_model(model, scenario, layout)
+    dm = disaggregated_model(model, scenario, layout, scales)
     if scenario.load == "rate":
         rate = scenario.request_rate or 0.0
     else:
@@ -856,6 +1047,7 @@ def predict_disaggregated(
 
 
 __all__ = [
+    "FIT_FILE",
     "KV_LINKS",
     "DecodePool",
     "DisaggregatedLayout",
@@ -864,10 +1056,13 @@ __all__ = [
     "KvLink",
     "KvTransfer",
     "PoolLayout",
+    "PoolScales",
     "balanced_pools",
     "balanced_ratio",
     "disaggregated_model",
+    "ep_all_to_all_nvlink_s",
     "ep_all_to_all_s",
+    "fitted_scales",
     "kv_link",
     "kv_streams",
     "kv_transfer_bytes",
@@ -877,4 +1072,5 @@ __all__ = [
     "pool_deployment",
     "pool_scenario",
     "predict_disaggregated",
+    "remote_copies_per_token",
 ]

@@ -14,16 +14,20 @@ from planner.perf.disaggregated import (
     KV_LINKS,
     DisaggregatedLayout,
     PoolLayout,
+    PoolScales,
     balanced_pools,
     balanced_ratio,
     disaggregated_model,
+    ep_all_to_all_nvlink_s,
     ep_all_to_all_s,
+    fitted_scales,
     kv_streams,
     kv_transfer_bytes,
     kv_transfer_s,
     layout_from_row,
     link_bytes_per_s,
     predict_disaggregated,
+    remote_copies_per_token,
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
@@ -139,17 +143,22 @@ def test_wide_ep_decode_pays_the_all_to_all_only_across_nodes(model: Performance
     # the busiest rank's experts (ep_imbalance over 16 ranks) and the network both show in the
     # decode step at the same batch a rank
     assert wide.decode_pool.step_s(32) > wide.decode.all_to_all_s(32)
-    # a wide-EP prefill pool's steps pay the all-to-all too (in the fixed-coefficient idle
-    # term), the node-sized one's do not
+    # a wide-EP pool's step pays what the two-batch overlap does not hide of the all-to-all
+    # (in the fixed-coefficient idle term): max(0, all-to-all - compute); the node-sized one's
+    # steps pay nothing on the network
     wide_prefill = disaggregated_model(
         model, _r1(), DisaggregatedLayout(prefill=wide_pool, decode=wide_pool)
     )
     idle = IDX["idle"]
-    step = wide_prefill.prefill_state.step(0.5)
-    assert step.terms[idle] > 0 and node.prefill_state.step(0.5).terms[idle] == 0
+    assert node.prefill_state.step(0.5).terms[idle] == 0
     batch = StepBatch.of([], [(2000, 0)])
-    x = wide_prefill.prefill.features(batch)
-    assert x[idle] == pytest.approx(wide_prefill.prefill.all_to_all_s(2000))
+    pool = wide_prefill.prefill
+    x = pool.features(batch)
+    compute = float(pool.c @ x) - pool.c[idle] * x[idle]
+    a2a = pool.all_to_all_s(2000)
+    assert a2a > 0
+    assert x[idle] == pytest.approx(max(0.0, a2a - compute))
+    assert pool.step_s(batch) == pytest.approx(compute + pool.c[idle] * max(0.0, a2a - compute))
     # an engine over two nodes without expert parallelism is refused, naming the column
     with pytest.raises(InvalidInputError, match="decode_ep"):
         disaggregated_model(
@@ -159,6 +168,103 @@ def test_wide_ep_decode_pays_the_all_to_all_only_across_nodes(model: Performance
                 prefill=prefill, decode=PoolLayout(replicas=1, tp=1, ep=1, attention_dp=16)
             ),
         )
+
+
+def test_remote_copies_per_token_worked_numbers() -> None:
+    # decode (DeepEP low-latency kernels): one copy an expert off the node, 8 x (1 - 8/32) = 6
+    assert remote_copies_per_token(8, 32, 8, node_dedup=False) == pytest.approx(6.0)
+    # prefill (normal kernels): one copy a node: 3 other nodes x (1 - (3/4)^8) = 2.69966
+    assert remote_copies_per_token(8, 32, 8, node_dedup=True) == pytest.approx(2.69966, rel=1e-5)
+    # within a node nothing crosses the network either way
+    assert remote_copies_per_token(8, 8, 8, node_dedup=True) == 0.0
+    assert remote_copies_per_token(8, 8, 8, node_dedup=False) == 0.0
+    # the prefill all-to-all of 128 tokens at EP32: 128 x 2.69966 x 7168 x 3 B a layer
+    ib = KV_LINKS["infiniband"]
+    t = ep_all_to_all_s(
+        128,
+        hidden=7168,
+        experts_per_token=8,
+        ep_size=32,
+        gpus_per_node=8,
+        moe_layers=58,
+        dispatch_bytes=1.0,
+        nic_bytes_per_s=50e9,
+        link=ib,
+        node_dedup=True,
+    )
+    assert t == pytest.approx(58 * (128 * 2.69966 * 7168 * 3 / 43e9 + 20e-6), rel=1e-5)
+
+
+def test_all_to_all_inside_an_nvlink_domain_worked_example() -> None:
+    # 1,000 tokens x 8 x 7168 x (0.5625 + 2) B x (1 - 1/48) a layer over 900 GB/s x 0.96,
+    # + 2 x 5 us = 0.1765 ms; 58 layers = 10.24 ms
+    t = ep_all_to_all_nvlink_s(
+        1000,
+        hidden=7168,
+        experts_per_token=8,
+        ep_size=48,
+        moe_layers=58,
+        dispatch_bytes=0.5625,
+        nvlink_bytes_per_s=900e9,
+    )
+    per_layer = 1000 * 8 * 7168 * 2.5625 * (47 / 48)
+    assert t == pytest.approx(58 * (per_layer / (900e9 * 0.96) + 10e-6), rel=1e-9)
+    assert t == pytest.approx(10.239e-3, rel=1e-3)
+
+
+def test_large_ep_inside_nvl72_replaces_the_gather_with_an_all_to_all(
+    model: PerformanceModel,
+) -> None:
+    # DeepSeek-R1 FP4 decode on 48 GB200 ranks (one NVL72 rack): no network, but DeepEP's
+    # all-to-all over NVLink instead of every rank gathering every rank's tokens
+    sc = _r1(gpu="GB200", precision="fp4")
+    pool = PoolLayout(replicas=1, tp=1, ep=48, attention_dp=48)
+    prefill = PoolLayout(replicas=1, tp=1, ep=4, attention_dp=4)
+    dm = disaggregated_model(
+        model, sc, DisaggregatedLayout(prefill=prefill, decode=pool, kv_link="nvlink")
+    )
+    assert dm.decode.large_ep and not dm.decode.wide_ep
+    batch = StepBatch.of([2000] * 64, [])
+    x = dm.decode.features(batch)
+    from planner.perf.step_time import step_features
+
+    gathered = step_features(batch, dm.decode.dep)
+    assert gathered[IDX["allreduce_nvlink"]] > 0
+    assert x[IDX["allreduce_nvlink"]] == pytest.approx(0.0, abs=1e-12)
+    assert x[IDX["idle"]] == pytest.approx(dm.decode.all_to_all_s(64)) and x[IDX["idle"]] > 0
+    # the all-to-all moves k copies of 64 tokens; the gather moved all 48 ranks' tokens
+    assert x[IDX["idle"]] < gathered[IDX["allreduce_nvlink"]]
+    # an EP8 pool (one HGX board) keeps the step-time model's own gather and scatter
+    small = PoolLayout(replicas=1, tp=1, ep=8, attention_dp=8)
+    board = disaggregated_model(
+        model, sc, DisaggregatedLayout(prefill=small, decode=small, kv_link="nvlink")
+    )
+    assert not board.decode.large_ep
+    assert board.decode.all_to_all_s(64) == 0.0
+
+
+def test_the_fitted_scale_multiplies_moe_pools_only(model: PerformanceModel) -> None:
+    pool = PoolLayout(replicas=1, tp=1, ep=8, attention_dp=8)
+    layout = DisaggregatedLayout(prefill=pool, decode=pool)
+    half = PoolScales(prefill=0.5, decode=0.5, rows=1, source="test")
+    plain = disaggregated_model(model, _r1(), layout, PoolScales())
+    scaled = disaggregated_model(model, _r1(), layout, half)
+    assert scaled.decode_pool.step_s(32) == pytest.approx(0.5 * plain.decode_pool.step_s(32))
+    assert scaled.prefill_state.saturation_rate() == pytest.approx(
+        2.0 * plain.prefill_state.saturation_rate(), rel=1e-6
+    )
+    # a dense model's pools keep the step-time model's own figures
+    dense = DisaggregatedLayout(
+        prefill=PoolLayout(replicas=1, tp=4), decode=PoolLayout(replicas=1, tp=4)
+    )
+    a = disaggregated_model(model, _llama(), dense, PoolScales())
+    b = disaggregated_model(model, _llama(), dense, half)
+    assert a.decode_pool.step_s(16) == b.decode_pool.step_s(16)
+    # the shipped scale is read from data/disaggregated_fit.json and says so
+    shipped = fitted_scales()
+    assert shipped.rows >= 15 and 0.3 < shipped.decode < 1.5
+    prediction = predict_disaggregated(model, _r1(), layout)
+    assert any("scaled by the fit" in r for r in prediction.prediction.uncertain_because)
 
 
 # ----- the pools against an aggregated deployment ------------------------------------------------

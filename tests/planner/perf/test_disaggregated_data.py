@@ -1,6 +1,7 @@
 """data/measured_disaggregated.csv: every public disaggregated / wide-EP row loads with its
 source and date and is predicted, as ``planner predict --scenarios`` predicts it, without an
-error; the file stays out of the fit (issue 25 item 6 fits it later)."""
+error; the file stays out of the step-time model's fit (its rows fit the disaggregated pools'
+step scale, tests/planner/perf/test_disaggregated_validation.py)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,14 @@ def _label(row: dict[str, str]) -> str:
     return f"{row['gpu']}-{row['tested_phase']}-{row['model'].split('/')[-1]}"
 
 
-def test_the_file_has_rows() -> None:
-    assert len(ROWS) >= 3
+def test_the_file_has_rows_from_several_sources() -> None:
+    assert len(ROWS) >= 15
+    assert len({row["source"] for row in ROWS}) >= 3
+    # a stated decode batch is a whole number of sequences a rank
+    for row in ROWS:
+        if row.get("decode_batch_per_rank"):
+            assert row["tested_phase"] == "decode"
+            assert float(row["decode_batch_per_rank"]).is_integer()
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[_label(r) for r in ROWS])
