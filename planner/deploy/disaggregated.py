@@ -30,6 +30,26 @@ Targets (:data:`DISAGG_TARGETS`), for a plan whose pools are set:
     proxy ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` @030ea52 (flags
     ``--host --port --prefiller-hosts --prefiller-ports --decoder-hosts --decoder-ports``),
     which is not in the wheel: the README says where to get it.
+  * a pool whose expert-parallel group is larger than one 8-GPU board runs DeepEP's all-to-all,
+    as the performance model prices it (:mod:`planner.perf.disaggregated`): SGLang
+    ``--moe-a2a-backend deepep --deepep-mode normal`` (prefill) or ``low_latency`` (decode),
+    vLLM ``--all2all-backend deepep_high_throughput`` or ``deepep_low_latency``; and one whose
+    group leaves its NVLink domain (over the network) overlaps the all-to-all with compute:
+    SGLang ``--enable-two-batch-overlap``, vLLM ``--enable-dbo`` (the SGLang team's 96-H100
+    deployment, lmsys.org 2025-05-05: normal dispatch for prefill, low-latency for decode, two-
+    batch overlap; vLLM's wide-EP post, blog.vllm.ai 2025-12-17: DeepEP kernels and ``--enable-
+    dbo``). Every flag and choice as the pinned releases define them: SGLang 0.5.19
+    ``sglang/srt/server_args.py`` (``disaggregation_mode`` null/prefill/decode,
+    ``DISAGG_TRANSFER_BACKEND_CHOICES`` mooncake/nixl/ascend/fake/mori/mooncake_tcp,
+    ``disaggregation_bootstrap_port`` default 8998, ``disaggregation_ib_device``,
+    ``moe_a2a_backend`` none/deepep/..., ``deepep_mode`` auto/normal/low_latency,
+    ``enable_two_batch_overlap``), vLLM 0.27.1 ``vllm/engine/arg_utils.py``
+    (``--data-parallel-size -local -address -rpc-port -start-rank``, ``--all2all-backend``
+    with ``vllm/config/parallel.py``'s ``All2AllBackend``, ``--enable-dbo``,
+    ``--kv-transfer-config``; ``--headless`` in ``entrypoints/openai/cli_args.py``; the
+    ``NixlConnector`` registered in ``distributed/kv_transfer/kv_connector/factory.py``,
+    ``kv_both`` a role of ``config/kv_transfer.py``), both read from the releases' wheels on
+    PyPI (retrieved 2026-12-02).
 
 - ``dynamo``: ``dynamographdeployment.yaml``, one ``nvidia.com/v1alpha1``
   ``DynamoGraphDeployment`` with a ``Frontend`` (componentType ``frontend``) and a prefill and a
@@ -39,9 +59,10 @@ Targets (:data:`DISAGG_TARGETS`), for a plan whose pools are set:
   ``--is-decode-worker``) or ``python3 -m dynamo.sglang`` (``--disaggregation-mode``) with the
   pool's engine arguments, on ``nvcr.io/nvidia/ai-dynamo/{vllm,sglang}-runtime:1.0.0``
   (ai-dynamo/dynamo ``examples/backends/vllm/deploy/disagg.yaml`` @0044eb9; the multinode
-  section and the 1.0.0 runtime image from Dynamo's multinode deployment guide). Dynamo's CRD
-  schema (``deploy/cloud/helm/crds/templates/nvidia.com_dynamographdeployments.yaml``, 733 kB)
-  could not be brought here, so the tests check the fields above, not the schema.
+  section and the 1.0.0 runtime image from Dynamo's multinode deployment guide), validated in
+  the tests against the ``openAPIV3Schema`` of Dynamo 1.0.0's own CRD
+  (``deploy/operator/config/crd/bases/nvidia.com_dynamographdeployments.yaml`` @db88c95,
+  vendored with its descriptions trimmed), strictly.
 
 - ``llm-d``: ``values.yaml`` for the ``llm-d-modelservice`` Helm chart (v0.4.12,
   llm-d-incubation/llm-d-modelservice @3051935): ``modelArtifacts``, ``routing`` (the routing
@@ -134,12 +155,46 @@ def pool_plan(plan: Plan, pool: PlanPool) -> Plan:
     )
 
 
+#: GPUs of one HGX board: a larger expert-parallel group runs DeepEP's all-to-all
+#: (planner.perf.disaggregated.BOARD_GPUS)
+BOARD_GPUS = 8
+#: the NVLink domain of a GB200/GB300 NVL72 rack
+NVL72_GPUS = 72
+
+
+def _crosses_nvlink_domain(pool: PlanPool) -> bool:
+    """The pool's expert-parallel group spans instances that no NVLink domain joins."""
+    if pool.gpu.upper().startswith("GB"):
+        return pool.ep > NVL72_GPUS
+    return pool.nodes > 1 and pool.ep > pool.gpus_per_replica // pool.nodes
+
+
+def large_ep_flags(pool: PlanPool, role: str) -> list[str]:
+    """DeepEP's all-to-all for an expert-parallel group beyond one board (normal kernels for
+    prefill, low-latency for decode) and the compute/communication overlap for one over the
+    network (module docstring); nothing for smaller pools."""
+    if pool.ep <= BOARD_GPUS:
+        return []
+    overlap = _crosses_nvlink_domain(pool)
+    if pool.engine.family == "vllm":
+        kernels = "deepep_high_throughput" if role == "prefill" else "deepep_low_latency"
+        return ["--all2all-backend", kernels] + (["--enable-dbo"] if overlap else [])
+    mode = "normal" if role == "prefill" else "low_latency"
+    flags = ["--moe-a2a-backend", "deepep", "--deepep-mode", mode]
+    return flags + (["--enable-two-batch-overlap"] if overlap else [])
+
+
 def pd_flags(plan: Plan, role: str) -> list[str]:
     """The flags a pool server adds to the plan's command (module docstring)."""
-    _, _, link = _pools(plan)
-    if plan.decode is not None and plan.decode.engine.family == "vllm":
-        return ["--kv-transfer-config", json.dumps(VLLM_KV_TRANSFER_CONFIG, separators=(",", ":"))]
-    flags = ["--disaggregation-mode", role]
+    prefill, decode, link = _pools(plan)
+    pool = prefill if role == "prefill" else decode
+    if decode.engine.family == "vllm":
+        return [
+            "--kv-transfer-config",
+            json.dumps(VLLM_KV_TRANSFER_CONFIG, separators=(",", ":")),
+            *large_ep_flags(pool, role),
+        ]
+    flags = [*large_ep_flags(pool, role), "--disaggregation-mode", role]
     flags += ["--disaggregation-transfer-backend", SGLANG_TRANSFER_BACKEND.get(link, "mooncake")]
     if role == "prefill":
         flags += ["--disaggregation-bootstrap-port", str(SGLANG_BOOTSTRAP_PORT)]
@@ -257,9 +312,10 @@ def _dynamo_worker(plan: Plan, spec: DeploySpec, role: str) -> dict[str, Any]:
     family = pool.engine.family
     if family == "vllm":
         # dynamo.vllm takes vLLM's engine arguments: `serve MODEL` becomes `--model MODEL`
-        args = ["--model", plan.model, *argv[3:], f"--is-{role}-worker"]
+        args = ["--model", plan.model, *argv[3:], *large_ep_flags(pool, role)]
+        args.append(f"--is-{role}-worker")
     else:
-        args = [*argv[3:], "--disaggregation-mode", role]
+        args = [*argv[3:], *large_ep_flags(pool, role), "--disaggregation-mode", role]
         args += ["--disaggregation-transfer-backend", SGLANG_TRANSFER_BACKEND.get(link, "nixl")]
     gpus_per_node = pool.gpus_per_replica // pool.nodes
     worker: dict[str, Any] = {
@@ -465,6 +521,7 @@ def render_disaggregated(spec: DeploySpec, target: str) -> dict[str, str]:
 __all__ = [
     "DISAGG_TARGETS",
     "dynamo_graph_deployment",
+    "large_ep_flags",
     "llmd_values",
     "pool_argv",
     "pool_plan",

@@ -8,9 +8,9 @@ against each engine's documented flags (the lists of the existing command tests 
 flags cited in :mod:`planner.deploy.disaggregated`), parsed back with
 :mod:`planner.serve_flags`, and the scripts are run by a real ``sh`` with stand-in ``python3``
 and ``vllm`` programs that print the arguments they get. llm-d's values are validated with the
-chart's own ``values.schema.json`` (vendored, ``fixtures/SOURCES.md``); Dynamo publishes its CRD
-schema but it could not be brought here, so its resource is checked field by field and its
-containers as core v1 containers (kubernetes-validate).
+chart's own ``values.schema.json`` (vendored, ``fixtures/SOURCES.md``); Dynamo's
+DynamoGraphDeployment against the ``openAPIV3Schema`` of Dynamo 1.0.0's own CRD (vendored,
+descriptions trimmed), strictly, and its containers as core v1 containers (kubernetes-validate).
 """
 
 from __future__ import annotations
@@ -48,22 +48,52 @@ from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.plan import Plan, PlanPool, PlanPrice
 from planner.serve_flags import parse_serve_command
-from tests.planner.deploy.validators import KUBERNETES_VERSION
+from tests.planner.deploy.validators import KUBERNETES_VERSION, validate_custom_resource
 from tests.planner.test_sglang_command import SGLANG_DOCUMENTED_FLAGS
 from tests.planner.test_vllm_command import DOCUMENTED_FLAGS_0_27_1, FRONTEND_FLAGS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LLMD_SCHEMA = FIXTURES / "llm-d-modelservice-v0.4.12.values.schema.json"
-#: SGLang 0.5.x ``launch_server --help`` (module docstring of planner.deploy.disaggregated)
+DYNAMO_SCHEMA = FIXTURES / "dynamo-1.0.0-dynamographdeployment.schema.json"
+#: SGLang 0.5.19's server flags and choices (the pinned release's server_args.py, vendored:
+#: fixtures/SOURCES.md)
+SGLANG_0_5_19 = json.loads((FIXTURES / "sglang-0.5.19-server-flags.json").read_text())
+SGLANG_RELEASE_FLAGS = set(SGLANG_0_5_19["flags"])
+#: the PD and large-EP flags of planner.deploy.disaggregated (its module docstring)
 SGLANG_PD_FLAGS = {
     "--disaggregation-mode",
     "--disaggregation-transfer-backend",
     "--disaggregation-bootstrap-port",
     "--disaggregation-ib-device",
+    "--moe-a2a-backend",
+    "--deepep-mode",
+    "--enable-two-batch-overlap",
 }
-SGLANG_TRANSFER_BACKENDS = {"mooncake", "nixl", "ascend", "fake", "mori"}
-#: vLLM 0.27.1's MoE layout flags (vllm_command) and its KV connector flag
-VLLM_PD_FLAGS = {"--data-parallel-size", "--enable-expert-parallel", "--kv-transfer-config"}
+SGLANG_TRANSFER_BACKENDS = set(SGLANG_0_5_19["disaggregation_transfer_backend_choices"])
+#: vLLM 0.27.1's MoE layout flags (vllm_command), its KV connector flag and the large-EP ones
+#: (vllm/engine/arg_utils.py of the 0.27.1 wheel: --all2all-backend, --enable-dbo)
+VLLM_PD_FLAGS = {
+    "--data-parallel-size",
+    "--enable-expert-parallel",
+    "--kv-transfer-config",
+    "--all2all-backend",
+    "--enable-dbo",
+}
+#: vllm/config/parallel.py's All2AllBackend of vLLM 0.27.1
+VLLM_ALL2ALL_BACKENDS = {
+    "naive",
+    "pplx",
+    "deepep_high_throughput",
+    "deepep_low_latency",
+    "deepep_v2",
+    "mori_high_throughput",
+    "mori_low_latency",
+    "nixl_ep",
+    "allgather_reducescatter",
+    "flashinfer_all2allv",
+    "flashinfer_nvlink_two_sided",
+    "flashinfer_nvlink_one_sided",
+}
 #: vLLM's multi-node data parallel flags (docs.vllm.ai, "Data Parallel Deployment")
 VLLM_DP_NODE_FLAGS = {
     "--data-parallel-size-local",
@@ -190,13 +220,32 @@ def test_each_pool_runs_its_own_layout_with_documented_pd_flags(
     assert parsed.ep_size == pool.ep
     port = PREFILL_PORT if role == "prefill" else DECODE_PORT
     assert argv[argv.index("--port") + 1] == str(port)
+    # an expert-parallel group beyond one board runs DeepEP; over the network, overlapped
+    large, spans = pool.ep > 8, pool.nodes > 1 and pool.ep > 8
     if name.startswith("vllm"):
         assert _flags(argv) <= DOCUMENTED_FLAGS_0_27_1 | FRONTEND_FLAGS | VLLM_PD_FLAGS
         config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
         assert config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        assert ("--all2all-backend" in argv) == large
+        if large:
+            kernels = argv[argv.index("--all2all-backend") + 1]
+            assert kernels in VLLM_ALL2ALL_BACKENDS
+            assert kernels == (
+                "deepep_high_throughput" if role == "prefill" else "deepep_low_latency"
+            )
+        assert ("--enable-dbo" in argv) == spans
     else:
         documented = SGLANG_DOCUMENTED_FLAGS | SGLANG_PD_FLAGS | {"--enable-metrics"}
         assert _flags(argv) <= documented
+        # every flag as SGLang 0.5.19, the pinned release, defines it
+        assert _flags(argv) <= SGLANG_RELEASE_FLAGS
+        assert ("--moe-a2a-backend" in argv) == large
+        if large:
+            assert argv[argv.index("--moe-a2a-backend") + 1] == "deepep"
+            mode = argv[argv.index("--deepep-mode") + 1]
+            assert mode in SGLANG_0_5_19["deepep_mode_choices"]
+            assert mode == ("normal" if role == "prefill" else "low_latency")
+        assert ("--enable-two-batch-overlap" in argv) == spans
         assert argv[argv.index("--disaggregation-mode") + 1] == role
         backend = argv[argv.index("--disaggregation-transfer-backend") + 1]
         assert backend in SGLANG_TRANSFER_BACKENDS
@@ -354,15 +403,36 @@ def _container_validates(container: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sglang-efa", "vllm"])
+def test_dynamo_schema_refuses_what_the_crd_does(specs: dict[str, DeploySpec]) -> None:
+    """The vendored CRD schema can fail: a misspelt field, a GPU count as a number (the CRD
+    types it a string) and a one-node ``multinode`` (its minimum is 2) are refused."""
+    text = render(specs["vllm-wide"], "dynamo")["dynamographdeployment.yaml"]
+    (document,) = list(yaml.safe_load_all(text))
+    validate_custom_resource(document, DYNAMO_SCHEMA)
+    worker = document["spec"]["services"]["VllmDecodeWorker"]
+    assert worker["multinode"] == {"nodeCount": 2}
+    for change in (
+        lambda w: w.update(subComponentTyp="decode"),
+        lambda w: w["resources"]["limits"].update(gpu=8),
+        lambda w: w.update(multinode={"nodeCount": 1}),
+        lambda w: w["extraPodSpec"]["mainContainer"].update(imagePullPolicyy="Always"),
+    ):
+        bad = json.loads(json.dumps(document))
+        change(bad["spec"]["services"]["VllmDecodeWorker"])
+        with pytest.raises(jsonschema.ValidationError):
+            validate_custom_resource(bad, DYNAMO_SCHEMA)
+
+
+@pytest.mark.parametrize("name", ["sglang-efa", "sglang-ib", "vllm", "vllm-wide"])
 def test_dynamo_graph_deployment_has_the_pools(specs: dict[str, DeploySpec], name: str) -> None:
     spec = specs[name]
     plan = spec.plan
     (document,) = list(yaml.safe_load_all(render(spec, "dynamo")["dynamographdeployment.yaml"]))
+    validate_custom_resource(document, DYNAMO_SCHEMA)
     assert document["apiVersion"] == "nvidia.com/v1alpha1"
     assert document["kind"] == "DynamoGraphDeployment"
     services = document["spec"]["services"]
-    prefix = "Vllm" if name == "vllm" else "Sglang"
+    prefix = "Vllm" if name.startswith("vllm") else "Sglang"
     assert sorted(services) == sorted(
         ["Frontend", f"{prefix}PrefillWorker", f"{prefix}DecodeWorker"]
     )
@@ -377,13 +447,20 @@ def test_dynamo_graph_deployment_has_the_pools(specs: dict[str, DeploySpec], nam
         assert int(worker["resources"]["limits"]["gpu"]) * nodes == pool.gpus_per_replica
         container = worker["extraPodSpec"]["mainContainer"]
         _container_validates(container)
-        family = "vllm" if name == "vllm" else "sglang"
+        family = "vllm" if name.startswith("vllm") else "sglang"
         assert container["command"] == ["python3", "-m", f"dynamo.{family}"]
         assert container["image"].startswith(f"nvcr.io/nvidia/ai-dynamo/{family}-runtime:")
         args = container["args"]
         program = "vllm serve" if family == "vllm" else "python3 -m sglang.launch_server"
         words = [w for w in args if w != "--model"]
         parsed = parse_serve_command(program + " " + " ".join(json.dumps(w) for w in words))
+        if family == "sglang":  # the engine arguments dynamo.sglang passes to SGLang 0.5.19
+            assert _flags(args) <= SGLANG_RELEASE_FLAGS
+            backend = args[args.index("--disaggregation-transfer-backend") + 1]
+            assert backend in SGLANG_TRANSFER_BACKENDS
+        else:
+            flags = _flags(args) - {"--model", f"--is-{role}-worker"}
+            assert flags <= DOCUMENTED_FLAGS_0_27_1 | FRONTEND_FLAGS | VLLM_PD_FLAGS
         assert (parsed.tp, parsed.attention_dp, parsed.ep_size) == (
             pool.tp,
             pool.attention_dp,
@@ -500,6 +577,7 @@ def test_the_searchs_best_disaggregated_plan_emits_files_that_validate(
     assert main([*args, "--emit", "dynamo", str(tmp_path / "dyn")]) == 0
     text = (tmp_path / "dyn" / "dynamographdeployment.yaml").read_text()
     (document,) = list(yaml.safe_load_all(text))
+    validate_custom_resource(document, DYNAMO_SCHEMA)
     for service in document["spec"]["services"].values():
         _container_validates(service["extraPodSpec"]["mainContainer"])
     assert main([*args, "--engine", "sglang", "--emit", "pd", str(tmp_path / "pd")]) == 0

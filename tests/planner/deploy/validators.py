@@ -4,6 +4,11 @@
   Kubernetes version, strictly (unknown fields fail). Custom resources (LeaderWorkerSet, KEDA's
   ScaledObject) have no schema there: their pod templates are validated as core ``v1``
   PodTemplates, the rest of them field by field in the tests.
+- Custom resources with a published CRD (NVIDIA Dynamo's DynamoGraphDeployment):
+  :func:`validate_custom_resource` checks the object against the CRD's ``openAPIV3Schema``
+  (vendored under ``fixtures/``) with ``jsonschema``, as ``kubectl apply --validate=strict``
+  does: an object schema that lists its properties and neither preserves unknown fields nor
+  states ``additionalProperties`` refuses any other field (the API server would prune it).
 - SkyPilot: ``sky.Task.from_yaml`` (SkyPilot's own loader and schema) in a subprocess whose
   ``HOME`` holds a seeded SkyPilot catalog, so that the loader has the ``vms.csv`` files it
   would otherwise download (nothing here may reach the network).
@@ -19,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import yaml
 
@@ -62,6 +68,33 @@ def validate_kubernetes(text: str) -> list[dict[str, Any]]:
             continue
         kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
     return documents
+
+
+def strict_crd_schema(schema: Any) -> Any:
+    """A CRD's ``openAPIV3Schema`` as a JSON Schema that refuses unknown fields (see the module
+    docstring) and lets ``nullable`` fields be null."""
+    if isinstance(schema, list):
+        return [strict_crd_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: strict_crd_schema(value) for key, value in schema.items()}
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    if out.pop("nullable", False) and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def validate_custom_resource(document: dict[str, Any], schema_path: Path) -> None:
+    """``document`` against the vendored ``openAPIV3Schema`` at ``schema_path``, strictly;
+    raises ``jsonschema.ValidationError``."""
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    schema.pop("$comment", None)
+    jsonschema.Draft7Validator(strict_crd_schema(schema)).validate(document)
 
 
 def _templates(document: dict[str, Any]) -> list[dict[str, Any]]:
