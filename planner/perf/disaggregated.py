@@ -545,6 +545,13 @@ def _wide_ep_dispatch_bytes(precision: str) -> float:
     return 1.0 if p == "fp8" else 2.0
 
 
+#: share of the shorter of compute and a cross-node all-to-all that the two-batch overlap hides:
+#: SGLang's decode ablation on 96 H100 (lmsys.org 2025-05-05, "Ablation Study: Two-batch
+#: Overlap"): +25.5% throughput at 256 sequences a GPU; the step-time model prices that step at
+#: 104 ms of compute and 54 ms of all-to-all, so 158 / 1.255 = 126 ms: 0.405 of the all-to-all
+#: stays exposed, 0.595 is hidden
+OVERLAP_EFFICIENCY = 0.595
+
 #: GPUs of one HGX board: an EP group larger than this runs a DeepEP-style all-to-all (SGLang's
 #: large-scale EP with ``--moe-a2a-backend deepep``, vLLM's DeepEP all2all backends, TensorRT-
 #: LLM's wide EP), also inside a GB200/GB300 NVLink domain; up to it, the attention-DP gather
@@ -557,12 +564,13 @@ class PoolContext:
     """A pool's resolved deployment, coefficients and what its all-to-all crosses.
 
     ``role`` picks DeepEP's kernels: normal (one copy a node, prefill) or low-latency (one
-    copy an expert, decode). ``overlap``: a cross-node all-to-all is hidden behind the other
-    micro-batch's compute (SGLang's two-batch overlap, vLLM's dual-batch overlap, both after
-    DeepSeek's profile-data): the step pays ``max(compute, all-to-all)``. SGLang's H100 post
-    (lmsys.org 2025-05-05) measures the overlap's gain at 27-35% in prefill and 25.5% at 256
-    sequences in decode, and its GB200 part I post turns it off inside NVLink, where the
-    all-to-all is short: no overlap there.
+    copy an expert, decode). A cross-node all-to-all runs beside the other micro-batch's
+    compute (SGLang's two-batch overlap, vLLM's dual-batch overlap, both after DeepSeek's
+    profile-data): the step pays ``max(compute, all-to-all) + (1 - eta) x min(compute,
+    all-to-all)``, ``eta`` = :data:`OVERLAP_EFFICIENCY` from SGLang's own ablation (its H100
+    post, lmsys.org 2025-05-05, measures the overlap's gain at 27-35% in prefill and 25.5% at
+    256 sequences in decode); its GB200 part I post turns the overlap off inside NVLink, where
+    the all-to-all is short: no overlap there.
     """
 
     scenario: Scenario
@@ -616,8 +624,9 @@ class PoolContext:
     def apply_all_to_all(self, x: np.ndarray, tokens: float) -> np.ndarray:
         """``x`` (step terms of ``tokens`` tokens a rank) with large EP's all-to-all in place of
         the attention-DP gather and scatter the step-time model prices, in ``idle`` (a time at
-        coefficient 1: spec rate x measured efficiency, not fitted); across nodes only what
-        the overlap does not hide (``max(0, all-to-all - compute)``)."""
+        coefficient 1 before the pool's scale: spec rate x measured efficiency); across nodes
+        only what the overlap does not hide (``max(0, all-to-all - compute) + (1 - eta) x
+        min(all-to-all, compute)``)."""
         if not self.large_ep:
             return x
         dep = self.dep
@@ -632,7 +641,7 @@ class PoolContext:
         a2a = self.all_to_all_s(tokens)
         if self.wide_ep:
             compute = float(self.c @ x)
-            a2a = max(0.0, a2a - compute)
+            a2a = max(0.0, a2a - compute) + (1.0 - OVERLAP_EFFICIENCY) * min(a2a, compute)
         x[IDX["idle"]] += a2a
         return x
 
@@ -1049,6 +1058,7 @@ def predict_disaggregated(
 __all__ = [
     "FIT_FILE",
     "KV_LINKS",
+    "OVERLAP_EFFICIENCY",
     "DecodePool",
     "DisaggregatedLayout",
     "DisaggregatedModel",

@@ -17,10 +17,10 @@ measured)))`` of the tokens a second a GPU of every row with the step-time model
 pool's time a token is its step over its tokens, so the ratio is the step's), applied to an MoE
 pool's coefficients (:class:`planner.perf.disaggregated.PoolScales`). A median of logs: one
 odd row (a post's approximate figure, an unstated batch) moves it little. A scale a phase was
-tried and held out worse (2026-12-02, 15 rows: median APE of tokens/s a GPU 29% against 19%
-with one scale; prefill 31% against 26%): the prefill rows disagree by source (H100 EP32 at
-0.53-0.58, GB200 and H200 at 0.49-0.84), and a phase's own scale follows whichever source
-has the most rows.
+tried and held out worse (2026-12-02, 15 rows, median APE of tokens/s a GPU held out by
+source: 28% with a scale a phase, 22% with a phase's scale the median of its sources', 19%
+with one scale): the prefill rows disagree by source (H100 EP32 near 0.5, GB200 and H200 at
+0.5-0.8), and a phase's own scale follows whichever source has the most rows.
 
 **Held out by source** (:func:`disaggregated_slice`): each source's rows are predicted with the
 scales fitted on the other sources' rows (a phase no other source measured keeps 1.0), so the
