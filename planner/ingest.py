@@ -686,9 +686,14 @@ class _Batch:
         if not files:
             self._empty_table(con, table, schema)
             return
+        # Merged over one line of each distinct structure, not over every line: the same
+        # merged structure (merging is a union), but json_group_structure over every line of
+        # a 58 MB file held ~940 MB, over the distinct ones ~270 MB
+        # (benchmarks/ingest_memory_bench.py)
         structures = con.execute(
-            "SELECT filename, json_group_structure(json) FROM read_ndjson_objects(?, "
-            "filename = true) GROUP BY filename",
+            "SELECT filename, json_group_structure(line) FROM ("
+            "SELECT filename, any_value(json) AS line FROM read_ndjson_objects(?, "
+            "filename = true) GROUP BY filename, json_structure(json)) GROUP BY filename",
             [files],
         ).fetchall()
         for path, structure in structures:
@@ -1176,7 +1181,7 @@ def ingest_pending(
             if before_batch is not None:
                 before_batch()
             batch = _Batch(store, pending_batch, bulk=bulk)
-            with store.bulk_cursor() as con:
+            with store.ingest_memory(), store.bulk_cursor() as con:
                 batch.read(con)
                 with store.write_lock():
                     ingested = batch.write(con)

@@ -24,6 +24,7 @@ store is safe to share across Streamlit's script threads.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -179,6 +180,18 @@ def _clean(value: Any) -> Any:
 
 _DATABASE_LOCKS: dict[str, threading.RLock] = {}
 _DATABASE_LOCKS_GUARD = threading.Lock()
+
+
+#: DuckDB's memory limit while a pass ingests into a database file: its bulk read of a large
+#: ``requests.jsonl`` then spills the staged rows to the database's temporary directory instead
+#: of growing with the file (one run of 179 MB: 785 MB peak RSS unbounded, 606 MB with this; the
+#: JSON reader alone needs ~120-240 MB of buffers, so a lower limit stops it;
+#: benchmarks/ingest_memory_bench.py, 2026-12-02)
+INGEST_MEMORY_LIMIT = "384MB"
+
+#: ingestion passes under way per database file (the limit is the database's, not a cursor's)
+_INGESTING: dict[str, int] = {}
+_INGESTING_GUARD = threading.Lock()
 
 
 def _database_lock(path: Path | None) -> threading.RLock:
@@ -462,6 +475,30 @@ class Store:
             yield cursor
         finally:
             cursor.close()
+
+    @contextmanager
+    def ingest_memory(self) -> Iterator[None]:
+        """DuckDB's memory bounded at :data:`INGEST_MEMORY_LIMIT` while ingestion reads in bulk
+        (set by the first pass of a database file, reset to DuckDB's default by the last). An
+        in-memory store holds its rows in memory whatever the limit: it is left as it is."""
+        if self.path is None:
+            yield
+            return
+        key = str(self.path.resolve())
+        with _INGESTING_GUARD:
+            if not _INGESTING.get(key):
+                with self._cursor() as cur:
+                    cur.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+            _INGESTING[key] = _INGESTING.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with _INGESTING_GUARD:
+                _INGESTING[key] -= 1
+                if not _INGESTING[key]:
+                    del _INGESTING[key]
+                    with contextlib.suppress(duckdb.Error), self._cursor() as cur:
+                        cur.execute("RESET memory_limit")
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
