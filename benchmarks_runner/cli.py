@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -25,7 +26,13 @@ from typing import Any
 
 from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.errors import BenchmarkError, ConfigError
-from benchmarks_runner.runner import ProgressSnapshot, RunResult, check_endpoint, run_benchmark
+from benchmarks_runner.runner import (
+    ProgressSnapshot,
+    RunResult,
+    check_endpoint,
+    record_cancelled_run,
+    run_benchmark,
+)
 from benchmarks_runner.workload import (
     TRACE_FORMATS,
     RequestSpec,
@@ -563,6 +570,9 @@ def print_summary(result: RunResult) -> None:
 
 #: The signal that cancelled the last run (SIGINT or SIGTERM), None when none did.
 _cancelled_by: list[signal.Signals] = []
+#: Signals ``python -m benchmarks_runner`` received before this module was imported whole
+#: (its ``__main__`` records them): a run then ends ``cancelled`` as soon as it can.
+_early_signals: list[signal.Signals] = []
 
 
 async def _with_sigint(coro_factory: Any) -> Any:
@@ -601,28 +611,100 @@ def _stored(plan: Plan | None) -> dict[str, Any] | None:
     return None if plan is None else plan.model_dump(mode="json")
 
 
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM before a run's event loop takes them over (while ``run`` checks its
+    arguments or the endpoint, reads a trace or a plan): the run ends ``cancelled``."""
+
+    def __init__(self, sig: signal.Signals) -> None:
+        super().__init__(sig.name)
+        self.sig = sig
+
+
+def _raise_signalled(signum: int, frame: Any) -> None:
+    sig = signal.Signals(signum)
+    if not _cancelled_by:
+        _cancelled_by.append(sig)
+    raise _Signalled(sig)
+
+
+def _signals_raise() -> None:
+    """From here on SIGINT and SIGTERM raise :class:`_Signalled` (an event loop's handlers,
+    once removed, leave the default action behind: set again after each loop)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _raise_signalled)
+    if _early_signals:  # received while the command's modules were imported
+        raise _Signalled(_early_signals[0])
+
+
+async def _preflight(config: RunConfig) -> None:
+    """The preflight alone, ended at once by SIGINT or SIGTERM (raised as :class:`_Signalled`)."""
+
+    async def check(cancel: asyncio.Event) -> None:
+        task = asyncio.ensure_future(check_endpoint(config))
+        waiter = asyncio.ensure_future(cancel.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise _Signalled(_cancelled_by[0] if _cancelled_by else signal.SIGINT)
+        task.result()
+
+    await _with_sigint(check)
+
+
+def _cancelled_exit(sig: signal.Signals) -> int:
+    print(f"error: cancelled by {sig.name}; rows collected so far are kept", file=sys.stderr)
+    return EXIT_TERMINATED if sig == signal.SIGTERM else EXIT_CANCELLED
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    if args.trace is not None and config.preflight:
-        asyncio.run(check_endpoint(config))  # before reading a trace that may be large
-    specs = specs_from_args(args, config)
-    plan = _stored(_load_plan(args.plan, config.model))
-    bar = ProgressBar(not args.no_progress)
-    result: RunResult = asyncio.run(
-        _with_sigint(
-            lambda cancel: run_benchmark(
-                config, specs, args.runs_dir, plan=plan, progress=bar, cancel=cancel
+    """A run; SIGINT or SIGTERM at any point, also before its first request is built (while
+    the endpoint is checked, a trace or a plan read), ends it ``cancelled`` with its run files
+    and exit code 130 or 143."""
+    config: RunConfig | None = None
+    phase = "checking its arguments"
+    try:
+        _signals_raise()
+        config = config_from_args(args)
+        if args.trace is not None and config.preflight:
+            phase = "checking the endpoint"
+            asyncio.run(_preflight(config))  # before reading a trace that may be large
+            _signals_raise()
+        phase = "reading the trace" if args.trace is not None else "building its requests"
+        specs = specs_from_args(args, config)
+        phase = "reading the plan"
+        plan = _stored(_load_plan(args.plan, config.model))
+        phase = "starting"
+        bar = ProgressBar(not args.no_progress)
+        result: RunResult = asyncio.run(
+            _with_sigint(
+                lambda cancel: run_benchmark(
+                    config, specs, args.runs_dir, plan=plan, progress=bar, cancel=cancel
+                )
             )
         )
-    )
+    except _Signalled as signalled:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the files are written whatever comes
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        cancelled = record_cancelled_run(
+            args.runs_dir,
+            config,
+            f"cancelled by {signalled.sig.name} before the first request "
+            f"(while {phase}); nothing measured",
+            model=args.model,
+        )
+        print(f"run files: {cancelled.run_dir}")
+        return _cancelled_exit(signalled.sig)
     if args.result_json is not None and result.result_json_path.is_file():
         args.result_json.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(result.result_json_path, args.result_json)
     print_summary(result)
     if result.status == "cancelled":
-        sig = _cancelled_by[0] if _cancelled_by else signal.SIGINT
-        print(f"error: cancelled by {sig.name}; rows collected so far are kept", file=sys.stderr)
-        return EXIT_TERMINATED if sig == signal.SIGTERM else EXIT_CANCELLED
+        return _cancelled_exit(_cancelled_by[0] if _cancelled_by else signal.SIGINT)
     if result.status == "failed":
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_ABORTED

@@ -581,6 +581,37 @@ async def run_benchmark(
         writer.close()
 
 
+def record_cancelled_run(
+    runs_dir: Path | str, config: RunConfig | None, reason: str, *, model: str | None = None
+) -> RunResult:
+    """The run files of a run cancelled before :func:`run_benchmark` began (while its command
+    read a trace, say): ``run.json`` says ``cancelled`` and why, no request was sent. Without a
+    config (its arguments not checked yet) the endpoint is not recorded: a URL not yet
+    checked may hold credentials."""
+    writer = RunWriter(Path(runs_dir))
+    try:
+        if config is not None:
+            for secret in config.secrets():
+                writer.scrubber.add(secret)
+        writer.write_meta(
+            endpoint={
+                "base_url": config.root_url if config is not None else None,
+                "api": config.api if config is not None else None,
+                "server_version": None,
+                "server_flags": None,
+            },
+            model=config.model if config is not None else model,
+            client_host=socket.gethostname(),
+            config=config.public_dict() if config is not None else None,
+            status="cancelled",
+            finished_at=utc_now_iso(),
+            error=reason,
+        )
+    finally:
+        writer.close()
+    return RunResult(writer.run_id, writer.dir, "cancelled", None, [], reason)
+
+
 async def _wait_for(cancel: CancelEvent) -> None:
     if isinstance(cancel, asyncio.Event):
         await cancel.wait()

@@ -12,11 +12,13 @@ processes, a real fault server on 127.0.0.1 and real DuckDB files throughout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -548,6 +550,92 @@ def test_a_signal_while_probing_a_slow_endpoint_exits_at_once_with_its_code(
     assert proc.returncode == code, err
     last = err.strip().splitlines()[-1]
     assert last == f"error: cancelled by {sig.name}; rows collected so far are kept"
+    (run_dir,) = runs.iterdir()
+    meta = json.loads((run_dir / RUN_JSON).read_text())
+    assert meta["status"] == "cancelled" and "before the first request" in meta["error"]
+
+
+def _sigterm_once_open(proc: subprocess.Popen[str], path: Path) -> bool:
+    """SIGTERM to ``proc`` as soon as it holds ``path`` open (True), or after the patience."""
+    fds = Path(f"/proc/{proc.pid}/fd")
+    deadline = time.monotonic() + PATIENT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError):  # a descriptor closed while listed
+            if any(os.readlink(fd) == str(path) for fd in fds.iterdir()):
+                os.kill(proc.pid, signal.SIGTERM)
+                return True
+        time.sleep(0.001)
+    os.kill(proc.pid, signal.SIGTERM)
+    return False
+
+
+def test_sigterm_while_a_trace_is_read_ends_the_run_cancelled_with_run_json_and_143(
+    fault_server: Callable[..., FaultServer], tmp_path: Path
+) -> None:
+    # a trace of 600,000 requests takes seconds to read: the signal lands while it is read
+    # (before: the default action, no run.json and no exit code of the runner's)
+    trace = tmp_path / "trace.jsonl"
+    line = '{{"timestamp": {t}, "input_length": 64, "output_length": 4, "hash_ids": [1, 2, 3]}}\n'
+    with trace.open("w") as out:
+        out.writelines(line.format(t=i) for i in range(600_000))
+    server = fault_server("none")
+    runs = tmp_path / "runs"
+    proc = start_cli(
+        "benchmarks_runner", "run", "--base-url", server.base_url, "--model", "fault-model",
+        "--trace", str(trace), "--trace-format", "mooncake", "--runs-dir", str(runs),
+        "--no-progress",
+    )  # fmt: skip
+    try:
+        caught_reading = _sigterm_once_open(proc, trace.resolve())
+        out, err = proc.communicate(timeout=PATIENT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert caught_reading, "the trace was never seen open: the signal missed the phase"
+    assert "Traceback" not in err
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == (
+        "error: cancelled by SIGTERM; rows collected so far are kept"
+    )
+    (run_dir,) = runs.iterdir()
+    meta = json.loads((run_dir / RUN_JSON).read_text())
+    assert meta["status"] == "cancelled"
+    assert meta["error"] == (
+        "cancelled by SIGTERM before the first request (while reading the trace); nothing measured"
+    )
+    assert meta["model"] == "fault-model" and meta["endpoint"]["base_url"] == server.base_url
+    assert read_run_dir(run_dir).requests == []
+
+
+def test_a_signal_during_the_imports_still_ends_a_run_with_run_json_and_its_code(
+    tmp_path: Path,
+) -> None:
+    # the runner's modules take a second or more to import: a signal then is kept for the run.
+    # Sent at once, it lands during the imports (or, on a fast machine, just after: the same
+    # outcome is required either way)
+    runs = tmp_path / "runs"
+    proc = start_cli(
+        "benchmarks_runner", "run", "--base-url", "http://127.0.0.1:9", "--model", "m",
+        "--input-len", "8", "--output-len", "4", "--num-requests", "4", "--runs-dir", str(runs),
+        "--no-progress",
+    )  # fmt: skip
+    try:
+        # the interpreter starts before __main__ can take the signal over: wait for pydantic's
+        # compiled core, which the command's imports load after __main__ has, then signal
+        deadline = time.monotonic() + PATIENT_S
+        maps = Path(f"/proc/{proc.pid}/maps")
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if "_pydantic_core" in maps.read_text():
+                    break
+            time.sleep(0.001)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=PATIENT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in err
+    assert proc.returncode == 143, err
     (run_dir,) = runs.iterdir()
     meta = json.loads((run_dir / RUN_JSON).read_text())
     assert meta["status"] == "cancelled" and "before the first request" in meta["error"]
