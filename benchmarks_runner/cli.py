@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -629,7 +630,10 @@ def _raise_signalled(signum: int, frame: Any) -> None:
 
 def _signals_raise() -> None:
     """From here on SIGINT and SIGTERM raise :class:`_Signalled` (an event loop's handlers,
-    once removed, leave the default action behind: set again after each loop)."""
+    once removed, leave the default action behind: set again after each loop). Only the main
+    thread may set handlers; elsewhere (a caller's thread) they are left as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_signalled)
     if _early_signals:  # received while the command's modules were imported
@@ -664,7 +668,17 @@ def _cancelled_exit(sig: signal.Signals) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     """A run; SIGINT or SIGTERM at any point, also before its first request is built (while
     the endpoint is checked, a trace or a plan read), ends it ``cancelled`` with its run files
-    and exit code 130 or 143."""
+    and exit code 130 or 143; the caller's handlers are restored after it."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run_command(args)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     config: RunConfig | None = None
     phase = "checking its arguments"
     try:
