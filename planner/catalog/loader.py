@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
@@ -29,6 +30,8 @@ from planner.catalog.schema import (
     PriceHistoryEntry,
 )
 from planner.errors import CatalogError, UnknownEntityError
+
+log = logging.getLogger(__name__)
 
 EMBEDDED_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
@@ -113,6 +116,32 @@ def read_records(path: Path, model: type[R]) -> list[R]:
     return records
 
 
+def read_records_keeping(path: Path, model: type[R]) -> tuple[list[R], list[CatalogError]]:
+    """:func:`read_records` for a user's file of many independent rows (measured results): a
+    row the record refuses is left out and returned with its reason (file, row, field, value
+    and what is allowed), the other rows are kept. The header is checked as a whole."""
+    fields = model.model_fields
+    required = [name for name, info in fields.items() if info.is_required()]
+    header = _header(path)
+    for name in required:
+        if name not in header:
+            raise CatalogError(path.name, 1, name, "required column is missing from the header")
+    unknown = [k for k in header if k and k not in fields]
+    if unknown:
+        raise CatalogError(path.name, 1, unknown[0], f"unknown column; allowed: {sorted(fields)}")
+    records: list[R] = []
+    refused: list[CatalogError] = []
+    for line_no, row in _rows(path):
+        values = {k: v for k, v in row.items() if k in fields and v is not None}
+        try:
+            records.append(_validate(model, values, path.name, line_no))
+        except CatalogError as exc:
+            refused.append(
+                CatalogError(exc.file, exc.row, exc.field, f"{exc.problem}; the row is left out")
+            )
+    return records, refused
+
+
 def model_card_from_config(
     config: dict[str, Any], *, origin: str = "user", file: str = "config.json"
 ) -> ModelCard:
@@ -176,6 +205,10 @@ class Catalog:
     #: server platforms a team can own, by platform; the priced ones are also instances of the
     #: provider "owned" with an hourly price (planner.owned.add_owned_servers)
     owned: dict[str, OwnedServer] = field(default_factory=dict)
+    #: what loading the user's files left out or noticed, each naming file, row and field (a
+    #: measured row out of bounds, a price given twice alike): shown by the Data page and
+    #: ``planner catalog check``, logged on load
+    load_notes: list[CatalogError] = field(default_factory=list)
     #: ``prices`` by instance, built on first use and rebuilt when ``prices`` is replaced or
     #: grows (a search asks for an instance's prices per candidate)
     _prices_by_instance: tuple[int, int, dict[str, list[Price]]] | None = field(
@@ -301,6 +334,30 @@ def load_disaggregated_results(path: Path | None = None) -> list[dict[str, str]]
     return rows
 
 
+def _second_price(first: tuple[int, Price], line_no: int, price: Price) -> CatalogError:
+    """A user's prices file that gives one price (instance, region, pricing) twice: the same
+    price is noted (the later row is used); two that disagree are refused, naming both rows,
+    since which one is meant cannot be told."""
+    first_line, earlier = first
+    what = f"{price.provider}/{price.instance} in {price.region} ({price.pricing})"
+    if earlier.usd_per_hour != price.usd_per_hour:
+        raise CatalogError(
+            PRICES_FILE,
+            line_no,
+            "usd_per_hour",
+            f"{what} is priced twice and the prices disagree: row {first_line} says "
+            f"${earlier.usd_per_hour:,.4f}/h, row {line_no} ${price.usd_per_hour:,.4f}/h; "
+            "keep the one that is right and delete the other",
+        )
+    return CatalogError(
+        PRICES_FILE,
+        line_no,
+        "usd_per_hour",
+        f"{what} is also row {first_line}, at the same ${price.usd_per_hour:,.4f}/h: one row "
+        "is used; the other can be deleted",
+    )
+
+
 def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> Catalog:
     """Load the embedded catalog from ``data_dir`` and layer ``user_dir``'s files on top."""
     data_dir = data_dir or EMBEDDED_DATA_DIR
@@ -328,6 +385,7 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
                 seen.add(inst.instance)
                 catalog.instances[inst.instance] = inst
         if (directory / PRICES_FILE).exists():
+            in_file: dict[tuple[str, str, str], tuple[int, Price]] = {}
             for line_no, price in enumerate(read_records(directory / PRICES_FILE, Price), start=2):
                 listed = catalog.instances.get(price.instance)
                 if listed is None or listed.provider != price.provider:
@@ -340,6 +398,9 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
                 key = (price.instance, price.region, price.pricing)
                 if key in price_index and embedded:
                     raise CatalogError(PRICES_FILE, line_no, "region", f"duplicate price for {key}")
+                if key in in_file:
+                    catalog.load_notes.append(_second_price(in_file[key], line_no, price))
+                in_file[key] = (line_no, price)
                 price_index[key] = price
         if (directory / MODELS_DIR).is_dir():
             for card in read_model_dir(directory / MODELS_DIR, "embedded" if embedded else "user"):
@@ -352,8 +413,12 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
                 key=_measured_order,
             )
         for path in measured_files:
-            if path.exists():
+            if path.exists() and embedded:
                 catalog.measured.extend(read_records(path, MeasuredResult))
+            elif path.exists():
+                kept, refused = read_records_keeping(path, MeasuredResult)
+                catalog.measured.extend(kept)
+                catalog.load_notes.extend(refused)
         if (directory / OWNED_FILE).exists():
             origin = "embedded" if embedded else "user"
             for server in read_records(directory / OWNED_FILE, OwnedServer):
@@ -362,6 +427,8 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
             history = read_records(directory / PRICE_HISTORY_FILE, PriceHistoryEntry)
             catalog.price_history = sorted(history, key=lambda p: (p.superseded_on, p.as_of))
     catalog.prices = list(price_index.values())
+    for note in catalog.load_notes:
+        log.warning("your catalog: %s", note)
     if catalog.owned:
         from planner.owned import add_owned_servers  # it prices with this module's records
 

@@ -21,7 +21,9 @@ from pydantic import (
 )
 
 from planner.catalog.architecture import ModelArchitecture
+from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS
 from planner.loads import MeasuredLoadKind
+from planner.run_files import MAX_INDEX, MAX_RUN_S, MAX_TEXT_CHARS
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
@@ -73,8 +75,30 @@ def _no_nul(value: str) -> str:
     return value
 
 
+def printable_text(value: str) -> str:
+    """``value``, when it holds no control character but tab and is at most
+    :data:`~planner.run_files.MAX_TEXT_CHARS` long (a reference or a note; else ValueError)."""
+    if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
+        raise ValueError("text without control characters (NUL, line breaks, escapes)")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ValueError(f"text of at most {MAX_TEXT_CHARS:,} characters")
+    return value
+
+
+#: bounds of a measured row's numbers (see MeasuredResult)
+GpuCount = Annotated[int, Field(gt=0, le=MAX_INSTANCE_GPUS)]
+TokenBudget = Annotated[int, Field(gt=0, le=MAX_REQUEST_TOKENS)]
+#: a measured throughput: 10^9 tokens/s is ~15,000x the largest row of data/ (68,608 tok/s)
+MAX_TOKENS_PER_S = 1e9
+TokensPerSecond = Annotated[float, Field(ge=0, le=MAX_TOKENS_PER_S)]
+Milliseconds = Annotated[float, Field(ge=0, le=MAX_RUN_S * 1e3)]
+
 #: a provider, instance, region or GPU name: what a table, a command and a file name show
 Name = Annotated[str, Field(min_length=1), AfterValidator(printable_name)]
+#: a label of a measured row (engine, version, model, statistic): a name, possibly empty
+Label = Annotated[str, AfterValidator(printable_name)]
+#: a reference or a note of a measured row
+Reference = Annotated[str, AfterValidator(printable_text)]
 Text = Annotated[str, AfterValidator(_no_nul)]
 Amount = Annotated[float, Field(gt=0, le=1e6)]  # a spec figure: GB, GB/s, TFLOPS, W
 
@@ -251,48 +275,56 @@ class ModelCard(BaseModel):
 
 
 class MeasuredResult(BaseModel):
-    """One measured serving result (public table row or a user's benchmark run)."""
+    """One measured serving result (public table row or a user's benchmark run).
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Every number is finite and within what the store and the model hold, the same bounds as
+    a run's request record (:mod:`planner.run_files`) and a scenario
+    (:mod:`planner.input_checks`): lengths and token budgets at most ``MAX_REQUEST_TOKENS``,
+    loads at most ``MAX_LOAD``, a request count at most the store's ``MAX_INDEX``, times at
+    most a run's ``MAX_RUN_S``, GPUs at most ``MAX_INSTANCE_GPUS``; text holds no control
+    character. A user's row outside them is refused by the loader, naming file, line, field
+    and value, and the rest of the file is kept."""
 
-    source: str
-    source_ref: str | None = None
-    engine: str
-    engine_version: str | None = None
-    model: str
-    precision: str
-    gpu: str
-    num_gpus: PositiveInt
-    tp: PositiveInt
-    pp: PositiveInt
-    input_len: PositiveInt
-    output_len: PositiveInt
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    source: Label
+    source_ref: Reference | None = None
+    engine: Label
+    engine_version: Label | None = None
+    model: Label
+    precision: Label
+    gpu: Label
+    num_gpus: GpuCount
+    tp: GpuCount
+    pp: GpuCount
+    input_len: TokenBudget
+    output_len: TokenBudget
     load: MeasuredLoadKind
-    concurrency: float | None = Field(default=None, gt=0)
-    request_rate: float | None = Field(default=None, gt=0)
-    num_requests: float | None = Field(default=None, gt=0)
-    instance: str | None = None
-    nodes: PositiveInt | None = None
-    output_tok_per_s: float | None = Field(default=None, ge=0)
-    total_tok_per_s: float | None = Field(default=None, ge=0)
-    ttft_ms: float | None = Field(default=None, ge=0)
-    ttft_stat: str | None = None
-    itl_ms: float | None = Field(default=None, ge=0)
-    itl_stat: str | None = None
+    concurrency: float | None = Field(default=None, gt=0, le=MAX_LOAD)
+    request_rate: float | None = Field(default=None, gt=0, le=MAX_LOAD)
+    num_requests: float | None = Field(default=None, gt=0, le=MAX_INDEX)
+    instance: Label | None = None
+    nodes: GpuCount | None = None
+    output_tok_per_s: TokensPerSecond | None = None
+    total_tok_per_s: TokensPerSecond | None = None
+    ttft_ms: Milliseconds | None = None
+    ttft_stat: Label | None = None
+    itl_ms: Milliseconds | None = None
+    itl_stat: Label | None = None
     origin: Literal["public", "user"] = "public"
-    run_id: str | None = None
+    run_id: Label | None = None
     simulated: bool = False
     # layout beyond TP x PP (planner.engine / planner.serve_flags): attention data-parallel
     # ranks inside one engine (each with its own requests; they run the MoE layers together)
     # and whole experts sharded over the TP x DP GPUs of a stage instead of sliced; blank: off
-    data_parallel_size: PositiveInt | None = None
+    data_parallel_size: GpuCount | None = None
     enable_expert_parallel: bool | None = None
     # engine knobs the run set (blank: the engine's defaults); SGLang's --chunked-prefill-size
     # is max_num_batched_tokens, --max-running-requests max_num_seqs, --mem-fraction-static
     # gpu_memory_utilization
-    max_num_seqs: PositiveInt | None = None
-    max_num_batched_tokens: PositiveInt | None = None
-    max_model_len: PositiveInt | None = None
+    max_num_seqs: Annotated[int, Field(gt=0, le=MAX_LOAD)] | None = None
+    max_num_batched_tokens: TokenBudget | None = None
+    max_model_len: TokenBudget | None = None
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     #: "random": every request has the stated lengths; "sharegpt": lengths vary per request
     #: (vLLM bench's ShareGPT sample) and the stated ones are the means; "uniform": lengths
@@ -307,10 +339,10 @@ class MeasuredResult(BaseModel):
     #: mean accepted tokens a step the server reported (blank: not reported), and the
     #: ``source_ref`` of the same configuration measured without it (the speed-up's baseline)
     spec_method: Literal["none", "mtp", "eagle3", "ngram"] | None = None
-    num_spec_tokens: PositiveInt | None = None
-    spec_accept_len: float | None = Field(default=None, ge=1)
-    spec_baseline_ref: str | None = None
-    notes: str | None = None
+    num_spec_tokens: Annotated[int, Field(gt=0, le=MAX_REQUEST_TOKENS)] | None = None
+    spec_accept_len: float | None = Field(default=None, ge=1, le=MAX_REQUEST_TOKENS)
+    spec_baseline_ref: Reference | None = None
+    notes: Reference | None = None
 
     @property
     def dp(self) -> int:

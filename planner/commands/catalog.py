@@ -1,5 +1,6 @@
-"""``python -m planner catalog gpus|instances|prices|history|models|measured [--json]`` and
-``python -m planner catalog refresh --skypilot-catalog DIR|FILE [...] | --undo | --list``."""
+"""``python -m planner catalog gpus|instances|prices|history|models|measured [--json]``,
+``python -m planner catalog refresh --skypilot-catalog DIR|FILE [...] | --undo | --list`` and
+``python -m planner catalog check``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from planner.catalog import load_catalog
+from planner.catalog import Catalog, load_catalog
 from planner.catalog.loader import PRICES_FILE, read_records
 from planner.catalog.refresh import (
     DEFAULT_THRESHOLD_PCT,
@@ -78,6 +79,15 @@ def register(subparsers: Any) -> None:
     )
     refresh.add_argument("--dry-run", action="store_true", help="report only, write nothing")
     refresh.set_defaults(func=run_refresh)
+    check = tables.add_parser(
+        "check",
+        help="check your catalog files: what is refused or left out, and why",
+        description="Load the embedded catalog and your catalog directory as the planner does "
+        "and list what loading your files left out or noticed (a measured row out of bounds, "
+        "a price given twice), each with its file, row, field and value. Exit 1 when a row was "
+        "left out, 2 when your files cannot be used at all, else 0.",
+    )
+    check.set_defaults(func=run_check)
 
 
 def _user_catalog_dir() -> Path:
@@ -195,11 +205,17 @@ def run_refresh(args: argparse.Namespace) -> int:
 
 
 def catalog_rows(
-    table: str, *, today: date | None = None, stale_days: int | None = None
+    table: str,
+    *,
+    today: date | None = None,
+    stale_days: int | None = None,
+    catalog: Catalog | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of one catalog table; prices carry their age in days and a ``stale`` flag
-    (older than ``stale_days``, default the ``SERVEWISE_PRICE_STALE_DAYS`` setting, 90)."""
-    catalog = load_catalog(user_dir=_user_catalog_dir())
+    """The rows of one catalog table of ``catalog`` (default: loaded with the user's files);
+    prices carry their age in days and a ``stale`` flag (older than ``stale_days``, default
+    the ``SERVEWISE_PRICE_STALE_DAYS`` setting, 90)."""
+    if catalog is None:
+        catalog = load_catalog(user_dir=_user_catalog_dir())
     if table == "history":
         return [p.model_dump(mode="json") for p in catalog.price_history]
     if table == "prices":
@@ -273,3 +289,24 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns))
     return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``catalog check``: a catalog that cannot load raises (one line, exit 2); else each note
+    of :attr:`~planner.catalog.Catalog.load_notes`, and exit 1 when a row was left out."""
+    del args
+    user_dir = _user_catalog_dir()
+    catalog = load_catalog(user_dir=user_dir)
+    counts = (
+        f"{len(catalog.gpus)} GPUs, {len(catalog.instances)} instances, "
+        f"{len(catalog.prices)} prices, {len(catalog.models)} models, "
+        f"{len(catalog.measured)} measured results"
+    )
+    for note in catalog.load_notes:
+        print(f"{user_dir / note.file}: {note}")
+    left_out = sum("left out" in note.problem for note in catalog.load_notes)
+    print(
+        f"catalog loads ({counts}); {left_out} rows of your files left out, "
+        f"{len(catalog.load_notes) - left_out} other notes"
+    )
+    return 1 if left_out else 0
