@@ -24,7 +24,7 @@ from pages.common.tables import (
     monthly_rows,
     utilisation_curves,
 )
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
 from planner.input_checks import MAX_LOAD
 from planner.owned import (
@@ -192,9 +192,9 @@ if mix is not None:
     cols[1].metric("Committed / owned replicas", f"{mix.committed_replicas}", help=committed_name)
     cols[2].metric("Rented replica-hours a day", f"{mix.rented_replica_hours}", help=rented_name)
     mix_hours = pd.DataFrame(mix.hourly)
-    st.caption(f"Committed: {committed_name}. Rented: {rented_name}.")
+    st.caption(md_text(f"Committed: {committed_name}. Rented: {rented_name}."))
     with st.expander("What the mix assumes, hour by hour"):
-        st.markdown("\n".join(f"- {a}" for a in mix.assumptions))
+        st.markdown("\n".join(f"- {md_text(a)}" for a in mix.assumptions))
         st.dataframe(mix_hours, hide_index=True, key="table_mix")
 fig_mix = mix_figure(
     mix_hours,

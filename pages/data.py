@@ -14,6 +14,7 @@ from pages.common.resources import get_catalog, get_store, runs_generation, sett
 from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
+from planner.catalog import Catalog
 from planner.catalog.refresh import (
     DEFAULT_THRESHOLD_PCT,
     apply_refresh,
@@ -50,9 +51,11 @@ FIRST_COLUMNS = {
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def table_frame(table: str, catalog_key: str, today: date, stale_days: int) -> pd.DataFrame:
-    del catalog_key  # cache key: reread when a catalog file changes
-    frame = pd.DataFrame(catalog_rows(table, today=today, stale_days=stale_days))
+def table_frame(
+    table: str, catalog_key: str, today: date, stale_days: int, _catalog: Catalog
+) -> pd.DataFrame:
+    del catalog_key  # cache key: the catalog's files (a broken user file: the embedded one's)
+    frame = pd.DataFrame(catalog_rows(table, today=today, stale_days=stale_days, catalog=_catalog))
     if frame.empty:
         return frame
     first = [c for c in FIRST_COLUMNS.get(table, []) if c in frame]
@@ -66,9 +69,24 @@ ref = get_catalog()
 st.title("Data")
 st.caption(
     "Everything the planner knows, with where each figure comes from and when. Your own rows "
-    f"(in `{ref.user_dir}`) are layered on top: a row with the same key replaces the embedded one."
+    f"(in {md_text(ref.user_dir)}) are layered on top: a row with the same key replaces the "
+    "embedded one."
 )
 
+if ref.catalog.load_notes:
+    left_out = sum("left out" in note.problem for note in ref.catalog.load_notes)
+    st.warning(
+        f"Your catalog files: {left_out} rows left out, "
+        f"{len(ref.catalog.load_notes) - left_out} other notes "
+        "(`python -m planner catalog check` lists them too):\n\n"
+        + "\n".join(f"- {md_text(note)}" for note in ref.catalog.load_notes[:50])
+        + (
+            f"\n- ... and {len(ref.catalog.load_notes) - 50} more"
+            if len(ref.catalog.load_notes) > 50
+            else ""
+        ),
+        icon=":material/rule:",
+    )
 stale_days = int(
     st.number_input(
         "A price is stale after (days)",
@@ -78,7 +96,10 @@ stale_days = int(
         help="Default from SERVEWISE_PRICE_STALE_DAYS (90).",
     )
 )
-frames = {TABLE_TITLES[t]: table_frame(t, ref.key, date.today(), stale_days) for t in TABLE_TITLES}
+frames = {
+    TABLE_TITLES[t]: table_frame(t, ref.key, date.today(), stale_days, ref.catalog)
+    for t in TABLE_TITLES
+}
 stale_count = int(frames["Prices"]["stale"].sum()) if not frames["Prices"].empty else 0
 if stale_count:
     st.badge(
@@ -142,7 +163,7 @@ with right:
             )
         if staged is not None:
             st.success(
-                f"{upload.name} is valid: {staged.added} new {TABLES[table].noun} rows, "
+                f"{md_text(upload.name)} is valid: {staged.added} new {TABLES[table].noun} rows, "
                 f"{staged.replaced} replaced (same key as a row of the catalog)."
             )
             st.dataframe(
@@ -150,7 +171,7 @@ with right:
             )
             if st.button(f"Save to {TABLES[table].file}", type="primary", key="save_csv"):
                 path = save_staged(ref.user_dir, staged)
-                st.toast(f"Saved {path}")
+                st.toast(f"Saved {md_text(path)}")
                 st.rerun()
 
 st.header("Owned servers: what a server you buy costs")
@@ -182,7 +203,7 @@ if not owned_frame.empty:
                 ref.catalog,
             )
         if staged_owned is not None:
-            st.toast(f"Saved {save_staged(ref.user_dir, staged_owned)}")
+            st.toast(f"Saved {md_text(save_staged(ref.user_dir, staged_owned))}")
             st.rerun()
 
 st.header("Refresh prices from SkyPilot's catalog")
@@ -214,33 +235,37 @@ if vms_uploads:
             threshold_pct=float(threshold),
         )
     if plan is not None:
-        st.info(f"Snapshot of {plan.as_of}: {plan.summary()}.")
+        st.info(md_text(f"Snapshot of {plan.as_of}: {plan.summary()}."))
         st.dataframe(pd.DataFrame(plan.change_rows()), hide_index=True, key="table_refresh")
         if plan.skipped:
-            st.caption("Skipped: " + "; ".join(f"{k} ({len(v)})" for k, v in plan.skipped.items()))
+            st.caption(
+                md_text("Skipped: " + "; ".join(f"{k} ({len(v)})" for k, v in plan.skipped.items()))
+            )
         if st.button("Apply the refresh", type="primary", key="apply_refresh"):
             record = None
             with planner_errors("The refresh was not written"):
                 try:
                     record = apply_refresh(ref.user_dir, plan, ref.catalog)
                 except OSError as exc:
-                    st.error(f"The refresh was not written: {exc}")
+                    st.error(f"The refresh was not written: {md_text(exc)}")
             if record is not None:
-                st.toast(f"Refresh {record.refresh_id} written")
+                st.toast(f"Refresh {md_text(record.refresh_id)} written")
                 st.rerun()
 refreshes = list_refreshes(ref.user_dir)
 if refreshes:
     newest = refreshes[0]
-    st.caption(f"Newest refresh: {newest.refresh_id} (snapshot {newest.as_of}): {newest.summary}")
+    st.caption(
+        md_text(f"Newest refresh: {newest.refresh_id} (snapshot {newest.as_of}): {newest.summary}")
+    )
     if st.button("Undo the newest refresh", key="undo_refresh"):
         undone = None
         with planner_errors("The refresh was not undone"):
             try:
                 undone = undo_refresh(ref.user_dir)
             except OSError as exc:
-                st.error(f"The refresh was not undone: {exc}")
+                st.error(f"The refresh was not undone: {md_text(exc)}")
         if undone is not None:
-            st.toast(f"Undid {undone.refresh_id}")
+            st.toast(f"Undid {md_text(undone.refresh_id)}")
             st.rerun()
 
 st.header("Import a model's config.json")
@@ -272,7 +297,7 @@ if config_upload is not None:
             except (OSError, PlannerError) as exc:
                 st.error(f"Could not save: {md_text(exc)}")
             else:
-                st.toast(f"Saved {path}")
+                st.toast(f"Saved {md_text(path)}")
                 st.rerun()
 
 with st.expander("Your files"):

@@ -94,8 +94,9 @@ if source == "Run":
     choices = run_choices(runs_dir)
     if not choices:
         st.info(
-            f"No run in {runs_dir} yet. Verify a plan, or run `python -m benchmarks_runner run` "
-            "or `... import --format vllm|guidellm|aiperf FILE`: the runs land here."
+            f"No run in {md_text(runs_dir)} yet. Verify a plan, or run "
+            "`python -m benchmarks_runner run` or `... import --format vllm|guidellm|aiperf "
+            "FILE`: the runs land here."
         )
     else:
         picked = bound(
@@ -112,7 +113,7 @@ else:
         try:  # user:password@ becomes the Authorization header, never part of what is shown
             endpoint = parse_endpoint_url(typed, "Base URL")
         except PlannerError as exc:
-            st.warning(str(exc))
+            st.warning(md_text(exc))  # it quotes what was typed
     url = endpoint.url if endpoint is not None else ""
     cols[2].markdown("&nbsp;")
     if cols[2].button("Watch", type="primary", disabled=endpoint is None, key="dg_watch"):
@@ -124,7 +125,7 @@ else:
                 )
             st.session_state["dg_live"] = (url, samples, watched)
         except BenchmarkError as exc:  # what was typed does not answer: a notice
-            st.warning(f"Cannot watch {url}: {exc}")
+            st.warning(f"Cannot watch {md_text(url)}: {md_text(exc)}")
     live = st.session_state.get("dg_live")
     if live is not None and live[0] == url:
         ev = evidence_from_scrape(live[1], duration_s=live[2], base_url=url, plan=plan_override)

@@ -12,7 +12,7 @@ from pages.common.planning import feasible_layouts, occupancy, sequences_by_cont
 from pages.common.resources import get_catalog
 from pages.common.scenario import current_scenario
 from pages.common.tables import default_layouts, layout_label, memory_frame
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
 from planner.loads import DEFAULT_CONCURRENCY
 
@@ -55,7 +55,7 @@ with planner_errors("The layouts could not be enumerated"):
 labels = {layout_label(layout): layout for layout in layouts}
 if not labels:
     st.warning(
-        f"{scenario.model_id} fits no instance that passes the scenario's filters "
+        f"{md_text(scenario.model_id)} fits no instance that passes the scenario's filters "
         "(providers, regions, pricing, precisions). The reasons are on the Plan page."
     )
 chosen = bound(

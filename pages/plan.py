@@ -11,6 +11,7 @@ from pages.common.export import ExportSection, export_menu
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import (
     disaggregation_points,
+    filters_conflict,
     latest_run_moves,
     plan_sensitivity,
     recommendations,
@@ -20,7 +21,7 @@ from pages.common.resources import get_catalog, get_store
 from pages.common.runs_folder import ingestion_notice, refit_notice
 from pages.common.scenario import current_scenario
 from pages.common.tables import why_not
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
 from planner.recommend import ranking_rows, rejected_rows, unmet_slos
 from planner.recommend.analysis import speculation_comparison
@@ -77,13 +78,16 @@ if not ranked.empty:
     ranked.insert(1, "label", [r.label for r in result.ranked] if result else [])
 
 best = result.best if result else None
+no_instance = filters_conflict(ref, scenario) if result and best is None else None
 with top_slot.container(border=True, key="top_recommendation"):
-    if best is None:
+    if no_instance is not None:  # the same sentence as `python -m planner recommend`
+        st.error(f"No plan: {md_text(no_instance)}. Widen one of them in the sidebar.")
+    elif best is None:
         unmet = unmet_slos(result) if result else []
         st.error(
             "No configuration meets the SLOs with the chosen filters. "
             + (
-                " ".join(f"{line[0].upper()}{line[1:]}." for line in unmet)
+                " ".join(md_text(f"{line[0].upper()}{line[1:]}.") for line in unmet)
                 if unmet
                 else "Relax the SLOs, add providers or regions, or see below why each "
                 "candidate was rejected."
@@ -91,14 +95,18 @@ with top_slot.container(border=True, key="top_recommendation"):
         )
     elif best.disaggregated:
         st.subheader(
-            f"{best.instances_total} × {best.instance} ({best.provider}, {best.region}, "
-            f"{best.pricing.replace('_', ' ')}), disaggregated: {best.pools}, {best.precision}"
+            md_text(
+                f"{best.instances_total} × {best.instance} ({best.provider}, {best.region}, "
+                f"{best.pricing.replace('_', ' ')}), disaggregated: {best.pools}, {best.precision}"
+            )
         )
     else:
         st.subheader(
-            f"{best.instances_total} × {best.instance} ({best.provider}, {best.region}, "
-            f"{best.pricing.replace('_', ' ')}): {best.gpu} TP{best.tp} × PP{best.pp}, "
-            f"{best.replicas} replica{'s' if best.replicas > 1 else ''}, {best.precision}"
+            md_text(
+                f"{best.instances_total} × {best.instance} ({best.provider}, {best.region}, "
+                f"{best.pricing.replace('_', ' ')}): {best.gpu} TP{best.tp} × PP{best.pp}, "
+                f"{best.replicas} replica{'s' if best.replicas > 1 else ''}, {best.precision}"
+            )
         )
         cols = st.columns(5)
         cols[0].metric(
@@ -131,8 +139,8 @@ with top_slot.container(border=True, key="top_recommendation"):
         cols[4].metric("Instances", f"{best.instances_total}")
         st.caption(
             f"Confidence of the prediction: **{best.confidence}**. Engine: "
-            f"{best.plan.engine.engine} ({best.engine_settings.label}). Price: "
-            f"{best.price_source} (as of {best.price_as_of})."
+            f"{best.plan.engine.engine} ({md_text(best.engine_settings.label)}). Price: "
+            f"{md_text(best.price_source)} (as of {best.price_as_of})."
             + (f" Engine release: {best.release_note}." if best.release_note else "")
             + (
                 f" Energy: {best.kwh_per_million_output_tokens:,.2f} kWh per million output "
@@ -293,7 +301,7 @@ if asked:
         scenario.regions,
         scenario.pricing,
     ):
-        st.markdown(f"- {line}")
+        st.markdown(f"- {md_text(line)}")
 
 
 def trade_offs_section() -> None:
@@ -362,9 +370,9 @@ with st.expander("What your latest verification run changed"):
             if run_id is None:
                 st.info("No verification run yet: run one on the Verify page.")
             elif moves.empty:
-                st.write(f"Run {run_id} moved none of these predictions by 0.5% or more.")
+                st.write(f"Run {md_text(run_id)} moved none of these predictions by 0.5% or more.")
             else:
-                st.caption(f"Run {run_id}: predicted before → after the refit.")
+                st.caption(f"Run {md_text(run_id)}: predicted before → after the refit.")
                 st.dataframe(moves, hide_index=True, key="table_moves")
 
 

@@ -258,7 +258,7 @@ elif kind == "URL":
         try:
             parse_endpoint_url(options["base_url"], "Base URL")
         except PlannerError as exc:
-            blocker = str(exc)
+            blocker = md_text(exc)  # it quotes what was typed: shown as text
             st.warning(blocker)
 elif plan is not None:
     readiness = launch_readiness()
@@ -313,11 +313,11 @@ if st.button("Run", type="primary", key="vf_run", disabled=blocker is not None o
         request = replace(request, coefficients=coefficients)
     try:
         started = manager.start_verification(request)
-        st.toast(f"Started: {started.label}")
+        st.toast(f"Started: {md_text(started.label)}")
     except ConfigError as exc:  # what was entered: a notice, not an error
-        st.warning(f"The run cannot start: {exc}")
+        st.warning(f"The run cannot start: {md_text(exc)}")
     except EndpointError as exc:
-        st.error(f"The run cannot start: {exc}")
+        st.error(f"The run cannot start: {md_text(exc)}")
 if blocker:
     st.caption(blocker)
 
@@ -369,7 +369,9 @@ for done_run in manager.finished():
         choices[str(done_run.run_dir)] = f"{done_run.run_id}: {done_run.label} ({done_run.state})"
     elif done_run.finished_at and time.time() - done_run.finished_at < 600:
         st.warning(
-            f"{done_run.label} ended before it started ({done_run.state}): {done_run.message}"
+            md_text(
+                f"{done_run.label} ended before it started ({done_run.state}): {done_run.message}"
+            )
         )
 for row in store.runs().itertuples(index=False):
     if row.plan not in (None, "null") and row.status != "running":
@@ -386,17 +388,17 @@ if fresh or st.session_state.get("vf_result") not in choices:
 shown = st.selectbox("Run", keys, format_func=choices.__getitem__, key="vf_result")
 files = run_files(str(shown), run_signature(Path(str(shown))))
 if files is None:
-    st.error(f"The run files in {shown} cannot be read.")
+    st.error(f"The run files in {md_text(shown)} cannot be read.")
     st.stop()
 meta, summary = files["meta"], files["meta"].get("summary") or {}
 run_id = str(meta.get("run_id"))
 if meta.get("simulated"):
     st.warning("Simulated endpoint: these numbers test the loop, not real hardware.", icon="🧪")
 ok, failed = int(summary.get("completed") or 0), int(summary.get("failed") or 0)
-stopped = f" Stopped: {meta['error']}" if meta.get("error") else ""
-st.markdown(
-    f"Run `{run_id}` against {(meta.get('endpoint') or {}).get('base_url')}: "
-    f"**{meta.get('status')}**, {ok} requests succeeded, {failed} failed.{stopped}"
+stopped = f" Stopped: {md_text(meta['error'])}" if meta.get("error") else ""
+st.markdown(  # what run.json says (an endpoint's error text among it) is shown as text
+    f"Run {md_text(run_id)} against {md_text((meta.get('endpoint') or {}).get('base_url'))}: "
+    f"**{md_text(meta.get('status'))}**, {ok} requests succeeded, {failed} failed.{stopped}"
 )
 if failed:
     st.warning(
@@ -429,7 +431,8 @@ def _recalibration() -> None:
     measured = files["measured"]
     if measured is None:
         st.info(
-            f"This run is kept and listed, but the model does not refit on it: {files['problem']}."
+            "This run is kept and listed, but the model does not refit on it: "
+            f"{md_text(files['problem'])}."
         )
         return
     if run_id not in {r.run_id for r in measured_results(ref, store) if r.origin == "user"}:

@@ -39,6 +39,7 @@ from planner.recommend import (
     SensitivityRow,
     Slo,
     disaggregation_curve,
+    empty_search_reason,
     filtered_instances,
     perf_predictor,
     recommend,
@@ -329,6 +330,14 @@ def recommendations(ref: CatalogRef, store: Store, scenario: Scenario) -> Recomm
             model,
             request,
         )
+
+
+def filters_conflict(ref: CatalogRef, scenario: Scenario) -> str | None:
+    """The sentence ``recommend`` prints when the scenario's filters hold no instance together
+    (each filter and what it alone allows), None when some instance passes them."""
+    return empty_search_reason(
+        scenario.catalog_with_model(ref.catalog), recommend_request(scenario).search
+    )
 
 
 # ----- predicted against measured ---------------------------------------------------------------

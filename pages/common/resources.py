@@ -20,6 +20,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages.common.ui import md_text
 from planner.catalog import EMBEDDED_DATA_DIR, Catalog, MeasuredResult, load_catalog
 from planner.errors import PlannerError
 from planner.ingest import IngestProgress
@@ -75,8 +76,9 @@ def get_catalog() -> CatalogRef:
         catalog = _load_catalog(str(user_dir), signature)
     except PlannerError as exc:
         st.error(
-            f"Your catalog files in {user_dir} could not be read: {exc}. Showing the embedded "
-            "catalog only; fix or delete that file (the Data page lists your files)."
+            f"Your catalog files in {md_text(user_dir)} could not be read: {md_text(exc)}. "
+            "Showing the embedded catalog only; fix or delete that file (the Data page lists "
+            "your files)."
         )
         signature = _files_signature(EMBEDDED_DATA_DIR)
         catalog = _load_catalog(None, signature)

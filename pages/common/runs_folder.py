@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.common.resources import CatalogRef, ingestion_progress
+from pages.common.ui import md_text
 from planner.store import Store
 
 _WATCHING = "runs_folder_watching"
@@ -27,8 +28,8 @@ def _watch(store: Store) -> None:
     if progress.running:
         st.session_state[_WATCHING] = True
         st.info(
-            f"{progress.describe()}. The figures here use the runs ingested so far and update "
-            "when it is done.",
+            f"{md_text(progress.describe())}. The figures here use the runs ingested so far and "
+            "update when it is done.",
             icon=":material/hourglass_top:",
         )
         st.progress(progress.fraction)
@@ -36,7 +37,7 @@ def _watch(store: Store) -> None:
     if st.session_state.pop(_WATCHING, False):
         st.rerun(scope="app")  # the pass ended: redraw with everything in
     if progress.error:
-        st.warning(f"Run files: {progress.describe()}", icon=":material/warning:")
+        st.warning(f"Run files: {md_text(progress.describe())}", icon=":material/warning:")
 
 
 def ingestion_notice(store: Store) -> None:

@@ -326,7 +326,9 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             )
             saved = st.session_state.get(UPLOADED_TRACE)
             if st.session_state.get(UPLOADED_TRACE_ERROR):
-                st.warning(f"The trace cannot be used: {st.session_state[UPLOADED_TRACE_ERROR]}")
+                st.warning(
+                    f"The trace cannot be used: {md_text(st.session_state[UPLOADED_TRACE_ERROR])}"
+                )
             elif saved is None:
                 st.info("No trace uploaded yet: the distributions below are used.")
             else:
@@ -335,7 +337,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
                 try:
                     cached_trace(trace.path, trace.format, trace.digest, trace.name)
                 except PlannerError as exc:
-                    st.warning(f"The trace cannot be used: {exc}")
+                    st.warning(f"The trace cannot be used: {md_text(exc)}")
                     trace = None
         input_len = _length_inputs("in", "Input (prompt) length", 2048, 0)
         output_len = _length_inputs("out", "Output (answer) length", 512, 0)

@@ -42,8 +42,10 @@ def planner_errors(what: str) -> Iterator[None]:
     """Run a block; a planner error becomes a message and the page goes on: a warning when
     the input is at fault (a value out of range, a malformed file), an error otherwise.
 
-    Code after the block must cope with what the block did not get to assign.
+    Code after the block must cope with what the block did not get to assign. ``what`` may
+    quote a user's string (an upload's name): it is shown as text too.
     """
+    what = md_text(what)
     try:
         yield
     except (InvalidInputError, CatalogError) as exc:  # what the user gave: a notice
