@@ -346,7 +346,7 @@ def _option_error(exc: ConfigError) -> ConfigError:
     """A configuration error in the words of the command line: ``read_timeout_s=-1: ...``
     becomes ``--read-timeout-s=-1: ...``."""
     text = str(exc)
-    match = re.match(r"([a-z][a-z_]*)(\.[a-z_]+)?=", text)
+    match = re.match(r"([a-z][a-z_]*)(\.[A-Za-z0-9_.-]+)?=", text)
     if match is None:
         return exc
     field = match.group(1)
@@ -356,6 +356,8 @@ def _option_error(exc: ConfigError) -> ConfigError:
 
 _OPTION_OF_FIELD = {
     "goodput_slos_ms": "--goodput",
+    "headers": "--header",
+    "extra_body": "--extra-body",
     "metrics_url": "--metrics-path",
     "api": "--endpoint",
     "base_url": "--base-url",

@@ -6,6 +6,7 @@ range (see :func:`format_validation_error`), so a CLI user or a dashboard page c
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Literal
 
@@ -122,12 +123,25 @@ class RunConfig(BaseModel):
         for p in self.percentiles:
             if not 0 < p < 100:
                 raise ValueError(f"percentiles={p}: each must be in (0, 100)")
-        for key in self.headers:
+        for key, value in self.headers.items():
+            # a line break would end the header and start another (header injection); aiohttp
+            # refuses it only once the request is sent, mid-run
+            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key + value) or not key:
+                raise ValueError(
+                    f"headers.{key}={value!r}: a header name and value without control "
+                    "characters (line breaks, NUL)"
+                )
             if key.lower() == "authorization":
                 raise ValueError(
                     "headers.Authorization: pass the key with api_key or api_key_env, "
                     "so it is kept out of run files"
                 )
+        bad = _not_finite_in(self.extra_body)
+        if bad is not None:
+            raise ValueError(
+                f"extra_body.{bad}: every number of the request body is finite (JSON has no "
+                "NaN or infinity; 1e400 reads as infinity)"
+            )
         return self
 
     @property
@@ -216,3 +230,20 @@ def make_run_config(**kwargs: Any) -> RunConfig:
         return RunConfig(**kwargs)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, RunConfig)) from None
+
+
+def _not_finite_in(value: Any, where: str = "") -> str | None:
+    """The path of the first number in ``value`` (a JSON value) that is NaN or infinite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'value'}={value}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _not_finite_in(item, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _not_finite_in(item, f"{where}.{i}" if where else str(i))
+            if found is not None:
+                return found
+    return None

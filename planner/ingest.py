@@ -497,6 +497,20 @@ def _suitable_for_duckdb(scan: _FileScan) -> bool:
     return scan.error is None and scan.size > 0 and scan.ends_with_newline and not scan.default_null
 
 
+#: a run id: what the store's tables, the pages and the command line show
+MAX_RUN_ID_CHARS = 200
+
+
+def _run_id_problem(run_id: str) -> str | None:
+    """Why ``run_id`` (a run.json's, or its folder's name) cannot name a run, None if it can."""
+    if len(run_id) > MAX_RUN_ID_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in run_id):
+        return (
+            f"at most {MAX_RUN_ID_CHARS} characters without control characters: the whole run "
+            "is skipped"
+        )
+    return None
+
+
 def _mark_interrupted(run_dir: Path, meta: dict[str, Any], reason: str) -> dict[str, Any]:
     """``run.json`` says ``interrupted`` from now on (in the store at least, if the folder is
     read-only): the collected requests stay, nothing claims the run is still going."""
@@ -590,7 +604,14 @@ class _Batch:
                 meta.pop("_not_written", None)
                 pending.signature = run_signature(pending.run_dir) or pending.signature
                 content_hash, scans = _content_hash(pending.run_dir)
-            run = _Run(pending, str(meta.get("run_id") or pending.run_dir.name), meta, content_hash)
+            run_id = str(meta.get("run_id") or pending.run_dir.name)
+            bad_id = _run_id_problem(run_id)
+            if bad_id is not None:
+                self.skipped.append(
+                    (pending, FileProblem(RUN_JSON, None, "run_id", run_id[:80], bad_id))
+                )
+                continue
+            run = _Run(pending, run_id, meta, content_hash)
             status = meta.get("status")
             if status not in RUN_STATUSES:
                 run.problems.append(

@@ -82,8 +82,16 @@ def _csv_lines(
 
 
 def _header(path: Path) -> list[str]:
+    """The header's column names; a name given twice is refused (the csv module would keep
+    the later cell of a row and drop the other without a word)."""
     with path.open(newline="", encoding="utf-8") as handle:
-        return [h.strip() for h in next(csv.reader(handle), [])]
+        header = [h.strip() for h in next(csv.reader(handle), [])]
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise CatalogError(path.name, 1, name, "column given twice in the header")
+        seen.add(name)
+    return header
 
 
 def _validate(model: type[R], values: dict[str, Any], file: str, line_no: int) -> R:

@@ -6,7 +6,7 @@ its ``source`` and ``as_of`` date.
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -115,6 +115,15 @@ class _Record(BaseModel):
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return "" if value is None else value
+
+    @field_validator("as_of")
+    @classmethod
+    def _not_in_the_future(cls, value: date) -> date:
+        # a figure dated after today would never be stale and would outrank every refresh
+        # (a day of slack for time zones)
+        if value > date.today() + timedelta(days=1):
+            raise ValueError(f"a date not after today ({date.today().isoformat()})")
+        return value
 
 
 class GPU(_Record):
