@@ -151,6 +151,37 @@ def plan_cost(q: _Costed, replicas: int) -> PlanCost:
     )
 
 
+#: the columns of a Recommendation that repeat its plan's costs
+_COST_COLUMNS = {
+    "instances_total",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
+    "usd_per_million_total_tokens",
+    "usd_per_request",
+    "monthly_usd",
+    "utilisation",
+}
+
+
+def recommendation_costs(cost: PlanCost) -> dict[str, float]:
+    """A :class:`Recommendation`'s cost columns: its plan's :class:`PlanCost`, as
+    :func:`plan_cost` made it from the quote (aggregated and disaggregated plans alike)."""
+    return cost.model_dump(include=_COST_COLUMNS)
+
+
+def plan_price(provider: str, price: Price) -> PlanPrice:
+    """The price a plan states: the provider's, at the catalog price's region, mode, $/hour,
+    source and date (aggregated and disaggregated plans alike)."""
+    return PlanPrice(
+        provider=provider,
+        region=price.region,
+        pricing=price.pricing,
+        usd_per_hour=price.usd_per_hour,
+        source=price.source,
+        as_of=price.as_of,
+    )
+
+
 def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
     """The :class:`Recommendation` of a quote: its plan, prediction, costs and commands."""
     layout, price, capacity = q.layout, q.price, q.capacity
@@ -173,14 +204,7 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         load=plan_load(q.kind, capacity.max_load),
         slo=request.slo,
         prediction=PlanPrediction.of(prediction),
-        price=PlanPrice(
-            provider=inst.provider,
-            region=price.region,
-            pricing=price.pricing,
-            usd_per_hour=price.usd_per_hour,
-            source=price.source,
-            as_of=price.as_of,
-        ),
+        price=plan_price(inst.provider, price),
         cost=cost,
     )
     energy = deployment_energy(
@@ -207,13 +231,7 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         pred_spec_accept_len=prediction.spec_accept_len,
         engine_settings=engine,
         replicas=q.replicas,
-        instances_total=q.instances_total,
-        usd_per_hour=q.usd_per_hour,
-        usd_per_million_output_tokens=q.usd_per_million_output_tokens,
-        usd_per_million_total_tokens=q.usd_per_million_total_tokens,
-        usd_per_request=cost.usd_per_request,
-        monthly_usd=cost.monthly_usd,
-        utilisation=q.utilisation,
+        **recommendation_costs(cost),
         max_rps_per_replica=q.max_rps_per_replica,
         pred_output_tok_per_s_per_replica=q.pred_output_tok_per_s_per_replica,
         pred_ttft_ms_p99=q.pred_ttft_ms_p99,

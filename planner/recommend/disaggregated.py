@@ -57,8 +57,8 @@ from planner.perf.disaggregated import (
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
-from planner.plan import Load, Plan, PlanPool, PlanPrediction, PlanPrice
-from planner.recommend.costing import plan_cost
+from planner.plan import Load, Plan, PlanPool, PlanPrediction
+from planner.recommend.costing import plan_cost, plan_price, recommendation_costs
 from planner.recommend.request import Recommendation, RecommendRequest, Rejected
 
 #: the scenario one replica of a layout runs at a load, req/s (the predictor's)
@@ -377,20 +377,7 @@ def _decode_capacity(dm: DisaggregatedModel, tpot_s: float | None, kv_max: float
             return False
         return kv_max is None or state.running <= kv_max * state.seats
 
-    hi = pool.capacity_rate() * 0.999
-    if ok(hi):
-        return hi * ranks
-    lo = 0.0
-    if not ok(hi * 1e-3):
-        return 0.0
-    lo = hi * 1e-3
-    for _ in range(30):
-        mid = (lo + hi) / 2.0
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo * ranks
+    return _largest_rate(ok, pool.capacity_rate() * 0.999) * ranks
 
 
 def _prefill_capacity(dm: DisaggregatedModel, budget_s: float | None) -> float:
@@ -406,18 +393,25 @@ def _prefill_capacity(dm: DisaggregatedModel, budget_s: float | None) -> float:
 
     if budget_s is not None and budget_s <= 0:
         return 0.0
+    return _largest_rate(ok, hi) * ranks
+
+
+def _largest_rate(ok: Callable[[float], bool], hi: float) -> float:
+    """The largest rate a rank up to ``hi`` that ``ok`` accepts: ``hi`` itself when it does, 0
+    when not even ``hi / 1000`` does, else 30 bisection steps between the two (the lower end
+    of the last interval: a rate ``ok`` accepted)."""
     if ok(hi):
-        return hi * ranks
-    if not ok(hi * 1e-3):
-        return 0.0
+        return hi
     lo = hi * 1e-3
+    if not ok(lo):
+        return 0.0
     for _ in range(30):
         mid = (lo + hi) / 2.0
         if ok(mid):
             lo = mid
         else:
             hi = mid
-    return lo * ranks
+    return lo
 
 
 def _instances(pool: PoolLayout, nodes: int, inst: Instance) -> int:
@@ -527,14 +521,7 @@ def recommendation_of_pools(
         load=Load.rate(pred.request_per_s),
         slo=request.slo,
         prediction=PlanPrediction.of(pred),
-        price=PlanPrice(
-            provider=inst.provider,
-            region=price.region,
-            pricing=price.pricing,
-            usd_per_hour=price.usd_per_hour,
-            source=price.source,
-            as_of=price.as_of,
-        ),
+        price=plan_price(inst.provider, price),
         cost=cost,
         prefill=pools["prefill"],
         decode=decode,
@@ -557,13 +544,7 @@ def recommendation_of_pools(
         kv_cache_dtype=q.decode.layout.kv_cache_dtype,
         engine_settings=decode.engine,
         replicas=decode.replicas,
-        instances_total=q.instances_total,
-        usd_per_hour=q.usd_per_hour,
-        usd_per_million_output_tokens=q.usd_per_million_output_tokens,
-        usd_per_million_total_tokens=q.usd_per_million_total_tokens,
-        usd_per_request=cost.usd_per_request,
-        monthly_usd=cost.monthly_usd,
-        utilisation=q.utilisation,
+        **recommendation_costs(cost),
         max_rps_per_replica=q.capacity_rps / max(decode.replicas, 1),
         pred_output_tok_per_s_per_replica=pred.output_tok_per_s / max(decode.replicas, 1),
         pred_ttft_ms_p99=pred.ttft_ms_p99,

@@ -13,7 +13,6 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from planner.catalog import Catalog
@@ -21,6 +20,7 @@ from planner.perf import fit_cache
 from planner.perf import model as model_module
 from planner.perf.model import fit_is_cached, get_performance_model, results_fingerprint
 from planner.perf.scenario import Scenario
+from tests.planner.perf import fit_files
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = Scenario(
@@ -122,51 +122,14 @@ def test_a_fit_of_other_code_is_not_read(
     assert len(list(tmp_path.glob("perf-fit-*.npz"))) == 2
 
 
-def _corrupt_truncated(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def _corrupt_garbage(path: Path) -> None:
-    path.write_bytes(b"not a zip file at all")
-
-
-def _corrupt_tampered_array(path: Path) -> None:
-    """A valid file whose theta0 was changed but whose header (checksum) was not."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    arrays["theta0"] = arrays["theta0"] + 1.0
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
-def _corrupt_other_key(path: Path) -> None:
-    """A well-formed fit written for other data, renamed into this key's place."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    header = fit_cache.decode_header(arrays["header"])
-    header["key"] = "0" * 32
-    arrays["header"] = fit_cache.encode_header(header)
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
-def _corrupt_pickled_object(path: Path) -> None:
-    """An object array (would need pickle to load): refused, never unpickled."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    arrays["theta0"] = np.array([object()] * 3, dtype=object)
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
 @pytest.mark.parametrize(
     "corrupt",
     [
-        _corrupt_truncated,
-        _corrupt_garbage,
-        _corrupt_tampered_array,
-        _corrupt_other_key,
-        _corrupt_pickled_object,
+        fit_files.truncated,
+        fit_files.garbage,
+        fit_files.tampered_array,
+        fit_files.other_key,
+        fit_files.pickled_object,
     ],
 )
 def test_a_corrupt_or_foreign_cache_is_rebuilt_never_trusted(

@@ -9,7 +9,6 @@ second or two to fit) from a temporary file, never touching ``data/``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from planner.perf.model import (
 )
 from planner.perf.scenario import Scenario
 from tests.patience import PATIENT_S
+from tests.planner.perf import fit_files
 
 SCENARIO = Scenario(
     engine="vllm",
@@ -198,50 +198,15 @@ def test_the_shipped_fit_predicts_what_the_fit_predicted(
     assert shipped.predict(SCENARIO) == fitted.predict(SCENARIO)
 
 
-def _tamper_array(path: Path) -> None:
-    """theta0 changed, the header (and its checksum) not."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    arrays["theta0"] = arrays["theta0"] + 1.0
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
-def _other_key(path: Path) -> None:
-    """A well-formed fit that names other data (checksum intact)."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    header = fit_cache.decode_header(arrays["header"])
-    header["key"] = "0" * 32
-    arrays["header"] = fit_cache.encode_header(header)
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
-def _truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def _pickled_object(path: Path) -> None:
-    """An object array (loading it would need pickle): refused, never unpickled."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    arrays["theta0"] = np.array([object()] * 3, dtype=object)
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
-def _unicode_header(path: Path) -> None:
-    """The header as the format before 3 wrote it (a unicode array)."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
-    arrays["header"] = np.array(json.dumps(fit_cache.decode_header(arrays["header"])))
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-
-
 @pytest.mark.parametrize(
-    "tamper", [_tamper_array, _other_key, _truncate, _pickled_object, _unicode_header]
+    "tamper",
+    [
+        fit_files.tampered_array,
+        fit_files.other_key,
+        fit_files.truncated,
+        fit_files.pickled_object,
+        fit_files.unicode_header,
+    ],
 )
 def test_a_tampered_or_foreign_shipped_fit_is_never_trusted(
     small: Catalog, ship: Path, tmp_path: Path, fits: list[int], tamper: Callable[[Path], None]
