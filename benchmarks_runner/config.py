@@ -123,12 +123,12 @@ class RunConfig(BaseModel):
         for p in self.percentiles:
             if not 0 < p < 100:
                 raise ValueError(f"percentiles={p}: each must be in (0, 100)")
-        for key, value in self.headers.items():
+        for key, text in self.headers.items():
             # a line break would end the header and start another (header injection); aiohttp
             # refuses it only once the request is sent, mid-run
-            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key + value) or not key:
+            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key + text) or not key:
                 raise ValueError(
-                    f"headers.{key}={value!r}: a header name and value without control "
+                    f"headers.{key}={text!r}: a header name and value without control "
                     "characters (line breaks, NUL)"
                 )
             if key.lower() == "authorization":

@@ -141,7 +141,7 @@ with top_slot.container(border=True, key="top_recommendation"):
             f"Confidence of the prediction: **{best.confidence}**. Engine: "
             f"{best.plan.engine.engine} ({md_text(best.engine_settings.label)}). Price: "
             f"{md_text(best.price_source)} (as of {best.price_as_of})."
-            + (f" Engine release: {best.release_note}." if best.release_note else "")
+            + (f" Engine release: {md_text(best.release_note)}." if best.release_note else "")
             + (
                 f" Energy: {best.kwh_per_million_output_tokens:,.2f} kWh per million output "
                 f"tokens ({best.joules_per_output_token:,.1f} J a token; {best.energy_basis})."
@@ -155,8 +155,8 @@ with top_slot.container(border=True, key="top_recommendation"):
         if best.far_from_data or best.uncertain_because:
             why = "; ".join(best.uncertain_because) or "other GPU, model size or lengths"
             st.warning(
-                f"This prediction is uncertain ({why}): its interval is widened for it; treat "
-                "it as an estimate and verify it with a benchmark run."
+                f"This prediction is uncertain ({md_text(why)}): its interval is widened for "
+                "it; treat it as an estimate and verify it with a benchmark run."
             )
         if best.slo_straddles:
             st.warning(

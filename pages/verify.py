@@ -296,7 +296,8 @@ if plan is not None:
         cols[2].metric("p99 TTFT (predicted)", f"{before.ttft_ms_p99:,.0f} ms")
         cols[3].metric("Median TPOT (predicted)", f"{before.tpot_ms_p50:,.1f} ms")
         st.caption(
-            f"Confidence: {before.confidence} (nearest measurement: {before.nearest_measured}). "
+            f"Confidence: {before.confidence} "
+            f"(nearest measurement: {md_text(before.nearest_measured)}). "
             f"80% interval of output tokens/s: {before.output_tok_per_s_low:,.0f} to "
             f"{before.output_tok_per_s_high:,.0f}."
         )

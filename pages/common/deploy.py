@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common.ui import planner_errors
+from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
 from planner.catalog import Catalog
 from planner.deploy import engine_serving, render, spec_from_plan, targets_of, zip_bytes
@@ -73,7 +73,8 @@ def deploy_section(plan: Plan, catalog: Catalog) -> None:
     )
     cols[3].caption(
         f"{scaling} replica{'s' if spec.replicas > 1 else ''} of {spec.plan.gpus_per_replica} x "
-        f"{spec.plan.gpu} on {spec.instances} x {spec.instance} at the peak; {signal}. "
+        f"{md_text(spec.plan.gpu)} on {spec.instances} x {md_text(spec.instance)} at the peak; "
+        f"{signal}. "
         f"{cold.describe()}"
     )
     st.download_button(
