@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.catalog.architecture import ModelArchitecture
 from planner.catalog.loader import Catalog
 from planner.catalog.schema import GPU, PRECISIONS, Instance, ModelCard
-from planner.engine import EngineConfig
+from planner.engine import EngineConfig, engine_family
 from planner.errors import InvalidInputError
 from planner.memory import MemoryPlan, check_parallelism, kv_bytes_per_element, plan_memory
 from planner.perf.speculative import SEARCH_SPEC_TOKENS, searched_methods, unsupported_reason
@@ -196,6 +196,15 @@ def evaluate_layout(
         )
         return LayoutCandidate(**common, dp=max(gpus // shape, 1), feasible=False, reason=reason)
     dp = gpus // shape
+    if engine_family(config.engine) == "trtllm" and gpu.vendor != "nvidia":
+        # TensorRT-LLM builds CUDA kernels only (its support matrix lists NVIDIA GPUs alone,
+        # docs/source/reference/support-matrix.md, 1.0): an AMD GPU is served by vLLM or
+        # SGLang's ROCm builds.
+        reason = (
+            f"TensorRT-LLM runs on NVIDIA GPUs only; {gpu.gpu_id} is {gpu.vendor.upper()}: "
+            "serve it with vLLM or SGLang"
+        )
+        return LayoutCandidate(**common, dp=dp, feasible=False, reason=reason)
     arch = model.architecture if isinstance(model, ModelCard) else model
     moe_reason = _moe_layout_problem(arch, tp, attention_dp, config.enable_expert_parallel)
     if moe_reason is None and attention_dp > 1 and tp * attention_dp > instance.gpus:

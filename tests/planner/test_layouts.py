@@ -186,6 +186,21 @@ def test_vllm_default_max_model_len_rules_out_tp4_on_l40s(small: Catalog) -> Non
     assert "max_model_len <= " in tp4.reason
 
 
+def test_tensorrt_llm_is_not_offered_on_amd_gpus(small: Catalog) -> None:
+    """TensorRT-LLM builds CUDA kernels only: an MI300X layout is ruled out in words for it
+    and stays feasible for vLLM (an owned AMD server once won a TensorRT-LLM search)."""
+    model = small.model("meta-llama/Llama-3.1-70B-Instruct")
+    instance, gpu = small.instance("ND_MI300X_v5"), small.gpu("MI300X")
+    engine = EngineConfig(engine="tensorrt-llm", max_model_len=4096)
+    trt = evaluate_layout(model, instance, gpu, tp=8, engine=engine)
+    assert not trt.feasible
+    assert trt.reason == (
+        "TensorRT-LLM runs on NVIDIA GPUs only; MI300X is AMD: serve it with vLLM or SGLang"
+    )
+    vllm = evaluate_layout(model, instance, gpu, tp=8, engine=EngineConfig(max_model_len=4096))
+    assert vllm.feasible, vllm.reason
+
+
 def test_tp_not_dividing_heads_is_ruled_out_in_words(small: Catalog) -> None:
     model = small.model("Qwen/Qwen2.5-7B-Instruct")  # 28 heads, 4 KV heads
     shapes = by_shape(enumerate_layouts(small, model, instances=["p5.48xlarge"], max_nodes=1))
