@@ -139,6 +139,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN spec_baseline_ref VARCHAR",
         ],
     ),
+    (
+        5,
+        [
+            # the p99 TTFT and TPOT a source reports beside its mean or median (validation)
+            "ALTER TABLE measured_results ADD COLUMN ttft_p99_ms DOUBLE",
+            "ALTER TABLE measured_results ADD COLUMN tpot_p99_ms DOUBLE",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

@@ -320,6 +320,11 @@ class MeasuredResult(BaseModel):
     ttft_stat: Label | None = None
     itl_ms: Milliseconds | None = None
     itl_stat: Label | None = None
+    #: the 99th percentiles over the run's requests, where the source reports them (``vllm bench
+    #: serve`` / ``benchmark_serving.py`` "P99 TTFT (ms)" and "P99 TPOT (ms)", SGLang
+    #: ``bench_serving``'s ``p99_ttft_ms``): validation scores the predicted p99 against them
+    ttft_p99_ms: Milliseconds | None = None
+    tpot_p99_ms: Milliseconds | None = None
     origin: Literal["public", "user"] = "public"
     run_id: Label | None = None
     simulated: bool = False
