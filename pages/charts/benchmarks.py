@@ -15,6 +15,8 @@ COMPARED_METRICS = (
     ("output_tok_per_s", "output throughput (tokens/s)"),
     ("ttft_ms", "TTFT (ms)"),
     ("itl_ms", "ITL or TPOT (ms)"),
+    ("ttft_p99_ms", "p99 TTFT (ms)"),  # rows that publish their p99s
+    ("tpot_p99_ms", "p99 TPOT (ms)"),
 )
 
 

@@ -359,8 +359,17 @@ def _prediction_points(
         "tpot": (p.tpot_ms_p50, p.tpot_ms_p50_low, p.tpot_ms_p50_high)
         if tpot_p50
         else (p.itl_ms_mean, math.nan, math.nan),
+        # where the row publishes its p99s (planner.perf.validation.P99_METRICS)
+        "ttft_p99": (p.ttft_ms_p99, p.ttft_ms_p99_low, p.ttft_ms_p99_high),
+        "tpot_p99": (p.tpot_ms_p99, p.tpot_ms_p99_low, p.tpot_ms_p99_high),
     }
-    metric_names = {"output_tok_per_s": "output_tok_per_s", "ttft": "ttft_ms", "tpot": "itl_ms"}
+    metric_names = {
+        "output_tok_per_s": "output_tok_per_s",
+        "ttft": "ttft_ms",
+        "tpot": "itl_ms",
+        "ttft_p99": "ttft_p99_ms",
+        "tpot_p99": "tpot_p99_ms",
+    }
     label = (
         f"{result.engine} {result.model} {result.precision} {result.num_gpus}x{result.gpu} "
         f"TP{result.tp} PP{result.pp}, {result.input_len}/{result.output_len}, {result.load}"

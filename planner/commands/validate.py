@@ -61,6 +61,8 @@ from planner.perf.uncertainty import (
 )
 from planner.perf.validation import (
     CONCURRENCY_BANDS,
+    LATENCY_LABELS,
+    P99_METRICS,
     SCHEMES,
     SUMMARY_FILE,
     ErrorRow,
@@ -90,6 +92,7 @@ LIMIT_COVERAGE = 0.65
 TARGET_TTFT_MEDIAN = 0.25
 TARGET_TTFT_MEAN = 0.40
 TARGET_TPOT_MEDIAN = 0.12
+TARGET_TTFT_P99_MEDIAN = 0.30  # "p99 TTFT within 30% median where published"
 TARGET_COVERAGE = (0.70, 0.90)
 #: the folds whose figures the README and the Benchmarks page quote, in this order
 HEADLINE_SCHEMES = ("source", "class", "random")
@@ -161,7 +164,7 @@ def latency_summary(held: list[HeldOut]) -> dict[str, Any]:
     """TTFT and TPOT (and throughput, for comparison) of one fold: n, median, mean and p90 APE
     and 80% coverage overall, per engine family and per concurrency band."""
     out: dict[str, Any] = {}
-    for metric in INTERVAL_METRICS:
+    for metric in (*INTERVAL_METRICS, *P99_METRICS):
         entry: dict[str, Any] = {"all": latency_errors(held, metric)}
         for family in ("vllm", "sglang", "trtllm"):
             rows = [h for h in held if h.sample.family == family]
@@ -181,15 +184,15 @@ def _group_rows(rows: list[ErrorRow]) -> list[dict[str, Any]]:
             "coverage": r.coverage,
             **{
                 f"{m}_{k}": v
-                for m in INTERVAL_METRICS
+                for m in (*INTERVAL_METRICS, *P99_METRICS)
                 for k, v in zip(
                     ("n", "median", "p90", "roofline_median", "roofline_p90"),
                     r.stat(m),
                     strict=True,
                 )
             },
-            **{f"{m}_mean": r.means.get(m, math.nan) for m in INTERVAL_METRICS},
-            **{f"{m}_coverage": r.coverages.get(m) for m in INTERVAL_METRICS},
+            **{f"{m}_mean": r.means.get(m, math.nan) for m in (*INTERVAL_METRICS, *P99_METRICS)},
+            **{f"{m}_coverage": r.coverages.get(m) for m in (*INTERVAL_METRICS, *P99_METRICS)},
         }
         for r in rows
     ]
@@ -332,19 +335,22 @@ def _print_latency_checks(report: dict[str, Any], schemes: list[str]) -> None:
     print(
         f"\nLatency (issue #26 targets on independent results, reported only: TTFT median <= "
         f"{TARGET_TTFT_MEDIAN:.0%} and mean <= {TARGET_TTFT_MEAN:.0%}, TPOT median <= "
-        f"{TARGET_TPOT_MEDIAN:.0%}, 80% intervals holding {low:.0%}-{high:.0%}):"
+        f"{TARGET_TPOT_MEDIAN:.0%}, p99 TTFT median <= {TARGET_TTFT_P99_MEDIAN:.0%} where "
+        f"published, 80% intervals holding {low:.0%}-{high:.0%}):"
     )
     for scheme in schemes:
         e = report["schemes"][scheme]
         parts = []
-        for metric, name in (("ttft", "TTFT"), ("tpot", "TPOT")):
+        for metric, name in LATENCY_LABELS:
             f = e["latency"][metric]["all"]
             cover = "-" if f["coverage_80"] is None else f"{100 * f['coverage_80']:.0f}%"
             parts.append(
                 f"{name} (n {f['n']}) median {100 * f['median']:5.1f}% mean "
                 f"{100 * f['mean']:5.1f}% p90 {100 * f['p90']:4.0f}% 80% coverage {cover:>4}"
             )
-        print(f"  {e['title']:<26} " + "  | ".join(parts))
+        # the means / medians on the fold's line, the p99s (where published) under them
+        print(f"  {e['title']:<26} " + "  | ".join(parts[:2]))
+        print(f"  {'':<26} " + "  | ".join(parts[2:]))
 
 
 def _print_checks(

@@ -63,7 +63,19 @@ SCHEMES: dict[str, str] = {
     "model": "leave-one-model-out",
     "random": "random 5-fold",
 }
-METRIC_NAMES = ("output_tok_per_s", "ttft", "tpot")
+#: the 99th percentiles a source may report beside its mean or median, each with the latency
+#: whose interval factors it takes: ``predict`` widens a latency's p99 by the same factors as its
+#: mean and p50 (:mod:`planner.perf.uncertainty`), so scoring the p99 against its interval checks
+#: the intervals the SLO gate reads. The calibration is never fitted on them.
+P99_METRICS: dict[str, str] = {"ttft_p99": "ttft", "tpot_p99": "tpot"}
+METRIC_NAMES = ("output_tok_per_s", "ttft", "tpot", *P99_METRICS)
+#: the latencies validation reports, with their labels
+LATENCY_LABELS: tuple[tuple[str, str], ...] = (
+    ("ttft", "TTFT"),
+    ("tpot", "TPOT"),
+    ("ttft_p99", "TTFT p99"),
+    ("tpot_p99", "TPOT p99"),
+)
 
 
 def measured_metrics(result: MeasuredResult) -> dict[str, float]:
@@ -77,6 +89,10 @@ def measured_metrics(result: MeasuredResult) -> dict[str, float]:
         out["ttft"] = result.ttft_ms
     if result.itl_ms:
         out["tpot"] = result.itl_ms
+    if result.ttft_p99_ms:
+        out["ttft_p99"] = result.ttft_p99_ms
+    if result.tpot_p99_ms:
+        out["tpot_p99"] = result.tpot_p99_ms
     return out
 
 
@@ -92,6 +108,9 @@ def predicted_metrics(result: MeasuredResult, m: RunMetrics) -> dict[str, float]
         out["tpot"] = m.tpot_ms("mean")
     else:
         out["tpot"] = m.itl_ms("mean")
+    # the 99th percentile over the simulated requests (weighted as the measured run's requests)
+    out["ttft_p99"] = m.ttft_ms("p99")
+    out["tpot_p99"] = m.tpot_ms("p99")
     return out
 
 
@@ -145,15 +164,17 @@ class HeldOut:
     def interval(
         self, metric: str, calibration: IntervalCalibration | None = None
     ) -> tuple[float, float] | None:
-        """The metric's 80% interval with ``calibration`` (the stored one when None)."""
+        """The metric's 80% interval with ``calibration`` (the stored one when None); a p99
+        (:data:`P99_METRICS`) takes its latency's factors around its own prediction."""
         pred = self.predicted.get(metric)
-        own = self.own.get(metric)
-        if own is None and metric == "output_tok_per_s":
+        base = P99_METRICS.get(metric, metric)
+        own = self.own.get(base)
+        if own is None and base == "output_tok_per_s":
             own = (self.own_low, self.own_high)
         if pred is None or own is None or not math.isfinite(pred):
             return None
         cal = calibration or interval_calibration()
-        lo, hi = cal.widen(own, len(self.reasons), metric, self.new_release)
+        lo, hi = cal.widen(own, len(self.reasons), base, self.new_release)
         return pred * lo, pred * hi
 
     def covers(self, metric: str, calibration: IntervalCalibration | None = None) -> bool | None:
@@ -456,9 +477,9 @@ def format_table(title: str, rows: Sequence[ErrorRow], key: str = "gpu") -> str:
 
 
 def format_latency_table(title: str, rows: Sequence[ErrorRow]) -> str:
-    """TTFT, TPOT and throughput of each (engine, concurrency band) group: n, median, mean and
-    p90 APE and the 80% interval's coverage."""
-    metrics = (("ttft", "TTFT"), ("tpot", "TPOT"), ("output_tok_per_s", "output tok/s"))
+    """TTFT, TPOT, their p99 and throughput of each (engine, concurrency band) group: n,
+    median, mean and p90 APE and the 80% interval's coverage."""
+    metrics = (*LATENCY_LABELS, ("output_tok_per_s", "output tok/s"))
     head = f"{'engine':<7} {'in flight':<9} | " + " | ".join(
         f"{name + ' APE med/mean/p90, cover':^34}" for _, name in metrics
     )
@@ -728,8 +749,10 @@ def latency_summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
         latency = entry.get("latency")
         if not isinstance(latency, dict):
             continue
-        for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT")):
-            figures = latency.get(metric, {})
+        for metric, label in LATENCY_LABELS:
+            if metric not in latency:  # a summary written before p99s were scored
+                continue
+            figures = latency[metric]
             overall = figures.get("all", {})
             row: dict[str, Any] = {
                 "fold": entry["title"],

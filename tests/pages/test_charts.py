@@ -174,6 +174,11 @@ def test_benchmark_charts_label_predicted_and_measured() -> None:
     assert_axes_titled(fig)
     titles = " ".join(axis_titles(fig).values())
     assert "predicted" in titles and "measured" in titles
+    # a row that publishes its p99 TTFT gets a panel of its own
+    p99 = pd.concat([points, points.iloc[[1]].assign(metric="ttft_p99_ms", measured=2500.0)])
+    panels = [a.text for a in predicted_vs_measured_figure(p99).layout.annotations]
+    assert panels[:2] == ["output throughput (tokens/s)", "TTFT (ms)"] and "p99 TTFT (ms)" in panels
+    assert len(panels) == 3  # no panel for a metric no row measures
     requests = pd.DataFrame(
         {
             "run": ["r1", "r2"],

@@ -119,7 +119,7 @@ def test_validate_prints_errors_next_to_the_roofline(
     assert code == 0
     assert "== random 5-fold ==" in text
     assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
-    assert "Excluded from the fit" in text and "with the 9 excluded rows" in text
+    assert "Excluded from the fit" in text and "with the 13 excluded rows" in text
     # latencies beside throughput: per engine and requests in flight, and the fold's line
     assert "== random 5-fold: latency by engine and requests in flight ==" in text
     assert "all     17-64     |" in text and "vllm    all       |" in text
@@ -127,6 +127,10 @@ def test_validate_prints_errors_next_to_the_roofline(
         t for t in text.splitlines() if t.strip().startswith("random 5-fold") and "TTFT (n" in t
     )
     assert "median" in line and "mean" in line and "p90" in line and "80% coverage" in line
+    # the p99s where published (issue 26 item 4), on the line under the fold's
+    after = text.splitlines()[text.splitlines().index(line) + 1]
+    assert "TTFT p99 (n " in after and "TPOT p99 (n " in after and "80% coverage" in after
+    assert "TTFT p99 APE med/mean/p90, cover" in text
 
 
 def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes() -> None:
