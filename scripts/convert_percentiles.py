@@ -6,8 +6,8 @@ root with local clones of the three source repositories at the commits named bel
 
 It rewrites ``data/measured_gpustack.csv``, ``data/measured_speculative.csv`` and
 ``data/measured_results.csv`` with two more columns (``ttft_p99_ms``, ``tpot_p99_ms``) and writes
-``data/measured_vllm_tandemn.csv`` and ``data/measured_vllm_dstack.csv``; the planner never
-reads the repositories.
+``data/measured_vllm_tandemn.csv``, ``data/measured_vllm_dstack.csv`` and
+``data/measured_tuning_gpustack.csv``; the planner never reads the repositories.
 
 - GPUStack (gpustack/gpustack ``docs/performance-lab/``): every "Serving Benchmark Result" block
   of a page is read; a row is the block whose output tokens/s and mean TTFT both equal the row's
@@ -16,11 +16,11 @@ reads the repositories.
   TP, PP, lengths and output tokens/s; it gets ``ttft_ms_p99`` and ``tpot_ms_p99``. Successful
   experiments with a TTFT that no row has become rows of ``measured_vllm_tandemn.csv``, converted
   as the existing rows are (p50 TTFT and TPOT, concurrency, requests, instance, nodes).
-- dstack (dstackai/benchmarks): vLLM's ``benchmark_serving.py`` tables of Llama-3.1-405B,
-  ``nvidia/8xh100/charts/qps_output.csv`` (8 x H100 SXM, FP8, ShareGPT at 16, 32 and 1000 req/s;
-  only the runs with the default single-step scheduler and chunked prefill, see
-  data/README.md) and ``amd/tgi_vs_vllm/vllm/data/result_vllm_{short,long,single_prompt}.csv``
-  (8 x MI300X, BF16, sonnet prompts all released at once).
+- GPUStack again: the result blocks of :data:`GPUSTACK_EXTRA` become the rows of
+  ``data/measured_tuning_gpustack.csv``.
+- dstack (dstackai/benchmarks): vLLM's ``benchmark_serving.py`` table of Llama-3.1-405B FP8 on
+  8 x H100 SXM, ``nvidia/8xh100/charts/qps_output.csv`` (ShareGPT at 16, 32 and 1000 req/s; only
+  the runs with the default single-step scheduler and chunked prefill, see data/README.md).
 """
 
 from __future__ import annotations
@@ -33,16 +33,46 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from planner.serve_flags import parse_serve_command
+
 GPUSTACK_COMMIT = "47277d79f4a5bae12a2d25e9ecbed2a2177a5f2d"
 TANDEMN_COMMIT = "67cede8ec3240fbb5c90e194bf4e8d524489fdf7"
 DSTACK_COMMIT = "06c957ab51572ca18db9c1f4bb254a9eb86df4d7"
 DATA = Path(__file__).resolve().parents[1] / "data"
 P99_COLUMNS = ["ttft_p99_ms", "tpot_p99_ms"]
 BLOCK_FIELDS = {
+    "Successful requests": "completed",
+    "Maximum request concurrency": "max_concurrency",
+    "Total input tokens": "in_tokens",
+    "Total generated tokens": "out_tokens",
     "Output token throughput (tok/s)": "output_tps",
+    "Total Token throughput (tok/s)": "total_tps",
     "Mean TTFT (ms)": "mean_ttft",
     "P99 TTFT (ms)": "p99_ttft",
+    "Mean TPOT (ms)": "mean_tpot",
     "P99 TPOT (ms)": "p99_tpot",
+}
+#: GPUStack result blocks the reference table left out that describe a configuration the
+#: planner can state (page, block index in the page): the tuning sweeps of vLLM's
+#: --max-num-batched-tokens / TensorRT-LLM's --max_num_tokens (the value in the block's "# ..."
+#: line), vLLM with --async-scheduling, a context-length cap, tool-call parsers (flags that change
+#: no layout or scheduler knob), and GLM-4.5-Air's "other benchmark cases" on 4 x H100 (random
+#: prompts of 128 to 32,000 tokens, vLLM baseline and SGLang optimised). Left out: attention
+#: backends, DeepGEMM off, CUDA-graph sizes, torch.compile, tree-drafting EAGLE-3, TensorRT-LLM
+#: chunked prefill, and two blocks whose serving script names another model than the page.
+GPUSTACK_EXTRA = {
+    "deepseek-v3.2/h200.md": (5, 6, 11, 12),
+    "glm-4.5-air/h100.md": (7, 8, 9, 10, 11, 12, 13, 14),
+    "glm-4.x/a100.md": (2, 3, 4),
+    "gpt-oss-120b/a100.md": (2, 4, 5),
+    "gpt-oss-120b/h100.md": (3, 7),
+    "gpt-oss-20b/a100.md": (2, 3, 4),
+    "gpt-oss-20b/h100.md": (3,),
+    "qwen3-14b/a100.md": (5, 6),
+    "qwen3-235b-a22b/a100.md": (5, 6),
+    "qwen3-235b-a22b/h100.md": (5,),
 }
 
 
@@ -75,15 +105,30 @@ def with_p99_columns(header: list[str]) -> list[str]:
     return header[:at] + P99_COLUMNS + header[at:]
 
 
-def gpustack_blocks(repo: Path, page: str) -> list[dict[str, float]]:
+def gpustack_blocks(repo: Path, page: str) -> list[dict[str, Any]]:
+    """Every result block of a page, in order, with the serving script before it (comment
+    lines dropped, continuation lines joined) and the block's own "# ..." label line."""
     text = show(repo, GPUSTACK_COMMIT, page)
-    blocks = []
-    for match in re.finditer(r"=+ Serving Benchmark Result =+(.*?)={20,}", text, re.S):
-        block: dict[str, float] = {}
-        for line in match.group(1).splitlines():
+    pattern = re.compile(
+        r'"[^"\n]*[Ss]erving script"\s*\n\s*```\w*\n(.*?)```'
+        r"|=+ Serving Benchmark Result =+(.*?)={20,}",
+        re.S,
+    )
+    blocks: list[dict[str, Any]] = []
+    script = ""
+    for match in pattern.finditer(text):
+        if match.group(1) is not None:
+            lines = (x.strip().rstrip("\\") for x in match.group(1).splitlines())
+            script = " ".join(" ".join(x for x in lines if x and not x.startswith("#")).split())
+            continue
+        block: dict[str, Any] = {"script": script}
+        for line in match.group(2).splitlines():
             key, _, value = line.strip().partition(":")
             if key.strip() in BLOCK_FIELDS and value.strip():
                 block[BLOCK_FIELDS[key.strip()]] = float(value)
+        before = text[: match.start()].rstrip().splitlines()
+        last = before[-1].strip() if before else ""
+        block["label"] = last if last.startswith("#") else ""
         blocks.append(block)
     return blocks
 
@@ -106,6 +151,88 @@ def add_gpustack_p99(repo: Path) -> None:
             row["ttft_p99_ms"] = f"{found[0]['p99_ttft']:.2f}"
             row["tpot_p99_ms"] = f"{found[0]['p99_tpot']:.2f}"
         write(DATA / name, with_p99_columns(header), rows)
+
+
+#: serve_flags' engine names -> the measured files' (TensorRT-LLM rows say tensorrt-llm)
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
+ENGINES["tensorrt-llm"] = "tensorrt-llm"
+
+
+def labelled_command(script: str, label: str) -> str:
+    """The serving script with the block's "# --flag value" line applied (a sweep writes one
+    script and labels each block with the value it ran)."""
+    match = re.fullmatch(r"#\s*(--[\w-]+)[= ](\d+)", label)
+    if match is None:
+        return script
+    flag, value = match.groups()
+    replaced, n = re.subn(rf"{flag}[= ]\d+", f"{flag} {value}", script)
+    return replaced if n else f"{script} {flag} {value}"
+
+
+def gpustack_extra(repo: Path) -> list[dict[str, str]]:
+    """Rows of :data:`GPUSTACK_EXTRA`, each converted as ``convert_gpustack.py`` converts a row
+    (layout and knobs from the serving command), with the engine release and GPU of the same
+    page's rows of that engine and the model id and precision of the page's rows of the served
+    checkpoint."""
+    _, rows = read(DATA / "measured_gpustack.csv")
+    out = []
+    for name, indices in GPUSTACK_EXTRA.items():
+        page = f"docs/performance-lab/{name}"
+        blocks = gpustack_blocks(repo, page)
+        for index in indices:
+            block = blocks[index]
+            command = labelled_command(block["script"], block["label"])
+            flags = parse_serve_command(command)
+            engine = ENGINES[flags.engine]
+            same_page = [r for r in rows if r["source"].split()[1] == page]
+            model = (flags.model or "").split("/")[-1].lower()
+            weights = next(r for r in same_page if r["model"].split("/")[-1].lower() == model)
+            release = next(r for r in same_page if r["engine"] == engine)
+            template = {
+                **release,
+                "model": weights["model"],
+                "precision": weights["precision"],
+            }
+            n = int(block["completed"])
+            concurrency = block.get("max_concurrency")
+            sharegpt = not block["label"].startswith("# random")
+            swept = f", {block['label'][1:].strip()}" if block["label"] else ""
+            out.append(
+                {
+                    **template,
+                    "source_ref": f"gpustack/gpustack@{GPUSTACK_COMMIT}:{page} (result block "
+                    f"{index + 1} of the page{swept})",
+                    "num_gpus": str(flags.gpus),
+                    "tp": str(flags.tp),
+                    "pp": str(flags.pp),
+                    "data_parallel_size": str(flags.attention_dp) if flags.attention_dp > 1 else "",
+                    "enable_expert_parallel": "true" if flags.ep_size > 1 else "",
+                    "input_len": str(max(1, round(block["in_tokens"] / n))),
+                    "output_len": str(max(1, round(block["out_tokens"] / n))),
+                    "dataset": "sharegpt" if sharegpt else "random",
+                    "entrypoint": "serve",
+                    "load": "concurrency" if concurrency else "max_throughput",
+                    "concurrency": str(int(concurrency)) if concurrency else "",
+                    "request_rate": "",
+                    "num_requests": str(n),
+                    "max_num_seqs": str(flags.max_num_seqs or ""),
+                    "max_num_batched_tokens": str(flags.max_num_batched_tokens or ""),
+                    "max_model_len": str(flags.max_model_len or ""),
+                    "gpu_memory_utilization": (
+                        f"{flags.gpu_memory_utilization:g}" if flags.gpu_memory_utilization else ""
+                    ),
+                    "output_tok_per_s": f"{block['output_tps']:.2f}",
+                    "total_tok_per_s": f"{block['total_tps']:.2f}",
+                    "ttft_ms": f"{block['mean_ttft']:.2f}",
+                    "ttft_stat": "mean",
+                    "itl_ms": f"{block['mean_tpot']:.2f}",
+                    "itl_stat": "mean_tpot",
+                    "ttft_p99_ms": f"{block['p99_ttft']:.2f}",
+                    "tpot_p99_ms": f"{block['p99_tpot']:.2f}",
+                    "notes": f"serve: {command}",
+                }
+            )
+    return out
 
 
 def same_run(source: dict[str, str], row: dict[str, str]) -> bool:
@@ -215,44 +342,6 @@ def dstack_rows(repo: Path) -> list[dict[str, str]]:
                 "(meta-llama/Llama-3.1-405B-FP8) has the Instruct model's shapes",
             }
         )
-    prompts = {
-        "short": "80-token prompts",
-        "long": "10,000-token prompts",
-        "single_prompt": "one long prompt",
-    }
-    for name, label in prompts.items():
-        path = f"amd/tgi_vs_vllm/vllm/data/result_vllm_{name}.csv"
-        for line, r in enumerate(csv.DictReader(io.StringIO(show(repo, DSTACK_COMMIT, path))), 2):
-            n = int(r["Successful requests"])
-            out.append(
-                {
-                    "source": f"dstackai/benchmarks {path}",
-                    "source_ref": f"dstackai/benchmarks@{DSTACK_COMMIT}:{path} (line {line}; "
-                    "README amd/tgi_vs_vllm/README.md, published 2024-10)",
-                    "engine": "vllm",
-                    "engine_version": "0.6.3.dev116+g151ef4ef (ROCm 6.1)",
-                    "precision": "bf16",
-                    "gpu": "MI300X",
-                    "input_len": str(round(int(r["Total input tokens"]) / n)),
-                    "output_len": str(max(1, round(int(r["Total generated tokens"]) / n))),
-                    "dataset": "random",
-                    "load": "max_throughput",
-                    "num_requests": str(n),
-                    "output_tok_per_s": r["Output token throughput (tok/s)"],
-                    "total_tok_per_s": r["Total Token throughput (tok/s)"],
-                    "ttft_ms": r["Mean TTFT (ms)"],
-                    "itl_ms": r["Mean TPOT (ms)"],
-                    "ttft_p99_ms": r["P99 TTFT (ms)"],
-                    "tpot_p99_ms": r["P99 TPOT (ms)"],
-                    "notes": "vllm serve meta-llama/Llama-3.1-405B-Instruct "
-                    "--tensor-parallel-size=8 --disable-log-requests "
-                    "--disable-frontend-multiprocessing; client: dstack's modified "
-                    f"benchmark_serving.py --dataset-name sonnet ({label}, {n} released at "
-                    "once; output up to 150 tokens without --ignore-eos, the mean given is the "
-                    f"measured one); median TTFT {r['Median TTFT (ms)']} ms, median TPOT "
-                    f"{r['Median TPOT (ms)']} ms",
-                }
-            )
     common = {
         "model": "meta-llama/Llama-3.1-405B-Instruct",
         "num_gpus": "8",
@@ -273,6 +362,7 @@ def main() -> None:
     add_tandemn(tandemn)
     header, _ = read(DATA / "measured_gpustack.csv")
     write(DATA / "measured_vllm_dstack.csv", with_p99_columns(header), dstack_rows(dstack))
+    write(DATA / "measured_tuning_gpustack.csv", with_p99_columns(header), gpustack_extra(gpustack))
 
 
 if __name__ == "__main__":

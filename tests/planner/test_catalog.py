@@ -104,16 +104,18 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # of four more publishers (measured_holdout2.csv) and the SGLang cookbook's 17
     # (measured_sglang_cookbook.csv), then 16 speculative-decoding rows
     # (measured_speculative.csv: GPUStack's 4 runs, the AMD MTP blog's 5 pairs, SGLang PR
-    # 10281's pair), dstack's 41 vLLM Llama-3.1-405B runs (measured_vllm_dstack.csv) and the
-    # 43 Tandemn runs its reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1124
+    # 10281's pair), then GPUStack's 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
+    # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
+    # reference table had not converted (measured_vllm_tandemn.csv)
+    assert len(catalog.measured) == 1130
     assert all(m.source for m in catalog.measured)
     gpustack = [
         m
         for m in catalog.measured
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
-    assert len(gpustack) == 200 and catalog.measured[526:726] == gpustack
+    assert catalog.measured[526:726] == gpustack[:200]
+    assert len(gpustack) == 229 and catalog.measured[1040:1069] == gpustack[200:]
     holdout2 = catalog.measured[726:1007]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
@@ -130,7 +132,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
     assert [m.spec_method for m in speculative[4:]] == [None, "mtp"] * 6
     assert all(m.source.startswith("sgl-project/sglang") and m.gpu == "B200" for m in cookbook)
-    assert sum(1 for m in gpustack if catalog.model(m.model).architecture.is_moe) == 143
+    assert sum(1 for m in gpustack[:200] if catalog.model(m.model).architecture.is_moe) == 143
     brief = [
         m
         for m in catalog.measured

@@ -33,11 +33,11 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
     by_source: dict[str, int] = {}
     for m in with_p99:
         by_source[source_key(m)] = by_source.get(source_key(m), 0) + 1
-    # GPUStack's 204 pages' blocks, Tandemn's 126 + 43, dstack's 41 new vLLM 405B runs
+    # GPUStack's 204 rows and 29 tuning runs, Tandemn's 126 + 43, dstack's 18 vLLM 405B runs
     assert by_source == {
-        "gpustack/gpustack": 204,
+        "gpustack/gpustack": 233,
         "Tandemn-Labs/tandemn-profiling": 169,
-        "dstackai/benchmarks": 41,
+        "dstackai/benchmarks": 18,
     }
     # every p99 is at least its row's median or mean TTFT, and a p99 TPOT comes with it
     assert all(m.ttft_p99_ms >= 0.99 * (m.ttft_ms or 0) for m in with_p99 if m.ttft_p99_ms)
@@ -58,7 +58,7 @@ def test_a_bad_p99_is_refused_naming_file_row_field_and_value(tmp_path: Path) ->
     rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
     column = rows[0].index("ttft_p99_ms")
     for bad, reason in (("-9912.5", "greater than or equal to 0"), ("slow", "valid number")):
-        rows[2][column] = bad
+        rows[2][column] = bad  # the file's second row (line 3)
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerows(rows)
         path.write_text(out.getvalue(), encoding="utf-8")
