@@ -138,6 +138,10 @@ def add_gpustack_p99(repo: Path) -> None:
         header, rows = read(DATA / name)
         pages: dict[str, list[dict[str, float]]] = {}
         for row in rows:
+            if not row["source"].startswith("gpustack/gpustack "):
+                row.setdefault("ttft_p99_ms", "")  # another publisher's speculative rows
+                row.setdefault("tpot_p99_ms", "")
+                continue
             page = row["source"].split()[1]
             blocks = pages.setdefault(page, gpustack_blocks(repo, page))
             found = [
