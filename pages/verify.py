@@ -397,8 +397,10 @@ if meta.get("simulated"):
     st.warning("Simulated endpoint: these numbers test the loop, not real hardware.", icon="🧪")
 ok, failed = int(summary.get("completed") or 0), int(summary.get("failed") or 0)
 stopped = f" Stopped: {md_text(meta['error'])}" if meta.get("error") else ""
+shown_id = run_id.replace("`", "'")  # in a code span every other character shows as it is
 st.markdown(  # what run.json says (an endpoint's error text among it) is shown as text
-    f"Run {md_text(run_id)} against {md_text((meta.get('endpoint') or {}).get('base_url'))}: "
+    f"Run `{shown_id}` against "
+    f"{md_text((meta.get('endpoint') or {}).get('base_url'))}: "
     f"**{md_text(meta.get('status'))}**, {ok} requests succeeded, {failed} failed.{stopped}"
 )
 if failed:
