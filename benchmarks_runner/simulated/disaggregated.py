@@ -51,6 +51,7 @@ import aiohttp
 from aiohttp import web
 
 from benchmarks_runner.simulated.perf_timing import EngineTiming
+from benchmarks_runner.simulated.server import serve_app
 from planner.catalog import Catalog
 from planner.perf.deployment import Deployment
 from planner.perf.disaggregated import (
@@ -395,20 +396,7 @@ def router_app(router: Router) -> web.Application:
 
 
 async def serve_router(router: Router, host: str, port: int) -> None:
-    runner = web.AppRunner(router_app(router), access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
-    await site.start()
-    bound = port
-    for sock in getattr(site._server, "sockets", None) or []:
-        bound = sock.getsockname()[1]
-        break
-    sys.stdout.write(f"LISTENING {bound}\n")
-    sys.stdout.flush()
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await runner.cleanup()
+    await serve_app(router_app(router), host, port)
 
 
 # ----- the pool processes ------------------------------------------------------------------------

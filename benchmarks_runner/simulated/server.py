@@ -617,7 +617,12 @@ def create_app(options: ServerOptions, timing: TimingModel | None = None) -> web
 
 
 async def serve(options: ServerOptions, timing: TimingModel, host: str, port: int) -> None:
-    app = create_app(options, timing)
+    await serve_app(create_app(options, timing), host, port)
+
+
+async def serve_app(app: web.Application, host: str, port: int) -> None:
+    """Serve ``app`` on ``host:port`` until cancelled; ``LISTENING <port>`` on stdout once
+    bound (port 0: the one the system gave), which the process that started it reads."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=4096)
