@@ -7,11 +7,7 @@ Schedulers
   admitted request is preempted (its blocks freed, recomputed from scratch later). Only when
   nothing was preempted does it admit waiting requests first-come-first-served, while
   ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
-  caching the shared prefix's full blocks are computed once and reused. With pipeline
-  parallelism ``p`` a step is ``p`` batches in flight, each scheduled with the whole budget
-  ``B``: ``p B`` tokens a step, at most ``B`` of one request (a request is in one batch at a
-  time), and the prompts of a step in ``ceil(P / B)`` micro-batches
-  (:func:`planner.perf.step_time.macro_step_token_budget` and the module's PP note).
+  caching the shared prefix's full blocks are computed once and reused.
 - ``sglang`` (SGLang's scheduler, 0.5.x defaults): a prefill (extend) batch runs whenever a
   request can be admitted or a chunked prompt is under way, and the decoding requests wait for
   it (prefill and decode batches are not mixed); a request is admitted only while the free KV
@@ -69,7 +65,6 @@ from planner.perf.step_time import (
     StepBatch,
     add_request_path,
     fill_step_features,
-    macro_step_token_budget,
     request_path_s,
 )
 from planner.workload import LengthDistribution, draw_lengths
@@ -254,9 +249,7 @@ class _Engine:
         self.bs = dep.block_size
         self.total_blocks = dep.kv_capacity_blocks
         self.free = self.total_blocks
-        # a macro-step's tokens, and one request's most in it (vLLM with PP: one micro-batch's)
-        self.budget = macro_step_token_budget(dep)
-        self.chunk_cap = dep.max_num_batched_tokens
+        self.budget = dep.max_num_batched_tokens
         self.max_seqs = dep.max_num_seqs
         self.reserve = dep.family == "trtllm"
         self.chunked = dep.engine.enable_chunked_prefill
@@ -511,7 +504,7 @@ class _Engine:
         while i < len(plist) and budget > 0:
             co = plist[i]
             need = co.need
-            t = min(need, budget, self.chunk_cap)
+            t = min(need, budget)
             if t < need and not self.chunked:
                 i += 1
                 continue
@@ -601,7 +594,7 @@ class _Engine:
         while i < len(self.running) and budget > 0:
             co = self.running[i]
             need = co.need
-            t = min(need, budget, self.chunk_cap)
+            t = min(need, budget)
             if t < need and not self.chunked:
                 i += 1
                 continue
@@ -667,7 +660,7 @@ class _Engine:
             if co.cached_prompt:  # whole blocks, and never the prompt's last token
                 cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
             need = co.prompt + co.generated - cached
-            t = min(need, budget, self.chunk_cap)
+            t = min(need, budget)
             if t < need and not self.chunked:
                 break
             n = min(co.count, self.max_seqs - self.running_seqs, budget // t)
