@@ -15,7 +15,10 @@ It rewrites ``data/measured_gpustack.csv``, ``data/measured_speculative.csv`` an
 - Tandemn (``roofline/vllm/perfdb_all.csv``): a row is the successful experiment with its model,
   TP, PP, lengths and output tokens/s; it gets ``ttft_ms_p99`` and ``tpot_ms_p99``. Successful
   experiments with a TTFT that no row has become rows of ``measured_vllm_tandemn.csv``, converted
-  as the existing rows are (p50 TTFT and TPOT, concurrency, requests, instance, nodes).
+  as the existing rows are (p50 TTFT and TPOT, concurrency, requests, instance, nodes). Every
+  Tandemn latency is Prometheus' histogram_quantile over vLLM 0.10's server histograms
+  (roofline/vllm/prometheus_parser.py extract_latency_percentiles): ``ttft_stat``
+  ``p50_vllm_histogram``, ``itl_stat`` ``p50_itl_vllm_histogram`` (planner.perf.latency_stats).
 - GPUStack again: the result blocks of :data:`GPUSTACK_EXTRA` become the rows of
   ``data/measured_tuning_gpustack.csv``.
 - dstack (dstackai/benchmarks): vLLM's ``benchmark_serving.py`` table of Llama-3.1-405B FP8 on
@@ -35,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from planner.perf.latency_stats import HISTOGRAM_ITL, HISTOGRAM_TTFT
 from planner.serve_flags import parse_serve_command
 
 GPUSTACK_COMMIT = "47277d79f4a5bae12a2d25e9ecbed2a2177a5f2d"
@@ -259,6 +263,9 @@ def add_tandemn(repo: Path) -> None:
     used: set[int] = set()
     tandemn = [r for r in rows if r["source"].startswith("Tandemn-Labs/")]
     for row in tandemn:
+        if row["ttft_ms"]:  # vLLM's Prometheus histograms, not the requests' medians
+            row["ttft_stat"] = HISTOGRAM_TTFT
+            row["itl_stat"] = HISTOGRAM_ITL
         for i, run in enumerate(runs):
             if same_run(run, row):
                 used.add(i)
@@ -294,9 +301,9 @@ def add_tandemn(repo: Path) -> None:
                 "output_tok_per_s": run["output_tokens_per_sec"],
                 "total_tok_per_s": run["total_tokens_per_sec"],
                 "ttft_ms": run["ttft_ms_p50"],
-                "ttft_stat": "p50",
+                "ttft_stat": HISTOGRAM_TTFT,
                 "itl_ms": run["tpot_ms_p50"],
-                "itl_stat": "p50_tpot",
+                "itl_stat": HISTOGRAM_ITL,
                 "ttft_p99_ms": run["ttft_ms_p99"],
                 "tpot_p99_ms": run["tpot_ms_p99"],
             }

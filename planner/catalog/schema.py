@@ -283,6 +283,29 @@ class ModelCard(BaseModel):
     origin: Literal["embedded", "user"] = "embedded"
 
 
+#: TTFT statistics a measured row may state (``ttft_stat``), each with what it is; how the model
+#: turns its prediction into each: :mod:`planner.perf.latency_stats`
+TTFT_STATS: dict[str, str] = {
+    "mean": "mean over the requests",
+    "p50": "median over the requests",
+    "median": "median over the requests",
+    "p50_vllm_histogram": "histogram_quantile(0.5) over vLLM's TTFT histogram buckets",
+}
+#: time-per-output-token statistics a measured row may state (``itl_stat``)
+ITL_STATS: dict[str, str] = {
+    "mean_itl": "pooled mean of the token gaps",
+    "mean_tpot": "mean over the requests of (E2E - TTFT) / (output tokens - 1)",
+    "p50_tpot": "median over the requests of (E2E - TTFT) / (output tokens - 1)",
+    "median_tpot": "median over the requests of (E2E - TTFT) / (output tokens - 1)",
+    "p50_itl_vllm_histogram": (
+        "histogram_quantile(0.5) over vLLM's time_per_output_token histogram (one observation "
+        "a token gap)"
+    ),
+}
+HISTOGRAM_TTFT = "p50_vllm_histogram"
+HISTOGRAM_ITL = "p50_itl_vllm_histogram"
+
+
 class MeasuredResult(BaseModel):
     """One measured serving result (public table row or a user's benchmark run).
 
@@ -357,6 +380,20 @@ class MeasuredResult(BaseModel):
     spec_accept_len: float | None = Field(default=None, ge=1, le=MAX_REQUEST_TOKENS)
     spec_baseline_ref: Reference | None = None
     notes: Reference | None = None
+
+    @field_validator("ttft_stat")
+    @classmethod
+    def _known_ttft_stat(cls, value: str | None) -> str | None:
+        if value is not None and value not in TTFT_STATS:
+            raise ValueError(f"a TTFT statistic is one of {', '.join(TTFT_STATS)}")
+        return value
+
+    @field_validator("itl_stat")
+    @classmethod
+    def _known_itl_stat(cls, value: str | None) -> str | None:
+        if value is not None and value not in ITL_STATS:
+            raise ValueError(f"a time-per-output-token statistic is one of {', '.join(ITL_STATS)}")
+        return value
 
     @property
     def dp(self) -> int:

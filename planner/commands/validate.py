@@ -54,6 +54,7 @@ from planner.perf.disaggregated_validation import (
 from planner.perf.model import PerformanceModel
 from planner.perf.speculative_validation import format_slice, speculative_slice
 from planner.perf.uncertainty import (
+    CALIBRATED_METRICS,
     CALIBRATION_FILE,
     INTERVAL_METRICS,
     IntervalCalibration,
@@ -71,6 +72,7 @@ from planner.perf.validation import (
     cross_validate,
     error_table,
     format_latency_table,
+    format_statistic_table,
     format_table,
     interval_coverage,
     latency_errors,
@@ -78,6 +80,7 @@ from planner.perf.validation import (
     median_ape,
     release_moves,
     roofline_predictions,
+    statistic_table,
 )
 from planner.settings import get_settings
 
@@ -280,6 +283,17 @@ def run(args: argparse.Namespace) -> int:
                 f"== {SCHEMES[scheme]}: latency by engine and requests in flight ==", band_rows
             )
         )
+        by_statistic = statistic_table(held)
+        entry["by_statistic"] = [
+            {"metric": label, "slice": name, **figures} for label, name, figures in by_statistic
+        ]
+        tables.append(
+            format_statistic_table(
+                f"== {SCHEMES[scheme]}: each metric by the statistic its rows report, and the "
+                "rows of a release the fold never saw ==",
+                by_statistic,
+            )
+        )
     # the public disaggregated / wide-EP rows: their own slice, held out by source
     disaggregated = disaggregated_slice(model)
     report["disaggregated"] = disaggregated.summary()
@@ -295,7 +309,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"Servewise performance model, cross-validated on {report['rows']} measured rows "
         f"({report['user_rows']} of them the user's runs); APE = |predicted / measured - 1|; "
-        "TTFT and TPOT with the statistic each source reported (mean or p50).\n"
+        "TTFT and TPOT with the statistic each source reported (mean, median, or vLLM's "
+        "histogram estimate: planner.perf.latency_stats).\n"
     )
     print("\n\n".join(tables))
     ok = _print_checks(report, schemes, model, roofline, inconsistent)
@@ -319,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if calibration is not None:
         print(f"\nInterval calibration written to {CALIBRATION_FILE}:")
-        for metric in INTERVAL_METRICS:
+        for metric in CALIBRATED_METRICS:
             print(
                 f"  {metric:<17} multipliers for 0/1/2/3+ novelty reasons "
                 + " / ".join(f"{m:.2f}" for m in calibration.multipliers[metric])
@@ -351,6 +366,17 @@ def _print_latency_checks(report: dict[str, Any], schemes: list[str]) -> None:
         # the means / medians on the fold's line, the p99s (where published) under them
         print(f"  {e['title']:<26} " + "  | ".join(parts[:2]))
         print(f"  {'':<26} " + "  | ".join(parts[2:]))
+        unseen = [
+            f"{r['metric']} {r['n']} rows {_cover(r['coverage_80'])}"
+            for r in e.get("by_statistic", [])
+            if r["slice"] == "release unmeasured"
+        ]
+        if unseen:
+            print(f"  {'':<26} release the fold never saw, 80% coverage: " + ", ".join(unseen))
+
+
+def _cover(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
 
 
 def _print_checks(
@@ -429,7 +455,7 @@ def _rounded(value: Any, digits: int = 4) -> Any:
 def _write_calibration(
     calibration: IntervalCalibration, held: list[HeldOut], report: dict[str, Any]
 ) -> None:
-    moves = {m: release_moves(held, m) for m in INTERVAL_METRICS}
+    moves = {m: release_moves(held, m) for m in CALIBRATED_METRICS}
     payload = {
         "multipliers": {
             str(n): round(m, 3) for n, m in enumerate(calibration.multipliers["output_tok_per_s"])
@@ -452,7 +478,9 @@ def _write_calibration(
             "half-widths. multipliers_by_metric: per metric and number of novelty reasons, the "
             "80th percentile of what each row needs, sqrt(max(r^2 - s^2, 0)) / h (r its "
             "log(measured / predicted), h its interval's own log half-width on that side, s the "
-            "release spread when its release was unmeasured); multipliers: throughput's"
+            "release spread when its release was unmeasured); ttft_p99 and tpot_p99 on the rows "
+            "that publish them, h the half-width of their latency's own factors; multipliers: "
+            "throughput's"
         ),
     }
     _write_json_stably(Path(CALIBRATION_FILE), payload, indent=2)

@@ -3,7 +3,10 @@
 Every measured row is simulated once (:mod:`planner.perf.simulator`), which turns each of its
 metrics into a function of the coefficients: throughput's duration is ``c . X_end``, a mean TTFT
 ``c . mean(X_first - X_arrival)``, a median TTFT the median over requests of such dot products,
-and likewise for TPOT/ITL. The fit minimises a robust soft-L1 loss (scale 0.15 in log units) of
+and likewise for TPOT/ITL; a figure read off vLLM's Prometheus histogram (Tandemn) is the
+histogram's estimate over the same dot products (:mod:`planner.perf.latency_stats`), whose
+derivative is taken as the true median's (the estimate moves with the values only in jumps as
+they cross bucket bounds). The fit minimises a robust soft-L1 loss (scale 0.15 in log units) of
 log(predicted / measured) over every metric of every row (weights: throughput 1, ITL/TPOT 0.5,
 TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
 
@@ -39,6 +42,13 @@ import numpy as np
 
 from planner.catalog import Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
+from planner.perf.latency_stats import (
+    HISTOGRAM_ITL,
+    HISTOGRAM_TTFT,
+    VLLM_ITL_BUCKETS_S,
+    VLLM_TTFT_BUCKETS_S,
+    histogram_quantile,
+)
 from planner.perf.scenario import Scenario, dataset_lengths, entrypoint_of
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import (
@@ -199,7 +209,9 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
 class Target:
     """One measured metric as a function of the coefficients.
 
-    quantity(c) = stat over rows of (V @ c - offset), weights ``w`` (``stat`` 'mean' has one row);
+    quantity(c) = stat over rows of (V @ c - offset), weights ``w`` (``stat`` 'mean' has one row;
+    'p50' the weighted median; 'histogram' Prometheus' histogram_quantile(0.5) with bucket upper
+    bounds ``bounds``, :func:`planner.perf.latency_stats.histogram_quantile`);
     ``log_measured`` is the log of the measured quantity in seconds.
     """
 
@@ -210,6 +222,7 @@ class Target:
     w: np.ndarray
     log_measured: float
     weight: float
+    bounds: tuple[float, ...] | None = None
 
 
 @dataclass
@@ -278,15 +291,17 @@ def targets_for(result: MeasuredResult, trace: SimTrace, replicas: int) -> list[
                 )
             )
         else:
+            histogram = result.ttft_stat == HISTOGRAM_TTFT
             targets.append(
                 Target(
                     "ttft",
-                    "p50",
+                    "histogram" if histogram else "p50",
                     rel,
                     trace.arrival_time.copy(),
                     count.copy(),
                     math.log(result.ttft_ms / 1e3),
                     METRIC_WEIGHTS["ttft"],
+                    VLLM_TTFT_BUCKETS_S if histogram else None,
                 )
             )
     if result.itl_ms and result.itl_ms > 0:
@@ -295,7 +310,21 @@ def targets_for(result: MeasuredResult, trace: SimTrace, replicas: int) -> list[
         if ok.any():
             span = trace.finish - trace.first
             stat = result.itl_stat or "mean_itl"
-            if stat == "mean_tpot":
+            if stat == HISTOGRAM_ITL and trace.gap_terms.size:
+                # one observation a token gap (planner.perf.latency_stats): the pooled gaps
+                targets.append(
+                    Target(
+                        "itl",
+                        "histogram",
+                        trace.gap_terms,
+                        np.zeros(len(trace.gap_terms)),
+                        trace.gap_weight * 1.0,
+                        math.log(result.itl_ms / 1e3),
+                        METRIC_WEIGHTS["itl"],
+                        VLLM_ITL_BUCKETS_S,
+                    )
+                )
+            elif stat == "mean_tpot":
                 # mean over requests of (E2E - TTFT) / (output - 1): linear in c
                 weights = count[ok] / count[ok].sum()
                 V = (weights[:, None] * span[ok] / gaps[ok, None]).sum(0, keepdims=True)
@@ -497,6 +526,11 @@ class FittedCoefficients:
         return stacked.T @ stacked / len(deltas)
 
 
+_MedianTarget = tuple[
+    np.ndarray, np.ndarray, np.ndarray, float, float, int, tuple[float, ...] | None
+]
+
+
 @dataclass
 class _Packed:
     n_data: int
@@ -505,7 +539,8 @@ class _Packed:
     lin_logy: np.ndarray
     lin_sw: np.ndarray
     lin_rows: np.ndarray  # row (parameter combination) of each linear target
-    med: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int]]
+    #: (V, offset, weights, log measured, sqrt weight, row, histogram bounds or None)
+    med: list[_MedianTarget]
     row_index: np.ndarray  # (n_rows, n_levels): key index per level, -1 when absent
     level_keys: list[list[str]]
     keys: list[tuple[int, str]]  # (sample index, metric) per data residual, lin first then med
@@ -544,7 +579,8 @@ def _pack(samples: Sequence[FitSample]) -> _Packed:
                 lin_rows.append(row)
                 keys_lin.append((si, t.metric))
             else:
-                med.append((t.V, t.offset, t.w, t.log_measured, math.sqrt(t.weight), row))
+                bounds = t.bounds if t.stat == "histogram" else None
+                med.append((t.V, t.offset, t.w, t.log_measured, math.sqrt(t.weight), row, bounds))
                 keys_med.append((si, t.metric))
     return _Packed(
         n_data=len(lin_V) + len(med),
@@ -663,7 +699,7 @@ def fit_coefficients(
     seen = np.zeros((n_rows, P), dtype=bool)
     if len(pk.lin_rows):
         np.logical_or.at(seen, pk.lin_rows, pk.lin_V[:, FITTED_IDX] > 0)
-    for V, _, _, _, _, r in pk.med:
+    for V, _, _, _, _, r, _ in pk.med:
         seen[r] |= (V[:, FITTED_IDX] > 0).any(0)
     colmap = np.full((n_rows, n_levels, P), -1, dtype=int)
     global_sd = np.full(P, SIGMA_GLOBAL)
@@ -717,11 +753,16 @@ def fit_coefficients(
                 / q[:, None]
             )
             rows[:n_lin] = pk.lin_rows
-        for j, (V, off, w, logy, sw, r) in enumerate(pk.med):
+        for j, (V, off, w, logy, sw, r, bounds) in enumerate(pk.med):
             c = C[r]
             raw_m, pick = _median_pick(V, off, w, c)
             q_m = max(raw_m, 1e-6)
-            res[n_lin + j] = sw * (math.log(q_m) - logy)
+            if bounds is None:
+                res[n_lin + j] = sw * (math.log(q_m) - logy)
+            else:
+                # the histogram's estimate; d log(estimate) taken as d log(median) below
+                estimate = histogram_quantile(V @ c - off, w, bounds, 0.5)
+                res[n_lin + j] = sw * (math.log(max(estimate, 1e-6)) - logy)
             S[n_lin + j] = (sw if raw_m > 1e-6 else 0.0) * V[pick, FITTED_IDX] * c[FITTED_IDX] / q_m
             rows[n_lin + j] = r
         return res, S, rows

@@ -400,13 +400,16 @@ class PerformanceModel:
         reasons = self.uncertainty_reasons(scenario, dep)
         new_release = release_unmeasured(key, self._seen)
 
-        def factors(metric: str) -> tuple[float, float]:
+        def factors(metric: str, widen_as: str | None = None) -> tuple[float, float]:
             own = interval_factors(self.fitted, key, metric, shares)
-            return widen(own, len(reasons), metric, new_release)
+            return widen(own, len(reasons), widen_as or metric, new_release)
 
         thr_lo, thr_hi = factors("output_tok_per_s")
         ttft_lo, ttft_hi = factors("ttft")
         tpot_lo, tpot_hi = factors("itl")
+        # a p99: its latency's own factors, its own multipliers (planner.perf.uncertainty)
+        ttft99_lo, ttft99_hi = factors("ttft", "ttft_p99")
+        tpot99_lo, tpot99_hi = factors("itl", "tpot_p99")
         params_b, moe = _model_params(dep)
         near, distance = self._point_index.nearest(
             point_of(scenario, params_b, moe, dep.link_class)
@@ -442,8 +445,8 @@ class PerformanceModel:
             ttft_ms_p50_high=state.ttft_p50_s * ms * ttft_hi,
             ttft_ms_p90=(state.ttft_p50_s + 0.7 * (state.ttft_p99_s - state.ttft_p50_s)) * ms,
             ttft_ms_p99=state.ttft_p99_s * ms,
-            ttft_ms_p99_low=state.ttft_p99_s * ms * ttft_lo,
-            ttft_ms_p99_high=state.ttft_p99_s * ms * ttft_hi,
+            ttft_ms_p99_low=state.ttft_p99_s * ms * ttft99_lo,
+            ttft_ms_p99_high=state.ttft_p99_s * ms * ttft99_hi,
             tpot_ms_mean=state.tpot_mean_s * ms,
             tpot_ms_mean_low=state.tpot_mean_s * ms * tpot_lo,
             tpot_ms_mean_high=state.tpot_mean_s * ms * tpot_hi,
@@ -452,8 +455,8 @@ class PerformanceModel:
             tpot_ms_p50_high=state.tpot_p50_s * ms * tpot_hi,
             tpot_ms_p90=(state.tpot_p50_s + 0.7 * (state.tpot_p99_s - state.tpot_p50_s)) * ms,
             tpot_ms_p99=state.tpot_p99_s * ms,
-            tpot_ms_p99_low=state.tpot_p99_s * ms * tpot_lo,
-            tpot_ms_p99_high=state.tpot_p99_s * ms * tpot_hi,
+            tpot_ms_p99_low=state.tpot_p99_s * ms * tpot99_lo,
+            tpot_ms_p99_high=state.tpot_p99_s * ms * tpot99_hi,
             itl_ms_mean=state.step_s * ms,
             itl_ms_p50=state.decode_step_s * ms,
             itl_ms_p99=itl_p99 * ms,
@@ -504,14 +507,19 @@ class PerformanceModel:
         reasons = self.uncertainty_reasons(scenario, dep)
         new_release = release_unmeasured(key, self._seen)
 
-        def factors(metric: str, vector: np.ndarray) -> tuple[float, float]:
+        def factors(
+            metric: str, vector: np.ndarray, widen_as: str | None = None
+        ) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(vector, c))
-            return widen(own, len(reasons), metric, new_release)
+            return widen(own, len(reasons), widen_as or metric, new_release)
 
         mean_ttft_vec, mean_decode_vec = latency_term_vectors(trace)
         thr_lo, thr_hi = factors("output_tok_per_s", trace.end)
         ttft_lo, ttft_hi = factors("ttft", mean_ttft_vec)
         tpot_lo, tpot_hi = factors("itl", mean_decode_vec)
+        # a p99: its latency's own factors, its own multipliers (planner.perf.uncertainty)
+        ttft99_lo, ttft99_hi = factors("ttft", mean_ttft_vec, "ttft_p99")
+        tpot99_lo, tpot99_hi = factors("itl", mean_decode_vec, "tpot_p99")
         params_b, moe = _model_params(dep)
         point = point_of(scenario, params_b, moe, dep.link_class)
         near, distance = self._point_index.nearest(point)
@@ -542,8 +550,8 @@ class PerformanceModel:
             ttft_ms_p50_high=ttft["p50"] * ttft_hi,
             ttft_ms_p90=ttft["p90"],
             ttft_ms_p99=ttft["p99"],
-            ttft_ms_p99_low=ttft["p99"] * ttft_lo,
-            ttft_ms_p99_high=ttft["p99"] * ttft_hi,
+            ttft_ms_p99_low=ttft["p99"] * ttft99_lo,
+            ttft_ms_p99_high=ttft["p99"] * ttft99_hi,
             tpot_ms_mean=tpot["mean"],
             tpot_ms_mean_low=tpot["mean"] * tpot_lo,
             tpot_ms_mean_high=tpot["mean"] * tpot_hi,
@@ -552,8 +560,8 @@ class PerformanceModel:
             tpot_ms_p50_high=tpot["p50"] * tpot_hi,
             tpot_ms_p90=tpot["p90"],
             tpot_ms_p99=tpot["p99"],
-            tpot_ms_p99_low=tpot["p99"] * tpot_lo,
-            tpot_ms_p99_high=tpot["p99"] * tpot_hi,
+            tpot_ms_p99_low=tpot["p99"] * tpot99_lo,
+            tpot_ms_p99_high=tpot["p99"] * tpot99_hi,
             itl_ms_mean=m.itl_ms("mean"),
             itl_ms_p50=m.itl_ms("p50"),
             itl_ms_p99=m.itl_ms("p99"),

@@ -18,7 +18,9 @@ understate the error on such scenarios; the half-widths are multiplied by a fact
 the leave-one-source-out held-out rows that measure the metric fall inside
 (``python -m planner validate --scheme source --calibrate-intervals`` writes them to
 ``data/interval_calibration.json``; :class:`IntervalCalibration`). The same factors serve a
-latency's mean, p50 and p99 (the public rows report means and medians only).
+latency's mean and p50; its p99 starts from the same factors and has multipliers of its own,
+calibrated on the held-out rows that publish a p99 (a tail is further from the model than its
+centre: one set for both held 83% of TTFT p99s but 65% of TPOT p99s).
 
 An engine release the data do not cover moves the whole prediction, whatever else is known:
 its interval's log half-widths get the release spread added in quadrature, the 80% half-width
@@ -221,10 +223,22 @@ def version_note(key: CoefficientKey, seen: SeenData) -> str | None:
     return None
 
 
-#: the metrics with intervals of their own (validation's names; the fit's "itl" residuals are
-#: TPOT's, see :data:`METRIC_OF`)
+#: the metrics with interval factors of their own (validation's names; the fit's "itl"
+#: residuals are TPOT's, see :data:`METRIC_OF`)
 INTERVAL_METRICS = ("output_tok_per_s", "ttft", "tpot")
-METRIC_OF = {"output_tok_per_s": "output_tok_per_s", "ttft": "ttft", "tpot": "tpot", "itl": "tpot"}
+#: the 99th percentiles, each with the latency whose factors it starts from: a p99 interval is
+#: its latency's own factors, widened by multipliers calibrated on the p99s' own held-out rows
+P99_OF = {"ttft_p99": "ttft", "tpot_p99": "tpot"}
+#: every metric with calibrated multipliers and a release spread
+CALIBRATED_METRICS = (*INTERVAL_METRICS, *P99_OF)
+METRIC_OF = {
+    "output_tok_per_s": "output_tok_per_s",
+    "ttft": "ttft",
+    "tpot": "tpot",
+    "itl": "tpot",
+    "ttft_p99": "ttft_p99",
+    "tpot_p99": "tpot_p99",
+}
 
 
 @dataclass(frozen=True)
@@ -232,8 +246,9 @@ class IntervalCalibration:
     """What :func:`widen` applies to an interval's own factors (``data/interval_calibration.json``).
 
     ``multipliers[metric][n]``: the half-width multiplier (log space) for ``n`` novelty reasons
-    (``n`` = 0 .. MAX_NOVELTY, the last for that many or more), per metric: throughput, TTFT and
-    TPOT each calibrated on their own held-out rows. ``release_spread[metric]``: the 80% half-width
+    (``n`` = 0 .. MAX_NOVELTY, the last for that many or more), per metric: throughput, TTFT,
+    TPOT and the p99s of TTFT and TPOT each calibrated on their own held-out rows (a p99 widens
+    its latency's own factors by its own multiplier). ``release_spread[metric]``: the 80% half-width
     of log(release A / release B) of the same engine, GPU, model, precision and layout
     (:func:`planner.perf.validation.release_spread`), added in quadrature to the half-widths of
     a prediction for a release the data do not cover.
@@ -245,27 +260,32 @@ class IntervalCalibration:
     @classmethod
     def neutral(cls) -> IntervalCalibration:
         ones = (1.0,) * (MAX_NOVELTY + 1)
-        return cls(dict.fromkeys(INTERVAL_METRICS, ones), dict.fromkeys(INTERVAL_METRICS, 0.0))
+        return cls(dict.fromkeys(CALIBRATED_METRICS, ones), dict.fromkeys(CALIBRATED_METRICS, 0.0))
 
     @classmethod
     def of_payload(cls, payload: dict[str, object]) -> IntervalCalibration:
         """From the file's JSON. A file of one ``multipliers`` set (before latency intervals were
-        calibrated) applies it to every metric, with no release widening."""
+        calibrated) applies it to every metric, with no release widening; a file without the
+        p99s' own multipliers gives each p99 its latency's."""
         by_metric = payload.get("multipliers_by_metric")
         shared = payload.get("multipliers")
+        spread = payload.get("release_spread")
+        spread = spread if isinstance(spread, dict) else {}
         multipliers: dict[str, tuple[float, ...]] = {}
-        for metric in INTERVAL_METRICS:
+        spreads: dict[str, float] = {}
+        for metric in CALIBRATED_METRICS:
             values = by_metric.get(metric) if isinstance(by_metric, dict) else None
+            own = metric
+            if values is None and metric in P99_OF:
+                own = P99_OF[metric]
+                values = by_metric.get(own) if isinstance(by_metric, dict) else None
             values = values if values is not None else shared
             if not isinstance(values, dict):
                 raise ValueError(f"no multipliers for {metric}")
             multipliers[metric] = tuple(float(values[str(n)]) for n in range(MAX_NOVELTY + 1))
-        spread = payload.get("release_spread")
-        spread = spread if isinstance(spread, dict) else {}
-        return cls(
-            multipliers,
-            {m: max(float(spread.get(m, 0.0)), 0.0) for m in INTERVAL_METRICS},
-        )
+            value = spread.get(metric, spread.get(own))
+            spreads[metric] = max(float(value), 0.0) if value is not None else 0.0
+        return cls(multipliers, spreads)
 
     def widen(
         self,

@@ -38,13 +38,17 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import MODEL_CLASSES, MeasuredResult
+from planner.perf import latency_stats
 from planner.perf.calibration import FitSample, FittedCoefficients, fit_coefficients
+from planner.perf.latency_stats import HISTOGRAM_ITL, HISTOGRAM_TTFT
 from planner.perf.metrics import RunMetrics, run_metrics
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import roofline_coefficients
 from planner.perf.uncertainty import (
+    CALIBRATED_METRICS,
     INTERVAL_METRICS,
     MAX_NOVELTY,
+    P99_OF,
     IntervalCalibration,
     SeenData,
     interval_calibration,
@@ -64,10 +68,11 @@ SCHEMES: dict[str, str] = {
     "random": "random 5-fold",
 }
 #: the 99th percentiles a source may report beside its mean or median, each with the latency
-#: whose interval factors it takes: ``predict`` widens a latency's p99 by the same factors as its
-#: mean and p50 (:mod:`planner.perf.uncertainty`), so scoring the p99 against its interval checks
-#: the intervals the SLO gate reads. The calibration is never fitted on them.
-P99_METRICS: dict[str, str] = {"ttft_p99": "ttft", "tpot_p99": "tpot"}
+#: whose interval factors it starts from: ``predict`` widens a latency's p99 by those factors
+#: and the p99's own multipliers (:mod:`planner.perf.uncertainty`), calibrated here on the rows
+#: that publish the p99 (:func:`calibrate_intervals`), so scoring the p99 against its interval
+#: checks the intervals the SLO gate reads.
+P99_METRICS: dict[str, str] = P99_OF
 METRIC_NAMES = ("output_tok_per_s", "ttft", "tpot", *P99_METRICS)
 #: the latencies validation reports, with their labels
 LATENCY_LABELS: tuple[tuple[str, str], ...] = (
@@ -99,18 +104,12 @@ def measured_metrics(result: MeasuredResult) -> dict[str, float]:
 def predicted_metrics(result: MeasuredResult, m: RunMetrics) -> dict[str, float]:
     """The simulated run's figures with the statistics the measured row reports."""
     out = {"output_tok_per_s": m.output_tok_per_s}
-    ttft_stat = result.ttft_stat or "mean"
-    out["ttft"] = m.ttft_ms("p50" if ttft_stat == "p50" else "mean")
-    itl_stat = result.itl_stat or "mean_itl"
-    if itl_stat == "p50_tpot":
-        out["tpot"] = m.tpot_ms("p50")
-    elif itl_stat == "mean_tpot":
-        out["tpot"] = m.tpot_ms("mean")
-    else:
-        out["tpot"] = m.itl_ms("mean")
-    # the 99th percentile over the simulated requests (weighted as the measured run's requests)
-    out["ttft_p99"] = m.ttft_ms("p99")
-    out["tpot_p99"] = m.tpot_ms("p99")
+    out["ttft"] = latency_stats.ttft_ms(m, result.ttft_stat)
+    out["tpot"] = latency_stats.tpot_ms(m, result.itl_stat)
+    # the 99th percentile taken as the row's figure is (over the simulated requests, weighted
+    # as the measured run's, or over vLLM's histogram of them)
+    out["ttft_p99"] = latency_stats.ttft_p99_ms(m, result.ttft_stat)
+    out["tpot_p99"] = latency_stats.tpot_p99_ms(m, result.itl_stat)
     return out
 
 
@@ -165,7 +164,8 @@ class HeldOut:
         self, metric: str, calibration: IntervalCalibration | None = None
     ) -> tuple[float, float] | None:
         """The metric's 80% interval with ``calibration`` (the stored one when None); a p99
-        (:data:`P99_METRICS`) takes its latency's factors around its own prediction."""
+        (:data:`P99_METRICS`) takes its latency's factors around its own prediction, widened by
+        its own multipliers."""
         pred = self.predicted.get(metric)
         base = P99_METRICS.get(metric, metric)
         own = self.own.get(base)
@@ -174,7 +174,7 @@ class HeldOut:
         if pred is None or own is None or not math.isfinite(pred):
             return None
         cal = calibration or interval_calibration()
-        lo, hi = cal.widen(own, len(self.reasons), base, self.new_release)
+        lo, hi = cal.widen(own, len(self.reasons), metric, self.new_release)
         return pred * lo, pred * hi
 
     def covers(self, metric: str, calibration: IntervalCalibration | None = None) -> bool | None:
@@ -544,6 +544,71 @@ def latency_errors(held: Sequence[HeldOut], metric: str) -> dict[str, float | in
     }
 
 
+def statistic_of(h: HeldOut, metric: str) -> str:
+    """What the row's figure of ``metric`` is (:mod:`planner.perf.latency_stats`): its
+    ``ttft_stat`` / ``itl_stat`` (blank: mean / mean_itl), a p99 over the requests or over vLLM's
+    histogram; throughput is 'output tok/s'."""
+    result = h.sample.result
+    if metric == "ttft":
+        return result.ttft_stat or "mean"
+    if metric == "tpot":
+        return result.itl_stat or "mean_itl"
+    if metric == "ttft_p99":
+        return "p99_vllm_histogram" if result.ttft_stat == HISTOGRAM_TTFT else "p99"
+    if metric == "tpot_p99":
+        return "p99_itl_vllm_histogram" if result.itl_stat == HISTOGRAM_ITL else "p99_tpot"
+    return "output tok/s"
+
+
+#: the metrics of :func:`statistic_table`, with their labels
+STATISTIC_METRICS: tuple[tuple[str, str], ...] = (
+    ("output_tok_per_s", "throughput"),
+    *LATENCY_LABELS,
+)
+
+
+def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(metric label, slice, :func:`latency_errors`) for every metric, over all rows that
+    measure it, then per statistic the rows report (mean, median, vLLM histogram, p99), then
+    the rows whose engine release the fold never saw (where an unmeasured release widens the
+    interval by the release spread)."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for metric, label in STATISTIC_METRICS:
+        measuring = [h for h in held if metric in h.measured]
+        if not measuring:
+            continue
+        out.append((label, "all", latency_errors(measuring, metric)))
+        stats = sorted({statistic_of(h, metric) for h in measuring})
+        if len(stats) > 1:
+            for stat in stats:
+                rows = [h for h in measuring if statistic_of(h, metric) == stat]
+                out.append((label, stat, latency_errors(rows, metric)))
+        new = [h for h in measuring if h.new_release]
+        if new:
+            out.append((label, "release unmeasured", latency_errors(new, metric)))
+    return out
+
+
+def format_statistic_table(title: str, table: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
+    """:func:`statistic_table` as text: n, median, mean and p90 APE, 80% coverage."""
+    head = (
+        f"{'metric':<13} {'statistic / slice':<24} {'n':>5} {'median':>7} {'mean':>7} "
+        f"{'p90':>7} {'80% cover':>10}"
+    )
+    lines = [title, head, "-" * len(head)]
+    previous = ""
+    for label, name, f in table:
+        if label != previous and previous:
+            lines.append("")
+        previous = label
+        cover = "-" if f["coverage_80"] is None else f"{100 * f['coverage_80']:.0f}%"
+        lines.append(
+            f"{label:<13} {name:<24} {f['n']:>5} {_pct(f['median']):>7} {_pct(f['mean']):>7} "
+            f"{_pct(f['p90']):>7} {cover:>10}"
+        )
+    return "\n".join(lines)
+
+
 def _log_ratio(h: HeldOut, metric: str) -> float | None:
     meas, pred = h.measured.get(metric), h.predicted.get(metric)
     if not meas or not pred or not math.isfinite(pred) or pred <= 0:
@@ -618,7 +683,7 @@ def release_spreads(held: Sequence[HeldOut], min_moves: int = 3) -> dict[str, fl
     multipliers already calibrate."""
     moves = release_moves(held, "output_tok_per_s")
     spread = moves.spread if len(moves.moves) >= min_moves else 0.0
-    return dict.fromkeys(INTERVAL_METRICS, spread)
+    return dict.fromkeys(CALIBRATED_METRICS, spread)
 
 
 def calibrate_interval_multipliers(
@@ -650,7 +715,7 @@ def calibrate_interval_multipliers(
         pred = h.predicted.get(metric)
         if not meas or not pred or not math.isfinite(pred) or pred <= 0:
             continue
-        own = getattr(h, "own", {}).get(metric)
+        own = getattr(h, "own", {}).get(P99_METRICS.get(metric, metric))
         if own is None:
             own = (h.own_low, h.own_high)
         ratio = math.log(meas / pred)
@@ -694,12 +759,14 @@ def calibrate_interval_multipliers(
 
 def calibrate_intervals(held: Sequence[HeldOut], target: float = 0.8) -> IntervalCalibration:
     """The whole calibration from leave-one-source-out rows: each metric's release spread
-    (:func:`release_spreads`), then its multipliers given that spread."""
+    (:func:`release_spreads`), then its multipliers given that spread; the p99s of TTFT and
+    TPOT on their own rows and residuals (what a p99 needs beyond its latency's factors), not
+    the mean's."""
     spreads = release_spreads(held)
     return IntervalCalibration(
         {
             m: tuple(calibrate_interval_multipliers(held, target, m, spreads[m]))
-            for m in INTERVAL_METRICS
+            for m in CALIBRATED_METRICS
         },
         spreads,
     )

@@ -125,10 +125,17 @@ def _held(measured_p99: float, predicted_p99: float = 100.0) -> HeldOut:
     )
 
 
-def _calibration(ttft: float = 1.0, tpot: float = 1.0) -> IntervalCalibration:
+def _calibration(
+    ttft: float = 1.0, tpot: float = 1.0, ttft_p99: float = 1.0
+) -> IntervalCalibration:
     neutral = IntervalCalibration.neutral()
     return IntervalCalibration(
-        {**neutral.multipliers, "ttft": (ttft,) * 4, "tpot": (tpot,) * 4},
+        {
+            **neutral.multipliers,
+            "ttft": (ttft,) * 4,
+            "tpot": (tpot,) * 4,
+            "ttft_p99": (ttft_p99,) * 4,
+        },
         neutral.release_spread,
     )
 
@@ -136,14 +143,17 @@ def _calibration(ttft: float = 1.0, tpot: float = 1.0) -> IntervalCalibration:
 def test_p99_errors_and_coverage_of_a_worked_example() -> None:
     """Predicted p99 100 ms against measured 110, 130, 85 and 70 ms: errors 9.1%, 23.1%,
     17.6% and 42.9%; the interval 80-125 ms (TTFT's own factors) holds 110 and 85, and with
-    TTFT's multiplier 2 (64-156 ms) all four. TPOT's multiplier does not touch it."""
+    the p99's own multiplier 2 (64-156 ms) all four. TTFT's and TPOT's multipliers do not touch
+    it (the p99 is calibrated on its own rows)."""
     rows = [_held(110.0), _held(130.0), _held(85.0), _held(70.0)]
     plain = _calibration()
     assert rows[0].interval("ttft_p99", plain) == pytest.approx((80.0, 125.0))
     assert interval_coverage(rows, "ttft_p99", plain) == 0.5
     assert interval_coverage(rows, "ttft_p99", _calibration(tpot=3.0)) == 0.5
-    assert rows[0].interval("ttft_p99", _calibration(ttft=2.0)) == pytest.approx((64.0, 156.25))
-    assert interval_coverage(rows, "ttft_p99", _calibration(ttft=2.0)) == 1.0
+    assert interval_coverage(rows, "ttft_p99", _calibration(ttft=3.0)) == 0.5
+    wide = _calibration(ttft_p99=2.0)
+    assert rows[0].interval("ttft_p99", wide) == pytest.approx((64.0, 156.25))
+    assert interval_coverage(rows, "ttft_p99", wide) == 1.0
     apes = sorted([1 - 100 / 110, 1 - 100 / 130, 100 / 85 - 1, 100 / 70 - 1])
     errors = latency_errors(rows, "ttft_p99")
     assert errors["n"] == 4
