@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from planner.catalog import GPU, Catalog, MeasuredResult
+from planner.catalog.schema import HISTOGRAM_ITL, HISTOGRAM_TTFT
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
 from planner.loads import PlanLoadKind
@@ -421,9 +422,10 @@ def measured_values(result: MeasuredResult) -> dict[str, float]:
         out["output_tok_per_s"] = float(result.output_tok_per_s)
     if result.total_tok_per_s:
         out["total_tok_per_s"] = float(result.total_tok_per_s)
-    if result.ttft_ms is not None and result.ttft_stat in ("p50", "median"):
+    # a median read off vLLM's histogram counts as the median (planner.perf.latency_stats)
+    if result.ttft_ms is not None and result.ttft_stat in ("p50", "median", HISTOGRAM_TTFT):
         out["ttft_ms_p50"] = float(result.ttft_ms)
-    if result.itl_ms is not None and result.itl_stat in ("p50_tpot", "median_tpot"):
+    if result.itl_ms is not None and result.itl_stat in ("p50_tpot", "median_tpot", HISTOGRAM_ITL):
         out["tpot_ms_p50"] = float(result.itl_ms)
     return out
 

@@ -28,6 +28,7 @@ from planner.layouts import LayoutCandidate, enumerate_layouts
 from planner.memory import KvOccupancy, kv_occupancy, max_concurrent_sequences
 from planner.perf import PerformanceModel, Prediction, get_performance_model
 from planner.perf.calibration import scenario_from_measured
+from planner.perf.latency_stats import is_median
 from planner.perf.model import fit_is_cached, performance_model_nowait
 from planner.perf.validation import measured_metrics
 from planner.recommend import (
@@ -345,10 +346,11 @@ def _prediction_points(
     index: int, result: MeasuredResult, p: Prediction
 ) -> list[dict[str, object]]:
     """The prediction with the statistic the measured row reports (as ``planner.perf.validation``
-    compares them): output tok/s; mean or p50 TTFT; p50 TPOT or mean ITL."""
+    compares them): output tok/s; mean or p50 TTFT; p50 TPOT or mean ITL (a median read off
+    vLLM's histogram is shown against the predicted median)."""
     measured = measured_metrics(result)
-    ttft = "p50" if result.ttft_stat == "p50" else "mean"
-    tpot_p50 = result.itl_stat == "p50_tpot"
+    ttft = "p50" if is_median(result.ttft_stat) else "mean"
+    tpot_p50 = is_median(result.itl_stat)
     predicted = {
         "output_tok_per_s": (p.output_tok_per_s, p.output_tok_per_s_low, p.output_tok_per_s_high),
         "ttft": (
