@@ -10,19 +10,22 @@ they cross bucket bounds). The fit minimises a robust soft-L1 loss (scale 0.15 i
 log(predicted / measured) over every metric of every row (weights: throughput 1, ITL/TPOT 0.5,
 TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
 
-    log c[family, release, gpu] = theta0 + d_family + d_release + d_gpu + d_family/gpu
+    log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
+                                  + d_family/gpu
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1),
-    d_release, d_gpu, d_family/gpu ~ N(0, 0.5^2)
+    d_release, d_generation, d_gpu, d_family/gpu ~ N(0, 0.5^2)
 
 A level key gets a parameter only for the terms its rows exercise (no NVLink term for a PCIe-only
-GPU). So a GPU with few measurements stays near the shared coefficients, a GPU with none gets
-them outright (spec-sheet terms x the fitted efficiencies), and a GPU measured under one engine
-lends its GPU effect to the other. The served request's fixed path (``request_path``) gets
-parameters at the family level only: a held-out release, GPU or entrypoint takes its family's
-path, and offline rows (no path) never fit it. Coefficients are exp() of the parameters, hence
-non-negative. The optimiser is an iteratively reweighted Levenberg-Marquardt on the small normal
-equations. Rows whose arrivals follow the clock (Poisson rate) are re-simulated with the fitted
-coefficients and the fit repeated (fixed point, two rounds).
+GPU). So a GPU with few measurements stays near its generation's coefficients (a Blackwell B300
+near what B200 and GB200 rows taught, not near the Hopper-dominated shared ones:
+:func:`gpu_generation`), a GPU with none gets its generation's outright (spec-sheet terms x the
+fitted efficiencies), and a GPU measured under one engine lends its GPU effect to the other.
+The served request's fixed path (``request_path``) gets parameters at the family level only:
+a held-out release, GPU or entrypoint takes its family's path, and offline rows (no path) never
+fit it. Coefficients are exp() of the parameters, hence non-negative. The optimiser is an
+iteratively reweighted Levenberg-Marquardt on the small normal equations. Rows whose arrivals
+follow the clock (Poisson rate) are re-simulated with the fitted coefficients and the fit
+repeated (fixed point, two rounds).
 
 Uncertainty: a Laplace approximation (the inverse Gauss-Newton Hessian at the optimum, with the
 robust weights and residual scale) gives each prediction's parameter spread; a level key absent
@@ -40,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planner.catalog import Catalog, MeasuredResult
+from planner.catalog import GPU, Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.latency_stats import (
     HISTOGRAM_ITL,
@@ -103,6 +106,7 @@ SIGMA_GLOBAL = 1.5
 SIGMA_FAMILY = 1.0
 SIGMA_VERSION = 0.5
 SIGMA_GPU = 0.5
+SIGMA_GENERATION = 0.5
 SIGMA_GROUP = 0.5
 SIGMA_ENTRYPOINT = 0.5
 SIGMA_KIND = 0.5
@@ -388,6 +392,7 @@ def build_sample(
 LEVELS: tuple[tuple[str, float], ...] = (
     ("family", SIGMA_FAMILY),
     ("version", SIGMA_VERSION),
+    ("generation", SIGMA_GENERATION),
     ("gpu", SIGMA_GPU),
     ("group", SIGMA_GROUP),
     ("entrypoint", SIGMA_ENTRYPOINT),
@@ -406,6 +411,29 @@ class CoefficientKey(NamedTuple):
     version: str | None = None
     entrypoint: str | None = None
     kind: str | None = None
+    generation: str | None = None
+
+
+def gpu_generation(gpu: GPU) -> str:
+    """The GPU's tensor-core generation as the catalog's own fields tell it: vendor, the
+    narrowest format its tensor cores multiply natively and its memory class.
+
+    ``nvidia:fp4:hbm`` is data-center Blackwell (B200, GB200, B300, GB300: FP4 tensor cores
+    exist only on Blackwell, docs/domain.md), ``nvidia:fp4:gddr`` workstation Blackwell (RTX
+    PRO 6000), ``nvidia:fp8:hbm`` Hopper, ``nvidia:fp8:gddr`` Ada, ``nvidia:16bit:*`` Ampere,
+    ``amd:fp4:hbm`` CDNA4 (MI355X), ``amd:fp8:hbm`` CDNA3. A generation shares its kernels
+    (Blackwell's tcgen05 MMAs with tensor memory and hardware block scales, FlashInfer's and
+    TensorRT-LLM's trtllm-gen SM100 kernels; Hopper's WGMMA, FlashAttention-3, DeepGEMM SM90),
+    hence their efficiency against the spec sheet; a user's own GPU gets a key too.
+    """
+    if gpu.fp4_dense_tflops is not None:
+        native = "fp4"
+    elif gpu.fp8_dense_tflops is not None:
+        native = "fp8"
+    else:
+        native = "16bit"
+    memory = "hbm" if (gpu.memory_type or "").upper().startswith("HBM") else "gddr"
+    return f"{gpu.vendor}:{native}:{memory}"
 
 
 def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
@@ -415,6 +443,7 @@ def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
         version=version_key(scenario),
         entrypoint=entrypoint_of(scenario),
         kind="moe" if dep.card.architecture.is_moe else "dense",
+        generation=gpu_generation(dep.gpu),
     )
 
 
@@ -423,6 +452,7 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
     return {
         "family": family,
         "version": key.version,
+        "generation": key.generation,
         "gpu": key.gpu,
         "group": f"{family}/{key.gpu}",
         "entrypoint": key.entrypoint,

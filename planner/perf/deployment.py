@@ -212,10 +212,31 @@ def expert_activation_bytes_per_row(
 #: 500 W, quantisation included) measured 595 / 932, 762 / 1024 and 548 / 877 TFLOP/s (block /
 #: row-wise) at 8192^3, 65536 x 8192 x 7168 and 65536 x 3584 x 8192: 0.64, 0.74, 0.62, geometric
 #: mean 0.67 (block FP8 about 1.1x BF16 where per-row FP8 is 1.7x). The per-tensor FP8 rows the
-#: model is fitted on (TensorRT-LLM's tables) set the rest of the FP8 efficiency.
+#: model is fitted on (TensorRT-LLM's tables) set the rest of the FP8 efficiency. Hopper-class
+#: tensor cores only (see :func:`hardware_block_scaling`): Blackwell applies the block scales in
+#: the MMA instruction itself.
 BLOCK_SCALED_FP8_RATE = 0.67
 #: K-depth a grouped-GEMM tile's fixed work is worth (:func:`expert_tile_factor`)
 TILE_OVERHEAD_K = 8192.0
+
+
+def hardware_block_scaling(gpu: GPU) -> bool:
+    """Whether the GPU's tensor cores apply per-block scale factors inside the MMA instruction.
+
+    Blackwell's fifth-generation tensor cores take the A and B scale factors as operands of the
+    block-scaled MMA (``tcgen05.mma.kind::mxf8f6f4.block_scale`` on SM100/SM103, ``mma.sync
+    ... .block_scale`` on SM120: NVIDIA/cutlass ``media/docs/cpp/blackwell_functionality.md``,
+    "Blackwell SM100 GEMMs", read 2026-12-02), so a block-scaled FP8 GEMM runs at the FP8 rate:
+    DeepGEMM's SM100 kernels take the scales as packed UE8M0 operands where its SM90 kernels
+    take FP32 scales and promote the accumulators with CUDA-core FMAs every 128 of K
+    (deepseek-ai/DeepGEMM README @0274ad7b, "Notices": "SM90 requires scaling factors in FP32
+    format. SM100 requires scaling factors in packed UE8M0 format"), the cost
+    BLOCK_SCALED_FP8_RATE measures on H100. Hopper's WGMMA has no scale operand. Blackwell is
+    the only NVIDIA generation with FP4 tensor cores (docs/domain.md), so an NVIDIA GPU with an
+    FP4 rate is one. AMD's CDNA4 scaled MFMAs are not assumed here (no engine source read for
+    the MI355X FP8 block path): it keeps the Hopper-class rate.
+    """
+    return gpu.vendor == "nvidia" and gpu.fp4_dense_tflops is not None
 
 
 def expert_tile_factor(
@@ -427,8 +448,13 @@ def resolve_deployment(
     memory_bw = gpu.memory_bw_gbps * 1e9
     peak_experts = gpu.compute_tflops(precision) * 1e12
     peak16 = (gpu.bf16_dense_tflops or gpu.fp16_dense_tflops) * 1e12
-    if precision == "fp8" and arch.block_scaled_fp8 and gpu.fp8_dense_tflops:
-        # native FP8 GEMMs with per-block scales and per-token-group activation quantisation
+    if (
+        precision == "fp8"
+        and arch.block_scaled_fp8
+        and gpu.fp8_dense_tflops
+        and not hardware_block_scaling(gpu)
+    ):
+        # native FP8 GEMMs with per-block scales promoted on CUDA cores (Hopper-class MMAs)
         peak_experts *= BLOCK_SCALED_FP8_RATE
     peak = peak16 if weights.dense == 2.0 else peak_experts
     if kv_bpe == 1.0 and gpu.fp8_dense_tflops:

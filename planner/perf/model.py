@@ -38,6 +38,7 @@ from planner.perf.calibration import (
     calibrate,
     coefficient_key,
     full_from_theta,
+    gpu_generation,
     measurement_problem,
     prior_theta,
 )
@@ -263,7 +264,11 @@ class PerformanceModel:
         :class:`planner.perf.calibration.CoefficientKey` for the arguments)."""
         if self.fitted is None:
             return full_from_theta(prior_theta())
-        return self.fitted.full_for(CoefficientKey(family, gpu, version, entrypoint, kind))
+        known = self.catalog.gpus.get(gpu)
+        generation = gpu_generation(known) if known is not None else None
+        return self.fitted.full_for(
+            CoefficientKey(family, gpu, version, entrypoint, kind, generation)
+        )
 
     def coefficients_of(self, scenario: Scenario, dep: Deployment | None = None) -> np.ndarray:
         """The coefficient vector a scenario is predicted with (``dep``: its deployment, when

@@ -153,6 +153,47 @@ def test_coefficients_are_non_negative_per_family_and_gpu(model: PerformanceMode
     assert coefficients["vllm/L40S"]["ar_calls_pcie_host"] > coefficients["*"]["ar_calls_nvlink"]
 
 
+def test_gpus_are_grouped_by_tensor_core_generation(catalog: Catalog) -> None:
+    from planner.perf.calibration import gpu_generation
+
+    expected = {
+        "B200": "nvidia:fp4:hbm",
+        "GB200": "nvidia:fp4:hbm",
+        "B300": "nvidia:fp4:hbm",
+        "GB300": "nvidia:fp4:hbm",
+        "RTXPRO6000": "nvidia:fp4:gddr",
+        "H100-SXM": "nvidia:fp8:hbm",
+        "H200": "nvidia:fp8:hbm",
+        "L40S": "nvidia:fp8:gddr",
+        "A100-80GB-SXM": "nvidia:16bit:hbm",
+        "A10G": "nvidia:16bit:gddr",
+        "MI300X": "amd:fp8:hbm",
+        "MI355X": "amd:fp4:hbm",
+    }
+    assert {g: gpu_generation(catalog.gpu(g)) for g in expected} == expected
+
+
+def test_an_unmeasured_blackwell_gpu_takes_what_measured_blackwell_rows_taught(
+    model: PerformanceModel,
+) -> None:
+    """B300 has no measured row: its coefficients are the shared ones times the deviation the
+    B200 and GB200 rows fitted for their generation, not the Hopper-dominated shared ones."""
+    import numpy as np
+
+    from planner.perf.step_time import FITTED_IDX
+
+    fitted = model.fitted
+    assert fitted is not None
+    blackwell = fitted.levels["generation"]["nvidia:fp4:hbm"]
+    assert "nvidia:fp8:hbm" in fitted.levels["generation"]
+    assert "B300" not in fitted.levels["gpu"] and "B200" in fitted.levels["gpu"]
+    assert np.abs(blackwell).max() > 0.01  # the rows moved it
+    b300 = model.coefficients_for("trtllm", "B300")
+    unknown = model.coefficients_for("trtllm", "a GPU not in the catalog")
+    shift = np.log(b300[FITTED_IDX] / unknown[FITTED_IDX])
+    assert shift == pytest.approx(blackwell, abs=1e-9)
+
+
 # ----- caching and refits -------------------------------------------------------------------
 def test_same_data_returns_the_cached_fit_and_a_new_run_refits(
     catalog: Catalog, model: PerformanceModel

@@ -358,3 +358,23 @@ def test_block_scaled_fp8_checkpoints_compute_below_the_per_tensor_fp8_rate(
     # DeepSeek's experts are block-scaled too
     r1 = _dep(catalog, model="deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200", tp=8)
     assert r1.peak_flops_experts == pytest.approx(1979e12 * BLOCK_SCALED_FP8_RATE)
+
+
+def test_blackwell_runs_block_scaled_fp8_at_the_fp8_rate(catalog: Catalog) -> None:
+    """Blackwell's tensor cores take the block scales as MMA operands (UE8M0 in DeepGEMM's
+    SM100 kernels), Hopper promotes them on CUDA cores: DeepSeek-R1's block-scaled FP8 experts
+    compute at the whole FP8 peak on B200 (4,500 dense TFLOPS, data/gpus.csv) and at 0.67 of
+    it on H200 (1,979 x 0.67 = 1,326 TFLOPS)."""
+    from planner.perf.deployment import BLOCK_SCALED_FP8_RATE, hardware_block_scaling
+
+    blackwell = ("B200", "GB200", "B300", "GB300", "RTXPRO6000")
+    assert all(hardware_block_scaling(catalog.gpu(g)) for g in blackwell)
+    others = ("H100-SXM", "H200", "L40S", "A100-80GB-SXM", "MI300X", "MI355X")
+    assert not any(hardware_block_scaling(catalog.gpu(g)) for g in others)
+    r1 = {"model": "deepseek-ai/DeepSeek-R1-0528", "precision": "fp8", "tp": 8}
+    b200 = _dep(catalog, gpu="B200", **r1)
+    assert b200.peak_flops_experts == pytest.approx(4500e12)
+    assert b200.peak_flops == pytest.approx(4500e12)  # the dense FP8 layers too
+    h200 = _dep(catalog, gpu="H200", **r1)
+    assert h200.peak_flops_experts == pytest.approx(1979e12 * BLOCK_SCALED_FP8_RATE)
+    assert h200.peak_flops_experts == pytest.approx(1325.93e12)

@@ -1,0 +1,112 @@
+"""Held-out errors by GPU and GPU generation (a benchmark to read, issue 26: the B200 TPOT bias).
+
+    .venv/bin/python benchmarks/gpu_generation_bench.py [--rows OUT.jsonl] [--from IN.jsonl]
+
+Runs the leave-one-source-out folds of ``planner validate --public-only --scheme source``
+(``benchmarks/latency_errors_bench.py``'s held-out rows: the same fits and predictions) and
+prints, for output tokens/s, TTFT and TPOT, the rows, the median and mean absolute percentage
+error and the median predicted / measured, overall and grouped by GPU generation (Blackwell:
+B200, B300, GB200, GB300; Hopper; Ampere; Ada; CDNA3; CDNA4), by GPU, and by GPU generation,
+engine and requests in flight. ``--rows`` keeps the held-out rows so two versions of the model
+can be compared; ``--from`` prints the tables of such a file again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.latency_errors_bench import band, held_out_rows
+
+METRICS = ("output_tok_per_s", "ttft", "tpot")
+#: GPU id -> generation (the catalog's ids, data/gpus.csv)
+GENERATIONS = {
+    "B200": "Blackwell",
+    "B300": "Blackwell",
+    "GB200": "Blackwell",
+    "GB300": "Blackwell",
+    "RTXPRO6000": "Blackwell (SM120)",
+    "H100-SXM": "Hopper",
+    "H100-PCIe": "Hopper",
+    "H200": "Hopper",
+    "GH200": "Hopper",
+    "MI300X": "CDNA3",
+    "MI325X": "CDNA3",
+    "MI355X": "CDNA4",
+}
+
+
+def generation(gpu: str) -> str:
+    if gpu in GENERATIONS:
+        return GENERATIONS[gpu]
+    if gpu.startswith("A100") or gpu == "A10G":
+        return "Ampere"
+    if gpu.startswith("L4"):
+        return "Ada"
+    return "other"
+
+
+def errors(rows: list[dict[str, Any]], metric: str) -> str:
+    ratios = [
+        r["predicted"][metric] / r["measured"][metric]
+        for r in rows
+        if r["measured"].get(metric) and math.isfinite(r["predicted"].get(metric, math.nan))
+    ]
+    if not ratios:
+        return f"{'-':>27}"
+    ape = [abs(x - 1.0) for x in ratios]
+    return (
+        f"{len(ratios):4d} {statistics.median(ape):7.1%} {statistics.fmean(ape):7.1%} "
+        f"{statistics.median(ratios):6.2f}"
+    )
+
+
+def print_tables(rows: list[dict[str, Any]]) -> None:
+    groupings: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("all", lambda r: "all"),
+        ("generation", lambda r: generation(r["gpu"])),
+        ("GPU", lambda r: str(r["gpu"])),
+        (
+            "generation, engine, load",
+            lambda r: f"{generation(r['gpu'])} {r['engine']} {band(r)}",
+        ),
+    ]
+    head = "   n  median    mean  ratio"
+    for title, key in groupings:
+        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            groups[key(row)].append(row)
+        print(f"\n{'by ' + title:36} | {'tokens/s':27} | {'TTFT':27} | {'TPOT':27}")
+        print(f"{'':36} | {head:27} | {head:27} | {head:27}")
+        for name in sorted(groups):
+            cells = " | ".join(errors(groups[name], m) for m in METRICS)
+            print(f"{name[:36]:36} | {cells}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=Path, help="write the held-out rows here (JSON lines)")
+    parser.add_argument("--from", dest="source", type=Path, help="print the tables of a file")
+    args = parser.parse_args()
+    if args.source:
+        rows = [json.loads(line) for line in args.source.read_text().splitlines() if line]
+    else:
+        rows = held_out_rows()
+        if args.rows:
+            args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{len(rows)} held-out rows (leave-one-source-out); ratio = median predicted / measured")
+    print_tables(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
