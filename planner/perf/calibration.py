@@ -424,7 +424,8 @@ def gpu_generation(gpu: GPU) -> str:
     ``amd:fp4:hbm`` CDNA4 (MI355X), ``amd:fp8:hbm`` CDNA3. A generation shares its kernels
     (Blackwell's tcgen05 MMAs with tensor memory and hardware block scales, FlashInfer's and
     TensorRT-LLM's trtllm-gen SM100 kernels; Hopper's WGMMA, FlashAttention-3, DeepGEMM SM90),
-    hence their efficiency against the spec sheet; a user's own GPU gets a key too.
+    hence their efficiency against the spec sheet; a user's own GPU gets a key too (a row
+    without `memory_type` one of its own, which no row has taught).
     """
     if gpu.fp4_dense_tflops is not None:
         native = "fp4"
@@ -432,7 +433,10 @@ def gpu_generation(gpu: GPU) -> str:
         native = "fp8"
     else:
         native = "16bit"
-    memory = "hbm" if (gpu.memory_type or "").upper().startswith("HBM") else "gddr"
+    if gpu.memory_type is None:
+        memory = "unknown"  # a user's GPU row without it: a generation no row has taught
+    else:
+        memory = "hbm" if gpu.memory_type.upper().startswith("HBM") else "gddr"
     return f"{gpu.vendor}:{native}:{memory}"
 
 
