@@ -286,6 +286,10 @@ def _engine_defaults(
 SGLANG_MAX_RUNNING_REQUESTS = 2048
 #: SGLang's initial new-token ratio (SGLANG_INIT_NEW_TOKEN_RATIO) x schedule_conservativeness
 SGLANG_NEW_TOKEN_RATIO = 0.7
+#: SGLang's ``--max-prefill-tokens`` default (python/sglang/srt/server_args.py, ``ServerArgs``,
+#: 0.4-0.5): the new prompt tokens one prefill batch takes (``PrefillAdder.rem_input_tokens``,
+#: python/sglang/srt/managers/schedule_policy.py); not divided by the DP size
+SGLANG_MAX_PREFILL_TOKENS = 16384
 MIB = 2**20
 
 
@@ -353,6 +357,7 @@ __all__ = [
     "ENGINE_FAMILIES",
     "FAMILIES",
     "KV_CACHE_DTYPES",
+    "SGLANG_MAX_PREFILL_TOKENS",
     "TRTLLM_FREE_GPU_MEMORY_FRACTION",
     "EngineConfig",
     "Entrypoint",

@@ -8,16 +8,36 @@ Schedulers
   nothing was preempted does it admit waiting requests first-come-first-served, while
   ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
   caching the shared prefix's full blocks are computed once and reused.
-- ``sglang`` (SGLang's scheduler, 0.5.x defaults): a prefill (extend) batch runs whenever a
-  request can be admitted or a chunked prompt is under way, and the decoding requests wait for
-  it (prefill and decode batches are not mixed); a request is admitted only while the free KV
-  covers its prompt plus ``new_token_ratio`` x its output and the same share of every running
-  request's remaining output (each clipped at 4,096 tokens). The ratio starts at 0.7 (0.21 with
-  DP attention), decays to 0.14 x that over 600 decode steps, and returns to its start when a
+- ``sglang`` (SGLang's scheduler, 0.5.x defaults; python/sglang/srt/managers/scheduler.py
+  ``get_next_batch_to_run`` / ``get_new_batch_prefill``, schedule_policy.py ``PrefillAdder``):
+  a prefill (extend) batch runs whenever a request can be admitted or a chunked prompt is under
+  way, *instead of* the decode step (prefill first; the decoding requests wait; mixing them,
+  ``--enable-mixed-chunk``, is off by default). One batch holds, in this order, the chunked
+  prompt under way (``add_chunked_req``), then waiting requests first come first served
+  (``add_one_req``), until the chunk budget ``chunked_prefill_size`` is spent: a prompt that
+  fits what is left goes in whole, the first that does not gets a chunk of what is left and
+  becomes the one chunked request; the batch also stops once its new prompt tokens reach
+  ``max_prefill_tokens`` (16,384; without chunked prefill a later prompt must fit what is left
+  of it, the first always goes in). A request is admitted only if its prompt plus its whole
+  output (clipped at 4,096 tokens) fit the free KV less ``new_token_ratio`` x the remaining
+  output of every running request (each clipped too): ``total_tokens >= rem_total_tokens``
+  is ``NO_TOKEN``. ``NO_TOKEN`` (or ``max_running_requests``) sets ``batch_is_full``, and no
+  prefill batch runs again until a running request finishes (``update_running_batch`` clears
+  it when the batch shrinks). With the radix cache off and answers of fixed length (the
+  benchmarks' ``ignore_eos``), ``add_one_req_ignore_eos`` admits only if the running requests,
+  taken shortest remaining output first, can all finish in the free KV with their whole
+  remaining outputs (nothing is ever retracted). The ratio starts at 0.7 (0.21 with DP
+  attention), decays to 0.14 x that over 600 decode steps, and returns to its start when a
   request has to be retracted (preempted and recomputed, as vLLM does).
-- ``trtllm`` (TensorRT-LLM in-flight batching, GUARANTEED_NO_EVICT): a request is admitted only if
-  the blocks for its whole prompt and output can be reserved, so nothing is ever preempted;
-  context chunks share the ``max_num_tokens`` budget with generation.
+- ``trtllm`` (TensorRT-LLM in-flight batching; tensorrt_llm/_torch/pyexecutor/scheduler/
+  scheduler.py, the C++ ``CapacityScheduler`` and ``MicroBatchScheduler`` it binds): the
+  capacity scheduler (GUARANTEED_NO_EVICT) admits a request only if the blocks for its whole
+  prompt and output can be reserved beside what the running ones still need, so nothing is ever
+  preempted; the micro-batch scheduler then walks the active requests in arrival order (the
+  generations before the newer contexts), each generation one token and each context its whole
+  prompt, and stops at the first that does not fit ``max_num_tokens`` (8,192); with chunked
+  context (``trtllm-bench``) the contexts share what the generations leave, first come first
+  served. One step mixes both; up to ``max_batch_size`` (2,048) requests.
 
 TTFT of a request = its wait for admission + the steps that compute its prompt (each as long
 as everything batched with it: decode-first chunks in vLLM, whole prefill batches that stall
@@ -57,6 +77,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.engine import SGLANG_MAX_PREFILL_TOKENS
 from planner.perf.deployment import Deployment
 from planner.perf.scenario import Scenario, has_request_path
 from planner.perf.step_time import (
@@ -77,6 +98,8 @@ SGLANG_MIN_RATIO_FACTOR = 0.14
 SGLANG_RATIO_DECAY_STEPS = 600
 #: SGLang clips a request's remaining output at this many tokens when it reserves memory
 SGLANG_CLIP_NEW_TOKENS = 4096
+#: ``IGNORE_EOS_RESERVE_TOKENS`` of schedule_policy.py: free tokens kept a running request
+SGLANG_IGNORE_EOS_RESERVE = 1
 
 
 class _Cohort:
@@ -267,6 +290,12 @@ class _Engine:
         self.ratio_init = dep.new_token_ratio
         self.ratio_min = dep.new_token_ratio * SGLANG_MIN_RATIO_FACTOR
         self.ratio = dep.new_token_ratio
+        #: SGLang's ``running_batch.batch_is_full``: set when admission ran out of KV (or of
+        #: running seats), cleared when a running request finishes or is retracted
+        self.batch_full = False
+        #: SGLang admits by ``add_one_req_ignore_eos`` (every remaining output in full) when
+        #: its radix cache is off: the simulated requests always run to their output length
+        self.ignore_eos = self.sglang and not dep.engine.enable_prefix_caching
         # decode pool
         self.pool_n = 0
         self.pool_ctx = 0.0  # sum over pooled sequences of their computed tokens
@@ -384,6 +413,7 @@ class _Engine:
     # ----- preemption (general path) ---------------------------------------------------------
     def _preempt(self, cohort: _Cohort, n: int, listed: bool = True) -> None:
         self.ratio = self.ratio_init  # SGLang retracts and becomes conservative again
+        self.batch_full = False  # the running batch shrank
         if listed:
             self.running.remove(cohort)
         self.free += cohort.blocks * n
@@ -440,7 +470,8 @@ class _Engine:
 
     def _reserved_blocks(self) -> float:
         """Blocks SGLang holds back for the running requests' future tokens: ratio x their
-        remaining output (each clipped at 4,096 tokens, SGLang's CLIP_MAX_NEW_TOKENS)."""
+        remaining output (each clipped at 4,096 tokens, SGLang's CLIP_MAX_NEW_TOKENS;
+        ``PrefillAdder``'s ``rem_total_token_offset`` at the start of a batch)."""
         remaining = 0.0
         for co in self.running:
             generated = co.generated + (self.dstep - co.base_step if co.in_pool else 0)
@@ -450,18 +481,147 @@ class _Engine:
         return self.ratio * remaining / self.bs
 
     def _sglang_need(self, co: _Cohort) -> float:
-        """Blocks one request of ``co`` needs to be admitted: its prompt and ratio x its output."""
+        """Blocks one request of ``co`` needs to be admitted: its prompt and its whole output,
+        clipped at 4,096 tokens (``add_one_req``: ``total_tokens = extend_input_len +
+        min(max_new_tokens - len(output_ids), CLIP_MAX_NEW_TOKENS)``; only the *running*
+        requests' outputs are scaled by the new-token ratio)."""
         output = min(co.output - co.generated, SGLANG_CLIP_NEW_TOKENS)
-        return self._blocks_for(co.prompt + co.generated) + self.ratio * max(output, 0) / self.bs
+        return self._blocks_for(co.prompt + co.generated) + max(output, 0) / self.bs
 
     def _sglang_admissible(self) -> bool:
-        if not self.waiting or self.running_seqs >= self.max_seqs:
+        """Would ``get_new_batch_prefill`` admit the head of the queue now? A failed memory
+        check is SGLang's ``NO_TOKEN``: it sets ``batch_is_full`` (no prefill batch until a
+        running request finishes)."""
+        if self.running_seqs == 0:
+            self.batch_full = False  # an empty running batch is never full
+        if not self.waiting or self.batch_full:
             return False
-        return self.free - self._reserved_blocks() >= self._sglang_need(self.waiting[0])
+        if self.running_seqs >= self.max_seqs:
+            self.batch_full = True
+            return False
+        if self._sglang_fits(self.waiting[0], 1, self.free, []):
+            return True
+        self.batch_full = True
+        return False
+
+    def _sglang_fits(
+        self, co: _Cohort, n: int, free: int, batch: list[tuple[_Cohort, int]]
+    ) -> bool:
+        """Whether ``n`` more requests of ``co`` pass SGLang's memory check with ``free``
+        blocks left, beside the requests already in this prefill ``batch`` ((cohort, count)).
+
+        Radix cache on (``add_one_req``): ``n`` x (prompt + whole clipped output) must stay
+        below what is free less the running requests' ratio-scaled remaining outputs and the
+        batch's own prompts and outputs. Radix cache off (``add_one_req_ignore_eos``): the
+        running, batched and new requests sorted by remaining output ``L_i`` (their whole
+        outputs: ``ignore_eos`` takes the ratio as 1); the ``b`` of them not yet finished
+        when the ``i``-th does must find ``free_tokens - prompts + freed_i - L_i b > b``,
+        ``freed_i`` the tokens (prompt + output so far) of those finished before it."""
+        if not self.ignore_eos:
+            room = free - self._reserved_blocks()
+            for other, k in batch:  # running already, at the ratio: their whole output
+                left = min(max(other.output - other.generated, 0), SGLANG_CLIP_NEW_TOKENS)
+                room -= k * (1.0 - self.ratio) * left / self.bs
+            return n * self._sglang_need(co) < room
+        states: list[tuple[int, int, int]] = []  # (remaining output, occupied tokens, count)
+        for run in self.running:
+            generated = run.generated + (self.dstep - run.base_step if run.in_pool else 0)
+            left = run.output - generated
+            if left > 0:
+                states.append((left, run.prompt + generated, run.count))
+        left_new = co.output - co.generated
+        if left_new > 0:
+            states.append((left_new, co.prompt + co.generated, n))
+        cur = (free - n * self._blocks_for(co.prompt + co.generated)) * self.bs
+        if cur < 0:
+            return False
+        states.sort()
+        alive = sum(k for _, _, k in states)
+        freed = 0
+        for left, occupied, k in states:
+            # the tightest of a group of equal requests is its first
+            if cur + freed - left * alive <= SGLANG_IGNORE_EOS_RESERVE * alive:
+                return False
+            freed += occupied * k
+            alive -= k
+        return True
+
+    def _sglang_admit(self, sched: list[tuple[_Cohort, int]], chunk_left: float) -> None:
+        """``PrefillAdder.add_one_req`` over the waiting queue, first come first served, into
+        the prefill batch ``sched`` (the chunked prompt under way already in it).
+
+        A prompt of ``P`` tokens (less its cached prefix) goes in whole while ``P <=`` what is
+        left of the chunk budget; the first that does not fit gets a chunk of what is left
+        (whole blocks) and the batch is full. The batch's new prompt tokens stop at
+        ``max_prefill_tokens`` (``budget_state``: ``rem_input_tokens <= 0``); without chunked
+        prefill a prompt after the first must be below what is left of it. Each admission
+        passes :meth:`_sglang_fits` first; failing it is ``NO_TOKEN`` (``batch_is_full``)."""
+        input_left = SGLANG_MAX_PREFILL_TOKENS - sum(t * co.count for co, t in sched)
+        batch: list[tuple[_Cohort, int]] = [(co, co.count) for co, t in sched]
+        while self.waiting:
+            if chunk_left <= 0 or input_left <= 0:
+                return
+            if self.running_seqs >= self.max_seqs:
+                self.batch_full = True
+                return
+            co = self.waiting[0]
+            cached = 0
+            if self.prefix_tokens and self.prefix_ready:
+                cached = min(self.prefix_tokens, (co.prompt - 1) // self.bs * self.bs)
+            if co.cached_prompt:  # whole blocks, and never the prompt's last token
+                cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
+            need = co.prompt + co.generated - cached
+            if not self.chunked and sched and need >= input_left:
+                return
+            if need <= chunk_left:
+                t = need
+                n = min(co.count, self.max_seqs - self.running_seqs)
+                if self.chunked:
+                    # admitted while tokens are left of the cap: the one crossing it goes in
+                    n = min(n, int(chunk_left // need), -(-input_left // need))
+                else:
+                    # the k-th more must be below what the k before it leave of the cap
+                    fit = -(-(input_left - need) // need) if input_left > need else 0
+                    n = min(n, fit if sched else max(1, fit))
+            else:
+                t = int(chunk_left) // self.bs * self.bs
+                if t <= 0:
+                    return
+                n = 1
+            per_seq = self._blocks_for(cached + t) - cached // self.bs
+            if per_seq > 0:
+                n = min(n, self.free // per_seq)
+            # the largest n that passes the memory check (it only gets harder with n)
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if self._sglang_fits(co, mid, self.free, batch):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            if lo <= 0:
+                self.batch_full = True  # NO_TOKEN
+                return
+            n = lo
+            part = co.split(n) if n < co.count else self.waiting.popleft()
+            part.computed = cached
+            part.shared = cached // self.bs
+            part.blocks = self._blocks_for(cached + t) - part.shared
+            self.free -= per_seq * n
+            self.running.append(part)
+            self.prefilling.append(part)
+            self.running_seqs += n
+            sched.append((part, t))
+            batch.append((part, n))
+            chunk_left -= t * n
+            input_left -= t * n
+            if t < need:
+                return  # the new chunked request fills the batch
 
     def _step_prefill_only(self) -> list[_Cohort] | None:
-        """One SGLang prefill (extend) batch: the chunked request in progress, then new ones,
-        up to the chunked-prefill budget; the decoding requests wait."""
+        """One SGLang prefill (extend) batch: the chunked request in progress, then new ones
+        (:meth:`_sglang_admit`), up to the chunked-prefill budget; the decoding requests
+        wait."""
         budget = self.budget
         free = self.free
         sched: list[tuple[_Cohort, int]] = []
@@ -483,7 +643,7 @@ class _Engine:
             budget -= t * co.count
             i += 1
         self.free = free
-        self._admit(sched, budget, into=plist)
+        self._sglang_admit(sched, budget if self.chunked else math.inf)
         if not sched:
             return None
         return self._execute_fast(sched, 0, 0)
@@ -652,6 +812,8 @@ class _Engine:
     def _admit(
         self, sched: list[tuple[_Cohort, int]], budget: int, into: list[_Cohort] | None
     ) -> int:
+        if self.sglang:
+            return budget  # SGLang admits in its prefill batches only (_sglang_admit)
         while self.waiting and budget > 0 and self.running_seqs < self.max_seqs:
             co = self.waiting[0]
             cached = 0
@@ -670,9 +832,6 @@ class _Engine:
                 per_seq = self._blocks_for(cached + t) - cached // self.bs
             if per_seq > 0:
                 n = min(n, self.free // per_seq)
-            if self.sglang and n > 0:
-                room = self.free - self._reserved_blocks()
-                n = min(n, int(room // max(self._sglang_need(co), 1e-9)))
             if n <= 0:
                 break
             part = co.split(n) if n < co.count else self.waiting.popleft()
@@ -710,6 +869,8 @@ class _Engine:
 
     def finish(self, cohorts: list[_Cohort]) -> int:
         n_done = 0
+        if cohorts:
+            self.batch_full = False  # SGLang: the running batch shrank
         for co in cohorts:
             self.running.remove(co)
             self.running_seqs -= co.count

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner.catalog import Catalog
-from planner.perf.deployment import resolve_deployment
+from planner.catalog import Catalog, load_catalog
+from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.metrics import run_metrics, weighted_percentile
 from planner.perf.scenario import Scenario, TraceRequest
 from planner.perf.simulator import LiveEngine, request_arrivals, simulate
@@ -438,3 +440,96 @@ def test_a_served_request_pays_the_fitted_path_once_and_an_offline_one_never(
     trt = timing(engine="trtllm")
     trt_offline = timing(engine="trtllm", entrypoint="offline", enable_chunked_prefill=False)
     assert trt[0] == pytest.approx(trt_offline[0])
+
+
+# ----- prefill scheduling as the engines' sources do it ---------------------------------------
+def _first_token_steps(dep: Deployment) -> list[int]:
+    """The step (1-based) out of which each request's first token comes, from the ``layers``
+    term, which every step of this deployment adds once."""
+    trace = simulate(dep)
+    per_step = trace.end[IDX["layers"]] / trace.steps
+    steps = (trace.first[:, IDX["layers"]] - trace.arrival[:, IDX["layers"]]) / per_step
+    counts = trace.count.astype(int)
+    return sorted(round(float(s)) for s, k in zip(steps, counts, strict=True) for _ in range(k))
+
+
+def _wave(engine: str, gpu: str, **kw: object) -> Scenario:
+    """32 prompts of 8,000 tokens sent at once (a closed loop's first wave), 100 tokens out."""
+    return _scenario(
+        engine=engine,
+        gpu=gpu,
+        input_len=8000,
+        output_len=100,
+        concurrency=32,
+        num_requests=32,
+        **kw,
+    )
+
+
+def test_sglang_prefill_batches_of_a_wave_of_8k_prompts(catalog: Catalog) -> None:
+    # H100 (80 GB): chunked_prefill_size 8,192. Batch k runs the rest of prompt k (8,000 - r)
+    # and the first r + 192 tokens of prompt k + 1 (r = 192 (k - 1)): prompt k is done in
+    # batch ceil(8,000 k / 8,192) = k for every k <= 32, and no decode step runs before the
+    # last batch (prefill first): the 32 first tokens come out of steps 1..32
+    h100 = resolve_deployment(_wave("sglang", "H100-SXM"), catalog)
+    assert h100.max_num_batched_tokens == 8192
+    assert _first_token_steps(h100) == list(range(1, 33))
+    # B200 (180 GB): chunk 16,384 = max_prefill_tokens: two prompts a batch (16,000 tokens),
+    # the third's first 384 ride along: prompt k done in batch ceil(8,000 k / 16,384)
+    b200 = resolve_deployment(_wave("sglang", "B200"), catalog)
+    assert b200.max_num_batched_tokens == 16384
+    assert _first_token_steps(b200) == [-(-8000 * k // 16384) for k in range(1, 33)]
+    # no chunked prefill: a batch takes prompts while each is below what is left of
+    # max_prefill_tokens (8,000 < 16,384 - 8,000 = 8,384; the third 8,000 >= 384): pairs
+    whole = resolve_deployment(_wave("sglang", "H100-SXM", enable_chunked_prefill=False), catalog)
+    assert _first_token_steps(whole) == [(k + 1) // 2 for k in range(1, 33)]
+    # a chunk budget above max_prefill_tokens (--chunked-prefill-size 131072): the batch stops
+    # once its new prompt tokens reach 16,384, the prompt that crosses it included: 3 a batch
+    # (8,000 + 8,000 + 8,000), not 16 and a chunk
+    big = resolve_deployment(_wave("sglang", "H100-SXM", max_num_batched_tokens=131072), catalog)
+    assert big.max_num_batched_tokens == 131072
+    assert _first_token_steps(big) == [(k + 2) // 3 for k in range(1, 33)]
+
+
+def test_trtllm_schedules_one_8k_context_a_step_beside_the_generations(catalog: Catalog) -> None:
+    # trtllm-serve: max_num_tokens 8,192, no context chunking. Step k holds the k - 1 earlier
+    # requests' generation tokens (older, so first) and prompt k whole (8,000 + k - 1 <= 8,192);
+    # prompt k + 1 does not fit beside it: one first token a step, steps 1..32
+    dep = resolve_deployment(_wave("trtllm", "H100-SXM"), catalog)
+    assert dep.max_num_batched_tokens == 8192 and not dep.engine.enable_chunked_prefill
+    assert _first_token_steps(dep) == list(range(1, 33))
+
+
+def _tight(**kw: object) -> Deployment:
+    """SGLang on an H100 with its KV cut to 20,000 tokens (1,250 blocks of 16)."""
+    dep = resolve_deployment(_scenario(engine="sglang", input_len=500, **kw), load_catalog())
+    return dataclasses.replace(dep, kv_capacity_tokens=20_000)
+
+
+def test_sglang_admission_reserves_a_new_requests_whole_output() -> None:
+    # 16 requests of 500 + 1,500 at once (8,000 prompt tokens: one batch's chunk budget).
+    # add_one_req admits while n x (32 prompt blocks + 1,500 / 16) = n x 125.75 < 1,250
+    # blocks free: 9 (at the running ratio 0.7 a new request would reserve 97.6: 12). The
+    # 10th is NO_TOKEN: batch_is_full holds every prefill back until the nine finish after
+    # their 1,499 decode steps, although the decaying ratio (0.7 -> 0.098 over 600 steps)
+    # leaves room for it from about the 300th: the other seven come out of step 1 + 1,499 + 1
+    dep = _tight(output_len=1500, concurrency=16, num_requests=16)
+    assert _first_token_steps(dep) == [1] * 9 + [1501] * 7
+    assert simulate(dep).preemptions == 0
+
+
+def test_sglang_without_radix_cache_admits_only_what_can_finish() -> None:
+    # outputs of 6,000: the radix-cache rule clips an output at 4,096 when it reserves:
+    # n x (32 + 4,096 / 16) = n x 288 < 1,250 admits 4. With the radix cache off and answers
+    # of fixed length (ignore_eos), add_one_req_ignore_eos needs every admitted request to
+    # be able to finish with its whole output: 20,000 - n x 512 (prompt blocks) - n x 6,000
+    # > n admits 3 (3 x 6,513 = 19,539; 4 x 6,513 = 26,052), and the next waits until they
+    # finish (step 1 + 5,999 decode steps + 1); the radix rule's four outgrow the 20,000
+    # tokens (4 x 6,500) and one is retracted (recomputed once the others finish)
+    radix = _tight(output_len=6000, concurrency=8, num_requests=8)
+    admitted = _first_token_steps(radix)
+    assert admitted[:4] == [1] * 4 and admitted[4] > 6000
+    assert simulate(radix).preemptions > 0
+    plain = _tight(output_len=6000, concurrency=8, num_requests=8, enable_prefix_caching=False)
+    assert _first_token_steps(plain)[:4] == [1] * 3 + [6001]
+    assert simulate(plain).preemptions == 0
