@@ -37,7 +37,23 @@ engine step (at rate ``lambda``, ``u = lambda x T``):
   mix (the scenario's length distributions, drawn as the simulator draws them).
 
 A closed loop of ``N`` requests in flight has ``d + u k = N`` (no arrival queue: a request
-arrives as one finishes). Agreement with the simulator is printed by
+arrives as one finishes). A finite run starts with all ``N`` at once: that first wave queues
+for the prefill; with SGLang and answers of one length every later wave does too (they were
+prefilled before any of them decoded, so they finish, and are replaced, together).
+
+SGLang (prefill first, as :mod:`planner.perf.simulator` schedules it: scheduler.py
+``get_next_batch_to_run`` runs a prefill batch *instead of* the decode step, never mixed by
+default): a "step" is one decode step and the prefill batches run before it. The step that
+holds a chunk costs ``T_p = T_d + c . x(the chunks alone)`` (the decodes wait through the
+batch, then take their step), the chunk budget is ``chunked_prefill_size`` whole (the decodes
+do not share it: ``R = B``), and a prompt's own time to its first token is its batches alone,
+``k (T_p - T_d)`` (the extend batch samples the first token; no decode step follows it). In a
+closed loop the batches of a group are extra steps in every running request's life: with
+``u`` arrivals a decode step, ``s = u k / g`` batches of ``g`` prompts a decode step and
+``T_a`` one such batch alone, ``N = u d_n + u k T_a / (T_d + s T_a)`` (Little's law over
+``k`` batches and ``d_n`` decode steps a request), solved for ``u`` by fixed-point iteration.
+Without chunked prefill a batch takes prompts up to ``max_prefill_tokens`` (16,384; the first
+always). Agreement with the simulator is printed by
 ``benchmarks/recommend_bench.py`` and pinned by ``tests/planner/perf/test_steady_state.py``.
 """
 
@@ -52,6 +68,7 @@ from typing import Literal
 
 import numpy as np
 
+from planner.engine import SGLANG_MAX_PREFILL_TOKENS
 from planner.perf.deployment import Deployment
 from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
 from planner.perf.scenario import has_request_path
@@ -167,9 +184,13 @@ class SteadyStateModel:
         # SGLang, off for TensorRT-LLM's server), as the simulator reads it
         self.chunked = dep.engine.enable_chunked_prefill
         self.budget = float(dep.max_num_batched_tokens)
+        #: SGLang: prefill batches run alone, before the decode step (see the module docstring)
+        self.prefill_first = dep.family == "sglang"
         if not self.chunked:
-            # a whole prompt is scheduled in one step (vLLM raises the budget to fit it)
-            self.budget = float(max(dep.max_num_batched_tokens, dep.engine.max_model_len or 0))
+            # a whole prompt is scheduled in one step (vLLM raises the budget to fit it;
+            # SGLang's batch takes prompts up to max_prefill_tokens, the first always)
+            fit = SGLANG_MAX_PREFILL_TOKENS if self.prefill_first else dep.max_num_batched_tokens
+            self.budget = float(max(fit, dep.engine.max_model_len or 0))
         #: a served request's fixed path to its first token (``request_path``), seconds
         self.path_s = request_path_s(self.c, has_request_path(dep.scenario))
         self.seats = self._seats()
@@ -188,6 +209,10 @@ class SteadyStateModel:
     # ----- steps ---------------------------------------------------------------------------
     def _terms(self, decode: float, chunks: float, chunk: float, done: float) -> np.ndarray:
         w, window = self.work, self.dep.sliding_window
+        if self.prefill_first and decode > 0 and chunks > 0:
+            # SGLang: the prefill batch alone, then the decode step
+            alone = self._terms(0.0, chunks, chunk, done)
+            return alone + self._terms(decode, 0.0, 0.0, 0.0)
         batch = StepBatch()
         if decode > 0:
             batch.add_decode(decode, w.decode_context, window)
@@ -233,7 +258,8 @@ class SteadyStateModel:
         """(decoding sequences, budget room, chunks a prompt) at ``u``: no step pricing."""
         w = self.work
         decode = u * max(w.mean_output - 1.0, 0.0)
-        room = max(self.budget - decode, 1.0)
+        # SGLang's prefill batches do not hold the decodes: the whole chunk budget is theirs
+        room = self.budget if self.prefill_first else max(self.budget - decode, 1.0)
         chunks = max(1, math.ceil(w.mean_input / room)) if self.chunked else 1
         return decode, room, chunks
 
@@ -329,16 +355,38 @@ class SteadyStateModel:
         chunk = mean_in / group_steps  # of each prompt of the group, a step
         decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
         prefill_terms = self._terms(decode, group, chunk, chunk * (group_steps - 1) / 2.0)
+        if self.prefill_first:
+            # SGLang: u from N = u d_n + u k T_a / T (module docstring), T = T_d + s T_a
+            alone = self._terms(0.0, group, chunk, chunk * (group_steps - 1) / 2.0)
+            t_a = float(self.c @ alone)
+            for _ in range(30):
+                decode = u * n_dec
+                decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
+                mean = float(self.c @ decode_terms) + u / group * group_steps * t_a
+                u_next = held / (n_dec + group_steps * t_a / mean) if mean > 0 else u
+                if abs(u_next - u) <= 1e-9 * max(u, 1e-12):
+                    u = u_next
+                    break
+                u = u_next
+            decode = u * n_dec
+            decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
+            prefill_terms = decode_terms + alone
+            share = u / group * group_steps  # batches a decode step: may exceed one
         t_d, t_p = float(self.c @ decode_terms), float(self.c @ prefill_terms)
-        terms = (1.0 - share) * decode_terms + share * prefill_terms
+        if self.prefill_first:
+            terms = decode_terms + share * (prefill_terms - decode_terms)
+        else:
+            terms = (1.0 - share) * decode_terms + share * prefill_terms
         step = float(self.c @ terms)
         rate = u / step if step > 0 else 0.0
-        own = group_steps * t_p
+        # its own steps to the first token (SGLang's: the batches alone)
+        own = group_steps * (t_p - t_d if self.prefill_first else t_p)
         residence = own + n_dec * step
         waiting = max(in_flight - held, 0.0) / held * residence
         ttft_q, ttft_mean = own, own
         # the decode steps a request lives through: a share of them hold a group's prefill
-        spread = (t_p - t_d) * math.sqrt(share * (1.0 - share) / max(n_dec, 1.0))
+        held_share = min(share, 1.0)
+        spread = (t_p - t_d) * math.sqrt(held_share * (1.0 - held_share) / max(n_dec, 1.0))
         tpot_q = step + NormalDist().inv_cdf(quantile) * spread
         tpot_mean = step
         if run_requests:
@@ -349,9 +397,16 @@ class SteadyStateModel:
             ends = np.cumsum([group_steps * self._wave_step_s(size, group_steps) for size in sizes])
             wave = np.repeat(ends, [max(1, round(size)) for size in sizes])
             rest = np.full(max(run_requests - wave.size, 0), own)
+            if self.prefill_first and w.fixed_output:
+                # SGLang: every prompt of a wave is prefilled before any of them decodes, so
+                # answers of one length finish together and the next wave arrives together:
+                # each queues for the prefill batches as the first did
+                rest = np.resize(wave, rest.size)
             ttfts = np.concatenate([wave, rest])
             ttft_q = max(own, _linear_quantile(np.sort(ttfts), quantile))
             ttft_mean = float(ttfts.sum()) / ttfts.size
+            if self.prefill_first and w.fixed_output:
+                own = _linear_quantile(np.sort(ttfts), 0.5)  # the p50 below
             if w.fixed_output:
                 # it stays a wave: a request decodes beside the later groups' prefills only
                 later = (groups - 1) * group_steps * (t_p - t_d) / max(n_dec, 1.0)
@@ -440,7 +495,9 @@ class SteadyStateModel:
             # a prompt fills the budget for I / R steps: prompts are served one after another
             service = (mean_in / st.room) * st.prefill_s
             rho = rate * service
-            own = st.chunks * st.prefill_s + self.path_s
+            # SGLang: the batches alone (the first token is sampled by the last one)
+            own_step = st.prefill_s - st.decode_s if self.prefill_first else st.prefill_s
+            own = st.chunks * own_step + self.path_s
             parts: list[_Wait | _Uniform | _Gamma] = [
                 _MD1(rate, service),
                 seat,
@@ -523,7 +580,9 @@ class SteadyStateModel:
             + delta**2 * (rate * biased_mean + rate**2 * biased_m2)
         )
         var_v = max(e_v2 - mean_v**2, 1e-18)
-        return _Gamma(t_d + delta, mean_v, var_v, load=load)
+        # SGLang's prompt is done when its prefill batch is, before the decode step runs
+        own = delta if self.prefill_first else t_d + delta
+        return _Gamma(own, mean_v, var_v, load=load)
 
     def _wave_step_s(self, prompts: float, steps: int) -> float:
         """One of the ``steps`` prefill steps of ``prompts`` prompts on an idle engine."""

@@ -13,6 +13,8 @@ import itertools
 import numpy as np
 import pytest
 
+from planner.catalog import Catalog
+from planner.perf.deployment import resolve_deployment
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
 from planner.perf.steady_state import (
@@ -21,7 +23,8 @@ from planner.perf.steady_state import (
     _generalised_poisson_rows,
     _linear_quantile,
 )
-from planner.perf.step_time import IDX
+from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_features
+from tests.planner.perf.test_simulator import FITTED_COEFFICIENTS
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 H100 = {"gpu": "H100-SXM", "tp": 2, "instance": "p5.48xlarge", "precision": "fp8"}
@@ -374,3 +377,51 @@ def test_a_served_request_pays_the_request_path_in_the_steady_state_too(
             assert with_path.ttft_p50_s - without.ttft_p50_s == pytest.approx(paid, abs=1e-6)
             assert with_path.ttft_p99_s - without.ttft_p99_s == pytest.approx(paid, abs=1e-6)
             assert with_path.tpot_mean_s == pytest.approx(without.tpot_mean_s, rel=1e-12)
+
+
+# ----- SGLang: prefill batches before the decode step -----------------------------------------
+def test_sglang_prefill_batches_hold_no_decodes_in_the_steady_state(catalog: Catalog) -> None:
+    """A step that holds a prompt is SGLang's prefill batch alone and then the decode step
+    (``T_p = T_d + T_alone``), the chunk budget is the prompts' whole (``R = B``), a prompt's
+    first token comes out of its batch, and in a closed loop of equal answers every wave of
+    prompts queues as the first: 32 prompts of 8,000 tokens (one a batch of 8,192) have
+    their first tokens after 1, 2, ..., 32 batches, a mean of 16.5 batches, in every wave."""
+    c = full_coefficients(np.array([*FITTED_COEFFICIENTS, 1.2, 1.0, 1.6, 0.15, 5.0]))
+    scenario = Scenario(
+        engine="sglang", model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM",
+        input_len=8000, output_len=100, load="concurrency", concurrency=32, num_requests=64,
+    )  # fmt: skip
+    dep = resolve_deployment(scenario, catalog)
+    ss = SteadyStateModel(dep, c)
+    st = ss.step(0.01)
+    assert st.room == dep.max_num_batched_tokens == 8192  # the decodes do not take from it
+    decodes = StepBatch()
+    decodes.add_decode(st.decode, ss.work.decode_context, None)
+    alone = StepBatch()
+    alone.add_prefill(1, 8000, 0, None)
+    t_d, t_a = c @ step_features(decodes, dep), c @ step_features(alone, dep)
+    assert st.decode_s == pytest.approx(t_d)
+    assert st.prefill_s == pytest.approx(t_d + t_a)
+    state = ss.at_concurrency(32, run_requests=64)
+    assert state.ttft_mean_s == pytest.approx(16.5 * t_a + ss.path_s, rel=1e-9)
+    # vLLM mixes the chunk into the decode step, and its later waves are staggered
+    vllm = SteadyStateModel(
+        resolve_deployment(scenario.model_copy(update={"engine": "vllm"}), catalog), c
+    )
+    assert vllm.step(0.01).room < 8192
+    assert vllm.at_concurrency(32, run_requests=64).ttft_mean_s < state.ttft_mean_s / 1.5
+
+
+@pytest.mark.parametrize("in_flight", [4, 16])
+def test_an_sglang_closed_loop_matches_the_simulated_run(
+    model: PerformanceModel, in_flight: int
+) -> None:
+    scenario = _scenario(
+        H100, load="concurrency", concurrency=in_flight, num_requests=4 * in_flight
+    ).model_copy(update={"engine": "sglang"})
+    simulated = model.predict(scenario)
+    steady = model.predict_steady(scenario)
+    assert _close(steady.output_tok_per_s, simulated.output_tok_per_s, 0.05)
+    assert _close(steady.ttft_ms_mean, simulated.ttft_ms_mean, 0.10)
+    assert _close(steady.ttft_ms_p99, simulated.ttft_ms_p99, 0.10)
+    assert _close(steady.tpot_ms_mean, simulated.tpot_ms_mean, 0.10)
