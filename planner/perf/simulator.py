@@ -516,7 +516,12 @@ class _Engine:
         running, batched and new requests sorted by remaining output ``L_i`` (their whole
         outputs: ``ignore_eos`` takes the ratio as 1); the ``b`` of them not yet finished
         when the ``i``-th does must find ``free_tokens - prompts + freed_i - L_i b > b``,
-        ``freed_i`` the tokens (prompt + output so far) of those finished before it."""
+        ``freed_i`` the tokens (prompt + output so far) of those finished before it.
+
+        An empty engine takes one request whose prompt fits (a layout predicted with room
+        for one request only, where either check would hold it back for ever)."""
+        if n == 1 and not batch and self.running_seqs == 0:
+            return self._blocks_for(co.prompt + co.generated) <= free
         if not self.ignore_eos:
             room = free - self._reserved_blocks()
             for other, k in batch:  # running already, at the ratio: their whole output
@@ -1040,6 +1045,7 @@ class LiveEngine:
         eng.unpool_all()
         eng.running.remove(co)
         eng.running_seqs -= co.count
+        eng.batch_full = False  # SGLang: the running batch shrank
         eng.free += co.reserved * co.count if eng.reserve else co.blocks * co.count
         eng.repool()
 

@@ -51,7 +51,9 @@ do not share it: ``R = B``), and a prompt's own time to its first token is its b
 closed loop the batches of a group are extra steps in every running request's life: with
 ``u`` arrivals a decode step, ``s = u k / g`` batches of ``g`` prompts a decode step and
 ``T_a`` one such batch alone, ``N = u d_n + u k T_a / (T_d + s T_a)`` (Little's law over
-``k`` batches and ``d_n`` decode steps a request), solved for ``u`` by fixed-point iteration.
+``k`` batches and ``d_n`` decode steps a request), solved for ``u`` by fixed-point iteration;
+with answers of one length the loop runs in waves instead: the wave's batches one after
+another (``W``), then ``d_n`` decode steps of all ``N``: ``rate = N / (W + d_n T_d(N))``.
 Without chunked prefill a batch takes prompts up to ``max_prefill_tokens`` (16,384; the first
 always). Agreement with the simulator is printed by
 ``benchmarks/recommend_bench.py`` and pinned by ``tests/planner/perf/test_steady_state.py``.
@@ -355,7 +357,23 @@ class SteadyStateModel:
         chunk = mean_in / group_steps  # of each prompt of the group, a step
         decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
         prefill_terms = self._terms(decode, group, chunk, chunk * (group_steps - 1) / 2.0)
-        if self.prefill_first:
+        if self.prefill_first and w.fixed_output and n_dec > 0:
+            # SGLang, answers of one length: the loop runs in waves (module docstring): the
+            # wave's batches one after another, then n_d decode steps of all N together
+            alone = self._terms(0.0, group, chunk, chunk * (group_steps - 1) / 2.0)
+            groups = math.ceil(held / group)
+            sizes = [group] * (groups - 1) + [held - group * (groups - 1)]
+            wave_s = sum(group_steps * self._wave_step_s(size, group_steps) for size in sizes)
+            u = held / n_dec  # arrivals a decode step
+            decode = held
+            decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
+            cycle = wave_s + n_dec * float(self.c @ decode_terms)
+            prefill_terms = decode_terms + alone
+            share = groups * group_steps / n_dec
+            # the mean step of the cycle (its terms: the full groups' batches, for intervals)
+            terms = decode_terms + share * alone
+            terms = terms * (cycle / n_dec / float(self.c @ terms))
+        elif self.prefill_first:
             # SGLang: u from N = u d_n + u k T_a / T (module docstring), T = T_d + s T_a
             alone = self._terms(0.0, group, chunk, chunk * (group_steps - 1) / 2.0)
             t_a = float(self.c @ alone)
@@ -373,7 +391,9 @@ class SteadyStateModel:
             prefill_terms = decode_terms + alone
             share = u / group * group_steps  # batches a decode step: may exceed one
         t_d, t_p = float(self.c @ decode_terms), float(self.c @ prefill_terms)
-        if self.prefill_first:
+        if self.prefill_first and w.fixed_output and n_dec > 0:
+            pass  # the wave's cycle, above
+        elif self.prefill_first:
             terms = decode_terms + share * (prefill_terms - decode_terms)
         else:
             terms = (1.0 - share) * decode_terms + share * prefill_terms
