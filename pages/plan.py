@@ -17,6 +17,7 @@ from pages.common.planning import (
     recommendations,
     scenario_instances,
 )
+from pages.common.ranking import ranking_table
 from pages.common.resources import get_catalog, get_store
 from pages.common.runs_folder import ingestion_notice, refit_notice
 from pages.common.scenario import current_scenario
@@ -191,7 +192,6 @@ utilisation_note = (
     if scenario.utilisation
     else "at each one's utilisation"
 )
-fig_cost = ranking_figure(ranked.head(15) if not ranked.empty else ranked, utilisation_note)
 #: what the latency chart shows of each of the best configurations
 LATENCY_COLUMNS = [
     "label",
@@ -212,73 +212,22 @@ def latency_chart(
     )
 
 
-best_latencies = ranked.head(8)[LATENCY_COLUMNS] if not ranked.empty else ranked
-fig_latency = latency_chart(
-    tuple(best_latencies.itertuples(index=False, name=None)),
-    scenario.slo_ttft_ms,
-    scenario.slo_tpot_ms,
-)
-left, right = st.columns(2)
-left.plotly_chart(fig_cost, key="chart_ranking")
-right.plotly_chart(fig_latency, key="chart_latency")
-
-st.subheader("Ranking")
-shown_columns = [
-    "rank",
-    "label",
-    "provider",
-    "region",
-    "gpu",
-    "replicas",
-    "instances_total",
-    "usd_per_million_output_tokens",
-    "usd_per_million_total_tokens",
-    "usd_per_hour",
-    "monthly_usd",
-    "kwh_per_million_output_tokens",
-    "joules_per_output_token",
-    "pred_ttft_ms_p99",
-    "pred_tpot_ms_p99",
-    "slo_straddle",
-    "kv_cache_dtype",
-    "spec_method",
-    "pred_spec_accept_len",
-    "kv_occupancy_peak",
-    "confidence",
-    "far_from_data",
-    "price_as_of",
-    "vllm_command",
-]
-st.dataframe(
-    ranked[shown_columns] if not ranked.empty else ranked,
-    hide_index=True,
-    key="table_ranking",
-    column_config={
-        "label": st.column_config.TextColumn("configuration", width="medium"),
-        "usd_per_million_output_tokens": st.column_config.NumberColumn(
-            "$/M output", format="$%.2f"
-        ),
-        "usd_per_million_total_tokens": st.column_config.NumberColumn("$/M total", format="$%.3f"),
-        "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.2f"),
-        "monthly_usd": st.column_config.NumberColumn("$/month", format="$%.0f"),
-        "kwh_per_million_output_tokens": st.column_config.NumberColumn(
-            "kWh/M output", format="%.2f", help="Energy at the plan's utilisation (Cost page)."
-        ),
-        "joules_per_output_token": st.column_config.NumberColumn("J/token", format="%.1f"),
-        "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
-        "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
-        "slo_straddle": st.column_config.TextColumn("SLO at risk (80% interval)"),
-        "price_as_of": st.column_config.TextColumn("price as of"),
-        "spec_method": st.column_config.TextColumn("speculation"),
-        "pred_spec_accept_len": st.column_config.NumberColumn(
-            "accepted tokens/step (pred.)", format="%.2f"
-        ),
-        "kv_occupancy_peak": st.column_config.ProgressColumn(
-            "peak KV (pred.)", format="percent", min_value=0.0, max_value=1.0
-        ),
-        "vllm_command": st.column_config.TextColumn("vllm serve", width="large"),
-    },
-)
+# No ranked plan (filters that hold nothing together, SLOs nothing meets): the headline says
+# why, and no empty chart or table is drawn under it.
+ranking_figures: list[go.Figure] = []
+if not ranked.empty:
+    fig_cost = ranking_figure(ranked.head(15), utilisation_note)
+    fig_latency = latency_chart(
+        tuple(ranked.head(8)[LATENCY_COLUMNS].itertuples(index=False, name=None)),
+        scenario.slo_ttft_ms,
+        scenario.slo_tpot_ms,
+    )
+    ranking_figures = [fig_cost, fig_latency]
+    left, right = st.columns(2)
+    left.plotly_chart(fig_cost, key="chart_ranking")
+    right.plotly_chart(fig_latency, key="chart_latency")
+    st.subheader("Ranking")
+    ranking_table(ranked)
 
 st.subheader("Why not…?")
 instances = sorted(ref.catalog.instances)
@@ -324,21 +273,23 @@ def trade_offs_section() -> None:
 
 # Closed sections are drawn only when opened (opening reruns the page): the rejected
 # candidates alone are 1,000-2,000 rows, 0.2-0.3 MB for the browser on every change.
-rejected_section = st.expander(
-    f"Every rejected candidate ({len(rejected)})", key="open_rejected", on_change="rerun"
-)
-if rejected_section.open:
-    with rejected_section:
-        st.dataframe(rejected, hide_index=True, key="table_rejected")
+if not rejected.empty:
+    rejected_section = st.expander(
+        f"Every rejected candidate ({len(rejected)})", key="open_rejected", on_change="rerun"
+    )
+    if rejected_section.open:
+        with rejected_section:
+            st.dataframe(rejected, hide_index=True, key="table_rejected")
 
-trade_offs = st.expander(
-    "Trade-offs: throughput against speed per user, and what moves the bill",
-    key="open_trade_offs",
-    on_change="rerun",
-)
-if trade_offs.open:
-    with trade_offs:
-        trade_offs_section()
+if best is not None:  # its chart and sensitivity are of the ranked plans
+    trade_offs = st.expander(
+        "Trade-offs: throughput against speed per user, and what moves the bill",
+        key="open_trade_offs",
+        on_change="rerun",
+    )
+    if trade_offs.open:
+        with trade_offs:
+            trade_offs_section()
 
 disaggregation_section = st.expander(
     "Where disaggregated prefill/decode starts to pay",
@@ -411,7 +362,7 @@ with export_slot:
                 "Best configuration",
                 text=best.vllm_command if best else "No configuration meets the SLOs.",
             ),
-            ExportSection("Ranking", table=ranked, figures=[fig_cost, fig_latency]),
+            ExportSection("Ranking", table=ranked, figures=ranking_figures),
             ExportSection("Rejected candidates", table=rejected),
             ExportSection("Assumptions", text=PLAN_ASSUMPTIONS),
             ExportSection("Sources and dates", table=sources),

@@ -25,6 +25,13 @@ def test_filters_that_cannot_both_hold_are_named_on_the_plan_page(
     (error,) = [e.value for e in at.error if e.value.startswith("No plan:")]
     assert error.replace("\\", "") == f"No plan: {sentence}. Widen one of them in the sidebar."
     assert "spot prices" in error and "providers lambda" in error
-    # the same filters one at a time rank plans
+    # the sentence alone: no empty ranking table, chart or section of rejected candidates
+    assert not at.dataframe
+    assert not at.get("plotly_chart")
+    assert "Ranking" not in [h.value for h in at.subheader]
+    assert not [e for e in at.expander if e.label.startswith(("Every rejected", "Trade-offs"))]
+    # the same filters one at a time rank plans, drawn with their table and charts
     at = app("pages/plan.py", providers=["lambda"])
     assert not [e.value for e in at.error if e.value.startswith("No plan:")]
+    assert [t.value for t in at.dataframe if "vllm_command" in t.value.columns]
+    assert len(at.get("plotly_chart")) >= 2
