@@ -55,12 +55,8 @@ def ranking_table(ranked: pd.DataFrame) -> None:
                 "kWh/M output", format="%.2f", help="Energy at the plan's utilisation (Cost page)."
             ),
             "joules_per_output_token": st.column_config.NumberColumn("J/token", format="%.1f"),
-            "pred_ttft_ms_p99": st.column_config.NumberColumn(
-                "p99 TTFT ms (pred.)", format="%.0f"
-            ),
-            "pred_tpot_ms_p99": st.column_config.NumberColumn(
-                "p99 TPOT ms (pred.)", format="%.1f"
-            ),
+            "pred_ttft_ms_p99": st.column_config.NumberColumn("p99 TTFT ms (pred.)", format="%.0f"),
+            "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
             "slo_straddle": st.column_config.TextColumn("SLO at risk (80% interval)"),
             "price_as_of": st.column_config.TextColumn("price as of"),
             "spec_method": st.column_config.TextColumn("speculation"),
