@@ -157,11 +157,21 @@ def wait_idle(page: Page, timeout_ms: float = PATIENT_MS, stable_ms: int = 600) 
 
 
 def open_page(page: Page, base_url: str, path: str = "", timeout_ms: float = PATIENT_MS) -> None:
+    """Open ``path`` and wait until its script run is over and everything is drawn; prints
+    (shown with a failing test's output) how long the load, the app's first element and the
+    run took."""
+    start = time.monotonic()
     page.goto(f"{base_url}/{path}", wait_until="domcontentloaded")
+    loaded = time.monotonic()
     # The app element appears with the first script run; then wait for it to finish.
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    app = time.monotonic()
     page.wait_for_timeout(300)
     wait_idle(page, timeout_ms)
+    print(
+        f"open_page /{path[:60]}: loaded {loaded - start:.1f} s, app {app - start:.1f} s, "
+        f"drawn {time.monotonic() - start:.1f} s (load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 def top_cost(page: Page) -> str:
