@@ -19,14 +19,16 @@ import json
 import re
 import shutil
 import signal
+import ssl
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks_runner.config import RunConfig, make_run_config
+from benchmarks_runner.config import RunConfig, check_metrics_path, make_run_config
 from benchmarks_runner.errors import BenchmarkError, ConfigError
+from benchmarks_runner.http_client import TlsOptions, one_line
 from benchmarks_runner.runner import (
     ProgressSnapshot,
     RunResult,
@@ -104,7 +106,7 @@ def _add_workload_args(p: argparse.ArgumentParser, *, load: bool) -> None:
         default=0.0,
         help="fraction of each prompt shared with its prefix group",
     )
-    g.add_argument("--prefix-groups", type=int, default=1)
+    g.add_argument("--prefix-groups", type=positive_int(10_000_000), default=1)
     g.add_argument("--num-requests", type=positive_int(10_000_000), default=None)
     g.add_argument("--trace", type=Path, default=None)
     g.add_argument("--trace-format", choices=list(TRACE_FORMATS), default=None)
@@ -230,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="seconds between scrapes",
     )
-    dg.add_argument("--metrics-path", default="/metrics")
+    dg.add_argument("--metrics-path", type=metrics_path, default="/metrics")
     dg.add_argument(
         "--api-key-env", default=None, help="name of the environment variable holding the API key"
     )
@@ -361,7 +363,56 @@ _OPTION_OF_FIELD = {
     "metrics_url": "--metrics-path",
     "api": "--endpoint",
     "base_url": "--base-url",
+    "prompt_seed": "--seed",
 }
+
+
+def metrics_path(text: str) -> str:
+    """``--metrics-path``: a path on the endpoint's server (argparse type)."""
+    try:
+        return check_metrics_path(text, "--metrics-path")
+    except ValueError as exc:
+        raise ArgumentError(str(exc)) from None
+
+
+#: the TLS files of a run and their options
+_TLS_OPTIONS = (
+    ("ca_file", "--ca-file"),
+    ("client_cert", "--client-cert"),
+    ("client_key", "--client-key"),
+)
+
+
+def check_tls_files(args: argparse.Namespace) -> None:
+    """Each TLS file given is a regular file that loads as what it is (a CA bundle, a client
+    certificate and key), checked before the run starts: named by its option, never an
+    ``ssl`` error without a file name once the run's files are written."""
+    for attr, option in _TLS_OPTIONS:
+        path = getattr(args, attr, None)
+        if path is None:
+            continue
+        try:
+            regular = Path(path).is_file()
+        except OSError:
+            regular = False
+        if not regular:
+            what = "not a regular file" if Path(path).exists() else "no such file"
+            raise ConfigError(f"{option}={path!r}: {what}")
+    if args.insecure:
+        return
+    tls = TlsOptions(True, args.ca_file, args.client_cert, args.client_key)
+    try:
+        tls.context()
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        given = "/".join(
+            f"{option}={getattr(args, attr)!r}"
+            for attr, option in _TLS_OPTIONS
+            if getattr(args, attr, None) is not None
+        )
+        raise ConfigError(
+            f"{given}: cannot be loaded ({one_line(str(exc), 160)}); PEM files are expected "
+            "(a CA bundle; a client certificate and its key)"
+        ) from None
 
 
 def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
@@ -370,6 +421,7 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> RunConfig:
     rate = getattr(args, "request_rate", None)
     load = "trace" if trace else ("rate" if rate is not None else "concurrency")
     slos = _parse_goodput(args.goodput)
+    check_tls_files(args)
     try:
         percentiles = [float(x) for x in args.percentiles.split(",") if x.strip()]
     except ValueError:
@@ -447,8 +499,15 @@ def length_distributions(
     out: list[LengthDistribution] = []
     for side in ("input", "output"):
         mean = getattr(args, f"{side}_len")
-        if mean < 1:
-            raise ConfigError(f"--{side}-len={mean}: must be a token count >= 1")
+        if not 1 <= mean <= MAX_REQUEST_TOKENS:
+            raise ConfigError(
+                f"--{side}-len={mean}: a token count from 1 to {MAX_REQUEST_TOKENS:,}"
+            )
+        spread = getattr(args, f"{side}_spread")
+        if not 0 <= spread <= MAX_REQUEST_TOKENS:  # far past any request, and NaN
+            raise ConfigError(
+                f"--{side}-spread={spread}: a number of tokens from 0 to {MAX_REQUEST_TOKENS:,}"
+            )
         try:
             out.append(
                 LengthDistribution.from_mean_spread(

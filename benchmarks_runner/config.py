@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
@@ -19,6 +20,28 @@ from planner.loads import RunLoadKind
 
 Api = Literal["completions", "chat"]
 SloName = Literal["ttft", "tpot", "e2el"]
+
+
+#: the largest seed (a signed 64-bit integer, as the store holds it)
+MAX_SEED = 2**63 - 1
+#: the longest run label
+MAX_LABEL_CHARS = 200
+#: what a scrape path may not hold: a query or fragment (``?``, ``#``), user info (``@``: the
+#: scrape, with the Authorization header, would go to the host after it), a backslash, a
+#: space or a control character
+_NOT_IN_PATH = re.compile(r"[?#@\\\s\x00-\x1f\x7f]")
+
+
+def check_metrics_path(path: str, field: str) -> str:
+    """``path`` as the Prometheus path of the endpoint's own server (``/metrics``); raises
+    ValueError naming ``field`` otherwise: a URL or user info would send the scrape, and the
+    API key with it, to another host."""
+    if not path.startswith("/") or _NOT_IN_PATH.search(path) or "/../" in f"{path}/":
+        raise ValueError(
+            f"{field}={path[:120]!r}: a path on the endpoint's server such as /metrics "
+            "(starting with /, without ?, #, @, .. segments, spaces or control characters)"
+        )
+    return path
 
 
 class RunConfig(BaseModel):
@@ -70,8 +93,9 @@ class RunConfig(BaseModel):
     #: ``failed`` (None: any share but all): it measured the failures, not the serving.
     max_failed_share: float | None = Field(default=0.5, ge=0, le=1)
     min_requests_for_error_rate: int = Field(default=20, ge=1, le=1_000_000)
-    seed: int = Field(default=0, ge=0)
-    prompt_seed: int | None = Field(default=None, ge=0)
+    # a seed is recorded in run.json and the store's BIGINT columns
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    prompt_seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
     ignore_eos: bool = True
     use_min_tokens: bool = True
@@ -136,6 +160,16 @@ class RunConfig(BaseModel):
                     "headers.Authorization: pass the key with api_key or api_key_env, "
                     "so it is kept out of run files"
                 )
+        if self.metrics_url is not None:
+            check_metrics_path(self.metrics_url, "metrics_url")
+        label = self.label
+        if label is not None and (
+            len(label) > MAX_LABEL_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in label)
+        ):
+            raise ValueError(
+                f"label={label[:80]!r}: at most {MAX_LABEL_CHARS} characters, none of them "
+                "a control character (it is shown on the pages and in tables)"
+            )
         bad = _not_finite_in(self.extra_body)
         if bad is not None:
             raise ValueError(

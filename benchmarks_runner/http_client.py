@@ -60,6 +60,8 @@ MAX_GET_BYTES = 8_000_000
 #: The longest SSE event the client holds while it waits for its end (a server that never
 #: ends an event must not fill the memory): far above any chunk of tokens.
 MAX_EVENT_BYTES = 16_000_000
+#: how much of a streamed answer's start is kept to name what it was when it held no event
+HEAD_BYTES = 200
 
 
 def token_count(usage: dict[str, Any], key: str) -> int | None:
@@ -300,6 +302,7 @@ class EndpointClient:
         url = f"{self.base_url}{path}"
         headers = self.headers(result.request_id)
         result.start = _perf()
+        head = b""
         try:
             async with self.session.post(url, data=body, headers=headers) as resp:
                 result.http_status = resp.status
@@ -307,7 +310,7 @@ class EndpointClient:
                     text = (await resp.content.read(2000)).decode(errors="replace")
                     result.error = f"HTTP {resp.status}: {self._one_line(text, 200)}"
                     return
-                await _consume_sse(resp, result, chat, self._one_line)
+                head = await _consume_sse(resp, result, chat, self._one_line)
         except asyncio.CancelledError:
             result.error = "cancelled before completion"
             raise
@@ -323,7 +326,7 @@ class EndpointClient:
             result.error = f"{type(exc).__name__}: {self._one_line(str(exc), 200)}"
             result.transport_error = True
         if result.error is None and not result.chunk_times:
-            result.error = "no choices chunk received (HTTP 200 with an empty stream)"
+            result.error = self._one_line(_no_event_error(resp, head), 200)
 
     def _one_line(self, text: str, limit: int) -> str:
         """A server's text for a stored error: secrets out first, then cut to one line."""
@@ -350,34 +353,69 @@ async def _consume_sse(
     res: StreamResult,
     chat: bool,
     error_text: Callable[[str, int], str] = one_line,
-) -> None:
+) -> bytes:
+    """Read the event stream into ``res``; returns the body's first bytes (what an answer
+    that held no event was). An event not yet ended is held as its parts (joined once it
+    ends): a line of many megabytes costs its length once, not once a network read, and one
+    longer than :data:`MAX_EVENT_BYTES` is refused as soon as it is."""
     parser = _SseParser(res, chat, error_text)
     event = parser.event
-    buf = b""
+    head = b""
+    pending: list[bytes] = []  # the parts of an event not yet ended
+    pending_bytes = 0
     async for data in resp.content.iter_any():
         now = _perf()
+        if len(head) < HEAD_BYTES:
+            head += data[: HEAD_BYTES - len(head)]
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
-        if buf:
-            data = buf + data
+        if pending:
+            # the blank line that ends the event may straddle two reads
+            if b"\n\n" not in data and not (data[:1] == b"\n" and pending[-1][-1:] == b"\n"):
+                pending_bytes += len(data)
+                if pending_bytes > MAX_EVENT_BYTES:
+                    raise MalformedChunk(
+                        f"an event of more than {MAX_EVENT_BYTES:,} bytes, unended"
+                    )
+                pending.append(data)
+                continue
+            data = b"".join(pending) + data
+            pending, pending_bytes = [], 0
         if data.endswith(b"\n\n") and data.count(b"\n\n") == 1:
-            buf = b""  # the common case: exactly one whole event
-            event(data[:-2], now)
+            event(data[:-2], now)  # the common case: exactly one whole event
             continue
         if b"\n\n" not in data:
             if len(data) > MAX_EVENT_BYTES:
                 raise MalformedChunk(f"an event of more than {MAX_EVENT_BYTES:,} bytes, unended")
-            buf = data
+            pending, pending_bytes = [data], len(data)
             continue
         events = data.split(b"\n\n")
-        buf = events.pop()
+        rest = events.pop()
+        if rest:
+            pending, pending_bytes = [rest], len(rest)
         for ev in events:
             if ev:
                 event(ev, now)
-    if buf.strip():
-        event(buf.strip(), _perf())
+    rest = b"".join(pending).strip()
+    if rest:
+        event(rest, _perf())
     if res.chunk_times:
         res.end = res.chunk_times[-1]
+    return head
+
+
+def _no_event_error(resp: aiohttp.ClientResponse, head: bytes) -> str:
+    """Why an HTTP 200 answer held no choices chunk, naming what it was instead: a login page
+    from a proxy (text/html), a whole JSON completion (a server that does not stream), or an
+    empty event stream."""
+    content_type = resp.content_type or "none"
+    shown = one_line(head.decode("utf-8", "replace"), 80)
+    if content_type == "text/event-stream" or not head.strip():
+        return "no choices chunk received (HTTP 200 with an empty stream)"
+    return (
+        f"no choices chunk received: HTTP 200 with Content-Type {content_type}, not an event "
+        f"stream (text/event-stream), starting {shown!r}"
+    )
 
 
 class _SseParser:

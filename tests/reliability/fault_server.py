@@ -18,7 +18,14 @@ shape, with a final ``usage``) unless the fault says otherwise:
 - ``usage``: the final ``usage`` says ``prompt_tokens`` is ``--usage-prompt-tokens``, written
   into the JSON as given (``3000000000``, ``-5``, ``NaN``, ``2.5``, ``"abc"``);
 - ``slow-probe``: the runner's probes (one-token requests) stall ``--stall-s`` before their
-  first chunk, as an endpoint that is up but slow to answer.
+  first chunk, as an endpoint that is up but slow to answer;
+- ``slow-headers``: the response's status line and headers come after ``--stall-s``;
+- ``truncated``: the first chunk, then half of the next chunk's JSON, then the stream ends
+  cleanly (no ``[DONE]``, the connection closed in order);
+- ``html``: HTTP 200 with ``text/html``, a login page (a proxy in front of the server);
+- ``json``: HTTP 200 with ``application/json``, a whole non-streamed completion;
+- ``huge-line``: the first chunk, then one SSE line of ``--line-mb`` MB with no line break;
+- ``bad-utf8``: chunks whose text holds bytes that are no UTF-8 (``\xff\xfe``).
 
 ``--metrics-samples N`` makes ``/metrics`` hold N samples of ``vllm:num_requests_running``
 (one label set each), built once.
@@ -95,9 +102,28 @@ class FaultServer:
             return web.json_response({"error": {"message": "overloaded"}}, status=503)
         if hit and fault == "echo":
             return web.json_response({"error": {"headers": echoed}}, status=500)
+        if hit and fault == "slow-headers":
+            await asyncio.sleep(self.args.stall_s)
+        if hit and fault == "html":
+            page = "<html><body><form>Log in to continue</form></body></html>"
+            return web.Response(text=page, content_type="text/html")
         prompt = str(body.get("prompt") or json.dumps(body.get("messages") or ""))
+        if hit and fault == "json":
+            usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}
+            choice = {"index": 0, "text": "t " * tokens, "finish_reason": "length"}
+            return web.json_response({"choices": [choice], "usage": usage})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if hit and fault in ("truncated", "huge-line"):
+            await resp.write(_chunk(0, chat))
+            if fault == "truncated":
+                await resp.write(_chunk(1, chat)[:20])
+            else:
+                line = b"data: " + b"x" * int(self.args.line_mb * 2**20)
+                for start in range(0, len(line), 2**20):
+                    await resp.write(line[start : start + 2**20])
+            await resp.write_eof()
+            return resp
         if hit and fault == "echo-stream":
             event = {"error": {"message": f"rejected request with headers {echoed}"}}
             await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
@@ -105,7 +131,10 @@ class FaultServer:
         if probe and fault == "slow-probe":
             await asyncio.sleep(self.args.stall_s)
         for i in range(tokens):
-            await resp.write(_chunk(i, chat))
+            chunk = _chunk(i, chat)
+            if hit and fault == "bad-utf8":
+                chunk = chunk.replace(b"t%d " % i, b"t\xff\xfe%d " % i)
+            await resp.write(chunk)
             if i == 0 and hit and fault == "stall":
                 await asyncio.sleep(self.args.stall_s)
             if i == 0 and hit and fault == "drop":
@@ -126,6 +155,7 @@ def main() -> None:
         default="none",
         choices=[
             "none", "stall", "drop", "5xx", "echo", "echo-stream", "die", "usage", "slow-probe",
+            "slow-headers", "truncated", "html", "json", "huge-line", "bad-utf8",
         ],
     )  # fmt: skip
     p.add_argument("--port", type=int, default=0)
@@ -136,6 +166,7 @@ def main() -> None:
     p.add_argument("--die-after", type=int, default=5)
     p.add_argument("--usage-prompt-tokens", default="3000000000")
     p.add_argument("--metrics-samples", type=int, default=0)
+    p.add_argument("--line-mb", type=float, default=64.0)
     args = p.parse_args()
     server = FaultServer(args)
     app = web.Application()

@@ -1,11 +1,15 @@
 """Bad inputs of the issue's classes that it did not list, found by probing (each failed before):
 a request header with a line break, a request body with an infinite number, a CSV whose header
-names a column twice, a price dated in the future, a run id no page or table can show. Each is
+names a column twice, a price dated in the future, a run id no page or table can show; a scrape
+path that sends the scrape to another host, TLS files that are missing, special or no PEM, a
+seed, a prefix group count or a length spread past what anything holds, a label with terminal
+escapes; an endpoint that answers HTML, a whole JSON completion or an endless line. Each is
 refused naming the field and the value, the rest kept."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,9 +19,11 @@ from planner.catalog import load_catalog
 from planner.catalog.user_files import stage_table_upload
 from planner.errors import CatalogError
 from planner.ingest import ingest
-from planner.run_files import RUN_JSON
+from planner.run_files import RUN_JSON, read_run_dir
 from planner.store import Store
+from tests.patience import PATIENT_S
 from tests.planner.test_ingest import write_completed_run
+from tests.reliability.conftest import FaultServer, no_traceback, run_cli, runner_args
 
 RUN = [
     "run", "--base-url", "http://127.0.0.1:9", "--model", "m", "--input-len", "8",
@@ -33,6 +39,22 @@ RUN = [
         (["--extra-body", '{"max_tokens": 1e400}'], "--extra-body.max_tokens=inf"),
         (["--extra-body", '{"a": [1, {"b": NaN}]}'], "--extra-body.a.1.b=nan"),
         (["--percentiles", "50,nan"], "--percentiles.1=nan"),
+        # user info in the scrape path: the scrape, Authorization header and all, would go to
+        # evil.test (base URL + path); a query or .. would scrape another page
+        (["--metrics-path", "@evil.test/metrics"], "--metrics-path='@evil.test/metrics': "),
+        (["--metrics-path", "/metrics?x=1"], "--metrics-path='/metrics?x=1': "),
+        (["--metrics-path", "/a/../../metrics"], "--metrics-path='/a/../../metrics': "),
+        # TLS files: an ssl error naming no option, after the run's files were written
+        (["--ca-file", "/dev/zero"], "--ca-file='/dev/zero': not a regular file"),
+        (["--ca-file", "/nonexistent/ca.pem"], "--ca-file='/nonexistent/ca.pem': no such file"),
+        (["--client-cert", "/dev/null"], "--client-cert='/dev/null': not a regular file"),
+        (["--ca-file", __file__], f"--ca-file={__file__!r}: cannot be loaded"),
+        # past what a store's BIGINT holds, or what any request has; a spread that overflowed
+        (["--seed", str(2**70)], f"--seed={2**70}: allowed >= 0 and <= {2**63 - 1}"),
+        (["--prefix-groups", "100000000000"], "--prefix-groups=100000000000 is not allowed"),
+        (["--input-dist", "lognormal", "--input-spread", "1e308"], "--input-spread=1e+308: "),
+        (["--label", "ok\x1b[31mred"], "--label='ok\\x1b[31mred': "),
+        (["--label", "x" * 201], "--label='xxx"),
     ],
 )
 def test_a_request_header_or_body_the_endpoint_would_misread_is_refused_by_its_option(
@@ -92,3 +114,32 @@ def test_a_run_id_no_page_can_show_skips_that_run_alone(run_id: str, tmp_path: P
     assert problem["field"] == "run_id" and "at most 200 characters" in problem["reason"]
     assert problem["run_dir"] == str(bad)
     store.close()
+
+
+#: fault: what the run's error names (the answer was no event stream, or an endless line)
+STREAM_FAULTS = {
+    "html": "HTTP 200 with Content-Type text/html, not an event stream",
+    "json": "HTTP 200 with Content-Type application/json, not an event stream",
+    "huge-line": "malformed SSE chunk: an event of more than 16,000,000 bytes, unended",
+}
+
+
+@pytest.mark.parametrize("fault", list(STREAM_FAULTS))
+def test_an_answer_that_is_no_event_stream_is_named_with_every_row_kept(
+    fault: str, fault_server: Callable[..., FaultServer], tmp_path: Path
+) -> None:
+    """A proxy's login page or a server that does not stream was 'an empty stream'."""
+    server = fault_server(fault, "--line-mb", "20")
+    runs = tmp_path / "runs"
+    # a read timeout of one patience: only the answer's shape may end a request
+    args = runner_args(server.base_url, runs, "--read-timeout-s", str(PATIENT_S), requests=4)
+    proc = run_cli("benchmarks_runner", *args, timeout_s=4 * PATIENT_S)
+    no_traceback(proc)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in runs.iterdir() if (p / RUN_JSON).is_file()]
+    run = read_run_dir(run_dir)
+    assert len(run.requests) == 4 and not run.problems
+    assert {r.error for r in run.requests} == {
+        next(r.error for r in run.requests if STREAM_FAULTS[fault] in (r.error or ""))
+    }
+    assert STREAM_FAULTS[fault] in str(run.meta["error"])
