@@ -44,3 +44,19 @@ def test_two_runs_side_by_side(app: Callable[..., AppTest]) -> None:
     at.multiselect(key="bm_runs").set_value(["20261129T110000Z-bbbbbb"]).run()
     side = frame_with(at, "20261129T110000Z-bbbbbb")
     assert list(side.columns) == ["20261129T110000Z-bbbbbb"]
+
+
+def test_the_predictions_of_every_result_are_made_only_once_asked(
+    app: Callable[..., AppTest],
+) -> None:
+    """Predicting all ~1,100 results was the page's first run's longest step: closed, its
+    section computes and draws nothing; opened (a rerun), it draws the chart."""
+    at = app(PAGE, bm_gpu=["L40S"])
+    no_exception(at)
+    assert at.session_state["open_predicted"] is False
+    assert not [c for c in at.get("plotly_chart") if "chart_predicted" in c.proto.id]
+    at.session_state["open_predicted"] = True
+    at.run()
+    no_exception(at)
+    (chart,) = [c for c in at.get("plotly_chart") if "chart_predicted" in c.proto.id]
+    assert "L40S" in chart.proto.spec
