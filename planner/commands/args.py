@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from planner.errors import InvalidInputError
@@ -79,6 +80,29 @@ def fraction(*, zero: bool = False, one: bool = True) -> Callable[[str], Any]:
 
     parse.__name__ = "fraction"
     return parse
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type`` for a file a command writes: a new file or a regular one to
+    replace, checked before the command's work (a FIFO would block the write forever, a
+    device such as /dev/full fail it only once a search of minutes is over); a line break or
+    NUL in the name is refused too."""
+    path = Path(text)
+    if not text or any(c in text for c in "\n\r\x00"):
+        raise argparse.ArgumentTypeError(
+            not_allowed(repr(text), "a file name without line breaks or NUL")
+        )
+    try:
+        exists = path.exists()
+        regular = path.is_file()
+    except OSError:
+        exists, regular = True, False
+    if exists and not regular:
+        what = "a folder" if path.is_dir() else "no regular file (a FIFO, a device)"
+        raise argparse.ArgumentTypeError(
+            not_allowed(text, f"a regular file to write; {text} is {what}")
+        )
+    return path
 
 
 def print_error(message: str) -> None:

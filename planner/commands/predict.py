@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.catalog import Catalog, MeasuredResult, load_catalog
+from planner.commands.args import output_file
 from planner.csv_export import write_rows_csv
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf.disaggregated import (
@@ -87,7 +88,9 @@ def register(subparsers: Any) -> None:
         "predict", help="predict throughput and latency of the scenarios in a CSV file"
     )
     parser.add_argument("--scenarios", required=True, type=Path, help="input CSV of scenarios")
-    parser.add_argument("--out", required=True, type=Path, help="output CSV (input + predictions)")
+    parser.add_argument(
+        "--out", required=True, type=output_file, help="output CSV (input + predictions)"
+    )
     parser.add_argument(
         "--public-only",
         action="store_true",

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.catalog import PRICING_MODES, Catalog, load_catalog
-from planner.commands.args import fraction, number, positive_int
+from planner.commands.args import fraction, number, output_file, positive_int
 from planner.engine import SPEC_LABELS, SPECULATIVE_CHOICES, EngineConfig
 from planner.errors import InvalidInputError
 from planner.input_checks import MAX_LOAD, MAX_REQUEST_TOKENS, MAX_SLO_MS, check_search_names
@@ -137,8 +137,8 @@ def register(subparsers: Any) -> None:
         "default), auto (both kinds ranked together), on (disaggregated plans only)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--csv", type=Path, help="write the ranking to this CSV file")
-    parser.add_argument("--html", type=Path, help="write a self-contained HTML report")
+    parser.add_argument("--csv", type=output_file, help="write the ranking to this CSV file")
+    parser.add_argument("--html", type=output_file, help="write a self-contained HTML report")
     parser.add_argument(
         "--emit",
         nargs=2,

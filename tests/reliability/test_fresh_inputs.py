@@ -143,3 +143,33 @@ def test_an_answer_that_is_no_event_stream_is_named_with_every_row_kept(
         next(r.error for r in run.requests if STREAM_FAULTS[fault] in (r.error or ""))
     }
     assert STREAM_FAULTS[fault] in str(run.meta["error"])
+
+
+RECOMMEND = [
+    "recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--input-len", "512",
+    "--output-len", "128", "--concurrency", "8", "--gpu", "L4",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("target", ["fifo", "/dev/full", "folder"])
+@pytest.mark.parametrize("option", ["--csv", "--html", "--out"])
+def test_an_output_file_that_cannot_be_written_whole_is_refused_before_the_search(
+    target: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO blocked the write forever once the search was over; /dev/full failed it with
+    'file: No space left on device', naming neither option nor file."""
+    import os
+
+    from planner.cli import main as planner_main
+
+    path = {"fifo": tmp_path / "out.csv", "folder": tmp_path}.get(target, Path(target))
+    if target == "fifo":
+        os.mkfifo(path)
+    argv = (
+        ["predict", "--scenarios", str(tmp_path / "none.csv"), "--out", str(path)]
+        if option == "--out"
+        else [*RECOMMEND, option, str(path)]
+    )
+    assert planner_main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {option}={path} is not allowed: a regular file to write"), line
