@@ -262,6 +262,18 @@ def refit_pending(ref: CatalogRef, store: Store) -> int:
     return max(len(user) - len(_last_fit.get(ref.key, [])), 1)
 
 
+def search_inputs(
+    ref: CatalogRef, store: Store, scenario: Scenario
+) -> tuple[str, str, Catalog, PerformanceModel, RecommendRequest]:
+    """What a cached search of the scenario takes, in the order the cached functions take it:
+    the model's key, the request as JSON (the cache keys), the catalog with the scenario's
+    model, the fitted model and the request."""
+    model, model_key = performance_model(ref, store, scenario)
+    request = recommend_request(scenario)
+    catalog = scenario.catalog_with_model(ref.catalog)
+    return model_key, request.model_dump_json(), catalog, model, request
+
+
 def recommend_request(scenario: Scenario) -> RecommendRequest:
     """The scenario as the recommender's request (one engine setting a layout: vLLM's
     256 sequences and 8,192 batched tokens, one instance a replica)."""
@@ -322,15 +334,7 @@ def recommendations(ref: CatalogRef, store: Store, scenario: Scenario) -> Recomm
     # (a team's runs folder on a fresh store) begins once the search is done; a small one the
     # page waits for runs at once.
     with store.ingest_job.foreground():
-        model, model_key = performance_model(ref, store, scenario)
-        request = recommend_request(scenario)
-        return _recommendations(
-            model_key,
-            request.model_dump_json(),
-            scenario.catalog_with_model(ref.catalog),
-            model,
-            request,
-        )
+        return _recommendations(*search_inputs(ref, store, scenario))
 
 
 def filters_conflict(ref: CatalogRef, scenario: Scenario) -> str | None:
@@ -483,17 +487,8 @@ def plan_sensitivity(
     change_pct: float,
 ) -> list[SensitivityRow]:
     """``planner.recommend.sensitivity`` of the scenario's recommendation (tornado data)."""
-    model, model_key = performance_model(ref, store, scenario)
-    request = recommend_request(scenario)
-    return _sensitivity(
-        model_key,
-        request.model_dump_json(),
-        change_pct,
-        scenario.catalog_with_model(ref.catalog),
-        model,
-        request,
-        result,
-    )
+    model_key, request_json, catalog, model, request = search_inputs(ref, store, scenario)
+    return _sensitivity(model_key, request_json, change_pct, catalog, model, request, result)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -513,12 +508,4 @@ def disaggregation_points(
 ) -> list[DisaggregationPoint]:
     """``planner.recommend.disaggregation_curve`` of the scenario: the best aggregated and
     disaggregated plans' $/M output tokens at a few multiples of its peak rate."""
-    model, model_key = performance_model(ref, store, scenario)
-    request = recommend_request(scenario)
-    return _disaggregation_points(
-        model_key,
-        request.model_dump_json(),
-        scenario.catalog_with_model(ref.catalog),
-        model,
-        request,
-    )
+    return _disaggregation_points(*search_inputs(ref, store, scenario))
