@@ -27,8 +27,12 @@
   pool's page with a ``pool="prefill"`` / ``pool="decode"`` label on every sample, so one
   scrape of the router records per-pool samples.
 
-Wide expert parallelism across nodes is priced in the prediction with a network all-to-all
-that these pools' engines do not add to their steps (the simulator's step has no such term).
+A pool's engine times its steps with the prediction's own function
+(:meth:`planner.perf.disaggregated.PoolContext.fill_step_terms`), so a pool whose expert-
+parallel group is larger than a board pays the all-to-all the prediction charges: inside an
+NVL72 rack on NVLink, across nodes over the network less what the two-batch overlap hides.
+:func:`planner.perf.disaggregated.replay_pools` steps the same engines on a virtual clock
+(the run's latencies its prediction states).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from planner.perf.deployment import Deployment
 from planner.perf.disaggregated import (
     KvTransfer,
     kv_link,
+    pool_context,
     pool_deployment,
     pool_scenario,
 )
@@ -144,7 +149,11 @@ def pool_timing(
 ) -> PoolTiming:
     """The pool ``role`` of ``plan`` under ``scenario`` (lengths, load, engine settings): its
     deployment as the prediction resolves it, ``coefficients`` given or the fitted model's
-    for that pool (read from the fit cache when any process fitted it)."""
+    for that pool with the pools' fitted step scale (the model read from the fit cache when
+    any process fitted it). Each rank's steps are the prediction's own
+    (:meth:`planner.perf.disaggregated.PoolContext.fill_step_terms`: the step-time model's
+    terms with a large EP group's all-to-all, on NVLink or over the network with the two-batch
+    overlap)."""
     layout = plan.disaggregated_layout()
     if layout is None:
         raise ValueError("the plan is not disaggregated (it states no prefill/decode pools)")
@@ -154,13 +163,21 @@ def pool_timing(
     if coefficients is None:
         from planner.perf.model import get_performance_model
 
-        vector = [float(v) for v in get_performance_model(catalog).coefficients_of(sc, dep)]
+        vector = [
+            float(v)
+            for v in pool_coefficients(get_performance_model(catalog), plan, scenario)[role]
+        ]
     else:
         vector = [float(v) for v in coefficients]
+    context = pool_context(sc, dep, vector, kv_link(layout.kv_link), role)
     ranks = []
     for _ in range(dep.replicas):
         rank = EngineTiming(
-            dep, vector, slowdown=slowdown, prefix_caching=True if role == "decode" else None
+            dep,
+            vector,
+            slowdown=slowdown,
+            prefix_caching=True if role == "decode" else None,
+            step_terms=context.fill_step_terms,
         )
         rank.closed_loop = False  # a pool's arrivals are whatever the router sends
         ranks.append(rank)

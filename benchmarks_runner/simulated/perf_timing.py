@@ -42,9 +42,9 @@ from planner.catalog import Catalog, load_catalog
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
-from planner.perf.simulator import LiveEngine
+from planner.perf.simulator import LiveEngine, StepTerms
 from planner.perf.speculative import SpeculativeStep
-from planner.perf.step_time import FEATURES
+from planner.perf.step_time import FEATURES, fill_step_features
 from planner.plan import Load, Plan, PlanWorkload
 from planner.settings import get_settings
 
@@ -94,6 +94,7 @@ class EngineTiming:
         *,
         slowdown: float = 1.0,
         prefix_caching: bool | None = None,
+        step_terms: StepTerms = fill_step_features,
     ) -> None:
         if not slowdown > 0:
             raise ValueError(f"slowdown={slowdown}: must be > 0")
@@ -103,7 +104,7 @@ class EngineTiming:
         self.prefix_caching = (
             deployment.scenario.enable_prefix_caching if prefix_caching is None else prefix_caching
         )
-        self.engine = LiveEngine(deployment, self.coefficients)
+        self.engine = LiveEngine(deployment, self.coefficients, step_terms)
         self.steps = 0
         self.closed_loop = deployment.scenario.load not in ("rate", "trace")
         self._submitted = 0

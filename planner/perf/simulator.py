@@ -73,6 +73,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,10 @@ from planner.perf.step_time import (
 from planner.workload import LengthDistribution, draw_lengths
 
 _IDLE = IDX["idle"]
+#: fills a step's terms (``out``, zeroed) for a batch on a deployment: the step-time model's
+#: :func:`~planner.perf.step_time.fill_step_features`, or a disaggregated pool's with its
+#: all-to-all (:meth:`planner.perf.disaggregated.PoolContext.fill_step_terms`)
+StepTerms = Callable[[np.ndarray, StepBatch, Deployment], None]
 TIMELINE_POINTS = 2000
 #: SGLang's new-token-ratio schedule (python/sglang/srt/managers/scheduler.py, global config):
 #: it decays from its initial value to 0.14 x that value over 600 decode steps
@@ -265,9 +270,15 @@ class _Engine:
     """
 
     def __init__(
-        self, dep: Deployment, coefficients: np.ndarray | None, *, timeline: bool = True
+        self,
+        dep: Deployment,
+        coefficients: np.ndarray | None,
+        *,
+        timeline: bool = True,
+        step_terms: StepTerms = fill_step_features,
     ) -> None:
         self.dep = dep
+        self.step_terms = step_terms
         self.c = coefficients
         self.bs = dep.block_size
         self.total_blocks = dep.kv_capacity_blocks
@@ -714,7 +725,7 @@ class _Engine:
                 batch.add_prefill(co.count, t, co.computed, w)
         buf = self.buf
         buf[:] = 0.0
-        fill_step_features(buf, batch, self.dep)
+        self.step_terms(buf, batch, self.dep)
         self._account(buf, 1, float(dec + sum(c.count for c, t in sched if c.generated > 0)))
         self.step_no += 1
         if dec or not self.sglang:
@@ -795,7 +806,7 @@ class _Engine:
                 gaps += co.count
         buf = self.buf
         buf[:] = 0.0
-        fill_step_features(buf, batch, self.dep)
+        self.step_terms(buf, batch, self.dep)
         self._account(buf, 1, gaps)
         self.step_no += 1
         self.dstep += 1
@@ -936,7 +947,7 @@ class _Engine:
         batch.decode_context_window = min(ctx, dec * w) if w else ctx
         buf = self.buf
         buf[:] = 0.0
-        fill_step_features(buf, batch, self.dep)
+        self.step_terms(buf, batch, self.dep)
         demand = self.pool_block_demand(k)
         self.free -= demand // 2  # occupancy recorded at the run's middle
         self._account(buf, k, float(dec))
@@ -961,11 +972,17 @@ class LiveEngine:
 
     ``cached_tokens`` of :meth:`submit` is the prompt prefix found in the server's prefix cache:
     its whole blocks are not prefilled. :meth:`cancel` drops a request (a client that went away)
-    and frees its KV blocks.
+    and frees its KV blocks. ``step_terms``: how a step's terms are filled (a disaggregated
+    pool adds its all-to-all, as its prediction does).
     """
 
-    def __init__(self, dep: Deployment, coefficients: np.ndarray) -> None:
-        self._eng = _Engine(dep, np.asarray(coefficients, dtype=float))
+    def __init__(
+        self,
+        dep: Deployment,
+        coefficients: np.ndarray,
+        step_terms: StepTerms = fill_step_features,
+    ) -> None:
+        self._eng = _Engine(dep, np.asarray(coefficients, dtype=float), step_terms=step_terms)
         self._live: dict[int, _Cohort] = {}
         self._finished: dict[int, int] = {}  # id -> output tokens, until forgotten
         self._next_id = 0

@@ -44,7 +44,12 @@ INPUT, OUTPUT = 2048, 32
 
 
 def pools_plan(
-    prefill: int, decode: int, rate: float, output: int = OUTPUT, decode_seqs: int | None = None
+    prefill: int,
+    decode: int,
+    rate: float,
+    output: int = OUTPUT,
+    decode_seqs: int | None = None,
+    prompt: int = INPUT,
 ) -> Plan:
     engine = EngineConfig.of(max_num_seqs=decode_seqs) if decode_seqs else EngineConfig()
     return Plan(
@@ -55,7 +60,7 @@ def pools_plan(
         prefill=PlanPool(replicas=prefill, tp=4, gpu="H100-SXM"),
         decode=PlanPool(replicas=decode, tp=4, gpu="H100-SXM", engine=engine),
         kv_link="infiniband",
-        workload=PlanWorkload.of(INPUT, output),
+        workload=PlanWorkload.of(prompt, output),
         load=Load.rate(rate),
     )
 
@@ -184,11 +189,17 @@ def test_a_bad_plan_is_one_line(argv: list[str], says: str) -> None:
 
 
 def _verify(
-    manager: RunManager, prior: PerformanceModel, plan: Plan, rate: float, n: int, output: int
+    manager: RunManager,
+    prior: PerformanceModel,
+    plan: Plan,
+    rate: float,
+    n: int,
+    output: int,
+    prompt: int = INPUT,
 ) -> ManagedRun:
     request = VerificationRequest(
         plan=plan,
-        input_len=LengthDistribution.fixed(INPUT),
+        input_len=LengthDistribution.fixed(prompt),
         output_len=LengthDistribution.fixed(output),
         num_requests=n,
         request_rate=rate,
@@ -203,34 +214,38 @@ def _verify(
 def test_a_verify_run_of_a_disaggregated_plan_meets_its_prediction(
     manager: RunManager, prior: PerformanceModel
 ) -> None:
-    """The Verify page's path: one prefill and one decode engine, at the 4 req/s the plan is
-    sized for (the prefill pool ~46% busy). Mean TTFT and TPOT within 10% of the plan's own
-    prediction (both pools' steady state, :func:`planner.verification.predict_plan`).
+    """The Verify page's path: one prefill and one decode engine at 2 req/s of 4,096-token
+    prompts (the prefill pool ~45% busy). Mean TTFT and TPOT within 10% of the plan's own
+    prediction (:func:`planner.verification.predict_plan`).
 
-    The run's 40 seeded Poisson arrivals are the ones the plan is predicted for; a short run's
-    queue still wanders from the steady state's mean (arrival seed 1 of the same run bunches
-    its requests: TTFT +41%; benchmarks/simulated_vs_predicted_bench.py --disaggregated prints
-    longer runs and several seeds).
-
-    A loaded host only adds to a streamed first token (the client, the router and two pool
-    processes share its cores), so TTFT is held to 10% below its prediction and, above it, to
-    what no load seen here reaches (+50%; a full suite at load ~5 measured +10.5%). The 10%
-    target itself is printed by that benchmark, run on a quiet machine."""
-    plan = pools_plan(1, 1, 4.0)
-    run = _verify(manager, prior, plan, 4.0, 40, OUTPUT)
+    What made a short run drift from the steady state was its own arrivals: 40 seeded Poisson
+    arrivals queue on the prefill engine as they happen to bunch (seed 1 of 40 at 4 req/s:
+    TTFT +48% over the steady state, seeds 0 and 2: +7%). The prediction of a run of stated
+    requests is now those requests replayed through both pools' engines on a virtual clock
+    (:func:`planner.perf.disaggregated.replay_pools`: the server's own schedule, the same
+    seeded arrivals and lengths the runner sends), as the aggregated simulator predicts a run.
+    What is left is the endpoint's real overhead: three loopback HTTP hops and the event
+    loops' lag, 15-21 ms at load ~6 (+3.5% to +4.2% of a ~420 ms TTFT on seeds 0-2; 2,048-token
+    prompts at 4 req/s put the same milliseconds on a ~260 ms TTFT, +4% to +7%), which long
+    prompts keep small beside what is measured."""
+    prompt, rate = 4096, 2.0
+    plan = pools_plan(1, 1, rate, prompt=prompt)
+    run = _verify(manager, prior, plan, rate, 40, OUTPUT, prompt=prompt)
     assert run.run_dir is not None
     files = read_run_dir(run.run_dir)
     predicted = prediction_of_run(prior, files.meta)
-    assert predicted is not None and predicted.request_per_s == pytest.approx(4.0)
+    assert predicted is not None and predicted.request_per_s == pytest.approx(rate)
+    assert any("replayed through both pools" in note for note in predicted.notes)
     summary: dict[str, Any] = files.meta["summary"]
     assert summary["completed"] == 40
     assert summary["mean_tpot_ms"] == pytest.approx(predicted.tpot_ms_mean, rel=0.10)
-    assert 0.90 <= summary["mean_ttft_ms"] / predicted.ttft_ms_mean <= 1.50
+    assert summary["mean_ttft_ms"] == pytest.approx(predicted.ttft_ms_mean, rel=0.10)
     rows = {c.metric: c for c in compare(predicted, summary)}
     assert abs(rows["tpot_ms_p50"].error_pct or 100) < 10
+    assert abs(rows["ttft_ms_p50"].error_pct or 100) < 10
     # the server's counters: prompts counted on the prefill pool, answers on the decode pool
     deltas = summary["server_metrics"]["deltas"]
-    assert deltas["vllm:prompt_tokens_total"] == 40 * INPUT
+    assert deltas["vllm:prompt_tokens_total"] == 40 * prompt
     assert deltas["vllm:generation_tokens_total"] == 40 * OUTPUT
 
 

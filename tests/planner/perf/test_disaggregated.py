@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from planner.catalog import Catalog
@@ -14,6 +16,7 @@ from planner.perf.disaggregated import (
     KV_LINKS,
     OVERLAP_EFFICIENCY,
     DisaggregatedLayout,
+    KvTransfer,
     PoolLayout,
     PoolScales,
     balanced_pools,
@@ -29,10 +32,11 @@ from planner.perf.disaggregated import (
     link_bytes_per_s,
     predict_disaggregated,
     remote_copies_per_token,
+    replay_pools,
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
-from planner.perf.step_time import IDX, StepBatch
+from planner.perf.step_time import IDX, StepBatch, request_path_s, step_features
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 DEEPSEEK_R1 = "deepseek-ai/DeepSeek-R1-0528"
@@ -309,10 +313,14 @@ def test_decode_pool_tpot_is_free_of_prefill_interference(model: PerformanceMode
     assert disagg.stable
     assert disagg.prediction.tpot_ms_mean < together.tpot_ms_mean
     assert disagg.prediction.tpot_ms_p99 < together.tpot_ms_p99
-    # TTFT = prefill pool (queue + prompt) + transfer + the decode pool's first step
+    # TTFT = prefill pool (queue + prompt + request path) + transfer + the decode pool's entry:
+    # the rest of a step in progress (busy 1 - e^-d), its first step, its own request path
     pre = dm.prefill_state.at_rate(2.0 / 2)
     dec = dm.decode_pool.at_rate(2.0)
-    expected_ms = (pre.ttft_mean_s + dm.transfer_s + dec.step_s) * 1e3
+    path = request_path_s(dm.decode.c)
+    assert path > 0
+    entry = (1 - math.exp(-dec.running)) * dec.step_s / 2 + dec.step_s + path
+    expected_ms = (pre.ttft_mean_s + dm.transfer_s + entry) * 1e3
     assert disagg.prediction.ttft_ms_mean == pytest.approx(expected_ms, rel=1e-9)
     # 1.31 GB of KV (4000 x 327,680 B) over 4 EFA streams at 50 GB/s x 0.86, plus 30 us
     assert disagg.kv_transfer_bytes == 4000 * 327_680
@@ -446,3 +454,117 @@ def test_predict_csv_round_trip_with_pool_columns(
     assert "decode_ep=4" in got["dense"]["pred_error"] and "dense" in got["dense"]["pred_error"]
     assert "kv_link='smoke'" in got["badlink"]["pred_error"]
     assert "predicted 2 of 5 scenarios" in capsys.readouterr().out
+
+
+# ----- a run's requests replayed through both pools ---------------------------------------------
+@pytest.fixture(scope="module")
+def prior(catalog: Catalog) -> PerformanceModel:
+    """The unfitted model (the spec-sheet prior coefficients): the figures of
+    benchmarks/disaggregated_replay_bench.py, whatever the shipped fit says."""
+    return PerformanceModel(catalog)
+
+
+def test_one_request_replayed_is_its_steps_transfer_and_two_request_paths(
+    model: PerformanceModel,
+) -> None:
+    """A lone 1,000-token prompt: one prefill step (the whole prompt, one token), the prefill
+    answer's request path, its KV over EFA, the decode rank's first step (the prompt's last
+    partial block: 1,000 = 62 x 16 + 8 tokens, 992 cached) and the decode request path; then
+    one decode step a token."""
+    layout = DisaggregatedLayout(
+        prefill=PoolLayout(replicas=1, tp=4), decode=PoolLayout(replicas=1, tp=4), kv_link="efa"
+    )
+    dm = disaggregated_model(model, _llama(), layout)
+    transfer = KvTransfer.between(dm.prefill.dep, dm.decode.dep, layout, KV_LINKS["efa"])
+    one = replay_pools(dm.prefill, dm.decode, transfer, [0.5], [1000], [4])
+    prefill = dm.prefill.step_s(StepBatch.of([], [(1000, 0)]))
+    first = dm.decode.step_s(StepBatch.of([], [(8, 992)]))
+    path = request_path_s(dm.decode.c)
+    expected = prefill + path + transfer.seconds_of(1000) + first + path
+    assert one.ttft_s[0] == pytest.approx(expected, rel=1e-9)
+    # tokens 2-4: decode steps at contexts 1,001-1,003
+    steps = [dm.decode.step_s(StepBatch.of([1000 + k])) for k in (1, 2, 3)]
+    assert one.tpot_s[0] == pytest.approx(sum(steps) / 3, rel=1e-9)
+    assert one.e2e_s[0] == pytest.approx(expected + sum(steps), rel=1e-9)
+
+
+def test_a_rate_run_of_stated_requests_is_predicted_as_those_requests(
+    prior: PerformanceModel,
+) -> None:
+    """A Verify run (a rate and a number of requests) is predicted as its own seeded arrivals
+    replayed through both pools; a long one meets the steady state, a short one follows its own
+    arrivals (seeds 0 and 1 of 40 requests differ by more than 10%, as the runs do)."""
+    layout = DisaggregatedLayout(
+        prefill=PoolLayout(replicas=1, tp=4), decode=PoolLayout(replicas=1, tp=4)
+    )
+    base = _llama(input_len=2048, output_len=32, request_rate=4.0)
+    steady_state = predict_disaggregated(prior, base, layout)
+    assert steady_state.stable
+    steady = steady_state.prediction
+    long = predict_disaggregated(prior, base.model_copy(update={"num_requests": 2000}), layout)
+    assert long.prediction.ttft_ms_mean == pytest.approx(steady.ttft_ms_mean, rel=0.06)
+    assert long.prediction.tpot_ms_mean == pytest.approx(steady.tpot_ms_mean, rel=0.03)
+    assert any("replayed through both pools" in n for n in long.prediction.notes)
+    assert not any("replayed" in n for n in steady.notes)
+    # the steady state's other figures stay (capacity, utilisation, throughput)
+    assert (
+        long.prefill_utilization == predict_disaggregated(prior, base, layout).prefill_utilization
+    )
+    short = [
+        predict_disaggregated(
+            prior, base.model_copy(update={"num_requests": 40, "seed": seed}), layout
+        ).prediction.ttft_ms_mean
+        for seed in (0, 1)
+    ]
+    assert abs(short[1] / short[0] - 1) > 0.10
+    # the interval keeps its factors around the replayed centre
+    p = long.prediction
+    assert p.ttft_ms_mean_low / p.ttft_ms_mean == pytest.approx(
+        steady.ttft_ms_mean_low / steady.ttft_ms_mean, rel=1e-9
+    )
+    # beyond a pool's capacity the steady state's verdict stands: unbounded
+    over = predict_disaggregated(
+        prior, base.model_copy(update={"request_rate": 50.0, "num_requests": 40}), layout
+    )
+    assert not over.stable and over.prediction.ttft_ms_mean == float("inf")
+
+
+def test_a_pool_engine_steps_with_its_all_to_all(model: PerformanceModel) -> None:
+    """The simulated pools' engines take a step's terms from the prediction's own function: a
+    DeepSeek-R1 decode pool of EP16 over two H200 nodes pays the network all-to-all (what the
+    two-batch overlap leaves of it) in every step, as the prediction does."""
+    from benchmarks_runner.simulated.disaggregated import pool_timing
+    from planner.plan import Load, Plan, PlanPool, PlanWorkload
+
+    plan = Plan(
+        model=DEEPSEEK_R1,
+        gpu="H200",
+        tp=1,
+        precision="fp8",
+        replicas=1,
+        prefill=PlanPool(replicas=1, tp=1, ep=8, attention_dp=8, gpu="H200"),
+        decode=PlanPool(replicas=1, tp=1, ep=16, attention_dp=16, gpu="H200", nodes=2),
+        kv_link="infiniband",
+        workload=PlanWorkload.of(2000, 64),
+        load=Load.rate(2.0),
+    )
+    layout = plan.disaggregated_layout()
+    assert layout is not None
+    scenario = plan.scenario()
+    dm = disaggregated_model(model, scenario, layout)
+    assert dm.decode.wide_ep
+    coefficients = [float(v) for v in dm.decode.c]
+    pool = pool_timing(plan, scenario, "decode", model.catalog, coefficients=coefficients)
+    assert len(pool.ranks) == 16
+    engine = pool.ranks[0].engine
+    engine.submit(2000, 8, 2000)
+    engine.step()  # the prompt's last partial block and the first token
+    seconds = engine.step()  # one decode step at context 2,001
+    batch = StepBatch.of([2001])
+    assert seconds == pytest.approx(dm.decode.step_s(batch), rel=1e-9)
+    # the all-to-all left after the overlap is in the step (the idle term, coefficient 1) and
+    # replaces the attention-DP gather the plain step-time terms price: the old pools' step
+    paid = dm.decode.features(batch)[IDX["idle"]]
+    assert paid > 0 and step_features(batch, dm.decode.dep)[IDX["idle"]] == 0
+    plain = float(np.asarray(coefficients) @ step_features(batch, dm.decode.dep))
+    assert abs(seconds - plain) > 0.1 * seconds
