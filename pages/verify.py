@@ -37,6 +37,7 @@ from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound, url_field
 from planner.catalog import PRECISIONS
 from planner.credentials import parse_endpoint_url
+from planner.deploy.disaggregated import pd_launch_scripts
 from planner.errors import PlannerError, RunFilesError
 from planner.loads import PLAN_LOAD_KINDS
 from planner.perf.model import get_performance_model
@@ -270,8 +271,21 @@ elif plan is not None:
     )
 if plan is not None:
     options["vllm_config"] = plan.vllm_config()
-    with st.expander("vllm serve command for this plan", expanded=kind == "vLLM"):
-        st.code(vllm_serve_command(options["vllm_config"]), language="bash")
+    if plan.disaggregated:
+        with (
+            st.expander("Launch commands for this plan's router and pools", expanded=False),
+            planner_errors("No launch commands for these pools"),
+        ):
+            st.caption(
+                "The router, then each prefill and decode server with the pools' PD flags "
+                "(the Plan page's Deploy section writes the same scripts)."
+            )
+            for name, script in pd_launch_scripts(plan).items():
+                st.markdown(f"`{name}`")
+                st.code(script, language="bash")
+    else:
+        with st.expander("vllm serve command for this plan", expanded=kind == "vLLM"):
+            st.code(vllm_serve_command(options["vllm_config"]), language="bash")
 
 # ----- predicted, before the run -----------------------------------------------------------------
 perf = None

@@ -87,7 +87,7 @@ from planner.deploy.launch import (
     engine_release,
     serving,
 )
-from planner.deploy.spec import DeploySpec
+from planner.deploy.spec import DEFAULT_PORT, DeploySpec
 from planner.engine_command import engine_argv
 from planner.errors import InvalidInputError
 from planner.plan import Plan, PlanPool
@@ -272,7 +272,23 @@ def _pool_script(plan: Plan, role: str) -> str:
 
 def router_script(plan: Plan, spec: DeploySpec) -> str:
     """``router.sh``: the proxy over the pools' servers, their addresses from ``PREFILL_HOSTS``
-    and ``DECODE_HOSTS`` (space-separated)."""
+    and ``DECODE_HOSTS`` (space-separated), listening on the spec's port."""
+    return _router_script(plan, spec.port)
+
+
+def pd_launch_scripts(plan: Plan, port: int = DEFAULT_PORT) -> dict[str, str]:
+    """The PD target's three launch scripts of a disaggregated ``plan`` without a deployment
+    spec (the Verify page's command box): ``router.sh`` (listening on ``port``),
+    ``prefill.sh`` and ``decode.sh``, the very text ``render_disaggregated(spec, "pd")``
+    writes. Raises InvalidInputError naming the field of a plan that cannot be launched."""
+    return {
+        "router.sh": _router_script(plan, port),
+        "prefill.sh": _pool_script(plan, "prefill"),
+        "decode.sh": _pool_script(plan, "decode"),
+    }
+
+
+def _router_script(plan: Plan, port: int) -> str:
     _, decode, _ = _pools(plan)
     head = [
         "#!/bin/sh",
@@ -290,14 +306,14 @@ def router_script(plan: Plan, spec: DeploySpec) -> str:
             f'  set -- "$@" --decode "http://$host:{DECODE_PORT}"',
             "done",
             'exec python3 -m sglang_router.launch_router --pd-disaggregation "$@" '
-            f"--host {LISTEN_HOST} --port {spec.port}",
+            f"--host {LISTEN_HOST} --port {port}",
         ]
     else:
         body = [
             "ports() { for _ in $1; do printf '%s ' \"$2\"; done; }",
             "# word splitting of the host lists is intended: one argument a host",
             f"exec python3 {VLLM_PROXY_PATH.rsplit('/', 1)[-1]} --host {LISTEN_HOST} "
-            f"--port {spec.port} --prefiller-hosts $PREFILL_HOSTS "
+            f"--port {port} --prefiller-hosts $PREFILL_HOSTS "
             f'--prefiller-ports $(ports "$PREFILL_HOSTS" {PREFILL_PORT}) '
             "--decoder-hosts $DECODE_HOSTS "
             f'--decoder-ports $(ports "$DECODE_HOSTS" {DECODE_PORT})',
@@ -523,6 +539,7 @@ __all__ = [
     "dynamo_graph_deployment",
     "large_ep_flags",
     "llmd_values",
+    "pd_launch_scripts",
     "pool_argv",
     "pool_plan",
     "render_disaggregated",

@@ -176,6 +176,18 @@ def test_a_disaggregated_plan_runs_on_two_pools_behind_a_router(
     at.segmented_control(key="vf_source").set_value("Diagnosis").run()
     no_exception(at)
     assert any("both pools are verified, behind one router" in c.value for c in at.caption)
+    # the command box: the router and both pools' launch scripts, not the decode pool alone
+    commands = [c.value for c in at.code]
+    scripts = [c for c in commands if c.startswith("#!/bin/sh")]
+    assert len(scripts) == 3, commands
+    router, prefill, decode = scripts
+    assert "--prefiller-hosts $PREFILL_HOSTS" in router and "--decoder-hosts" in router
+    for script in (prefill, decode):
+        assert "vllm serve meta-llama/Llama-3.1-70B-Instruct" in script
+        assert "NixlConnector" in script
+    assert not any(c.startswith("vllm serve") for c in commands)
+    names = [m.value for m in at.markdown if m.value.startswith("`") and m.value.endswith(".sh`")]
+    assert names == ["`router.sh`", "`prefill.sh`", "`decode.sh`"]
     predicted = {m.label: m.value for m in at.metric}
     # ~4 req/s of ~16 tokens (the sidebar's length spread around them): the whole deployment's
     # ~64 output tokens/s, not one pool's share
