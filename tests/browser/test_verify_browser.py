@@ -121,3 +121,43 @@ def test_verify_a_plan_against_the_simulated_endpoint(
     page.wait_for_url("**/benchmarks*")
     wait_idle(page)
     expect(page.get_by_text(str(run_id)).first).to_be_attached()
+
+
+#: DeepSeek-R1 at 100 req/s under a 2 s / 30 ms SLO on AWS with the search on pools only (the
+#: Plan page's disaggregated case): the Verify page's recommended plan is a prefill and a
+#: decode pool; 8 requests of 1,024 tokens at 2 req/s on the simulated pools.
+PD_QUERY = (
+    "verify?model=deepseek-ai%2FDeepSeek-R1-0528&precision=fp8&disaggregation=on&load=rate"
+    "&avg_rate=100&peak_rate=100&ttft_ms=2000&tpot_ms=30&providers=aws"
+    "&vf_source=Recommended&vf_load=rate&vf_rate=2&vf_in=1024&vf_out=16&vf_n=8"
+)
+
+
+def test_verify_a_disaggregated_plan_on_two_simulated_pools(
+    page: Page, dashboard: Dashboard, screenshots_dir: Path
+) -> None:
+    """A recommended disaggregated plan through the page: its router's and pools' launch
+    scripts in the command box, a run against the two-pool simulated endpoint, its results."""
+    open_page(page, dashboard.url, PD_QUERY)
+    expect(page.locator("h1").first).to_have_text("Verify")
+    expect(page.get_by_text("both pools are verified, behind one router")).to_be_visible(
+        timeout=PATIENT_MS
+    )
+    page.get_by_text("Launch commands for this plan's router and pools").click()
+    for name in ("router.sh", "prefill.sh", "decode.sh"):
+        expect(page.locator("code", has_text=re.compile(f"^{name}$"))).to_be_visible()
+    expect(page.get_by_text("--prefiller-hosts").first).to_be_visible()
+    earlier = _shown_run_id(page)
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text("Runs in progress")).to_be_visible(timeout=PATIENT_MS)
+    expect(page.get_by_text("Runs in progress")).to_be_hidden(timeout=PATIENT_MS)
+    deadline = time.monotonic() + PATIENT_S
+    while _shown_run_id(page) in (earlier, None) and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert _shown_run_id(page) not in (earlier, None)
+    expect(page.get_by_text("Simulated endpoint: these numbers test the loop")).to_be_visible()
+    wait_idle(page)
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    expect(charts.filter(has_text="1 is exact")).to_have_count(1)
+    assert page.locator('[data-testid="stException"]').count() == 0, dashboard.log()[-3000:]
+    screenshot(page, screenshots_dir / "verify-disaggregated.png")
