@@ -14,6 +14,7 @@ from planner.diagnosis.checks import (
     speculation,
     throughput,
 )
+from planner.diagnosis.checks.per_pool import per_pool
 from planner.diagnosis.evidence import RunEvidence
 from planner.diagnosis.findings import Finding
 from planner.diagnosis.whatif import DiagnosisContext
@@ -22,11 +23,12 @@ Check = Callable[[RunEvidence, DiagnosisContext], Finding]
 
 CHECKS: dict[str, Check] = {
     "workload_realism": throughput.check_workload_realism,
-    "small_batch": throughput.check_small_batch,
-    "kv_sizing": kv.check,
+    # a disaggregated run: each pool on its own metrics (a prefill pool's batch is prompts)
+    "small_batch": per_pool(throughput.check_small_batch, ("decode",)),
+    "kv_sizing": per_pool(kv.check),
     "prefix_reuse": throughput.check_prefix_reuse,
     "prefill_stalls": latency.check_prefill_stalls,
-    "queueing": latency.check_queueing,
+    "queueing": per_pool(latency.check_queueing),
     "model_size": cost.check_model_size,
     "parallelism_links": parallelism.check,
     "host_overhead": host.check,

@@ -259,6 +259,22 @@ def test_diagnose_names_the_prefill_pool_of_a_wrong_ratio_and_not_of_a_balanced_
     balanced = _verify(manager, prior, pools_plan(2, 2, 12.0, 64), 12.0, 60, 64)
     assert wrong.run_dir is not None and balanced.run_dir is not None
     diagnosis = diagnose_run(read_run_dir(wrong.run_dir), model=prior)
+    # the other checks read each pool's own metrics: the queue is the prefill pool's (its
+    # waiting prompts; the decode pool next to none), the batch the decode pool's, the KV cache
+    # judged on each pool
+    queue = diagnosis.finding("queueing")
+    assert queue.status == "found" and queue.headline.startswith("prefill pool: "), queue.headline
+    waited = {e.name: e.value for e in queue.evidence}
+    assert (waited["prefill pool: requests waiting (mean)"] or 0) > 1
+    assert (waited["decode pool: requests waiting (mean)"] or 0) < 0.5
+    assert queue.fix is None or queue.fix.what_if is None
+    batch = {e.name: e.value for e in diagnosis.finding("small_batch").evidence}
+    assert "decode pool: mean running batch (vllm:num_requests_running)" in batch
+    assert not any(name.startswith("prefill pool") for name in batch)
+    kv = diagnosis.finding("kv_sizing")
+    assert (
+        kv.status == "clear" and "prefill pool: " in kv.headline and "decode pool: " in kv.headline
+    )
     found = diagnosis.finding("pool_balance")
     assert found.status == "found", found.headline
     assert found.headline.startswith("prefill-bound TTFT")
@@ -278,8 +294,10 @@ def test_diagnose_names_the_prefill_pool_of_a_wrong_ratio_and_not_of_a_balanced_
     assert fixed is not None and fixed.prefill is not None and fixed.decode is not None
     assert (fixed.prefill.replicas, fixed.decode.replicas, fixed.replicas) == (2, 2, 2)
     assert (fixed.prefill.tp, fixed.decode.tp, fixed.kv_link) == (4, 4, "infiniband")
-    clear = diagnose_run(read_run_dir(balanced.run_dir), model=prior).finding("pool_balance")
+    balanced_diagnosis = diagnose_run(read_run_dir(balanced.run_dir), model=prior)
+    clear = balanced_diagnosis.finding("pool_balance")
     assert clear.status == "clear", clear.headline
+    assert balanced_diagnosis.finding("queueing").status == "clear"
 
 
 def test_diagnose_names_a_decode_pool_whose_batch_is_at_its_cap(
