@@ -215,7 +215,7 @@ def test_a_verify_run_of_a_disaggregated_plan_meets_its_prediction(
     manager: RunManager, prior: PerformanceModel
 ) -> None:
     """The Verify page's path: one prefill and one decode engine at the 4 req/s the plan is
-    sized for (the prefill pool ~46% busy), 40 requests. Mean and median TTFT and TPOT within
+    sized for (the prefill pool ~46% busy), 30 requests. Mean and median TTFT and TPOT within
     10% of the plan's own prediction (:func:`planner.verification.predict_plan`).
 
     What made a short run drift from the steady state was its own arrivals: 40 seeded Poisson
@@ -227,17 +227,18 @@ def test_a_verify_run_of_a_disaggregated_plan_meets_its_prediction(
 
     What is left is the host: three loopback HTTP hops and the event loops' lag of four
     processes, +4% to +7% of TTFT at load ~6 and +16% TTFT / +10% TPOT at load ~20. So the
-    run is the plan's schedule stretched: the endpoint at ``slowdown`` 4 and a quarter of the
-    rate (its seeded gaps and every step, request path and transfer four times as long: the
-    same schedule), its times over 4 set against the prediction at 4 req/s, and the host's
-    milliseconds weigh a quarter as much."""
-    stretch, rate = 4.0, 4.0
+    run is the plan's schedule stretched: the endpoint at ``slowdown`` 6 and a sixth of the
+    rate (its seeded gaps and every step, request path and transfer six times as long: the
+    same schedule), its times over 6 set against the prediction at 4 req/s, and the host's
+    milliseconds weigh a sixth as much (stretched four times: TTFT +1.8%, TPOT 0.0% at load
+    ~10, one failure in a busier full-directory run)."""
+    stretch, rate, n = 6.0, 4.0, 30
     plan = pools_plan(1, 1, rate)
-    run = _verify(manager, prior, plan, rate / stretch, 40, OUTPUT, slowdown=stretch)
+    run = _verify(manager, prior, plan, rate / stretch, n, OUTPUT, slowdown=stretch)
     assert run.run_dir is not None
     files = read_run_dir(run.run_dir)
     summary: dict[str, Any] = files.meta["summary"]
-    assert summary["completed"] == 40
+    assert summary["completed"] == n
     own = prediction_of_run(prior, files.meta)  # the Verify page's: the run's rate, unstretched
     assert own is not None and own.request_per_s == pytest.approx(rate / stretch)
     assert any("replayed through both pools" in note for note in own.notes)
@@ -245,20 +246,24 @@ def test_a_verify_run_of_a_disaggregated_plan_meets_its_prediction(
         plan=plan,
         input_len=LengthDistribution.fixed(INPUT),
         output_len=LengthDistribution.fixed(OUTPUT),
-        num_requests=40,
+        num_requests=n,
         request_rate=rate,
     ).scenario()
     predicted = predict_plan(prior, scenario, plan)
     measured = {k: summary[k] / stretch for k in ("mean_ttft_ms", "median_ttft_ms")}
     measured |= {k: summary[k] / stretch for k in ("mean_tpot_ms", "median_tpot_ms")}
-    assert measured["mean_ttft_ms"] == pytest.approx(predicted.ttft_ms_mean, rel=0.10)
-    assert measured["median_ttft_ms"] == pytest.approx(predicted.ttft_ms_p50, rel=0.10)
-    assert measured["mean_tpot_ms"] == pytest.approx(predicted.tpot_ms_mean, rel=0.10)
-    assert measured["median_tpot_ms"] == pytest.approx(predicted.tpot_ms_p50, rel=0.10)
+    expected = {
+        "mean_ttft_ms": predicted.ttft_ms_mean,
+        "median_ttft_ms": predicted.ttft_ms_p50,
+        "mean_tpot_ms": predicted.tpot_ms_mean,
+        "median_tpot_ms": predicted.tpot_ms_p50,
+    }
+    errors = {k: round(measured[k] / v - 1, 4) for k, v in expected.items()}
+    assert all(abs(e) <= 0.10 for e in errors.values()), errors
     # the server's counters: prompts counted on the prefill pool, answers on the decode pool
     deltas = summary["server_metrics"]["deltas"]
-    assert deltas["vllm:prompt_tokens_total"] == 40 * INPUT
-    assert deltas["vllm:generation_tokens_total"] == 40 * OUTPUT
+    assert deltas["vllm:prompt_tokens_total"] == n * INPUT
+    assert deltas["vllm:generation_tokens_total"] == n * OUTPUT
 
 
 def test_diagnose_names_the_prefill_pool_of_a_wrong_ratio_and_not_of_a_balanced_one(
