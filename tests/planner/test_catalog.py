@@ -102,12 +102,13 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv) and the SGLang cookbook's 17
-    # (measured_sglang_cookbook.csv), then 16 speculative-decoding rows
+    # (measured_sglang_cookbook.csv), then 23 speculative-decoding rows
     # (measured_speculative.csv: GPUStack's 4 runs, the AMD MTP blog's 5 pairs, SGLang PR
-    # 10281's pair), then GPUStack's 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
+    # 10281's pair, vLLM issue 20780's six EAGLE-3 runs and their baseline), then GPUStack's
+    # 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1130
+    assert len(catalog.measured) == 1137
     assert all(m.source for m in catalog.measured)
     gpustack = [
         m
