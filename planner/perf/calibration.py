@@ -89,6 +89,9 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "layers": 1.0,
     "moe_layers": 1.0,
     "forward_passes": 1.0,
+    # a vLLM draft iteration is a forward pass without the scheduler: half its unit
+    # (planner.perf.speculative, "draft"); fitted where vLLM speculative rows measure it
+    "draft_passes": 0.5,
     "sequences": 0.5,
     # 3 x 10 ms: a served request's tokenisation, hand-off, first-token detokenisation and SSE
     # chunk on a local server (planner.perf.step_time); the fit moves it to what the measured

@@ -31,7 +31,18 @@ with plus the target's own next token. Its cost and its yield:
 
   The draft passes are priced by the same terms as the target's step (weights, KV, GEMM,
   lm_head, MoE, all-reduce, per-layer launches) on the draft's own constants, without the
-  per-step scheduling and per-sequence terms, which the step already counts once.
+  per-step scheduling and per-sequence terms, which the step already counts once. How the
+  passes are launched differs: vLLM's proposer (``vllm/v1/spec_decode/eagle.py``,
+  ``EagleProposer.propose``) runs the first draft forward and then a Python loop of k - 1
+  more, each updating positions, slot mappings and attention metadata, replaying the
+  draft's graph and taking an argmax: k passes of CPU work a step, the ``draft_passes`` term
+  (k x 1 ms x its fitted coefficient, prior 0.5). SGLang captures the whole k-step draft
+  loop (``EAGLEDraftCudaGraphRunner`` records ``draft_forward``) as one graph replayed once a
+  step, and TensorRT-LLM runs MTP and one-model EAGLE-3 inside the target's forward: no
+  per-pass term there. Measured: Llama-3.1-8B with EAGLE-3 on vLLM at one request in flight
+  (vllm-project/vllm issue 20780) takes 10.2 ms a step at k = 2 and 15.2 ms at k = 7 (TPOT x
+  mean accepted length), 1.0 ms more a draft token, where the draft's weights and launches
+  alone are 0.35 ms.
 - **bookkeeping**: one more forward pass's fixed cost (the ``forward_passes`` term: launch,
   scheduling, sampling) every speculative step, whatever ``k``: the engines replay the draft
   as graphs of their own beside the target's (SGLang's draft and draft-extend passes, vLLM's
@@ -148,33 +159,84 @@ class AcceptanceDefault:
     source: str
 
 
-#: Per-position acceptance rates by method and model family (``model_type`` prefix; "*" any
-#: other), from published measurements. The acceptance rate is a workload property: these are
-#: chat-benchmark figures, settable per scenario (``spec_accept_len``) and learnt from runs.
-ACCEPTANCE_DEFAULTS: dict[tuple[str, str], AcceptanceDefault] = {
-    ("mtp", "deepseek"): AcceptanceDefault(
-        0.85,
-        "DeepSeek-V3 Technical Report (arXiv:2412.19437, 2024-12-27), section 5.4.3: the MTP "
-        "second token is accepted 85-90% of the time across generation topics (low end)",
+@dataclass(frozen=True)
+class PublishedAcceptance:
+    """One mean accepted length an engine reported for a model, method and draft length
+    (the bonus token included: vLLM's ``1 + accepted / drafts``, SGLang's accept length), with
+    the workload it was measured on. Its per-position rate is the alpha whose
+    ``(1 - alpha^(k+1)) / (1 - alpha)`` is that length (:func:`acceptance_rate_for`)."""
+
+    method: str
+    #: the model's ``model_type`` prefix (:func:`_family`)
+    family: str
+    model: str
+    engine: str
+    #: the prompts and sampling it was measured on (acceptance is a workload property)
+    dataset: str
+    num_spec_tokens: int
+    accept_len: float
+    #: publication and date
+    source: str
+
+    @property
+    def alpha(self) -> float:
+        return acceptance_rate_for(self.accept_len, self.num_spec_tokens)
+
+    @property
+    def label(self) -> str:
+        return f"{self.accept_len:g} at k={self.num_spec_tokens} ({self.source})"
+
+
+_EIGEN_2025_07_17 = (
+    "lmsys.org blog 2025-07-17, Accelerating SGLang with Multiple Token Prediction (Eigen AI), "
+    "case study 1: DeepSeek-V3 decoding on 16 x H200"
+)
+_VLLM_20780 = (
+    "vllm-project/vllm issue 20780 (2025-07-10): yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, one "
+    "request in flight"
+)
+
+#: Mean accepted lengths the engines published (chain drafting, top-k 1; retrieved 2026-12-02).
+#: DeepSeek MTP: 0.68-0.74 a position, against the 85-90% the DeepSeek-V3 Technical Report
+#: (arXiv:2412.19437, section 5.4.3) gives for the second token alone, which the planner used
+#: before: a chain of k drafts from one MTP layer loses acceptance with each further position.
+PUBLISHED_ACCEPTANCE: tuple[PublishedAcceptance, ...] = (
+    PublishedAcceptance(
+        "mtp", "deepseek", "deepseek-ai/DeepSeek-V3", "sglang",
+        "production chat, 65,536-token prompts", 2, 2.18,
+        f"{_EIGEN_2025_07_17}, 3-token MTP window",
     ),
-    ("mtp", "*"): AcceptanceDefault(
-        0.85,
-        "no family-specific measurement: DeepSeek-V3's MTP acceptance (arXiv:2412.19437, "
-        "section 5.4.3, 85-90%, low end)",
+    PublishedAcceptance(
+        "mtp", "deepseek", "deepseek-ai/DeepSeek-V3", "sglang",
+        "production chat, 65,536-token prompts", 3, 2.44,
+        f"{_EIGEN_2025_07_17}, 4-token MTP window",
     ),
-    ("eagle3", "*"): AcceptanceDefault(
-        0.66,
-        "nebius/EAGLE3-Llama-3.3-70B-Instruct model card (retrieved 2026-12-01), public "
-        "checkpoints on MT-bench at K = 7, temperature 1: mean acceptance length 2.77 "
-        "(yuhuili/EAGLE3-LLaMA3.1-Instruct-8B) and 2.88 (RedHatAI Llama-3.3-70B EAGLE-3), "
-        "i.e. alpha 0.65 and 0.665 by (1 - a^8) / (1 - a)",
+    PublishedAcceptance(
+        "mtp", "deepseek", "deepseek-ai/DeepSeek-R1", "sglang",
+        "random 1024/1024 (sglang.bench_serving)", 3, 2.69,
+        "sgl-project/sglang pull request 10281: 8 x B200, one request in flight",
     ),
-    ("ngram", "*"): AcceptanceDefault(
-        0.3,
-        "assumption, no published measurement adopted: prompt lookup only accepts where the "
-        "output repeats the context (code edits, summaries, RAG); calibrate it from a run",
+    *(
+        PublishedAcceptance(
+            "eagle3", "llama", "meta-llama/Llama-3.1-8B-Instruct", "vllm",
+            "MT-bench single turn (philschmid/mt-bench)", k, length, _VLLM_20780,
+        )
+        for k, length in ((2, 2.36), (3, 2.79), (4, 3.08), (5, 3.32), (6, 3.46), (7, 3.54))
     ),
-}
+    PublishedAcceptance(
+        "eagle3", "minicpm3", "openbmb/MiniCPM3-4B", "vllm", "not named, temperature not named",
+        5, 2.44,
+        "vllm-project/vllm pull request 24243 (2025-09-04): one RTX 4090, one request in flight",
+    ),
+)  # fmt: skip
+
+#: n-gram has no engine publication adopted: prompt lookup only accepts where the output
+#: repeats the context (code edits, summaries, RAG)
+NGRAM_ACCEPTANCE = AcceptanceDefault(
+    0.3,
+    "assumption, no published measurement adopted: prompt lookup only accepts where the "
+    "output repeats the context (code edits, summaries, RAG); calibrate it from a run",
+)
 
 
 def mean_accepted_length(alpha: float, k: int) -> float:
@@ -206,6 +268,47 @@ def acceptance_rate_for(accept_len: float, k: int) -> float:
 
 def _family(arch: ModelArchitecture) -> str:
     return arch.model_type.split("_")[0].lower()
+
+
+def _median_default(entries: Sequence[PublishedAcceptance], what: str) -> AcceptanceDefault:
+    alpha = float(np.median([e.alpha for e in entries]))
+    lengths = "; ".join(e.label for e in entries)
+    return AcceptanceDefault(
+        round(alpha, 3),
+        f"{what}: median per-position rate {alpha:.2f} of the engine-published mean accepted "
+        f"lengths {lengths}",
+    )
+
+
+def acceptance_defaults(
+    published: Sequence[PublishedAcceptance] = PUBLISHED_ACCEPTANCE,
+) -> dict[tuple[str, str], AcceptanceDefault]:
+    """Per-position acceptance rates by (method, model family), "*" for any other family: a
+    family's is the median rate of its published lengths (:data:`PUBLISHED_ACCEPTANCE`), a
+    method's "*" the median of its families' rates (one vote a family); n-gram's is
+    :data:`NGRAM_ACCEPTANCE`. Benchmark prompts (chat, random): a workload's own is
+    settable per scenario (``spec_accept_len``) and learnt from runs (:func:`learn_acceptance`).
+    Each entry keeps its dataset; a scenario names none, so the defaults pool them."""
+    out: dict[tuple[str, str], AcceptanceDefault] = {("ngram", "*"): NGRAM_ACCEPTANCE}
+    for method in SPECULATIVE_METHODS:
+        families = sorted({e.family for e in published if e.method == method})
+        for family in families:
+            entries = [e for e in published if e.method == method and e.family == family]
+            out[(method, family)] = _median_default(entries, f"{METHOD_LABELS[method]} on {family}")
+        if families:
+            rates = [out[(method, f)].alpha for f in families]
+            alpha = float(np.median(rates))
+            named = ", ".join(f"{f} {out[(method, f)].alpha:.2f}" for f in families)
+            out[(method, "*")] = AcceptanceDefault(
+                round(alpha, 3),
+                f"no {METHOD_LABELS[method]} measurement of this family: the median of the "
+                f"families' engine-published rates ({named})",
+            )
+    return out
+
+
+#: the defaults of :func:`acceptance_defaults`
+ACCEPTANCE_DEFAULTS: dict[tuple[str, str], AcceptanceDefault] = acceptance_defaults()
 
 
 def default_acceptance(method: str, arch: ModelArchitecture) -> AcceptanceDefault:
@@ -521,6 +624,11 @@ def draft_deployment(dep: Deployment) -> Deployment:
 
 
 PlainFill = Callable[[np.ndarray, "StepBatch", "Deployment"], None]
+#: engine families whose proposer launches each draft pass on its own, paying a pass's CPU
+#: work k times a step (module docstring, "draft"): vLLM. SGLang replays its whole k-step
+#: draft loop as one captured graph; TensorRT-LLM runs MTP and one-model EAGLE-3 inside the
+#: target's forward
+DRAFT_LOOP_LAUNCHED_PER_PASS: frozenset[str] = frozenset({"vllm"})
 #: forward passes' fixed cost a speculative step adds to the verification's own (module
 #: docstring, "bookkeeping")
 SPEC_STEP_FORWARD_PASSES = 1.0
@@ -561,6 +669,9 @@ def fill_speculative_features(
     # the speculation's own per-step pass: one more forward pass's fixed cost (scheduling,
     # launch, sampling) a step, whatever k (module docstring, "bookkeeping")
     out[IDX["forward_passes"]] += SPEC_STEP_FORWARD_PASSES * FORWARD_UNIT_S
+    if spec.draft_layers and dep.family in DRAFT_LOOP_LAUNCHED_PER_PASS:
+        # each of the k draft passes launched on its own (module docstring, "draft")
+        out[IDX["draft_passes"]] += k * FORWARD_UNIT_S
     out /= tau
     if batch.prefill_seqs > 0 and tau > 1.0:
         chunk = replace(batch, decode_seqs=0.0, decode_context=0.0, decode_context_window=0.0)
@@ -571,12 +682,16 @@ def fill_speculative_features(
 
 __all__ = [
     "ACCEPTANCE_DEFAULTS",
+    "DRAFT_LOOP_LAUNCHED_PER_PASS",
     "EAGLE3_DRAFTS",
+    "PUBLISHED_ACCEPTANCE",
     "SPECULATIVE_METHODS",
     "SPEC_METHODS",
     "LearntAcceptance",
+    "PublishedAcceptance",
     "SpecMethod",
     "SpeculativeStep",
+    "acceptance_defaults",
     "acceptance_rate_for",
     "default_acceptance",
     "default_num_spec_tokens",

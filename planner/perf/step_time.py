@@ -59,6 +59,10 @@ layers                 layers executed x 10 us (per-layer launch overhead)
 moe_layers             MoE layers executed x 10 us (router, top-k, token sort / permute and
                        un-permute kernels an MoE layer adds to a dense one)
 forward_passes         forward passes in the chain x 1 ms (per-step scheduling, sampling)
+draft_passes           draft passes a speculating engine launches one by one x 1 ms (vLLM's
+                       EAGLE/MTP proposer: each draft token's own input and attention-metadata
+                       update, graph replay and argmax, :mod:`planner.perf.speculative`); 0
+                       where the draft loop is one captured graph (SGLang, TensorRT-LLM)
 sequences              sequences in the step x 100 us (per-request CPU work)
 eager_layers           layers x 10 us when the step runs without CUDA graphs: enforce_eager, or
                        more tokens than the engine captures graphs for (vLLM V1 captures up to
@@ -131,6 +135,7 @@ FEATURES: tuple[str, ...] = (
     "layers",
     "moe_layers",
     "forward_passes",
+    "draft_passes",
     "sequences",
     "eager_layers",
     "request_path",

@@ -53,7 +53,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "all-reduce": tuple(f for f in FEATURES if f.startswith(("allreduce_", "ar_calls_"))),
     "pipeline hops": ("pp_hops", "net_hops", "net_transfer"),
-    "launches and scheduling": ("layers", "forward_passes", "sequences", "eager_layers"),
+    "launches and scheduling": (
+        "layers",
+        "forward_passes",
+        "draft_passes",
+        "sequences",
+        "eager_layers",
+    ),
 }
 LINK_NAMES = {
     "nvlink": "NVLink",

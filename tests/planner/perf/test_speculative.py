@@ -17,6 +17,8 @@ from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
 from planner.perf.speculative import (
+    ACCEPTANCE_DEFAULTS,
+    PUBLISHED_ACCEPTANCE,
     acceptance_rate_for,
     default_num_spec_tokens,
     mean_accepted_length,
@@ -32,6 +34,8 @@ from planner.perf.step_time import (
 
 LLAMA_70B = "meta-llama/Llama-3.3-70B-Instruct"
 R1 = "deepseek-ai/DeepSeek-R1-0528"
+#: EAGLE-3's published per-position rate on Llama (vLLM issue 20780's lengths, median 0.755)
+LLAMA_EAGLE3 = ACCEPTANCE_DEFAULTS[("eagle3", "llama")].alpha
 
 
 def _dep(catalog: Catalog, **values: object) -> Deployment:
@@ -60,6 +64,45 @@ def test_mean_accepted_length_worked_numbers() -> None:
         acceptance_rate_for(5.0, 3)
 
 
+def test_acceptance_defaults_are_the_engines_published_lengths() -> None:
+    """Each published mean accepted length gives back its rate at its own draft length, and a
+    family's default is the median of its rates: DeepSeek MTP in SGLang 2.18 at k=2 (0.696),
+    2.44 and 2.69 at k=3 (0.675, 0.739): 0.696, not the DeepSeek-V3 report's 0.85."""
+    for entry in PUBLISHED_ACCEPTANCE:
+        assert mean_accepted_length(entry.alpha, entry.num_spec_tokens) == pytest.approx(
+            entry.accept_len, abs=1e-6
+        )
+        assert entry.engine in ("vllm", "sglang", "trtllm") and "20" in entry.source
+    deepseek = ACCEPTANCE_DEFAULTS[("mtp", "deepseek")]
+    assert deepseek.alpha == pytest.approx(0.696, abs=1e-3)
+    assert "2.18 at k=2" in deepseek.source and "2.69 at k=3" in deepseek.source
+    # 1 + a + a^2 = 2.36 at k = 2: a = (sqrt(1 + 4 x 1.36) - 1) / 2 = 0.769; the six Llama
+    # lengths (k = 2..7) give 0.744-0.769, median 0.755
+    assert ACCEPTANCE_DEFAULTS[("eagle3", "llama")].alpha == pytest.approx(0.755, abs=1e-3)
+    # a family without a publication takes the median of the families' (llama, minicpm3)
+    assert ACCEPTANCE_DEFAULTS[("eagle3", "*")].alpha == pytest.approx(
+        (0.755 + 0.612) / 2, abs=2e-3
+    )
+    assert ACCEPTANCE_DEFAULTS[("ngram", "*")].alpha == 0.3
+
+
+def test_a_deepseek_mtp_plan_uses_the_published_sglang_rate(catalog: Catalog) -> None:
+    spec = _dep(
+        catalog,
+        model=R1,
+        gpu="H200",
+        tp=8,
+        precision="fp8",
+        engine="sglang",
+        spec_method="mtp",
+        num_spec_tokens=3,
+    ).speculation
+    assert spec is not None
+    assert spec.acceptance_rate == pytest.approx(ACCEPTANCE_DEFAULTS[("mtp", "deepseek")].alpha)
+    # 1 + 0.696 + 0.696^2 + 0.696^3 = 2.52 tokens a step (2.95 at the 0.85 used before)
+    assert spec.mean_accepted_length == pytest.approx(2.52, abs=0.01)
+
+
 def test_eagle3_draft_constants_of_llama_70b(catalog: Catalog) -> None:
     spec = _dep(catalog, spec_method="eagle3").speculation
     assert spec is not None and spec.draft_model == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
@@ -71,8 +114,8 @@ def test_eagle3_draft_constants_of_llama_70b(catalog: Catalog) -> None:
     # one layer of 8 KV heads x 128 over TP 4, K and V in BF16
     assert spec.draft_kv_bytes_per_token == pytest.approx(2 * 2 * 128 * 2)
     assert spec.num_spec_tokens == 3  # vLLM requires it; the planner's 3
-    assert spec.acceptance_rate == pytest.approx(0.66)
-    assert spec.mean_accepted_length == pytest.approx(mean_accepted_length(0.66, 3))
+    assert spec.acceptance_rate == pytest.approx(LLAMA_EAGLE3)
+    assert spec.mean_accepted_length == pytest.approx(mean_accepted_length(LLAMA_EAGLE3, 3))
 
 
 def test_a_speculative_decode_step_is_verify_plus_drafts_over_the_accepted_length(
@@ -110,6 +153,24 @@ def test_a_speculative_decode_step_is_verify_plus_drafts_over_the_accepted_lengt
     # every term is at least the verification's (the drafts only add)
     verify = _plain(replace(batch, decode_query_tokens=k + 1.0), spec_dep)
     assert np.all(x * tau >= verify - 1e-15)
+
+
+def test_vllm_launches_each_draft_pass_sglang_one_graph(catalog: Catalog) -> None:
+    """vLLM's proposer runs k draft forwards from Python (k x 1 ms of the draft_passes term a
+    step, over tau tokens); SGLang replays its k-step draft loop as one graph and n-gram has
+    no draft model: none there. A plain step has none either."""
+    batch = StepBatch.of([1200] * 4)
+    for k in (2, 5):
+        dep = _dep(catalog, spec_method="eagle3", num_spec_tokens=k)  # vLLM by default
+        assert dep.speculation is not None and dep.family == "vllm"
+        x = step_features(batch, dep)
+        assert x[IDX["draft_passes"]] * dep.speculation.mean_accepted_length == pytest.approx(
+            k * 1e-3
+        )
+    sglang = _dep(catalog, spec_method="eagle3", num_spec_tokens=5, engine="sglang")
+    ngram = _dep(catalog, spec_method="ngram", num_spec_tokens=5)
+    for dep in (sglang, ngram, _dep(catalog)):
+        assert step_features(batch, dep)[IDX["draft_passes"]] == 0.0
 
 
 def test_a_prefill_chunk_beside_speculating_decodes_keeps_its_full_cost(catalog: Catalog) -> None:
@@ -175,7 +236,9 @@ def test_mtp_comes_from_the_models_config_and_each_engines_defaults(catalog: Cat
     assert catalog.model(R1).architecture.num_mtp_layers == 1
     vllm = _dep(catalog, **r1, spec_method="mtp")
     assert vllm.speculation is not None and vllm.speculation.num_spec_tokens == 1
-    assert vllm.speculation.mean_accepted_length == pytest.approx(1.85)
+    assert vllm.speculation.mean_accepted_length == pytest.approx(
+        1.696
+    )  # 1 + 0.696 (SGLang-published)
     assert vllm.speculation.draft_moe_layers == 1
     sglang = _dep(catalog, **r1, engine="sglang", spec_method="mtp")
     assert sglang.speculation is not None and sglang.speculation.num_spec_tokens == 3
@@ -215,7 +278,7 @@ def test_speculation_cuts_tpot_at_low_load(model: PerformanceModel) -> None:
     plain = model.predict(base)
     eagle = model.predict(base.model_copy(update={"spec_method": "eagle3"}))
     assert plain.spec_accept_len is None
-    assert eagle.spec_accept_len == pytest.approx(mean_accepted_length(0.66, 3))
+    assert eagle.spec_accept_len == pytest.approx(mean_accepted_length(LLAMA_EAGLE3, 3))
     assert 1.5 < plain.tpot_ms_mean / eagle.tpot_ms_mean < eagle.spec_accept_len
     assert eagle.ttft_ms_mean == pytest.approx(plain.ttft_ms_mean, rel=0.05)
 
@@ -235,7 +298,7 @@ def test_predict_reads_the_speculative_columns(tmp_path: Path, model: Performanc
     assert main(["predict", "--scenarios", str(source), "--out", str(out), "--public-only"]) == 0
     got = {r["id"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
     assert got["plain"]["pred_spec_accept_len"] == ""
-    assert float(got["eagle"]["pred_spec_accept_len"]) == pytest.approx(2.38, abs=0.01)
+    assert float(got["eagle"]["pred_spec_accept_len"]) == pytest.approx(2.75, abs=0.01)
     assert float(got["stated"]["pred_spec_accept_len"]) == pytest.approx(2.5)
     assert float(got["eagle"]["pred_tpot_ms_p50"]) < float(got["plain"]["pred_tpot_ms_p50"])
     assert "spec_method" in got["medusa"]["pred_error"] and "eagle3" in got["medusa"]["pred_error"]
@@ -259,7 +322,7 @@ def test_a_measured_runs_acceptance_prices_the_next_prediction_of_its_plan(
     catalog: Catalog, model: PerformanceModel
 ) -> None:
     """A run of Llama-3.3-70B with EAGLE-3 k=3 on vLLM whose server reported 3.1 tokens a step
-    (well above the published 2.38): the next prediction of that model, method and engine
+    (above the published 2.75): the next prediction of that model, method and engine
     uses the measured rate (and says where it came from), at its own draft length too; another
     engine, and the same model without the run, keep the published default."""
     from planner.catalog import MeasuredResult
@@ -288,8 +351,10 @@ def test_a_measured_runs_acceptance_prices_the_next_prediction_of_its_plan(
     assert five.spec_accept_len == pytest.approx(mean_accepted_length(alpha, 5), rel=1e-6)
     # other engines and models without runs keep the published default
     sglang = learnt.predict(base.model_copy(update={"engine": "sglang"}))
-    assert sglang.spec_accept_len == pytest.approx(mean_accepted_length(0.66, 3))
-    assert model.predict(base).spec_accept_len == pytest.approx(mean_accepted_length(0.66, 3))
+    assert sglang.spec_accept_len == pytest.approx(mean_accepted_length(LLAMA_EAGLE3, 3))
+    assert model.predict(base).spec_accept_len == pytest.approx(
+        mean_accepted_length(LLAMA_EAGLE3, 3)
+    )
     # a stated acceptance still wins
     stated = learnt.predict(base.model_copy(update={"spec_accept_len": 2.0}))
     assert stated.spec_accept_len == pytest.approx(2.0)
