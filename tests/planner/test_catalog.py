@@ -116,7 +116,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
     assert catalog.measured[526:726] == gpustack[:200]
-    assert len(gpustack) == 229 and catalog.measured[1040:1069] == gpustack[200:]
+    assert len(gpustack) == 229 and catalog.measured[1047:1076] == gpustack[200:]
     holdout2 = catalog.measured[726:1007]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
@@ -128,10 +128,13 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     assert all("reference table" in (m.source_ref or "") for m in holdout2)
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
     cookbook = catalog.measured[1007:1024]
-    speculative = catalog.measured[1024:1040]
+    speculative = catalog.measured[1024:1047]
     assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
-    assert [m.spec_method for m in speculative[4:]] == [None, "mtp"] * 6
+    assert [m.spec_method for m in speculative[4:16]] == [None, "mtp"] * 6
+    # vLLM issue 20780: one baseline, then EAGLE-3 at 2-7 draft tokens
+    assert [m.spec_method for m in speculative[16:]] == [None] + ["eagle3"] * 6
+    assert [m.num_spec_tokens for m in speculative[17:]] == [2, 3, 4, 5, 6, 7]
     assert all(m.source.startswith("sgl-project/sglang") and m.gpu == "B200" for m in cookbook)
     assert sum(1 for m in gpustack[:200] if catalog.model(m.model).architecture.is_moe) == 143
     brief = [

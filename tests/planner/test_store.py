@@ -218,7 +218,7 @@ def test_second_process_falls_back_to_an_in_memory_store(tmp_path: Path, catalog
     holder.close()
     store = open_store(db, runs_dir=runs)
     assert store.path == db
-    assert len(store.measured_results()) == 1131
+    assert len(store.measured_results()) == 1138
 
 
 def test_a_run_with_many_failures_is_kept_but_not_calibrated_on(
