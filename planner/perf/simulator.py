@@ -7,7 +7,11 @@ Schedulers
   admitted request is preempted (its blocks freed, recomputed from scratch later). Only when
   nothing was preempted does it admit waiting requests first-come-first-served, while
   ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
-  caching the shared prefix's full blocks are computed once and reused.
+  caching the shared prefix's full blocks are computed once and reused. With pipeline
+  parallelism ``p`` a step is ``p`` batches in flight, each scheduled with the whole budget
+  ``B``: ``p B`` tokens a step, at most ``B`` of one request (a request is in one batch at a
+  time), the fullest micro-batch a whole budget
+  (:func:`planner.perf.step_time.macro_step_token_budget` and the module's PP note).
 - ``sglang`` (SGLang's scheduler, 0.5.x defaults; python/sglang/srt/managers/scheduler.py
   ``get_next_batch_to_run`` / ``get_new_batch_prefill``, schedule_policy.py ``PrefillAdder``):
   a prefill (extend) batch runs whenever a request can be admitted or a chunked prompt is under
@@ -87,6 +91,7 @@ from planner.perf.step_time import (
     StepBatch,
     add_request_path,
     fill_step_features,
+    macro_step_token_budget,
     request_path_s,
 )
 from planner.workload import LengthDistribution, draw_lengths
@@ -283,7 +288,9 @@ class _Engine:
         self.bs = dep.block_size
         self.total_blocks = dep.kv_capacity_blocks
         self.free = self.total_blocks
-        self.budget = dep.max_num_batched_tokens
+        # a macro-step's tokens, and one request's most in it (vLLM with PP: one micro-batch's)
+        self.budget = macro_step_token_budget(dep)
+        self.chunk_cap = dep.max_num_batched_tokens
         self.max_seqs = dep.max_num_seqs
         self.reserve = dep.family == "trtllm"
         self.chunked = dep.engine.enable_chunked_prefill
@@ -680,7 +687,7 @@ class _Engine:
         while i < len(plist) and budget > 0:
             co = plist[i]
             need = co.need
-            t = min(need, budget)
+            t = min(need, budget, self.chunk_cap)
             if t < need and not self.chunked:
                 i += 1
                 continue
@@ -770,7 +777,7 @@ class _Engine:
         while i < len(self.running) and budget > 0:
             co = self.running[i]
             need = co.need
-            t = min(need, budget)
+            t = min(need, budget, self.chunk_cap)
             if t < need and not self.chunked:
                 i += 1
                 continue
@@ -838,7 +845,7 @@ class _Engine:
             if co.cached_prompt:  # whole blocks, and never the prompt's last token
                 cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
             need = co.prompt + co.generated - cached
-            t = min(need, budget)
+            t = min(need, budget, self.chunk_cap)
             if t < need and not self.chunked:
                 break
             n = min(co.count, self.max_seqs - self.running_seqs, budget // t)

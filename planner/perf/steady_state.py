@@ -14,7 +14,9 @@ engine step (at rate ``lambda``, ``u = lambda x T``):
 - **the batch**: arrivals equal completions, so a step holds ``d = u (O - 1)`` decoding
   sequences (each decodes ``O - 1`` tokens, one a step) attending to ``I + O/2`` tokens on
   average, and prompts are prefilled in chunks of what the decodes leave of the token budget
-  (``R = max_num_batched_tokens - d``; ``k = ceil(I / R)`` chunks a prompt);
+  (``R = max_num_batched_tokens - d``; ``k = ceil(I / R)`` chunks a prompt; vLLM with
+  pipeline parallelism ``p`` schedules ``p`` budgets a step, at most one of a prompt:
+  :func:`planner.perf.step_time.macro_step_token_budget`);
 - **the step**: a step with no prompt in it is a decode step, ``T_d = c . x(d decodes)``; a
   step with a chunk costs ``T_p = c . x(d decodes + the chunk)`` (a prefill turns a
   memory-bound step compute-bound, so the two are priced apart, not averaged); a share ``f`` of
@@ -74,7 +76,12 @@ from planner.engine import SGLANG_MAX_PREFILL_TOKENS
 from planner.perf.deployment import Deployment
 from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
 from planner.perf.scenario import has_request_path
-from planner.perf.step_time import StepBatch, request_path_s, step_features
+from planner.perf.step_time import (
+    StepBatch,
+    macro_step_token_budget,
+    request_path_s,
+    step_features,
+)
 from planner.workload import LengthDistribution, draw_lengths
 
 Bound = Literal["token_budget", "max_num_seqs", "kv_cache", "none"]
@@ -185,7 +192,10 @@ class SteadyStateModel:
         # the resolved engine's (None in a scenario: the engine's default, on for vLLM and
         # SGLang, off for TensorRT-LLM's server), as the simulator reads it
         self.chunked = dep.engine.enable_chunked_prefill
-        self.budget = float(dep.max_num_batched_tokens)
+        # a macro-step's tokens (vLLM with PP: one budget a micro-batch in flight), and the
+        # most of one prompt in it (:func:`planner.perf.step_time.macro_step_token_budget`)
+        self.budget = float(macro_step_token_budget(dep))
+        self.chunk_cap = float(dep.max_num_batched_tokens)
         #: SGLang: prefill batches run alone, before the decode step (see the module docstring)
         self.prefill_first = dep.family == "sglang"
         if not self.chunked:
@@ -193,6 +203,7 @@ class SteadyStateModel:
             # SGLang's batch takes prompts up to max_prefill_tokens, the first always)
             fit = SGLANG_MAX_PREFILL_TOKENS if self.prefill_first else dep.max_num_batched_tokens
             self.budget = float(max(fit, dep.engine.max_model_len or 0))
+            self.chunk_cap = self.budget
         #: a served request's fixed path to its first token (``request_path``), seconds
         self.path_s = request_path_s(self.c, has_request_path(dep.scenario))
         self.seats = self._seats()
@@ -262,7 +273,8 @@ class SteadyStateModel:
         decode = u * max(w.mean_output - 1.0, 0.0)
         # SGLang's prefill batches do not hold the decodes: the whole chunk budget is theirs
         room = self.budget if self.prefill_first else max(self.budget - decode, 1.0)
-        chunks = max(1, math.ceil(w.mean_input / room)) if self.chunked else 1
+        per_step = min(room, self.chunk_cap)
+        chunks = max(1, math.ceil(w.mean_input / per_step)) if self.chunked else 1
         return decode, room, chunks
 
     def bound_at(self, u: float) -> Bound:
@@ -350,7 +362,10 @@ class SteadyStateModel:
         held = max(min(in_flight, self.seats), 1.0)
         per_step = max(1.0, math.floor(self.budget / max(mean_in, 1.0)))
         group = min(held, per_step)
-        group_steps = max(1, math.ceil(group * mean_in / self.budget)) if self.chunked else 1
+        group_steps = 1
+        if self.chunked:
+            own_steps = math.ceil(mean_in / self.chunk_cap)
+            group_steps = max(1, math.ceil(group * mean_in / self.budget), own_steps)
         u = held / (group_steps + n_dec)
         decode = u * n_dec
         share = min(1.0, u / group * group_steps)

@@ -94,6 +94,20 @@ weights / tp streamed once, 1/m of the batch's KV, FLOPs and all-reduce volume, 
 calls, and p forward passes. With fewer sequences than stages (m < p) the bubbles show up as the
 same weight time for fewer tokens.
 
+vLLM V1 forms those micro-batches by its scheduler, not by splitting the batch evenly: its
+engine core keeps up to ``p`` scheduled batches in flight (``EngineCore.step_with_batch_queue``,
+vllm/v1/engine/core.py), each ``Scheduler.schedule`` call has the whole
+``max_num_batched_tokens`` budget ``B``, and a request already in a batch in flight is skipped
+("PP>1 and we have already scheduled all prompt tokens but they are not finished yet",
+vllm/v1/core/sched/scheduler.py, 0.10). So a macro-step schedules up to ``p B`` tokens
+(:func:`macro_step_token_budget`), at most ``B`` of one request, and its ``P`` prompt tokens
+travel in ``k = min(m, ceil(P / B))`` micro-batches, not ``m``: the chain that carries them,
+and sets the step, holds ``Q / m + P / k`` tokens (``Q`` the decode tokens; the same split
+for the KV, attention pairs and sampled sequences). A closed loop of 14 prompts of 128 tokens
+on PP 3 (1,792 tokens, one budget) is one micro-batch through all three stages: three times
+the chain the even split priced. Without PP, or when the prompts fill ``m`` budgets, nothing
+changes.
+
 Speculative decoding (``Deployment.speculation``, :mod:`planner.perf.speculative`): a step
 is one accepted token a decoding sequence; its terms are those of the verification (k + 1
 query tokens a sequence, ``StepBatch.decode_query_tokens``) plus k draft passes, over the mean
@@ -319,10 +333,14 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     if seqs <= 0:
         return
     query = batch.decode_seqs * batch.decode_query_tokens  # k + 1 a sequence when verifying
-    tokens = query + batch.prefill_tokens
     pp = dep.pp
     micro = float(min(pp, seqs))
-    micro_tokens = tokens / micro
+    # the micro-batches the prompt tokens travel in (module docstring: vLLM's batch queue)
+    prompt_micro = micro
+    if pp > 1 and dep.family == "vllm" and batch.prefill_tokens > 0:
+        budget = max(dep.max_num_batched_tokens, 1)
+        prompt_micro = min(micro, float(max(1, math.ceil(batch.prefill_tokens / budget))))
+    micro_tokens = query / micro + batch.prefill_tokens / prompt_micro
     # memory traffic of one chain
     weight_bytes = dep.dense_weight_bytes
     expert_bytes = 0.0
@@ -343,21 +361,20 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
             routed *= imbalance
         expert_flops = n_moe * rows * dep.expert_flops_per_row
         activation_bytes = n_moe * routed * dep.expert_activation_bytes_per_row
-    kv_tokens_full = batch.decode_context + batch.prefill_kv_tokens
-    kv_tokens_win = batch.decode_context_window + batch.prefill_kv_tokens_window
-    kv_bytes = (
-        kv_tokens_full * dep.kv_bytes_per_token_full + kv_tokens_win * dep.kv_bytes_per_token_window
-    ) / micro
+    kv_full = batch.decode_context / micro + batch.prefill_kv_tokens / prompt_micro
+    kv_win = batch.decode_context_window / micro + batch.prefill_kv_tokens_window / prompt_micro
+    kv_bytes = kv_full * dep.kv_bytes_per_token_full + kv_win * dep.kv_bytes_per_token_window
     # the lm_head runs once a sequence, on its last token (on every verified token)
-    sampled = (query + batch.prefill_seqs) / micro
+    sampled = query / micro + batch.prefill_seqs / prompt_micro
     gemm_flops = micro_tokens * dep.gemm_flops_per_token + sampled * dep.lm_head_flops_per_seq
     q = batch.decode_query_tokens
     attn_flops = (
         q * batch.decode_context * dep.attn_flops_per_pair_full_decode
-        + batch.prefill_pairs * dep.attn_flops_per_pair_full
         + q * batch.decode_context_window * dep.attn_flops_per_pair_window_decode
+    ) / micro + (
+        batch.prefill_pairs * dep.attn_flops_per_pair_full
         + batch.prefill_pairs_window * dep.attn_flops_per_pair_window
-    ) / micro
+    ) / prompt_micro
     bw = dep.memory_bw
     t_weight = weight_bytes / bw
     t_expert = expert_bytes / bw
@@ -407,6 +424,15 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     graphs = dep.cuda_graph_max_tokens
     if dep.enforce_eager or (graphs is not None and micro_tokens > graphs):
         out[_EAGER] = layers * LAYER_UNIT_S
+
+
+def macro_step_token_budget(dep: Deployment) -> int:
+    """Tokens one macro-step (every running sequence one token) schedules: ``p B`` for vLLM
+    with pipeline parallelism ``p`` (``p`` batches in flight, each scheduled with the whole
+    ``max_num_batched_tokens`` ``B``: module docstring), else ``B``."""
+    if dep.pp > 1 and dep.family == "vllm":
+        return dep.max_num_batched_tokens * dep.pp
+    return dep.max_num_batched_tokens
 
 
 def full_coefficients(fitted: np.ndarray) -> np.ndarray:

@@ -534,3 +534,32 @@ def test_sglang_without_radix_cache_admits_only_what_can_finish() -> None:
     plain = _tight(output_len=6000, concurrency=8, num_requests=8, enable_prefix_caching=False)
     assert _first_token_steps(plain)[:4] == [1] * 3 + [6001]
     assert simulate(plain).preemptions == 0
+
+
+def test_vllm_pipeline_macro_step_holds_a_budget_a_micro_batch_but_one_of_a_prompt(
+    catalog: Catalog,
+) -> None:
+    """vLLM with PP 4 keeps four batches in flight, each with the whole 2,048-token budget, and
+    a request in one of them at a time: one 20,000-token prompt still takes ceil(20000 / 2048)
+    = 10 steps, while four of 2,000 tokens arriving together are prefilled in one macro-step
+    (8,000 tokens over ceil(8000 / 2048) = 4 micro-batches), not four."""
+    kw: dict[str, object] = {
+        "model": "Qwen/Qwen3-32B",
+        "gpu": "L4",
+        "tp": 4,
+        "pp": 4,
+        "instance": "g6.12xlarge",
+        "nodes": 4,
+        "max_num_batched_tokens": 2048,
+        "output_len": 2,
+    }
+    one = simulate(resolve_deployment(_scenario(input_len=20000, num_requests=1, **kw), catalog))
+    assert one.steps == 11  # 10 prefill steps and a decode step
+    four = resolve_deployment(
+        _scenario(input_len=2000, concurrency=4, num_requests=4, **kw), catalog
+    )
+    wave = simulate(four)
+    assert wave.steps == 2  # one prefill macro-step and a decode step
+    m = run_metrics(wave, C, 1)
+    chain = step_time_s(StepBatch.of(prefill_chunks=[(2000, 0)] * 4), four, C)
+    assert m.ttft_ms("p50") == pytest.approx(chain * 1e3 + 50.0, rel=1e-9)

@@ -378,3 +378,53 @@ def test_blackwell_runs_block_scaled_fp8_at_the_fp8_rate(catalog: Catalog) -> No
     h200 = _dep(catalog, gpu="H200", **r1)
     assert h200.peak_flops_experts == pytest.approx(1979e12 * BLOCK_SCALED_FP8_RATE)
     assert h200.peak_flops_experts == pytest.approx(1325.93e12)
+
+
+# ----- pipeline parallelism: vLLM's micro-batches ------------------------------------------------
+def test_vllm_pipeline_prompts_in_one_budget_travel_in_one_micro_batch(catalog: Catalog) -> None:
+    """14 prompts of 128 tokens on PP 3 (1,792 tokens, under the 2,048-token budget of one
+    micro-batch): vLLM schedules them into one batch, so one chain carries all 1,792 tokens,
+    three times the even split's 597.3; a decode-only step is still split three ways."""
+    from planner.perf.step_time import macro_step_token_budget
+
+    dep = _dep(
+        catalog, model="Qwen/Qwen3-32B", gpu="L4", tp=4, pp=3, instance="g6.12xlarge", nodes=3
+    )
+    assert dep.family == "vllm" and dep.max_num_batched_tokens == 2048
+    assert macro_step_token_budget(dep) == 3 * 2048
+    flops_per_token = dep.gemm_flops_per_token
+    prompts = step_features(StepBatch.of(prefill_chunks=[(128, 0)] * 14), dep)
+    lm_head = 14 * dep.lm_head_flops_per_seq  # all 14 sampled in the one chain
+    assert prompts[IDX["gemm"]] == pytest.approx(
+        (1792 * flops_per_token + lm_head) / dep.peak_flops, rel=1e-12
+    )
+    assert prompts[IDX["net_transfer"]] == pytest.approx(2 * 1792 * 5120 * 2 / (40e9 / 8))
+    # 5,000 prompt tokens (a 3-budget macro-step) fill ceil(5000 / 2048) = 3 micro-batches
+    wide = step_features(StepBatch.of(prefill_chunks=[(1000, 0)] * 5), dep)
+    assert wide[IDX["gemm"]] == pytest.approx(
+        (5000 / 3 * flops_per_token + 5 / 3 * dep.lm_head_flops_per_seq) / dep.peak_flops
+    )
+    # two decodes beside one 1,024-token chunk: the chain holds 2/3 + 1,024 tokens
+    mixed = step_features(StepBatch.of(decode_contexts=[500] * 2, prefill_chunks=[(1024, 0)]), dep)
+    assert mixed[IDX["net_transfer"]] == pytest.approx(2 * (2 / 3 + 1024) * 5120 * 2 / (40e9 / 8))
+    decodes = step_features(StepBatch.of(decode_contexts=[500] * 12), dep)
+    assert decodes[IDX["net_transfer"]] == pytest.approx(2 * 4 * 5120 * 2 / (40e9 / 8))
+
+
+def test_sglang_pipeline_keeps_the_even_split(catalog: Catalog) -> None:
+    """The micro-batch rule is vLLM's scheduler; another engine's prompts stay split evenly."""
+    from planner.perf.step_time import macro_step_token_budget
+
+    dep = _dep(
+        catalog,
+        model="Qwen/Qwen3-32B",
+        gpu="L4",
+        tp=4,
+        pp=3,
+        instance="g6.12xlarge",
+        nodes=3,
+        engine="sglang",
+    )
+    assert macro_step_token_budget(dep) == dep.max_num_batched_tokens
+    x = step_features(StepBatch.of(prefill_chunks=[(128, 0)] * 14), dep)
+    assert x[IDX["net_transfer"]] == pytest.approx(2 * 1792 / 3 * 5120 * 2 / (40e9 / 8))
