@@ -425,3 +425,34 @@ def test_an_sglang_closed_loop_matches_the_simulated_run(
     assert _close(steady.ttft_ms_mean, simulated.ttft_ms_mean, 0.10)
     assert _close(steady.ttft_ms_p99, simulated.ttft_ms_p99, 0.10)
     assert _close(steady.tpot_ms_mean, simulated.tpot_ms_mean, 0.10)
+
+
+#: vLLM pipeline parallelism over two one-GPU instances: each macro-step schedules two 8,192-
+#: token budgets, a micro-batch each (planner.perf.step_time's PP note)
+H100_PP2 = {"gpu": "H100-SXM", "tp": 1, "pp": 2, "instance": "p5.4xlarge", "nodes": 2,
+            "precision": "fp8"}  # fmt: skip
+
+
+def test_a_pipelined_closed_loops_latency_never_falls_as_it_grows(
+    model: PerformanceModel,
+) -> None:
+    """One prompt more in a vLLM PP macro-step is never a shorter step: the fullest
+    micro-batch holds min(P, B) prompt tokens. Rounding the micro-batches up (P / ceil(P / B)
+    a chain) made 5 prompts of 2,048 tokens faster than 4 (1.10 vs 1.74 s p99 TTFT here), and
+    the concurrency search, which assumes latency grows with the load, then found an edge
+    that depended on its hint."""
+    from planner.perf.edge_search import EdgeHint
+
+    steady = model.steady_state(_scenario(H100_PP2, load="concurrency", concurrency=8))
+    assert steady.budget == 2 * 8192
+    states = [steady.at_concurrency(float(n), 0.99, max(4 * n, 64)) for n in range(1, 49)]
+    for before, after in itertools.pairwise(states):
+        assert after.ttft_p99_s >= before.ttft_p99_s
+        assert after.tpot_p99_s >= before.tpot_p99_s
+    limits = (5.0, 0.150, None)
+    runs = lambda n: max(4 * n, 64)  # noqa: E731  (the recommender's closed-loop run length)
+    expected = steady.max_concurrency(*limits, highest=64, run_requests=runs)
+    assert expected.limited_by == "ttft" and 1 < expected.max_load < 64
+    for hint in (EdgeHint(1, None), EdgeHint(4, 0.3), EdgeHint(30, None), EdgeHint(64, 0.02)):
+        found = steady.max_concurrency(*limits, highest=64, run_requests=runs, hint=hint)
+        assert (found.max_load, found.limited_by) == (expected.max_load, expected.limited_by)

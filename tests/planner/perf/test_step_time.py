@@ -399,11 +399,17 @@ def test_vllm_pipeline_prompts_in_one_budget_travel_in_one_micro_batch(catalog: 
         (1792 * flops_per_token + lm_head) / dep.peak_flops, rel=1e-12
     )
     assert prompts[IDX["net_transfer"]] == pytest.approx(2 * 1792 * 5120 * 2 / (40e9 / 8))
-    # 5,000 prompt tokens (a 3-budget macro-step) fill ceil(5000 / 2048) = 3 micro-batches
+    # 5,000 prompt tokens (a 3-budget macro-step): the first micro-batch is a full budget,
+    # 2,048 tokens (5000 / 2048 micro-batches' worth, 2.44 of the 5 sequences sampled in it)
     wide = step_features(StepBatch.of(prefill_chunks=[(1000, 0)] * 5), dep)
     assert wide[IDX["gemm"]] == pytest.approx(
-        (5000 / 3 * flops_per_token + 5 / 3 * dep.lm_head_flops_per_seq) / dep.peak_flops
+        (2048 * flops_per_token + 5 * 2048 / 5000 * dep.lm_head_flops_per_seq) / dep.peak_flops
     )
+    # ... and one token more than a budget is never a shorter chain than a budget
+    full = step_features(StepBatch.of(prefill_chunks=[(1024, 0)] * 2), dep)
+    over = step_features(StepBatch.of(prefill_chunks=[(1024, 0)] * 2 + [(1, 0)]), dep)
+    assert over[IDX["gemm"]] >= full[IDX["gemm"]]
+    assert over[IDX["net_transfer"]] == pytest.approx(full[IDX["net_transfer"]])
     # two decodes beside one 1,024-token chunk: the chain holds 2/3 + 1,024 tokens
     mixed = step_features(StepBatch.of(decode_contexts=[500] * 2, prefill_chunks=[(1024, 0)]), dep)
     assert mixed[IDX["net_transfer"]] == pytest.approx(2 * (2 / 3 + 1024) * 5120 * 2 / (40e9 / 8))
