@@ -15,11 +15,14 @@ For one model, workload, demand and SLO:
    from the steady state of continuous batching (:mod:`planner.perf.steady_state`, a few step
    evaluations a candidate, no simulation);
 4. replicas, instances and costs (:mod:`planner.recommend.costing`); ranked by $/M output
-   tokens, the cheapest layout of each instance type and precision kept, every rejected
-   candidate with its reason;
-5. the top :data:`SHORTLIST` of that ranking simulated (the discrete-event simulator at the
-   steady-state capacity, lower while the simulation misses the SLO) and re-ranked; what they
-   show (latencies, intervals) is the simulation's (``prediction_method``).
+   tokens;
+5. the cheapest candidate of each of the top :data:`SHORTLIST` instance types and precisions
+   of that ranking simulated (the discrete-event simulator at the steady-state capacity,
+   lower while the simulation misses the SLO) and re-ranked, until the top is all simulated;
+   what they show (latencies, intervals) is the simulation's (``prediction_method``);
+6. the cheapest layout of each instance type and precision kept, every rejected candidate
+   with its reason (a layout beaten by another of its instance names it; one the simulation
+   refuted says so, and the next layout of its instance takes its place).
 """
 
 from __future__ import annotations
@@ -341,17 +344,22 @@ def recommend(
             if settings != widest:
                 evaluate(layout, base, saturated, settings)
     quotes.sort(key=_rank_key)
+    verified: set[tuple[Any, ...]] = set()
+    if steady:
+        # Phase 4: the shortlist is simulated (the steady state ranked everything), before
+        # each instance type and precision keeps its cheapest layout: a layout beaten only by
+        # one the simulation refutes or lowers is ranked by its own figures
+        quotes = _verify_shortlist(
+            catalog, request, predictor, kind, cache, quotes, candidates, rejected, verified
+        )
     kept, beaten = _best_per_configuration(catalog, request, quotes)
     rejected.extend(beaten)
     # only the kept candidates are written out (a plan, commands: most of what costing took)
     ranked = [recommendation_of(catalog, request, q) for q in kept]
     if steady:
-        for rec in ranked:
-            rec.prediction_method = "steady state"
-        # Phase 4: the shortlist is simulated (the steady state ranked everything).
-        ranked = _verify_shortlist(
-            catalog, request, predictor, kind, cache, ranked, candidates, rejected
-        )
+        for rec, q in zip(ranked, kept, strict=True):
+            if _candidate_key(q.layout, q.settings) not in verified:
+                rec.prediction_method = "steady state"
     if request.disaggregation == "auto":  # both kinds ranked together
         pools = _disaggregated(catalog, request, predictor, layouts, widest, rejected)
         ranked = sorted([*ranked, *pools], key=_rank_key)
@@ -443,27 +451,32 @@ def _verify_shortlist(
     predictor: Predictor,
     kind: Literal["rate", "concurrency"],
     cache: CapacityCache,
-    ranked: list[Recommendation],
+    quotes: list[Quote],
     candidates: dict[tuple[Any, ...], _Candidate],
     rejected: list[Rejected],
-) -> list[Recommendation]:
-    """Simulate the top :data:`SHORTLIST` of the steady-state ranking
-    (:func:`~planner.recommend.capacity.verified_capacity`) and re-cost them; until the top
-    of the re-sorted ranking is all simulated (a candidate whose simulated capacity is lower
-    can drop below one that was not simulated yet, which is then simulated too)."""
-    done: set[tuple[Any, ...]] = set()
-    ranked = sorted(ranked, key=_rank_key)
+    verified: set[tuple[Any, ...]],
+) -> list[Quote]:
+    """Simulate the cheapest quote of each of the top :data:`SHORTLIST` instance types and
+    precisions of the steady-state ranking (:func:`~planner.recommend.capacity.
+    verified_capacity`) and re-quote it at every price with the simulated capacity; until
+    those heads are all simulated. A candidate whose simulated capacity is lower can drop
+    below one that was not simulated yet, of another configuration or of its own (another
+    layout or engine settings of the same instance and precision), which is then simulated
+    too; a refuted candidate's quotes leave the ranking, so the next layout of its
+    configuration heads it. ``verified``: the candidate keys simulated, filled in. Returns
+    the quotes, re-sorted."""
+    quotes = sorted(quotes, key=_rank_key)
     while True:
-        todo = [r for r in ranked[:SHORTLIST] if r.prediction_method == "steady state"]
+        todo = [
+            q
+            for q in _configuration_heads(quotes)[:SHORTLIST]
+            if _candidate_key(q.layout, q.settings) not in verified
+        ]
         if not todo:
-            return ranked
-        for rec in todo:
-            ranked.remove(rec)
-            key = (rec.instance, rec.tp, rec.pp, rec.precision, rec.kv_cache_dtype,
-                   *_grid_point(rec.engine_settings))  # fmt: skip
-            if key in done:
-                continue
-            done.add(key)
+            return quotes
+        for head in todo:
+            key = _candidate_key(head.layout, head.settings)
+            verified.add(key)
             layout, base, settings, estimate = candidates[key]
             # the step at which this candidate's last verification met the SLO
             setup = _setup_key(catalog, predictor, request, layout, settings)
@@ -477,6 +490,7 @@ def _verify_shortlist(
                 ),
             )  # fmt: skip
             cache.remember_edge(edge_key, capacity)
+            quotes = [q for q in quotes if _candidate_key(q.layout, q.settings) != key]
             if capacity.reason is not None or capacity.prediction is None:
                 rejected.append(
                     Rejected(
@@ -487,19 +501,23 @@ def _verify_shortlist(
                     )
                 )
                 continue
-            price = next(
-                p
-                for p in prices_in_scope(catalog, layout.instance, request.search)
-                if p.region == rec.region
+            quotes.extend(
+                quote(catalog, request, layout, settings, capacity, price, kind)
+                for price in prices_in_scope(catalog, layout.instance, request.search)
             )
-            ranked.append(
-                recommendation_of(
-                    catalog,
-                    request,
-                    quote(catalog, request, layout, settings, capacity, price, kind),
-                )
-            )
-        ranked.sort(key=_rank_key)
+        quotes.sort(key=_rank_key)
+
+
+def _configuration_heads(quotes: Sequence[Quote]) -> list[Quote]:
+    """The first quote of each instance type and precision, in the order of ``quotes``."""
+    seen: set[tuple[Any, ...]] = set()
+    heads = []
+    for q in quotes:
+        config = _configuration_key(q.layout)
+        if config not in seen:
+            seen.add(config)
+            heads.append(q)
+    return heads
 
 
 def _rejected_base(layout: LayoutCandidate) -> dict[str, Any]:
