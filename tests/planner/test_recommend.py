@@ -539,3 +539,49 @@ def test_a_layout_beaten_on_its_own_instance_is_rejected_naming_the_cheaper_one(
         assert (int(found.group(2)), int(found.group(3))) != (r.tp, r.pp)
         assert (r.instance, r.precision, r.kv_cache_dtype) in kept
         assert "seqs" in r.engine_settings  # the settings it was costed with, resolved
+
+
+def test_a_layout_beaten_only_by_one_the_simulation_refutes_is_ranked_in_its_place(
+    catalog: Catalog, perf: PerformanceModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instance's steady-state winner that the simulation refutes leaves the ranking, and
+    the next layout of that instance and precision is simulated and ranked in its place; the
+    layouts it beats name it (before: every other layout had been rejected as beaten by the
+    refuted one, and the instance was not ranked at all). Which candidate the simulation
+    refutes is the subject, so a wrapper around the real verification refutes the winner's
+    layout; every other candidate is simulated for real."""
+    from planner.recommend import search as search_module
+    from planner.recommend.capacity import CapacityResult
+
+    request = _request(instances=("g6e.48xlarge",), precisions=("fp8",))
+
+    def config(rec: Any) -> tuple[Any, ...]:
+        return (rec.instance, rec.precision, rec.kv_cache_dtype)
+
+    first = recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
+    )
+    winner = first.ranked[0]
+    real = search_module.verified_capacity
+
+    def refuting(*args: Any) -> CapacityResult:
+        layout, estimate = args[1], args[5]
+        if (layout.tp, layout.pp, layout.attention_dp) == (winner.tp, winner.pp, 1):
+            return CapacityResult(0.0, estimate.prediction, "refuted by the stand-in", "ttft")
+        return real(*args)
+
+    monkeypatch.setattr(search_module, "verified_capacity", refuting)
+    again = recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
+    )
+    (runner_up,) = [r for r in again.ranked if config(r) == config(winner)]
+    assert (runner_up.tp, runner_up.pp) != (winner.tp, winner.pp)
+    assert runner_up.prediction_method == "simulation"
+    assert runner_up.usd_per_million_output_tokens >= winner.usd_per_million_output_tokens
+    refuted = [r for r in again.rejected if r.reason == "refuted by the stand-in"]
+    assert refuted and all((r.tp, r.pp) == (winner.tp, winner.pp) for r in refuted)
+    beaten = [r for r in again.rejected if "on the same instance does it for" in r.reason]
+    assert beaten
+    for r in beaten:
+        assert f"TP{runner_up.tp} PP{runner_up.pp} on the same instance" in r.reason, r.reason
+        assert (r.tp, r.pp) != (winner.tp, winner.pp)
