@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.latency_errors_bench import band, held_out_rows
+from benchmarks.latency_errors_bench import band, held_out_rows, print_grouped
 
 METRICS = ("output_tok_per_s", "ttft", "tpot")
 #: GPU id -> generation (the catalog's ids, data/gpus.csv)
@@ -55,41 +51,19 @@ def generation(gpu: str) -> str:
     return "other"
 
 
-def errors(rows: list[dict[str, Any]], metric: str) -> str:
-    ratios = [
-        r["predicted"][metric] / r["measured"][metric]
-        for r in rows
-        if r["measured"].get(metric) and math.isfinite(r["predicted"].get(metric, math.nan))
-    ]
-    if not ratios:
-        return f"{'-':>27}"
-    ape = [abs(x - 1.0) for x in ratios]
-    return (
-        f"{len(ratios):4d} {statistics.median(ape):7.1%} {statistics.fmean(ape):7.1%} "
-        f"{statistics.median(ratios):6.2f}"
-    )
-
-
 def print_tables(rows: list[dict[str, Any]]) -> None:
-    groupings: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("all", lambda r: "all"),
-        ("generation", lambda r: generation(r["gpu"])),
-        ("GPU", lambda r: str(r["gpu"])),
-        (
-            "generation, engine, load",
-            lambda r: f"{generation(r['gpu'])} {r['engine']} {band(r)}",
-        ),
-    ]
-    head = "   n  median    mean  ratio"
-    for title, key in groupings:
-        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            groups[key(row)].append(row)
-        print(f"\n{'by ' + title:36} | {'tokens/s':27} | {'TTFT':27} | {'TPOT':27}")
-        print(f"{'':36} | {head:27} | {head:27} | {head:27}")
-        for name in sorted(groups):
-            cells = " | ".join(errors(groups[name], m) for m in METRICS)
-            print(f"{name[:36]:36} | {cells}")
+    print_grouped(
+        rows,
+        [
+            ("all", lambda r: "all"),
+            ("generation", lambda r: generation(r["gpu"])),
+            ("GPU", lambda r: str(r["gpu"])),
+            (
+                "generation, engine, load",
+                lambda r: f"{generation(r['gpu'])} {r['engine']} {band(r)}",
+            ),
+        ],
+    )
 
 
 def main() -> int:

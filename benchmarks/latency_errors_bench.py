@@ -90,14 +90,25 @@ def errors(rows: list[dict[str, Any]], metric: str) -> str:
     )
 
 
+Grouping = tuple[str, Callable[[dict[str, Any]], str]]
+
+
 def print_tables(rows: list[dict[str, Any]]) -> None:
-    groupings: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("all", lambda r: "all"),
-        ("engine", lambda r: str(r["engine"])),
-        ("fold", lambda r: str(r["fold"])),
-        ("band", band),
-        ("engine and band", lambda r: f"{r['engine']} {band(r)}"),
-    ]
+    print_grouped(
+        rows,
+        [
+            ("all", lambda r: "all"),
+            ("engine", lambda r: str(r["engine"])),
+            ("fold", lambda r: str(r["fold"])),
+            ("band", band),
+            ("engine and band", lambda r: f"{r['engine']} {band(r)}"),
+        ],
+    )
+
+
+def print_grouped(rows: list[dict[str, Any]], groupings: list[Grouping]) -> None:
+    """One table a grouping: its groups' rows, median and mean APE and median ratio of each
+    metric (``benchmarks/gpu_generation_bench.py`` prints its GPU groupings with it)."""
     head = "   n median    mean ratio"
     for title, key in groupings:
         groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
