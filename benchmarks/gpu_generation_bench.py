@@ -13,15 +13,13 @@ can be compared; ``--from`` prints the tables of such a file again.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.latency_errors_bench import band, held_out_rows, print_grouped
+from benchmarks.latency_errors_bench import band, held_out_rows_from_command_line, print_grouped
 
 METRICS = ("output_tok_per_s", "ttft", "tpot")
 #: GPU id -> generation (the catalog's ids, data/gpus.csv)
@@ -67,16 +65,7 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=Path, help="write the held-out rows here (JSON lines)")
-    parser.add_argument("--from", dest="source", type=Path, help="print the tables of a file")
-    args = parser.parse_args()
-    if args.source:
-        rows = [json.loads(line) for line in args.source.read_text().splitlines() if line]
-    else:
-        rows = held_out_rows()
-        if args.rows:
-            args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = held_out_rows_from_command_line(__doc__.split("\n")[0])
     print(f"{len(rows)} held-out rows (leave-one-source-out); ratio = median predicted / measured")
     print_tables(rows)
     return 0

@@ -121,19 +121,26 @@ def print_grouped(rows: list[dict[str, Any]], groupings: list[Grouping]) -> None
             print(f"{name[:36]:36} | {cells}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def held_out_rows_from_command_line(description: str) -> list[dict[str, Any]]:
+    """The held-out rows a bench prints: computed (``--rows OUT`` keeps them as JSON lines) or,
+    with ``--from IN``, read back from such a file so two versions of the model can be compared
+    (this bench, ``gpu_generation_bench.py`` and ``ttft_residuals_bench.py`` share it)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rows", type=Path, help="write the held-out rows here (JSON lines)")
-    parser.add_argument("--from", dest="source", type=Path, help="print the tables of a file")
+    parser.add_argument("--from", dest="source", type=Path, help="read held-out rows from here")
     args = parser.parse_args()
     if args.source:
-        rows = [json.loads(line) for line in args.source.read_text().splitlines() if line]
-    else:
-        started = time.perf_counter()
-        rows = held_out_rows()
-        print(f"{len(rows)} held-out rows in {time.perf_counter() - started:.0f} s")
-        if args.rows:
-            args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return [json.loads(line) for line in args.source.read_text().splitlines() if line]
+    started = time.perf_counter()
+    rows = held_out_rows()
+    print(f"{len(rows)} held-out rows in {time.perf_counter() - started:.0f} s")
+    if args.rows:
+        args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def main() -> int:
+    rows = held_out_rows_from_command_line(__doc__.split("\n")[0])
     print("median and mean absolute percentage error, median predicted / measured")
     print_tables(rows)
     return 0

@@ -23,8 +23,6 @@ NVIDIA's TensorRT-LLM rows (Triton's C++ server) 1.03, with no path beyond the p
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import statistics
 import sys
@@ -35,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.latency_errors_bench import band, held_out_rows
+from benchmarks.latency_errors_bench import band, held_out_rows_from_command_line
 
 
 def prompt_band(row: dict[str, Any]) -> str:
@@ -111,16 +109,7 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=Path, help="write the held-out rows here (JSON lines)")
-    parser.add_argument("--from", dest="source", type=Path, help="read held-out rows from here")
-    args = parser.parse_args()
-    if args.source:
-        rows = [json.loads(line) for line in args.source.read_text().splitlines() if line]
-    else:
-        rows = held_out_rows()
-        if args.rows:
-            args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = held_out_rows_from_command_line(__doc__.split("\n")[0])
     print("held-out TTFT: rows, median |pred/meas - 1|, median pred/meas (p10, p90), ")
     print("median predicted - measured (ms)")
     print_tables(rows)
