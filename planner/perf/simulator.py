@@ -498,6 +498,29 @@ class _Engine:
                 remaining += co.count * left
         return self.ratio * remaining / self.bs
 
+    def _cached_prefix(self, co: _Cohort) -> int:
+        """Prompt tokens of the waiting cohort ``co`` already in the KV cache: the shared prefix
+        once it is cached, or what the server found on arrival, in whole blocks and never the
+        prompt's last token (both engines' admissions count it so)."""
+        cached = 0
+        if self.prefix_tokens and self.prefix_ready:
+            cached = min(self.prefix_tokens, (co.prompt - 1) // self.bs * self.bs)
+        if co.cached_prompt:
+            cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
+        return cached
+
+    def _take_waiting(self, co: _Cohort, n: int, cached: int, t: int) -> _Cohort:
+        """``n`` requests of the waiting head ``co`` start running with ``cached`` prompt
+        tokens found in the cache and ``t`` computed in this step (blocks beyond the shared
+        ones held as their own); the caller charges the free blocks."""
+        part = co.split(n) if n < co.count else self.waiting.popleft()
+        part.computed = cached
+        part.shared = cached // self.bs
+        part.blocks = self._blocks_for(cached + t) - part.shared
+        self.running.append(part)
+        self.running_seqs += n
+        return part
+
     def _sglang_need(self, co: _Cohort) -> float:
         """Blocks one request of ``co`` needs to be admitted: its prompt and its whole output,
         clipped at 4,096 tokens (``add_one_req``: ``total_tokens = extend_input_len +
@@ -588,11 +611,7 @@ class _Engine:
                 self.batch_full = True
                 return
             co = self.waiting[0]
-            cached = 0
-            if self.prefix_tokens and self.prefix_ready:
-                cached = min(self.prefix_tokens, (co.prompt - 1) // self.bs * self.bs)
-            if co.cached_prompt:  # whole blocks, and never the prompt's last token
-                cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
+            cached = self._cached_prefix(co)
             need = co.prompt + co.generated - cached
             if not self.chunked and sched and need >= input_left:
                 return
@@ -626,14 +645,9 @@ class _Engine:
                 self.batch_full = True  # NO_TOKEN
                 return
             n = lo
-            part = co.split(n) if n < co.count else self.waiting.popleft()
-            part.computed = cached
-            part.shared = cached // self.bs
-            part.blocks = self._blocks_for(cached + t) - part.shared
+            part = self._take_waiting(co, n, cached, t)
             self.free -= per_seq * n
-            self.running.append(part)
             self.prefilling.append(part)
-            self.running_seqs += n
             sched.append((part, t))
             batch.append((part, n))
             chunk_left -= t * n
@@ -839,11 +853,7 @@ class _Engine:
             return budget  # SGLang admits in its prefill batches only (_sglang_admit)
         while self.waiting and budget > 0 and self.running_seqs < self.max_seqs:
             co = self.waiting[0]
-            cached = 0
-            if self.prefix_tokens and self.prefix_ready:
-                cached = min(self.prefix_tokens, (co.prompt - 1) // self.bs * self.bs)
-            if co.cached_prompt:  # whole blocks, and never the prompt's last token
-                cached = max(cached, min(co.cached_prompt, co.prompt - 1) // self.bs * self.bs)
+            cached = self._cached_prefix(co)
             need = co.prompt + co.generated - cached
             t = min(need, budget, self.chunk_cap)
             if t < need and not self.chunked:
@@ -857,17 +867,12 @@ class _Engine:
                 n = min(n, self.free // per_seq)
             if n <= 0:
                 break
-            part = co.split(n) if n < co.count else self.waiting.popleft()
-            part.computed = cached
-            part.shared = cached // self.bs
-            part.blocks = self._blocks_for(cached + t) - part.shared
+            part = self._take_waiting(co, n, cached, t)
             if self.reserve:
                 part.reserved = per_seq
             self.free -= per_seq * n
-            self.running.append(part)
             if into is not None:
                 into.append(part)
-            self.running_seqs += n
             sched.append((part, t))
             budget -= t * n
         return budget
