@@ -15,7 +15,12 @@ from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
 from pages.common.ui import planner_errors
 from pages.common.url_params import bound
-from planner.perf.validation import latency_summary_rows, summary_rows, validation_summary
+from planner.perf.validation import (
+    latency_summary_rows,
+    slice_summary_rows,
+    summary_rows,
+    validation_summary,
+)
 from planner.store import MEASURED_COLUMNS
 
 ensure_app_navigation()
@@ -101,6 +106,22 @@ else:
             key="table_latency_accuracy",
             column_config={
                 c: percent for c in latency.columns if c not in ("fold", "latency", "rows")
+            },
+        )
+    slices = pd.DataFrame(slice_summary_rows(summary))
+    if not slices.empty:
+        st.caption(
+            "Held out by source, by slice: every row; rows of an engine release the fold never "
+            "saw; closed-loop concurrency and Poisson-rate runs (requests one by one, as in a "
+            "concurrency sweep, not a max-throughput burst whose TTFT is its drain time); and "
+            "of those, the runs of engine releases from July 2025 on."
+        )
+        st.dataframe(
+            slices,
+            hide_index=True,
+            key="table_slice_accuracy",
+            column_config={
+                c: percent for c in slices.columns if c not in ("metric", "slice", "rows")
             },
         )
 

@@ -65,6 +65,7 @@ from planner.perf.uncertainty import (
 )
 from planner.perf.validation import (
     CONCURRENCY_BANDS,
+    CURRENT_SLICE,
     LATENCY_LABELS,
     P99_METRICS,
     SCHEMES,
@@ -376,6 +377,17 @@ def _print_latency_checks(report: dict[str, Any], schemes: list[str]) -> None:
         ]
         if unseen:
             print(f"  {'':<26} release the fold never saw, 80% coverage: " + ", ".join(unseen))
+        current = [
+            f"{r['metric']} ({r['n']}) {100 * r['median']:.0f}% / {100 * r['mean']:.0f}% "
+            f"{_cover(r['coverage_80'])}"
+            for r in e.get("by_statistic", [])
+            if r["slice"] == CURRENT_SLICE
+        ]
+        if current:
+            print(
+                f"  {'':<26} closed loops and rates of 2025-07+ releases (the independent "
+                "checks' shape), median / mean, coverage: " + ", ".join(current)
+            )
 
 
 def _cover(value: float | None) -> str:
@@ -514,6 +526,7 @@ def _write_summary(report: dict[str, Any]) -> None:
         "predicted_rows": report["predicted_rows"],
         "schemes": {
             scheme: {k: entry[k] for k in keep}
+            | ({"by_statistic": entry["by_statistic"]} if "by_statistic" in entry else {})
             | {
                 "groups": [
                     {k: r[k] for k in ("engine", "group", "rows", "coverage")}

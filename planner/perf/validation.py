@@ -32,6 +32,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from planner.perf import latency_stats
 from planner.perf.calibration import FitSample, FittedCoefficients, fit_coefficients
 from planner.perf.latency_stats import HISTOGRAM_ITL, HISTOGRAM_TTFT
 from planner.perf.metrics import RunMetrics, run_metrics
+from planner.perf.releases import release_date
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import roofline_coefficients
 from planner.perf.uncertainty import (
@@ -571,7 +573,8 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
     """(metric label, slice, :func:`latency_errors`) for every metric, over all rows that
     measure it, then per statistic the rows report (mean, median, vLLM histogram, p99), then
     the rows whose engine release the fold never saw (where an unmeasured release widens the
-    interval by the release spread)."""
+    interval by the release spread), then the closed-loop and rate runs and, of those, the
+    runs of releases from mid-2025 on (:func:`is_current_release`)."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     for metric, label in STATISTIC_METRICS:
         measuring = [h for h in held if metric in h.measured]
@@ -586,7 +589,31 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
         new = [h for h in measuring if h.new_release]
         if new:
             out.append((label, "release unmeasured", latency_errors(new, metric)))
+        swept = [h for h in measuring if h.sample.result.load in SWEPT_LOADS]
+        if swept:
+            out.append((label, "closed loop or rate", latency_errors(swept, metric)))
+        current = [h for h in swept if is_current_release(h)]
+        if current:
+            out.append((label, CURRENT_SLICE, latency_errors(current, metric)))
     return out
+
+
+#: loads whose requests arrive one by one, as in a concurrency sweep or a Poisson-rate run
+#: (not a max-throughput burst, whose TTFT is the burst's drain time, nor an offline batch)
+SWEPT_LOADS = ("concurrency", "rate")
+#: releases from this date on are "current" for the slice below
+CURRENT_SINCE = date(2025, 7, 1)
+CURRENT_SLICE = "ditto, release 2025-07+"
+
+
+def is_current_release(h: HeldOut) -> bool:
+    """Whether the row names an engine release from :data:`CURRENT_SINCE` on
+    (:func:`planner.perf.releases.release_date`): the shape of the checks on independent data
+    (concurrency sweeps of current SGLang and TensorRT-LLM releases), where early-2025 DeepSeek
+    releases, half as fast as today's, do not belong. A row without a dated release is not
+    counted."""
+    when = release_date(h.sample.family, h.sample.result.engine_version)
+    return when is not None and when >= CURRENT_SINCE
 
 
 def format_statistic_table(title: str, table: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
@@ -804,6 +831,29 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def slice_summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The leave-one-source-out fold's errors by slice (:func:`statistic_table`): every row,
+    a release the fold never saw, closed-loop and rate runs, and those of 2025-07+ releases,
+    for each metric (fractions; empty for a summary written before slices were kept)."""
+    entry = summary.get("schemes", {}).get("source")
+    if not isinstance(entry, dict):
+        return []
+    shown = ("all", "release unmeasured", "closed loop or rate", CURRENT_SLICE)
+    return [
+        {
+            "metric": r["metric"],
+            "slice": r["slice"],
+            "rows": r["n"],
+            "median": r["median"],
+            "mean": r["mean"],
+            "p90": r["p90"],
+            "80% interval coverage": r["coverage_80"],
+        }
+        for r in entry.get("by_statistic", [])
+        if r.get("slice") in shown
+    ]
 
 
 def latency_summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:

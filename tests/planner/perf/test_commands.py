@@ -9,6 +9,7 @@ import pytest
 
 from planner.cli import main
 from planner.perf.model import PerformanceModel
+from tests.patience import PATIENT_S
 
 HEADER = (
     "scenario_id,engine,engine_version,model,precision,gpu,num_gpus,tp,pp,input_len,output_len,"
@@ -111,6 +112,9 @@ def test_predict_reports_a_missing_file_without_a_traceback(
     assert "--scenarios" in capsys.readouterr().err
 
 
+# five fits of every public row: about 2 min on a quiet machine, over 300 s at load 8 (a hang
+# detector, tests/patience.py)
+@pytest.mark.timeout(4 * PATIENT_S)
 def test_validate_prints_errors_next_to_the_roofline(
     model: PerformanceModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -131,6 +135,9 @@ def test_validate_prints_errors_next_to_the_roofline(
     after = text.splitlines()[text.splitlines().index(line) + 1]
     assert "TTFT p99 (n " in after and "TPOT p99 (n " in after and "80% coverage" in after
     assert "TTFT p99 APE med/mean/p90, cover" in text
+    # the slices shaped like the independent checks: closed loops and rates, current releases
+    assert "closed loop or rate" in text and "ditto, release 2025-07+" in text
+    assert "closed loops and rates of 2025-07+ releases" in text
 
 
 def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes() -> None:

@@ -8,6 +8,7 @@ import csv
 import io
 import math
 import shutil
+from datetime import date
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,8 +27,10 @@ from planner.perf.latency_stats import (
     histogram_quantile,
 )
 from planner.perf.metrics import RunMetrics, run_metrics
+from planner.perf.releases import release_date
 from planner.perf.uncertainty import INTERVAL_METRICS, IntervalCalibration
 from planner.perf.validation import (
+    CURRENT_SLICE,
     HeldOut,
     calibrate_intervals,
     interval_coverage,
@@ -185,12 +188,20 @@ def test_fit_targets_use_the_histogram_as_validation_does(catalog: Catalog) -> N
 OWN = (0.8, 1.25)
 
 
-def _held(ratio_ttft: float, ratio_p99: float, new_release: bool = False) -> HeldOut:
+def _held(
+    ratio_ttft: float,
+    ratio_p99: float,
+    new_release: bool = False,
+    load: str = "max_throughput",
+    engine_version: str | None = None,
+) -> HeldOut:
     """A row whose TTFT is measured ``ratio_ttft`` x its prediction and its p99 ``ratio_p99`` x."""
     return HeldOut(
         sample=SimpleNamespace(
             family="vllm",
-            result=SimpleNamespace(ttft_stat="mean", itl_stat="mean_tpot"),
+            result=SimpleNamespace(
+                ttft_stat="mean", itl_stat="mean_tpot", load=load, engine_version=engine_version
+            ),
             key=SimpleNamespace(version=None),
         ),  # type: ignore[arg-type]
         fold="f",
@@ -245,7 +256,9 @@ def test_a_calibration_file_without_p99s_gives_them_their_latencys() -> None:
 
 def test_the_statistic_table_slices_by_statistic_and_unmeasured_release() -> None:
     rows = [_held(1.1, 1.1), _held(1.1, 1.5, new_release=True), _held(2.0, 1.0)]
-    rows[2].sample.result = SimpleNamespace(ttft_stat=HISTOGRAM_TTFT, itl_stat=HISTOGRAM_ITL)
+    rows[2].sample.result = SimpleNamespace(
+        ttft_stat=HISTOGRAM_TTFT, itl_stat=HISTOGRAM_ITL, load="concurrency", engine_version=None
+    )
     table = {(label, name): f for label, name, f in statistic_table(rows)}
     assert table["TTFT", "all"]["n"] == 3
     assert table["TTFT", "mean"]["n"] == 2
@@ -254,3 +267,31 @@ def test_the_statistic_table_slices_by_statistic_and_unmeasured_release() -> Non
     assert table["TTFT p99", "p99_vllm_histogram"]["n"] == 1
     unseen = table["TTFT p99", "release unmeasured"]
     assert unseen["n"] == 1 and unseen["median"] == pytest.approx(1 / 3)  # 300 / 450 - 1
+
+
+def test_the_statistic_table_slices_closed_loops_and_current_releases() -> None:
+    """A max-throughput burst counts in neither slice; closed loops and rates count in the
+    first; of those only a release dated from July 2025 on (vLLM 0.10.0: 2025-07-25 on PyPI)
+    counts in the second, not vLLM 0.7.3 (2025-01-27) nor a row naming no release."""
+    rows = [
+        _held(1.1, 1.1),
+        _held(2.0, 1.0, load="concurrency", engine_version="0.7.3.dev138+g21f6ca217"),
+        _held(1.25, 1.0, load="rate", engine_version="0.10.0"),
+        _held(1.5, 1.0, load="concurrency"),
+    ]
+    table = {(label, name): f for label, name, f in statistic_table(rows)}
+    assert table["TTFT", "all"]["n"] == 4
+    assert table["TTFT", "closed loop or rate"]["n"] == 3
+    current = table["TTFT", CURRENT_SLICE]
+    assert current["n"] == 1 and current["median"] == pytest.approx(0.2)  # 100 / 125 - 1
+
+
+def test_release_dates_parse_the_versions_rows_state() -> None:
+    assert release_date("vllm", "0.7.3.dev138+g21f6ca217 (rocm/vllm-dev)") == date(2025, 1, 27)
+    assert release_date("sglang", "0.4.10.post1") == date(2025, 7, 31)
+    assert release_date("sglang", "0.4.3.post2") == date(2025, 2, 14)
+    assert release_date("sglang", "0.5.6.post2") == date(2025, 8, 8)
+    assert release_date("trtllm", "0.17.post1.dev (pytorch backend)") == date(2024, 12, 17)
+    assert release_date("trtllm", "1.2.0rc1") == date(2025, 9, 30)
+    for family, version in (("vllm", "vllm"), ("trtllm", "NIM"), ("vllm", None), ("x", "0.1")):
+        assert release_date(family, version) is None
