@@ -26,7 +26,11 @@ bytes; the date moves only when a figure does):
   the release spread
   (:func:`planner.perf.validation.release_spreads`) and the half-width multipliers by number
   of novelty reasons that make 80% of the leave-one-source-out held-out rows fall inside their
-  interval (:func:`planner.perf.validation.calibrate_intervals`);
+  interval, then per engine family and per (family, architecture group) a factor on them that
+  does the same for that family's or group's rows, shrunk toward the level above by its row
+  count (:func:`planner.perf.validation.calibrate_intervals`;
+  ``benchmarks/interval_calibration_bench.py`` checks them nested: each source scored with the
+  factors of the others);
 - ``python -m planner validate --write-summary`` writes ``data/validation_summary.json`` (all
   five folds; what the Benchmarks page and the README quote). Run it after the calibration,
   or give both flags to one run (the calibration is applied before any figure is computed).
@@ -68,10 +72,12 @@ from planner.perf.validation import (
     CURRENT_SLICE,
     LATENCY_LABELS,
     P99_METRICS,
+    PRIOR_ROWS,
     SCHEMES,
     SUMMARY_FILE,
     ErrorRow,
     HeldOut,
+    calibrate_group_factors,
     calibrate_intervals,
     cross_validate,
     error_table,
@@ -130,8 +136,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--calibrate-intervals",
         action="store_true",
-        help=f"write the interval multipliers and release spreads of throughput, TTFT and TPOT "
-        f"from the leave-one-source-out rows to {CALIBRATION_FILE.name} (implies --public-only)",
+        help=f"write the interval multipliers, their engine-family and architecture factors and "
+        f"the release spreads of throughput, TTFT, TPOT and their p99s from the "
+        f"leave-one-source-out rows to {CALIBRATION_FILE.name} (implies --public-only)",
     )
     parser.add_argument(
         "--write-disaggregated-fit",
@@ -345,6 +352,22 @@ def run(args: argparse.Namespace) -> int:
                 + f"; an unmeasured release adds +-{calibration.release_spread[metric]:.2f} "
                 "(log) in quadrature"
             )
+        print("  factors on them per engine family (and architecture group within it):")
+        for family, factors in sorted(calibration.family_factors.items()):
+            groups = {
+                key.split("/", 1)[1]: values
+                for key, values in calibration.arch_factors.items()
+                if key.startswith(f"{family}/")
+            }
+            print(
+                f"  {family:<7} "
+                + ", ".join(f"{m} {factors.get(m, 1.0):.2f}" for m in CALIBRATED_METRICS)
+            )
+            for group, values in sorted(groups.items()):
+                print(
+                    f"    {group:<17} "
+                    + ", ".join(f"{m} {values.get(m, 1.0):.2f}" for m in CALIBRATED_METRICS)
+                )
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0 if ok else 1
 
@@ -471,6 +494,8 @@ def _write_calibration(
     calibration: IntervalCalibration, held: list[HeldOut], report: dict[str, Any]
 ) -> None:
     moves = {m: release_moves(held, m) for m in CALIBRATED_METRICS}
+    pooled = IntervalCalibration(calibration.multipliers, calibration.release_spread)
+    _, _, factor_rows = calibrate_group_factors(held, pooled)
     payload = {
         "multipliers": {
             str(n): round(m, 3) for n, m in enumerate(calibration.multipliers["output_tok_per_s"])
@@ -482,6 +507,9 @@ def _write_calibration(
         "release_spread": {m: round(v, 3) for m, v in calibration.release_spread.items()},
         "release_pairs": {m: len(r.moves) for m, r in moves.items()},
         "release_groups": {m: r.groups for m, r in moves.items()},
+        "family_factors": _rounded_factors(calibration.family_factors),
+        "arch_factors": _rounded_factors(calibration.arch_factors),
+        "factor_rows": factor_rows,
         "source": (
             "python -m planner validate --scheme source --calibrate-intervals, on the "
             f"leave-one-source-out held-out rows of the embedded data ({report['rows']} fitted "
@@ -495,10 +523,21 @@ def _write_calibration(
             "log(measured / predicted), h its interval's own log half-width on that side, s the "
             "release spread when its release was unmeasured); ttft_p99 and tpot_p99 on the rows "
             "that publish them, h the half-width of their latency's own factors; multipliers: "
-            "throughput's"
+            "throughput's. family_factors: per engine family and metric, the factor f on the "
+            "pooled multiplier of each row's novelty count that puts 80% of the family's rows "
+            "inside (the 80th percentile of need / pooled multiplier), shrunk toward 1 by its "
+            f"row count n as exp(n / (n + {PRIOR_ROWS:g}) x log f); arch_factors: the same per "
+            "engine family and architecture group (MLA, fine-grained MoE, coarse MoE, dense) "
+            "on top of the family's; factor_rows: the held-out rows each rests on; a family or "
+            "group without rows takes the level above (the pooled multipliers); a multiplier "
+            "is never below 1"
         ),
     }
     _write_json_stably(Path(CALIBRATION_FILE), payload, indent=2)
+
+
+def _rounded_factors(factors: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    return {key: {m: round(v, 3) for m, v in values.items()} for key, values in factors.items()}
 
 
 def _write_summary(report: dict[str, Any]) -> None:

@@ -917,8 +917,12 @@ class DisaggregatedModel:
         ]
         fitted = self.model.fitted
 
+        classes = dep.card.architecture.model_classes
+
         def factors(metric: str, terms: np.ndarray, c: np.ndarray) -> tuple[float, float]:
-            return widen(interval_factors(fitted, key, metric, term_shares(terms, c)), len(reasons))
+            own = interval_factors(fitted, key, metric, term_shares(terms, c))
+            # the engine family's and its architecture group's factors on the multipliers
+            return widen(own, len(reasons), family=key.family, model_classes=classes)
 
         thr_lo, thr_hi = factors("output_tok_per_s", dec.terms, self.decode.c)
         tpot_lo, tpot_hi = factors("itl", dec.terms, self.decode.c)

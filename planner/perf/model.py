@@ -404,10 +404,11 @@ class PerformanceModel:
         shares = term_shares(state.step_terms, c)
         reasons = self.uncertainty_reasons(scenario, dep)
         new_release = release_unmeasured(key, self._seen)
+        classes = dep.card.architecture.model_classes
 
         def factors(metric: str, widen_as: str | None = None) -> tuple[float, float]:
             own = interval_factors(self.fitted, key, metric, shares)
-            return widen(own, len(reasons), widen_as or metric, new_release)
+            return widen(own, len(reasons), widen_as or metric, new_release, family, classes)
 
         thr_lo, thr_hi = factors("output_tok_per_s")
         ttft_lo, ttft_hi = factors("ttft")
@@ -511,12 +512,13 @@ class PerformanceModel:
         fitted = self.fitted
         reasons = self.uncertainty_reasons(scenario, dep)
         new_release = release_unmeasured(key, self._seen)
+        classes = dep.card.architecture.model_classes
 
         def factors(
             metric: str, vector: np.ndarray, widen_as: str | None = None
         ) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(vector, c))
-            return widen(own, len(reasons), widen_as or metric, new_release)
+            return widen(own, len(reasons), widen_as or metric, new_release, family, classes)
 
         mean_ttft_vec, mean_decode_vec = latency_term_vectors(trace)
         thr_lo, thr_hi = factors("output_tok_per_s", trace.end)

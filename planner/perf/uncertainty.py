@@ -22,6 +22,14 @@ latency's mean and p50; its p99 starts from the same factors and has multipliers
 calibrated on the held-out rows that publish a p99 (a tail is further from the model than its
 centre: one set for both held 83% of TTFT p99s but 65% of TPOT p99s).
 
+The pooled multipliers hide engines that are far off (held out by source, SGLang's TTFT
+intervals held 66% and TensorRT-LLM's throughput intervals 69%, 0% on its MLA rows, while
+vLLM's held 87-93%): each engine family has a factor of its own per metric on top of them, and
+each architecture group (:func:`arch_group`: MLA, fine-grained MoE, coarse MoE, dense) within
+the family one more, each shrunk toward the level above it by the rows it rests on
+(:meth:`IntervalCalibration.multiplier`, calibrated by
+:func:`planner.perf.validation.calibrate_intervals`).
+
 An engine release the data do not cover moves the whole prediction, whatever else is known:
 its interval's log half-widths get the release spread added in quadrature, the 80% half-width
 of log(release A / release B) over pairs of releases measured on the same engine, GPU, model,
@@ -40,7 +48,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -241,6 +249,23 @@ METRIC_OF = {
 }
 
 
+#: the architecture groups an engine family's intervals are calibrated by, most specific first:
+#: a model is in the first of them its classes name (DeepSeek-V3, MLA and fine-grained MoE, is
+#: MLA), "dense" when none (:attr:`planner.catalog.ModelArchitecture.model_classes`)
+ARCH_GROUPS = ("MLA", "fine-grained MoE", "coarse MoE", "dense")
+
+
+def arch_group(model_classes: Iterable[str]) -> str:
+    """The :data:`ARCH_GROUPS` entry of a model with these architecture classes."""
+    classes = set(model_classes)
+    return next((g for g in ARCH_GROUPS[:-1] if g in classes), "dense")
+
+
+def family_arch(family: str, model_classes: Iterable[str]) -> str:
+    """The key of an (engine family, architecture group) factor: ``trtllm/MLA``."""
+    return f"{family}/{arch_group(model_classes)}"
+
+
 @dataclass(frozen=True)
 class IntervalCalibration:
     """What :func:`widen` applies to an interval's own factors (``data/interval_calibration.json``).
@@ -252,10 +277,18 @@ class IntervalCalibration:
     of log(release A / release B) of the same engine, GPU, model, precision and layout
     (:func:`planner.perf.validation.release_spread`), added in quadrature to the half-widths of
     a prediction for a release the data do not cover.
+
+    ``family_factors[family][metric]``: an engine family's factor on the metric's multipliers
+    (every novelty count alike); ``arch_factors["family/group"][metric]``: an architecture
+    group's factor within the family (:func:`family_arch`) on top of it. Either missing means
+    1.0: the level above it, so a family or group the calibration never saw takes the pooled
+    multipliers (and a file written before these existed loads with none).
     """
 
     multipliers: dict[str, tuple[float, ...]]
     release_spread: dict[str, float]
+    family_factors: dict[str, dict[str, float]] = field(default_factory=dict)
+    arch_factors: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def neutral(cls) -> IntervalCalibration:
@@ -285,7 +318,30 @@ class IntervalCalibration:
             multipliers[metric] = tuple(float(values[str(n)]) for n in range(MAX_NOVELTY + 1))
             value = spread.get(metric, spread.get(own))
             spreads[metric] = max(float(value), 0.0) if value is not None else 0.0
-        return cls(multipliers, spreads)
+        return cls(
+            multipliers,
+            spreads,
+            _factors_of(payload.get("family_factors")),
+            _factors_of(payload.get("arch_factors")),
+        )
+
+    def multiplier(
+        self,
+        metric: str,
+        reasons: int,
+        family: str | None = None,
+        model_classes: Iterable[str] = (),
+    ) -> float:
+        """The half-width multiplier of ``metric`` for ``reasons`` novelty reasons, an engine
+        family and a model's classes: max(m x f x a, 1), m the pooled multiplier for that many
+        reasons, f the family's factor, a its architecture group's (1 where not calibrated; an
+        interval is never narrower than the fit's own spread)."""
+        name = METRIC_OF.get(metric, metric)
+        scale = self.multipliers[name][min(reasons, MAX_NOVELTY)]
+        if family is not None:
+            scale *= self.family_factors.get(family, {}).get(name, 1.0)
+            scale *= self.arch_factors.get(family_arch(family, model_classes), {}).get(name, 1.0)
+        return max(scale, 1.0)
 
     def widen(
         self,
@@ -293,17 +349,37 @@ class IntervalCalibration:
         reasons: int,
         metric: str = "output_tok_per_s",
         release_unmeasured: bool = False,
+        family: str | None = None,
+        model_classes: Iterable[str] = (),
     ) -> tuple[float, float]:
         """(low, high) multipliers: each log half-width h becomes
-        sqrt((m x h)^2 + s^2), m the metric's multiplier for ``reasons`` reasons and s its
-        release spread when the release is unmeasured (else 0)."""
+        sqrt((m x h)^2 + s^2), m the metric's :meth:`multiplier` for ``reasons`` reasons, the
+        engine family and the model's classes, and s its release spread when the release is
+        unmeasured (else 0)."""
         name = METRIC_OF.get(metric, metric)
-        scale = self.multipliers[name][min(reasons, MAX_NOVELTY)]
+        scale = self.multiplier(name, reasons, family, model_classes)
         spread = self.release_spread[name] if release_unmeasured else 0.0
         low, high = factors
         low_half = math.hypot(-math.log(low) * scale, spread)
         high_half = math.hypot(math.log(high) * scale, spread)
         return math.exp(-low_half), math.exp(high_half)
+
+
+def _factors_of(section: object) -> dict[str, dict[str, float]]:
+    """A file's ``family_factors`` / ``arch_factors``: {key: {metric: factor}} (absent: none)."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ValueError(f"factors must be an object, not {section!r}")
+    out: dict[str, dict[str, float]] = {}
+    for key, factors in section.items():
+        if not isinstance(factors, dict):
+            raise ValueError(f"factors of {key} must be an object, not {factors!r}")
+        values = {m: float(v) for m, v in factors.items() if m in CALIBRATED_METRICS}
+        if any(not math.isfinite(v) or v <= 0 for v in values.values()):
+            raise ValueError(f"factors of {key} must be finite and positive: {factors!r}")
+        out[str(key)] = values
+    return out
 
 
 @lru_cache(maxsize=4)
@@ -343,10 +419,15 @@ def widen(
     reasons: int,
     metric: str = "output_tok_per_s",
     release_unmeasured: bool = False,
+    family: str | None = None,
+    model_classes: Iterable[str] = (),
 ) -> tuple[float, float]:
-    """An interval's (low, high) multipliers widened for ``reasons`` novelty reasons and an
-    unmeasured release, with the stored calibration (:meth:`IntervalCalibration.widen`)."""
-    return interval_calibration().widen(factors, reasons, metric, release_unmeasured)
+    """An interval's (low, high) multipliers widened for ``reasons`` novelty reasons, an
+    unmeasured release, the engine family and the model's architecture classes, with the
+    stored calibration (:meth:`IntervalCalibration.widen`)."""
+    return interval_calibration().widen(
+        factors, reasons, metric, release_unmeasured, family, model_classes
+    )
 
 
 def interval_factors(

@@ -53,6 +53,7 @@ from planner.perf.uncertainty import (
     P99_OF,
     IntervalCalibration,
     SeenData,
+    family_arch,
     interval_calibration,
     interval_factors,
     latency_term_vectors,
@@ -176,8 +177,22 @@ class HeldOut:
         if pred is None or own is None or not math.isfinite(pred):
             return None
         cal = calibration or interval_calibration()
-        lo, hi = cal.widen(own, len(self.reasons), metric, self.new_release)
+        lo, hi = cal.widen(
+            own, len(self.reasons), metric, self.new_release, self.family, self.model_classes
+        )
         return pred * lo, pred * hi
+
+    @property
+    def family(self) -> str:
+        """The row's engine family ('' for a row that does not say)."""
+        return str(getattr(self.sample, "family", ""))
+
+    @property
+    def model_classes(self) -> tuple[str, ...]:
+        """The model's architecture classes (none for a row that does not say)."""
+        dep = getattr(self.sample, "dep", None)
+        arch = getattr(getattr(dep, "card", None), "architecture", None)
+        return tuple(getattr(arch, "model_classes", ()))
 
     def covers(self, metric: str, calibration: IntervalCalibration | None = None) -> bool | None:
         """Whether the measured figure lies inside the metric's 80% interval (None: unmeasured)."""
@@ -268,7 +283,12 @@ def predict_held_out(
     )
     new_release = release_unmeasured(sample.key, seen)
     lo, hi = interval_calibration().widen(
-        own["output_tok_per_s"], len(reasons), "output_tok_per_s", new_release
+        own["output_tok_per_s"],
+        len(reasons),
+        "output_tok_per_s",
+        new_release,
+        sample.family,
+        sample.dep.card.architecture.model_classes,
     )
     predicted = predicted_metrics(sample.result, m)
     result = sample.result
@@ -713,6 +733,31 @@ def release_spreads(held: Sequence[HeldOut], min_moves: int = 3) -> dict[str, fl
     return dict.fromkeys(CALIBRATED_METRICS, spread)
 
 
+def row_needs(
+    held: Sequence[HeldOut], metric: str, release_spread: float = 0.0
+) -> list[tuple[HeldOut, float]]:
+    """Each row measuring ``metric`` with the multiplier its interval needs to hold it:
+    sqrt(max(r^2 - s^2, 0)) / h, r = log(measured / predicted), h the interval's own log
+    half-width on the side r falls, s = ``release_spread`` for a row whose release the fold never
+    saw, else 0 (:meth:`IntervalCalibration.widen`: the row is inside when its multiplier is at
+    least this)."""
+    out: list[tuple[HeldOut, float]] = []
+    for h in held:
+        meas = h.measured.get(metric)
+        pred = h.predicted.get(metric)
+        if not meas or not pred or not math.isfinite(pred) or pred <= 0:
+            continue
+        own = getattr(h, "own", {}).get(P99_METRICS.get(metric, metric))
+        if own is None:
+            own = (h.own_low, h.own_high)
+        ratio = math.log(meas / pred)
+        half = math.log(own[1]) if ratio >= 0 else -math.log(own[0])
+        spread = release_spread if getattr(h, "new_release", False) else 0.0
+        need = math.sqrt(max(ratio**2 - spread**2, 0.0))
+        out.append((h, need / max(half, 1e-6)))
+    return out
+
+
 def calibrate_interval_multipliers(
     held: Sequence[HeldOut],
     target: float = 0.8,
@@ -737,19 +782,8 @@ def calibrate_interval_multipliers(
     data, held 65%).
     """
     needs: dict[int, list[float]] = {}
-    for h in held:
-        meas = h.measured.get(metric)
-        pred = h.predicted.get(metric)
-        if not meas or not pred or not math.isfinite(pred) or pred <= 0:
-            continue
-        own = getattr(h, "own", {}).get(P99_METRICS.get(metric, metric))
-        if own is None:
-            own = (h.own_low, h.own_high)
-        ratio = math.log(meas / pred)
-        half = math.log(own[1]) if ratio >= 0 else -math.log(own[0])
-        spread = release_spread if getattr(h, "new_release", False) else 0.0
-        need = math.sqrt(max(ratio**2 - spread**2, 0.0))
-        needs.setdefault(min(len(h.reasons), MAX_NOVELTY), []).append(need / max(half, 1e-6))
+    for h, need in row_needs(held, metric, release_spread):
+        needs.setdefault(min(len(h.reasons), MAX_NOVELTY), []).append(need)
     # pools of consecutive counts: (counts, rows), small ones merged into the next
     pools: list[tuple[list[int], list[float]]] = []
     carry: tuple[list[int], list[float]] = ([], [])
@@ -784,19 +818,97 @@ def calibrate_interval_multipliers(
     return [max(m, 1.0) for m in out]
 
 
-def calibrate_intervals(held: Sequence[HeldOut], target: float = 0.8) -> IntervalCalibration:
+#: how many held-out rows a group's own factor counts as much as the level above it
+#: (:func:`shrunk_factor`); chosen on the nested leave-one-source-out check
+#: (benchmarks/interval_calibration_bench.py)
+PRIOR_ROWS = 20.0
+
+
+def shrunk_factor(raw: float, rows: int, prior_rows: float = PRIOR_ROWS) -> float:
+    """A group's factor blended toward 1 (the level above it) by its row count, in log space:
+    exp(n / (n + k) x log(raw)), n the group's held-out rows and k = ``prior_rows``: a group of k
+    rows goes half way, a group without rows stays at the level above."""
+    if rows <= 0 or raw <= 0:
+        return 1.0
+    return math.exp(rows / (rows + prior_rows) * math.log(raw))
+
+
+def group_factor(needs: Sequence[float], bases: Sequence[float], target: float = 0.8) -> float:
+    """The factor f on each row's multiplier so far (``bases``) that puts ``target`` of the rows
+    inside: the ``target`` quantile of need / base, and no lower than where every multiplier
+    already sits at its floor of 1 (lower would change no interval)."""
+    ratios = [n / b for n, b in zip(needs, bases, strict=True)]
+    floor = min(1.0 / b for b in bases)
+    return max(float(np.quantile(ratios, target)), floor)
+
+
+def calibrate_group_factors(
+    held: Sequence[HeldOut],
+    calibration: IntervalCalibration,
+    target: float = 0.8,
+    prior_rows: float = PRIOR_ROWS,
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], dict[str, dict[str, int]]]:
+    """Each engine family's factor per metric on the pooled multipliers, then each (family,
+    architecture group)'s factor on top of its family's (:func:`group_factor` on its held-out
+    rows, :func:`shrunk_factor` toward 1 by their count), and the rows each rests on (keyed
+    like the factors). A family's rows are put inside at ``target`` with the pooled multiplier
+    of each row's novelty count times the factor, so the novelty counts keep their order."""
+    family_factors: dict[str, dict[str, float]] = {}
+    arch_factors: dict[str, dict[str, float]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for metric in CALIBRATED_METRICS:
+        needs = row_needs(held, metric, calibration.release_spread[metric])
+        by_family: dict[str, list[tuple[HeldOut, float]]] = {}
+        for h, need in needs:
+            by_family.setdefault(h.family, []).append((h, need))
+        for family, rows in sorted(by_family.items()):
+            pooled = [
+                calibration.multipliers[metric][min(len(h.reasons), MAX_NOVELTY)] for h, _ in rows
+            ]
+            raw = group_factor([n for _, n in rows], pooled, target)
+            f = shrunk_factor(raw, len(rows), prior_rows)
+            family_factors.setdefault(family, {})[metric] = f
+            counts.setdefault(family, {})[metric] = len(rows)
+            by_arch: dict[str, list[tuple[float, float]]] = {}
+            for (h, need), base in zip(rows, pooled, strict=True):
+                by_arch.setdefault(family_arch(family, h.model_classes), []).append(
+                    (need, base * f)
+                )
+            for key, group in sorted(by_arch.items()):
+                raw_a = group_factor([n for n, _ in group], [b for _, b in group], target)
+                arch_factors.setdefault(key, {})[metric] = shrunk_factor(
+                    raw_a, len(group), prior_rows
+                )
+                counts.setdefault(key, {})[metric] = len(group)
+    return family_factors, arch_factors, counts
+
+
+def calibrate_intervals(
+    held: Sequence[HeldOut],
+    target: float = 0.8,
+    *,
+    by_family: bool = True,
+    by_arch: bool = True,
+    prior_rows: float = PRIOR_ROWS,
+) -> IntervalCalibration:
     """The whole calibration from leave-one-source-out rows: each metric's release spread
     (:func:`release_spreads`), then its multipliers given that spread; the p99s of TTFT and
     TPOT on their own rows and residuals (what a p99 needs beyond its latency's factors), not
-    the mean's."""
+    the mean's; then each engine family's and (family, architecture group)'s factors on them
+    (:func:`calibrate_group_factors`; ``by_family`` / ``by_arch`` False leaves them out, for
+    comparison)."""
     spreads = release_spreads(held)
-    return IntervalCalibration(
+    pooled = IntervalCalibration(
         {
             m: tuple(calibrate_interval_multipliers(held, target, m, spreads[m]))
             for m in CALIBRATED_METRICS
         },
         spreads,
     )
+    if not by_family:
+        return pooled
+    families, archs, _ = calibrate_group_factors(held, pooled, target, prior_rows)
+    return IntervalCalibration(pooled.multipliers, spreads, families, archs if by_arch else {})
 
 
 #: the headline held-out figures ``python -m planner validate --write-summary`` writes
