@@ -919,14 +919,19 @@ class DisaggregatedModel:
 
         classes = dep.card.architecture.model_classes
 
-        def factors(metric: str, terms: np.ndarray, c: np.ndarray) -> tuple[float, float]:
+        def factors(
+            metric: str, terms: np.ndarray, c: np.ndarray, widened: str
+        ) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(terms, c))
-            # the engine family's and its architecture group's factors on the multipliers
-            return widen(own, len(reasons), family=key.family, model_classes=classes)
+            # each metric's own multipliers (a p99 its p99's), with the engine family's and its
+            # architecture group's factors on them, as an aggregated prediction's
+            return widen(own, len(reasons), widened, family=key.family, model_classes=classes)
 
-        thr_lo, thr_hi = factors("output_tok_per_s", dec.terms, self.decode.c)
-        tpot_lo, tpot_hi = factors("itl", dec.terms, self.decode.c)
-        ttft_lo, ttft_hi = factors("ttft", pre.step_terms, self.prefill.c)
+        thr_lo, thr_hi = factors("output_tok_per_s", dec.terms, self.decode.c, "output_tok_per_s")
+        tpot_lo, tpot_hi = factors("itl", dec.terms, self.decode.c, "tpot")
+        tpot99_lo, tpot99_hi = factors("itl", dec.terms, self.decode.c, "tpot_p99")
+        ttft_lo, ttft_hi = factors("ttft", pre.step_terms, self.prefill.c, "ttft")
+        ttft99_lo, ttft99_hi = factors("ttft", pre.step_terms, self.prefill.c, "ttft_p99")
         ms = 1e3
         p_cap, d_cap = self.capacity_rps()
         notes = (
@@ -951,8 +956,8 @@ class DisaggregatedModel:
             ttft_ms_p50_high=ttft_p50 * ms * ttft_hi,
             ttft_ms_p90=(ttft_p50 + 0.7 * (ttft_p99 - ttft_p50)) * ms if stable else math.inf,
             ttft_ms_p99=ttft_p99 * ms,
-            ttft_ms_p99_low=ttft_p99 * ms * ttft_lo,
-            ttft_ms_p99_high=ttft_p99 * ms * ttft_hi,
+            ttft_ms_p99_low=ttft_p99 * ms * ttft99_lo,
+            ttft_ms_p99_high=ttft_p99 * ms * ttft99_hi,
             tpot_ms_mean=tpot * ms,
             tpot_ms_mean_low=tpot * ms * tpot_lo,
             tpot_ms_mean_high=tpot * ms * tpot_hi,
@@ -961,8 +966,8 @@ class DisaggregatedModel:
             tpot_ms_p50_high=tpot * ms * tpot_hi,
             tpot_ms_p90=(tpot + 0.7 * (tpot_p99 - tpot)) * ms,
             tpot_ms_p99=tpot_p99 * ms,
-            tpot_ms_p99_low=tpot_p99 * ms * tpot_lo,
-            tpot_ms_p99_high=tpot_p99 * ms * tpot_hi,
+            tpot_ms_p99_low=tpot_p99 * ms * tpot99_lo,
+            tpot_ms_p99_high=tpot_p99 * ms * tpot99_hi,
             itl_ms_mean=tpot * ms,
             itl_ms_p50=tpot * ms,
             itl_ms_p99=tpot_p99 * ms,

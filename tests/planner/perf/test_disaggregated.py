@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -568,3 +569,45 @@ def test_a_pool_engine_steps_with_its_all_to_all(model: PerformanceModel) -> Non
     assert paid > 0 and step_features(batch, dm.decode.dep)[IDX["idle"]] == 0
     plain = float(np.asarray(coefficients) @ step_features(batch, dm.decode.dep))
     assert abs(seconds - plain) > 0.1 * seconds
+
+
+def test_each_interval_of_the_pools_takes_its_own_metrics_multiplier(
+    model: PerformanceModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With vLLM's TTFT factor at 3 and its p99 TPOT factor at 2 (no release spread), the pools'
+    TTFT interval triples its log half-width and the p99 TPOT's doubles, while throughput's and
+    mean TPOT's do not move: each interval widens by its own metric's multiplier, as an
+    aggregated prediction's does (before, every one took throughput's)."""
+    layout = DisaggregatedLayout(
+        prefill=PoolLayout(replicas=1, tp=4), decode=PoolLayout(replicas=1, tp=4)
+    )
+    from planner.perf import uncertainty
+
+    metrics = ("output_tok_per_s", "ttft", "tpot", "ttft_p99", "tpot_p99")
+    payload: dict[str, object] = {
+        "multipliers": {str(n): 1.0 for n in range(4)},
+        "release_spread": dict.fromkeys(metrics, 0.0),
+    }
+
+    def predict(ttft: float, tpot_p99: float) -> object:
+        payload["family_factors"] = {"vllm": {"ttft": ttft, "tpot_p99": tpot_p99}}
+        path = tmp_path / f"cal{ttft}.json"
+        path.write_text(json.dumps(payload), encoding="utf-8")
+        monkeypatch.setattr(uncertainty, "CALIBRATION_FILE", path)
+        uncertainty.reload_calibration()
+        return predict_disaggregated(model, _llama(), layout).prediction
+
+    try:
+        one, wide = predict(1.0, 1.0), predict(3.0, 2.0)
+    finally:
+        uncertainty.reload_calibration()
+
+    def half(p: object, name: str) -> float:
+        return math.log(getattr(p, f"{name}_high") / getattr(p, name))
+
+    assert half(one, "ttft_ms_mean") > 0 and half(one, "tpot_ms_p99") > 0
+    assert half(wide, "ttft_ms_mean") == pytest.approx(3 * half(one, "ttft_ms_mean"))
+    assert half(wide, "ttft_ms_p99") == pytest.approx(half(one, "ttft_ms_p99"))
+    assert half(wide, "tpot_ms_p99") == pytest.approx(2 * half(one, "tpot_ms_p99"))
+    assert half(wide, "tpot_ms_mean") == pytest.approx(half(one, "tpot_ms_mean"))
+    assert half(wide, "output_tok_per_s") == pytest.approx(half(one, "output_tok_per_s"))
