@@ -83,6 +83,13 @@ CUDA_GRAPH_BYTES = 1.0 * GIB
 #: Scale/zero-point bytes per weight: AWQ/GPTQ int4 with group 128 (fp16 scale + 4-bit zero),
 #: NVFP4 (one fp8 scale per 16 weights). fp8 and int8 per-channel scales are negligible.
 QUANT_SCALE_BYTES_PER_PARAM = {"int4": 2.5 / 128, "fp4": 1.0 / 16}
+#: A 4-bit zero point packed per group (AWQ ``qzeros``, GPTQ's asymmetric groups); a checkpoint
+#: stating its group size (:attr:`ModelArchitecture.quant_group_size`) pays 2 B of scale plus
+#: this per group: AWQ g128 2.5 / 128 as above; Kimi-K2.5's symmetric groups of 32 (compressed-
+#: tensors ``pack-quantized``, bf16 ``weight_scale``) 2 / 32 = 0.0625 B a weight, which vLLM
+#: 0.18 logged as 72.02 GiB a GPU on 8 x H200 (RedHatAI dashboard, ashishkamra/vllm-memory-
+#: estimator test_data/validation_db.json @8b0e21d).
+INT4_ZERO_POINT_BYTES = 0.5
 #: MXFP4 (OCP microscaling, gpt-oss's checkpoint format): one e8m0 scale per 32 weights.
 MXFP4_SCALE_BYTES_PER_PARAM = 1.0 / 32
 #: Block-scaled FP8 (``quantization_config.weight_block_size`` [128, 128]: DeepSeek-V3/R1,
@@ -94,6 +101,14 @@ MXFP4_SCALE_BYTES_PER_PARAM = 1.0 / 32
 FP8_BLOCK_SCALE_BYTES_PER_PARAM = 4.0 / (128 * 128)
 #: Bytes of the non-quantized parts of a model (embeddings, norms, routers, biases).
 HALF_BYTES = 2.0
+#: DeepSeek Sparse Attention's indexer key cache (DeepSeek-V3.2): every layer caches one
+#: index_head_dim key per token in fp8 plus one float32 scale per 128 values, whatever the
+#: main cache's dtype: ``DeepseekV32IndexerCache(head_dim=d + d // 128 * 4, dtype=uint8)`` in
+#: vllm/model_executor/models/deepseek_v2.py (0.11-0.19), SGLang's NSATokenToKVPool
+#: (sgl-project/sglang PR #11309, 2025-10-07). d = 128: 132 B a token a layer; vLLM 0.18 on
+#: 8 x H200 logged 41.76 GiB for 572,480 tokens = 78,325 B a token = 61 x (576 x 2 + 132).
+INDEXER_SCALE_BLOCK = 128
+INDEXER_SCALE_BYTES = 4.0
 #: Fallback max_model_len when a config does not state max_position_embeddings.
 DEFAULT_MAX_MODEL_LEN = 8192
 
@@ -181,6 +196,10 @@ def _check_precision(precision: str) -> None:
 
 
 def _linear_bytes(precision: str, arch: ModelArchitecture | None = None) -> float:
+    if precision == "int4" and arch is not None and arch.quant_group_size:
+        # one 16-bit scale (and a 4-bit zero point unless symmetric) per group
+        zero = INT4_ZERO_POINT_BYTES if arch.quant_zero_point else 0.0
+        return BYTES_PER_PARAM[precision] + (HALF_BYTES + zero) / arch.quant_group_size
     if precision == "fp4" and arch is not None and arch.quant_method == "mxfp4":
         return BYTES_PER_PARAM[precision] + MXFP4_SCALE_BYTES_PER_PARAM
     if precision == "fp8" and arch is not None and arch.block_scaled_fp8:
@@ -216,6 +235,18 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
         else:
             linear += h * heads * (nope + rope)
         linear += arch.kv_lora_rank * heads * (nope + v) + heads * v * h
+        # absorbed decode: 16-bit copies of kv_b_proj's two halves (W_UK_T, W_UV) beside
+        # kv_b_proj itself, which prefill still uses ("we just store fp16/bf16 copies",
+        # MLACommonImpl.process_weights_after_loading, vllm/v1/attention/backends/mla/
+        # common.py, 0.8-0.19): 512 x 16 heads x 256 x 2 B x 61 layers = 0.24 GiB at TP 8
+        half += arch.kv_lora_rank * heads * (nope + v)
+        if arch.index_n_heads:
+            # DSA's lightning indexer (V3.2), replicated on every rank: wq_b and wk quantised
+            # like the checkpoint, weights_proj unquantised, k_norm a LayerNorm (weight and
+            # bias); vllm/model_executor/models/deepseek_v2.py, Indexer, 0.11-0.19
+            index_dim = arch.index_n_heads * arch.index_head_dim
+            linear += (arch.q_lora_rank or h) * index_dim + h * arch.index_head_dim
+            half += h * arch.index_n_heads + 2 * arch.index_head_dim
         return linear, half
     hd = arch.head_dim
     q_out = arch.num_attention_heads // tp * hd
@@ -232,13 +263,21 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
 
 
 def _mlp_params_per_rank(
-    arch: ModelArchitecture, layer: int, tp: int, moe_shards: int | None = None
+    arch: ModelArchitecture,
+    layer: int,
+    tp: int,
+    moe_shards: int | None = None,
+    experts_only: bool = False,
 ) -> tuple[float, float]:
     """(linear params, 16-bit params) of one layer's MLP on one GPU; the routed experts are
-    split over ``moe_shards`` GPUs (TP x attention-DP ranks; default TP), sliced or whole."""
+    split over ``moe_shards`` GPUs (TP x attention-DP ranks; default TP), sliced or whole.
+    ``experts_only``: a checkpoint that quantises only the routed experts keeps the dense
+    MLPs and shared experts 16-bit (Kimi-K2.5's compressed-tensors ``ignore`` list names
+    ``shared_experts`` and the dense ``mlp.*_proj``)."""
     h = arch.hidden_size
     if layer not in arch.moe_layers:
-        return 3 * h * arch.intermediate_size / tp, 0.0
+        dense = 3 * h * arch.intermediate_size / tp
+        return (0.0, dense) if experts_only else (dense, 0.0)
     experts = arch.num_experts * 3 * h * arch.moe_intermediate_size / (moe_shards or tp)
     half = float(h * arch.num_experts)  # router: replicated
     if arch.expert_bias:
@@ -246,6 +285,8 @@ def _mlp_params_per_rank(
     shared = 3 * h * arch.shared_expert_intermediate_size / tp
     if arch.shared_expert_gate:
         half += h
+    if experts_only:
+        return experts, half + shared
     return experts + shared, half
 
 
@@ -274,7 +315,7 @@ def _stage_layer_params(
     linear = half = 0.0
     for layer in range(start, end):
         mixer_linear, mixer_half = _mixer_params_per_rank(arch, layer, tp)
-        mlp_linear, mlp_half = _mlp_params_per_rank(arch, layer, tp, moe_shards)
+        mlp_linear, mlp_half = _mlp_params_per_rank(arch, layer, tp, moe_shards, experts_only)
         if experts_only:
             half += mixer_linear
         else:
@@ -341,13 +382,35 @@ def kv_bytes_per_token_per_layer_per_gpu(
     """One token's K and V in one attention layer on one TP rank.
 
     GQA: 2 x max(1, kv_heads / tp) x head_dim x bytes (heads replicated when TP exceeds them).
-    MLA: (kv_lora_rank + qk_rope_head_dim) x bytes on every rank: the latent is not sharded.
+    MLA: (kv_lora_rank + qk_rope_head_dim) x bytes on every rank: the latent is not sharded;
+    with DeepSeek Sparse Attention plus the indexer's fp8 key and its scales
+    (:func:`indexer_cache_bytes_per_token_per_layer`).
     """
     arch = _arch(model)
     per_element = kv_bytes_per_element(kv_cache_dtype)
     if arch.is_mla:
-        return arch.kv_elements_per_token_per_layer() * per_element
+        latent = arch.kv_elements_per_token_per_layer() * per_element
+        if arch.index_n_heads and per_element == 1.0:
+            # DSA's FP8 latent (vLLM ``fp8_ds_mla``, SGLang's NSA pool): the 512 values in
+            # fp8 with a float32 scale per 128, the RoPE part kept 16-bit: 512 + 16 + 128 =
+            # 656 B (vllm/v1/attention/backends/mla/flashmla_sparse.py, 0.11; SGLang PR
+            # #11309's 8 x B200 log: 43.67 GiB for 975,424 tokens = 61 x (656 + 132) B)
+            assert arch.kv_lora_rank is not None
+            rank, rope = arch.kv_lora_rank, arch.qk_rope_head_dim or 0
+            latent = rank + rank // INDEXER_SCALE_BLOCK * INDEXER_SCALE_BYTES + rope * HALF_BYTES
+        return latent + indexer_cache_bytes_per_token_per_layer(arch)
     return 2 * _kv_heads_per_rank(arch, tp) * arch.head_dim * per_element
+
+
+def indexer_cache_bytes_per_token_per_layer(model: ModelCard | ModelArchitecture) -> float:
+    """DeepSeek Sparse Attention's indexer key cache, one token, one layer, every rank:
+    index_head_dim fp8 bytes + 4 B of scale per 128 (0 without an indexer); see
+    :data:`INDEXER_SCALE_BYTES`."""
+    arch = _arch(model)
+    if not arch.index_n_heads:
+        return 0.0
+    d = arch.index_head_dim
+    return d + d // INDEXER_SCALE_BLOCK * INDEXER_SCALE_BYTES
 
 
 # ----- the plan ---------------------------------------------------------------------------------
@@ -496,7 +559,6 @@ def plan_memory(
     gpu_memory_utilization = config.gpu_memory_utilization
     max_num_seqs, max_num_batched_tokens = config.max_num_seqs, config.max_num_batched_tokens
     block_size, enforce_eager = config.block_size, config.enforce_eager
-    kv_element = config.kv_bytes_per_element
     model_len = config.max_model_len or arch.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
     # with attention data parallelism the routed experts are split over TP x DP GPUs
     moe_shards = tp * config.data_parallel_size if arch.is_moe else tp
@@ -605,7 +667,8 @@ def plan_memory(
         kv_bytes=kv_used,
         free_bytes=free,
         kv_bytes_per_token_per_gpu=binding.kv_bytes_per_token,
-        kv_bytes_per_token=arch.kv_bytes_per_token(kv_element),
+        kv_bytes_per_token=arch.num_attention_layers
+        * kv_bytes_per_token_per_layer_per_gpu(arch, 1, kv_cache_dtype),
         kv_capacity_tokens=capacity_blocks * block_size,
         kv_capacity_blocks=capacity_blocks,
         linear_state_bytes=arch.linear_state_bytes_per_sequence(),
@@ -875,6 +938,7 @@ __all__ = [
     "MemoryPlan",
     "StageMemory",
     "check_parallelism",
+    "indexer_cache_bytes_per_token_per_layer",
     "kv_bytes_per_element",
     "kv_bytes_per_token_per_layer_per_gpu",
     "kv_occupancy",

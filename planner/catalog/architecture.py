@@ -143,6 +143,12 @@ class ModelArchitecture(BaseModel):
     # FP8 weights scaled per block (quantization_config.weight_block_size, e.g. [128, 128]:
     # DeepSeek-V3/R1, Qwen3-*-FP8, GLM-4.x-FP8), with activations quantised per token group
     block_scaled_fp8: bool = False
+    # integer weights scaled per group (AWQ/GPTQ ``group_size``, compressed-tensors
+    # ``config_groups.*.weights.group_size``; 0: not stated) and whether each group also
+    # stores a zero point (AWQ ``zero_point``, GPTQ ``sym`` False, compressed-tensors
+    # ``symmetric`` False): Kimi-K2.5's INT4 experts are symmetric groups of 32
+    quant_group_size: int = 0
+    quant_zero_point: bool = True
     # multi-token-prediction layers shipped beside the model (DeepSeek-V3/R1 and GLM-4.5
     # ``num_nextn_predict_layers``, Qwen3-Next ``mtp_num_hidden_layers``): the MTP draft
     num_mtp_layers: int = 0
@@ -530,6 +536,8 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         quant_method=_quant_method(config),
         experts_only_quantized=_experts_only_quantized(config),
         block_scaled_fp8=_block_scaled_fp8(config),
+        quant_group_size=_quant_groups(config)[0],
+        quant_zero_point=_quant_groups(config)[1],
         num_mtp_layers=int(
             _first(config, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0) or 0
         ),
@@ -585,6 +593,26 @@ def _block_scaled_fp8(config: dict[str, Any]) -> bool:
     if not isinstance(quant, dict) or str(quant.get("quant_method", "")).lower() != "fp8":
         return False
     return bool(quant.get("weight_block_size"))
+
+
+def _quant_groups(config: dict[str, Any]) -> tuple[int, bool]:
+    """(group size, zero points stored) of an integer-quantised checkpoint; (0, True) when
+    ``quantization_config`` states no group size."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict):
+        return 0, True
+    groups = quant.get("config_groups")
+    if isinstance(groups, dict):  # compressed-tensors: the first group's weights scheme
+        for group in groups.values():
+            weights = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(weights, dict) and weights.get("group_size"):
+                return int(weights["group_size"]), not bool(weights.get("symmetric", False))
+    size = quant.get("group_size") or quant.get("q_group_size")
+    if not isinstance(size, int) or size <= 0:
+        return 0, True
+    if "sym" in quant:  # GPTQ
+        return size, not bool(quant["sym"])
+    return size, bool(quant.get("zero_point", True))
 
 
 def _experts_only_quantized(config: dict[str, Any]) -> bool:
