@@ -235,11 +235,7 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
         else:
             linear += h * heads * (nope + rope)
         linear += arch.kv_lora_rank * heads * (nope + v) + heads * v * h
-        # absorbed decode: 16-bit copies of kv_b_proj's two halves (W_UK_T, W_UV) beside
-        # kv_b_proj itself, which prefill still uses ("we just store fp16/bf16 copies",
-        # MLACommonImpl.process_weights_after_loading, vllm/v1/attention/backends/mla/
-        # common.py, 0.8-0.19): 512 x 16 heads x 256 x 2 B x 61 layers = 0.24 GiB at TP 8
-        half += arch.kv_lora_rank * heads * (nope + v)
+        half += _mla_absorbed_params(arch, tp)
         if arch.index_n_heads:
             # DSA's lightning indexer (V3.2), replicated on every rank: wq_b and wk quantised
             # like the checkpoint, weights_proj unquantised, k_norm a LayerNorm (weight and
@@ -260,6 +256,19 @@ def _mixer_params_per_rank(arch: ModelArchitecture, layer: int, tp: int) -> tupl
     if arch.model_type == "gpt_oss":
         half += arch.num_attention_heads / tp
     return linear, half
+
+
+def _mla_absorbed_params(arch: ModelArchitecture, tp: int) -> float:
+    """16-bit weights one MLA layer adds on one rank after loading, for absorbed decode:
+    copies of kv_b_proj's two halves (W_UK_T, W_UV) beside kv_b_proj itself, which prefill
+    still uses ("we just store fp16/bf16 copies", MLACommonImpl.process_weights_after_loading,
+    vllm/v1/attention/backends/mla/common.py, 0.8-0.19): kv_lora_rank x heads / TP x
+    (qk_nope + v): 512 x 16 x 256 x 2 B x 61 layers = 0.24 GiB a GPU at TP 8."""
+    if not arch.is_mla:
+        return 0.0
+    assert arch.kv_lora_rank is not None
+    nope, v = arch.qk_nope_head_dim or 0, arch.v_head_dim or arch.head_dim
+    return arch.kv_lora_rank * arch.num_attention_heads / tp * (nope + v)
 
 
 def _mlp_params_per_rank(
@@ -433,6 +442,9 @@ class StageMemory(BaseModel):
     kv_bytes_per_token: float = Field(description="one token, all attention layers of the stage")
     linear_state_bytes_per_sequence: float
     kv_blocks: int
+    #: the part of ``weights_bytes`` the engine derives after loading the checkpoint (MLA's
+    #: 16-bit absorbed copies): it takes KV room but is not the checkpoint's own size
+    derived_weights_bytes: float = 0.0
 
 
 class MemoryPlan(BaseModel):
@@ -738,6 +750,9 @@ def _plan_stages(
                 * state_per_rank
                 / max(arch.num_linear_layers, 1),
                 kv_blocks=blocks,
+                derived_weights_bytes=(end - start - linear)
+                * _mla_absorbed_params(arch, tp)
+                * HALF_BYTES,
             )
         )
     return tuple(stages)

@@ -145,7 +145,8 @@ def plan_capacity(
         plan = plan_at(utilization)
         capacity = plan.kv_capacity_tokens
         problem = plan.problems[0] if plan.problems else None
-    replica_weights = tp * sum(stage.weights_bytes for stage in plan.stages)
+    # the checkpoint itself (copies the engine derives after loading only take KV room)
+    replica_weights = tp * sum(s.weights_bytes - s.derived_weights_bytes for s in plan.stages)
     if replica_weights > tp * pp * plan.cuda_visible_bytes:
         raise InvalidInputError(
             "layout",

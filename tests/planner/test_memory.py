@@ -704,3 +704,24 @@ def test_int4_scales_follow_the_checkpoint_group_size(
     int4 = stage_weight_bytes(quantised, tp=1, precision="int4")
     int8 = stage_weight_bytes(plain, tp=1, precision="fp8")
     assert int4 - (int8 - linear) == pytest.approx(linear * bytes_per_weight, rel=1e-9)
+
+
+def test_derived_mla_copies_take_kv_room_but_do_not_make_a_checkpoint_unloadable(
+    catalog: Any,
+) -> None:
+    """vLLM's DeepSeek-R1 FP4 prefill ranks on GB200 (TP 1, experts over 2 ranks; the public
+    disaggregated row offloads half its weights): the checkpoint's 196.4 GB fit a GPU's
+    198.2 GB, the 2.05 GB of 16-bit W_UK_T / W_UV copies at TP 1 do not. The plan keeps the
+    layout (no KV room: its problem says so) instead of refusing it as unloadable."""
+    from planner.perf.capacity import plan_capacity
+
+    card, gpu = catalog.model("deepseek-ai/DeepSeek-R1-0528"), catalog.gpu("GB200")
+    engine = EngineConfig(
+        max_model_len=4096, data_parallel_size=2, enable_expert_parallel=True
+    ).resolved(gpu)
+    plan = plan_capacity(card, gpu, tp=1, pp=1, precision="fp4", engine=engine)
+    assert plan.problem is not None
+    memory = plan_memory(card, gpu, tp=1, precision="fp4", engine=engine)
+    derived = memory.stages[0].derived_weights_bytes
+    assert derived / 1e9 == pytest.approx(61 * 512 * 128 * 256 * 2 / 1e9)
+    assert memory.weights_bytes - derived < memory.cuda_visible_bytes < memory.weights_bytes
