@@ -21,9 +21,9 @@ Sources (no log here is from a benchmark suite reserved for evaluation):
   end ... mem usage=94.50 GB";
   PR #11309 (2025-10-07, main): DeepSeek-V3.2-Exp on 8 x B200, ``--tp 8 --dp 8
   --enable-dp-attention``, "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB".
-- TensorRT-LLM 1.3.0rc7: Kimi-K2.5-NVFP4 on 8 x B300 at TP 8, FP8 KV cache, quickstart_advanced
-  (max_seq_len 262,144), "[MemUsageChange] Allocated 166.02 GiB for max tokens in paged KV
-  cache (5073376)" (a TensorRT-LLM auto-test report, 2026-03-20, code-index id 59140501328).
+
+No TensorRT-LLM log with a repository and date to cite was found (a Kimi-K2.5-NVFP4 8 x B300
+report whose repository is unknown was left out).
 """
 
 from __future__ import annotations
@@ -95,9 +95,6 @@ LOGS: tuple[EngineLog, ...] = (
     EngineLog("sglang", "main@Oct25", "deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2",
               "fp8", "B200", 1, None, 43.67, 975_424, "sgl-project/sglang PR #11309, 2025-10-07",
               dp=8, kv_cache_dtype="fp8"),
-    EngineLog("tensorrt-llm", "1.3.0rc7", "Kimi-K2.5-NVFP4", "moonshotai/Kimi-K2.5", "fp4",
-              "B300", 8, None, 166.02, 5_073_376, "TensorRT-LLM auto-test report, 2026-03-20",
-              kv_cache_dtype="fp8", max_model_len=262_144),
 )  # fmt: skip
 
 

@@ -662,22 +662,6 @@ def test_qwen3_235b_bf16_at_tp4_on_h200_matches_vllm(catalog: Any) -> None:
     assert plan.kv_capacity_tokens == pytest.approx(284_080, rel=0.02)
 
 
-def test_trtllm_kv_pool_is_0_9_of_the_memory_left_kimi_nvfp4_on_b300(catalog: Any) -> None:
-    """TensorRT-LLM 1.3.0rc7, Kimi-K2.5-NVFP4 on 8 x B300 at TP 8 with an FP8 cache
-    (quickstart_advanced, max_seq_len 262,144): "Allocated 166.02 GiB for max tokens in paged
-    KV cache (5073376)", 35,136 B a token (61 x 576 x 1 B). free_gpu_memory_fraction 0.9 of
-    what the weights and activations leave gives the pool within 6%."""
-    from planner.perf.capacity import plan_capacity
-
-    card, gpu = catalog.model("moonshotai/Kimi-K2.5"), catalog.gpu("B300")
-    engine = EngineConfig.of(
-        engine="tensorrt-llm", max_model_len=262_144, kv_cache_dtype="fp8"
-    ).resolved(gpu)
-    assert kv_bytes_per_token_per_layer_per_gpu(card, 8, "fp8") * 61 == 35_136
-    tokens = plan_capacity(card, gpu, tp=8, pp=1, precision="fp4", engine=engine)
-    assert tokens.kv_capacity_tokens == pytest.approx(5_073_376, rel=0.06)
-
-
 @pytest.mark.parametrize(
     ("quantization_config", "group", "zero_point", "bytes_per_weight"),
     [
