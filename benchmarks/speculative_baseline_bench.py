@@ -14,15 +14,19 @@ and GPU, then the ratio measured / predicted by release at 1-4 and at 8-16 in fl
 
 The predictions are in-sample (the shipped fit, which saw these rows): where even they miss, no
 coefficient of the one step model reproduces the row. What it showed on the shipped fit
-(2026-12-02): the early DeepSeek-V3 implementations decode at a near-constant time a token from
-1 to 8 requests in flight (SGLang 0.4.10.post1 on MI300X, the AMD team's runs: 33.9, 33.5, 35.0
-and 38.9 ms at 1, 2, 4 and 8), where the model's step grows with the batch from 13 ms, so
-measured / predicted is 2.1 at 1-4 in flight and 1.0 at 8-16; the same shape, not the GPU, in
-dstack's early-2025 runs: SGLang 0.4.3.post2 on H200 2.50 at 4 (43.6 ms), TensorRT-LLM 0.17 on
-H200 3.51 (55.1 ms), vLLM 0.7.3 on MI300X 2.29 (46.2 ms), SGLang 0.4.2 on MI300X 1.64. Later
-releases sit closer at 1-4 in flight (SGLang 0.5.6 on B200 1.14, vLLM 0.11 on H200 1.42). The
-floor follows the release; a held-out release takes no release deviation, so the speculative
-rows of the AMD post are predicted on a baseline 2-2.6x too fast at 1-2 in flight.
+before the layer floor (2026-12-02): the early DeepSeek-V3 implementations decode at a
+near-constant time a token from 1 to 8 requests in flight (SGLang 0.4.10.post1 on MI300X, the
+AMD team's runs: 33.9, 33.5, 35.0 and 38.9 ms at 1, 2, 4 and 8), where the model's step grew
+with the batch from 13 ms, so measured / predicted was 1.98 at 1-4 in flight and 1.0 at 8-16;
+the same shape, not the GPU, in dstack's early-2025 runs: SGLang 0.4.3.post2 on H200 2.39 at 4
+(43.6 ms), TensorRT-LLM 0.17 on H200 3.57 (55.1 ms), vLLM 0.7.3 on MI300X 2.15 (46.2 ms),
+SGLang 0.4.2 on MI300X 1.56. With the ``layer_floor`` term (max(0, layers x 150 us - roofline),
+its deviation fitted per release and model kind: :mod:`planner.perf.step_time`), the same
+medians at 1-4 in flight are 1.06, 1.43, 1.35, 1.68 and 1.02 (8-16 in flight: 0.90, 1.32,
+1.44, 1.19, 0.94), and the current releases' hardly move (SGLang 0.5.6 on B200 1.16 -> 1.20,
+vLLM 0.11 on H200 1.49 -> 1.38). Held out by source, the AMD post's baselines are predicted at
+28.6, 30.3, 33.6, 39.5 and 49.5 ms a token at 1-16 in flight (measured 33.9, 33.5, 35.0, 38.9,
+46.3), their MTP speed-ups at 1.80-1.28x (measured 2.11-1.53x; before, 1.26-1.04x).
 """
 
 from __future__ import annotations

@@ -30,10 +30,14 @@ near what B200 and GB200 rows taught, not near the Hopper-dominated shared ones:
 fitted efficiencies), and a GPU measured under one engine lends its GPU effect to the other.
 The served request's fixed path (``request_path``) gets parameters at the family level only:
 a held-out release, GPU or entrypoint takes its family's path, and offline rows (no path) never
-fit it. Coefficients are exp() of the parameters, hence non-negative. The optimiser is an
-iteratively reweighted Levenberg-Marquardt on the small normal equations. Rows whose arrivals
-follow the clock (Poisson rate) are re-simulated with the fitted coefficients and the fit
-repeated (fixed point, two rounds).
+fit it. The layer floor (``layer_floor``, :mod:`planner.perf.step_time`) gets them at the global
+and the release x kind levels only, the latter with a wide prior (SIGMA_LAYER_FLOOR = 3): an early
+release's DeepSeek layers take a near-constant 0.5 ms each at 1-8 in flight, and that is its
+kernels', not its GPU's or its engine's; a release the data never saw takes the global floor.
+Coefficients are exp() of the parameters, hence non-negative. The optimiser is an iteratively
+reweighted Levenberg-Marquardt on the small normal equations. Rows whose arrivals follow the
+clock (Poisson rate) are re-simulated with the fitted coefficients and the fit repeated (fixed
+point, two rounds).
 
 Uncertainty: a Laplace approximation (the inverse Gauss-Newton Hessian at the optimum, with the
 robust weights and residual scale) gives each prediction's parameter spread; a level key absent
@@ -96,6 +100,10 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "net_transfer": 1.0,
     "layers": 1.0,
     "moe_layers": 1.0,
+    # 15 us a layer beyond the roofline: a current release's layer is a few fused, tuned
+    # kernels whose launches the `layers` term already holds; an early release's floor is its
+    # release x kind deviation (TERM_LEVEL_SIGMA, planner.perf.step_time)
+    "layer_floor": 0.1,
     "forward_passes": 1.0,
     # a vLLM draft iteration is a forward pass without the scheduler: half its unit
     # (planner.perf.speculative, "draft"); fitted where vLLM speculative rows measure it
@@ -121,9 +129,59 @@ SIGMA_GENERATION = 0.5
 SIGMA_GROUP = 0.5
 SIGMA_ENTRYPOINT = 0.5
 SIGMA_KIND = 0.5
+#: the layer floor's deviation at the release x kind level (log units): an early release's
+#: DeepSeek layers sit at 2-4x the 150 us unit (33-39 ms a step over 61 layers, step_time's
+#: docstring), log(3 / 0.1) = 3.4 from the prior, about 1 sigma here
+SIGMA_LAYER_FLOOR = 3.0
+_FLOOR_FITTED = FITTED.index("layer_floor")
+#: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
+FLOOR_START = math.log(10.0)
+#: the levels that get a parameter of a term, for the terms not fitted at every level (the
+#: request path is the engine family's; the layer floor an engine release's for a model kind)
+TERM_LEVELS: dict[str, frozenset[str]] = {
+    "request_path": REQUEST_PATH_LEVELS,
+    "layer_floor": frozenset({"release_kind"}),
+}
+#: prior standard deviation of a term's deviation at a level, where it is not the level's own
+#: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
+TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
+    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
+}
 ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
 METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}
 METRICS = ("output_tok_per_s", "ttft", "itl")
+
+
+def level_fits(level: str) -> np.ndarray:
+    """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`), over FITTED."""
+    fits = np.ones(N_FITTED, dtype=bool)
+    for term, levels in TERM_LEVELS.items():
+        if level not in levels:
+            fits[FITTED.index(term)] = False
+    return fits
+
+
+def level_prior_sd(level: str, sigma: float) -> np.ndarray:
+    """Prior standard deviation of each fitted term's deviation at ``level`` (whose own is
+    ``sigma``): the request path's capped at SIGMA_REQUEST_PATH, :data:`TERM_LEVEL_SIGMA`'s
+    where it names one, 0 where the level fits no parameter of the term (:func:`level_fits`)."""
+    sd = np.full(N_FITTED, sigma)
+    sd[_PATH_FITTED] = min(sigma, SIGMA_REQUEST_PATH)
+    for term, by_level in TERM_LEVEL_SIGMA.items():
+        if level in by_level:
+            sd[FITTED.index(term)] = by_level[level]
+    return np.where(level_fits(level), sd, 0.0)
+
+
+def unseen_term_sd(level: str, sigma: float) -> np.ndarray:
+    """The spread of a level's deviations that a prediction's variance counts where the data
+    taught none: the level's ``sigma`` (the request path's too, as before it had a cap), a
+    wider :data:`TERM_LEVEL_SIGMA`, 0 for a term the level never fits."""
+    sd = np.full(N_FITTED, sigma)
+    for term, by_level in TERM_LEVEL_SIGMA.items():
+        if level in by_level:
+            sd[FITTED.index(term)] = by_level[level]
+    return np.where(level_fits(level), sd, 0.0)
 
 
 def prior_theta() -> np.ndarray:
@@ -552,11 +610,10 @@ class FittedCoefficients:
                 # the deviations of the keys it did see were spread (empirical Bayes)
                 form += self._level_spread_form(level)
                 continue
-            # terms this key never saw in the data carry their prior variance (not the request
-            # path at a level that never gets one: it is the family's)
-            unseen = np.where(found < 0, sigma[level] ** 2, 0.0)
-            if level not in REQUEST_PATH_LEVELS:
-                unseen[_PATH_FITTED] = 0.0
+            # terms this key never saw in the data carry their prior variance (not a term the
+            # level never fits: the request path is the family's, the layer floor the release
+            # x kind's)
+            unseen = np.where(found < 0, unseen_term_sd(level, sigma[level]) ** 2, 0.0)
             form += np.diag(unseen)
             ok = found >= 0
             np.add.at(scatter, (found[ok], np.arange(N_FITTED)[ok]), 1.0)
@@ -568,7 +625,7 @@ class FittedCoefficients:
         three keys)."""
         deltas = list(self.levels.get(level, {}).values())
         if len(deltas) < 3:
-            return dict(LEVELS)[level] ** 2 * np.eye(N_FITTED)
+            return np.diag(unseen_term_sd(level, dict(LEVELS)[level]) ** 2)
         stacked = np.stack(deltas)
         return stacked.T @ stacked / len(deltas)
 
@@ -757,15 +814,12 @@ def fit_coefficients(
     for li, (level, sigma) in enumerate(LEVELS):
         for ki, key in enumerate(pk.level_keys[li]):
             members = pk.row_index[:, li] == ki
-            active = seen[members].any(0)
-            if level not in REQUEST_PATH_LEVELS:
-                active[_PATH_FITTED] = False  # the path is the family's (step_time docstring)
+            # the path is the family's, the layer floor the release x kind's (step_time)
+            active = seen[members].any(0) & level_fits(level)
             cols = np.full(P, -1, dtype=int)
             cols[active] = next_col + np.arange(int(active.sum()))
             next_col += int(active.sum())
-            level_sd = np.full(P, sigma)
-            level_sd[_PATH_FITTED] = min(sigma, SIGMA_REQUEST_PATH)
-            prior_sd_list.append(level_sd[active])
+            prior_sd_list.append(level_prior_sd(level, sigma)[active])
             colmap[members, li, :] = cols
             column_names[f"{level}:{key}"] = cols
     n_params = next_col
@@ -834,6 +888,13 @@ def fit_coefficients(
         return J
 
     x0 = prior_mean.copy()
+    # the layer floor's release x kind deviations start where the data can pull them either
+    # way (FLOOR_START): near the prior the floor is a small share of a step, the data's
+    # gradient on it as small, and the damped steps leave it hardly (a floor fixed at 1 us a
+    # layer, started there, moved no release's deviation past 0.04)
+    for name, cols in column_names.items():
+        if name.startswith("release_kind:") and cols[_FLOOR_FITTED] >= 0:
+            x0[cols[_FLOOR_FITTED]] = FLOOR_START
     if initial is not None:
         x0[:P] = initial.theta0
         for name, cols in column_names.items():

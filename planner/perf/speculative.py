@@ -55,9 +55,14 @@ with plus the target's own next token. Its cost and its yield:
   speculative rows of data/measured_speculative.csv (``planner validate --scheme source
   --public-only``, the speculative slice), without it / with it: median error of output tok/s
   24% / 18%, of mean TPOT 22% / 20%; of the speed-up over the same configuration without
-  speculation 24% / 24% (tok/s) and 32% / 18% (TPOT). What is left of the speed-up error is
-  the baseline's: DeepSeek-V3 on MI300X at 1-2 requests in flight is predicted 2-2.5x faster
-  than measured without speculation too.
+  speculation 24% / 24% (tok/s) and 32% / 18% (TPOT). What was left of the speed-up error
+  was the baseline's: DeepSeek-V3 on MI300X at 1-2 requests in flight was predicted 2-2.5x
+  faster than measured without speculation too. The step's ``layer_floor`` term (a layer's
+  kernels' floor beyond the roofline, fitted per engine release and model kind,
+  :mod:`planner.perf.step_time`) prices that flat baseline, and a flat step makes the
+  verification of k + 1 tokens cost what one token's step does: held out by source (16 rows,
+  2026-12-02), speed-up error 29% -> 17% (tok/s) and 8% -> 11% (TPOT), output tok/s 24% ->
+  19%, mean TPOT 9% -> 2%.
 - **yield**: with a per-position acceptance rate ``alpha`` (each draft token accepted with
   probability alpha given the earlier ones were), the mean accepted length of a step, the bonus
   token included, is ``tau = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha)``

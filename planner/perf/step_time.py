@@ -58,6 +58,26 @@ net_transfer           activation bytes crossing nodes / network BW
 layers                 layers executed x 10 us (per-layer launch overhead)
 moe_layers             MoE layers executed x 10 us (router, top-k, token sort / permute and
                        un-permute kernels an MoE layer adds to a dense one)
+layer_floor            max(0, layers executed x 150 us - roofline): the time a step's chain of
+                       kernels takes however little it computes, beyond the roofline work the other
+                       terms price. Each kernel takes the longer of its work and a floor (launch
+                       gap, ramp-up and tail; GEMM tiles not tuned for the GPU and shape), so the
+                       floor shows at small batches and fades once the step's work exceeds it
+                       (DeepSeek-V3 at TP 8: ~16-24 in flight on MI300X and H200). Unit 150 us a
+                       layer: an early release's floor is several of it. SGLang 0.4.1.post2
+                       decoded DeepSeek-V3 (TP 8, CUDA graphs on, FP8 GEMMs tuned) at 30.3 tok/s
+                       at batch 1 and 25.8 a sequence at batch 8, 33 and 39 ms a step
+                       (sgl-project/sglang pull request 2643, 2024-12-29; 540 us a layer) where
+                       its roofline is ~1-4 ms; the AMD team's SGLang 0.4.10.post1 on MI300X
+                       34-39 ms at 1-8 in flight (lmsys.org, 2025-09-02); dstack's SGLang 0.4.2 on
+                       MI300X 35 ms at 4, 47 ms at 16. One block-FP8 GEMM at one token takes
+                       28-690 us with a generic tile configuration and 4-91 us with a tuned one
+                       (sglang pull request 39306, H20, 2026); later releases fuse a layer's
+                       small kernels (RoPE, the q/k concatenation and the KV-cache write in one
+                       launch: sglang pull request 18242, 2026-02-04). Prior coefficient 0.1;
+                       its deviation is fitted globally and per engine release and model kind
+                       only, with a wide prior there (:data:`planner.perf.calibration.
+                       TERM_LEVEL_SIGMA`): the floor is a release's kernels for a kind of model
 forward_passes         forward passes in the chain x 1 ms (per-step scheduling, sampling)
 draft_passes           draft passes a speculating engine launches one by one x 1 ms (vLLM's
                        EAGLE/MTP proposer: each draft token's own input and attention-metadata
@@ -154,6 +174,7 @@ FEATURES: tuple[str, ...] = (
     "net_transfer",
     "layers",
     "moe_layers",
+    "layer_floor",
     "forward_passes",
     "draft_passes",
     "sequences",
@@ -177,6 +198,7 @@ LAYER_UNIT_S = 10e-6
 FORWARD_UNIT_S = 1e-3
 SEQUENCE_UNIT_S = 100e-6
 MOE_LAYER_UNIT_S = 10e-6
+LAYER_FLOOR_UNIT_S = 150e-6
 REQUEST_PATH_UNIT_S = 10e-3
 #: the hierarchy levels that get a parameter of the request path (the rest share the family's)
 REQUEST_PATH_LEVELS = frozenset({"family"})
@@ -194,6 +216,7 @@ _GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attentio
 _PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
 _LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
 _SEQUENCES, _EAGER = IDX["sequences"], IDX["eager_layers"]
+_LAYER_FLOOR = IDX["layer_floor"]
 _AR_BYTES = {
     "nvlink": IDX["allreduce_nvlink"],
     "pcie_p2p": IDX["allreduce_pcie_p2p"],
@@ -426,6 +449,8 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
             out[_NET_TRANSFER] = net * micro_tokens * dep.hidden_size * 2.0 / dep.network_bw
     out[_LAYERS] = layers * LAYER_UNIT_S
     out[_MOE_LAYERS] = n_moe * MOE_LAYER_UNIT_S
+    # the floor's excess over the step's roofline work: it fades as the batch's work grows
+    out[_LAYER_FLOOR] = max(0.0, layers * LAYER_FLOOR_UNIT_S - out[_ROOFLINE])
     out[_FORWARD] = pp * FORWARD_UNIT_S
     out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
     graphs = dep.cuda_graph_max_tokens

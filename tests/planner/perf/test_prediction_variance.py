@@ -6,9 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.perf.calibration import LEVELS, N_FITTED, CoefficientKey, level_keys
+from planner.perf.calibration import (
+    LEVELS,
+    N_FITTED,
+    CoefficientKey,
+    level_keys,
+    unseen_term_sd,
+)
 from planner.perf.model import PerformanceModel
-from planner.perf.step_time import FITTED, REQUEST_PATH_LEVELS
 
 
 def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> float:
@@ -16,7 +21,9 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
     the key names; plus the prior variance of the terms a known key never saw (not the request
     path at a level that never fits one: it is the family's); plus, for a key
     the data never saw, the mean square effect of the deviations of that level's known keys
-    (the prior variance when fewer than three are known)."""
+    (the prior variance when fewer than three are known). The prior variance is the level's,
+    a wider one for the layer floor at release x kind, none for a term the level never fits
+    (the request path outside the family level, the layer floor outside release x kind)."""
     columns, levels = fitted.columns, fitted.levels  # type: ignore[attr-defined]
     covariance = fitted.covariance  # type: ignore[attr-defined]
     g = np.zeros(covariance.shape[0])
@@ -30,14 +37,14 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
         if found is None:
             deltas = list(levels.get(level, {}).values())
             if len(deltas) < 3:
-                extra += sigma[level] ** 2 * float((shares**2).sum())
+                sd = unseen_term_sd(level, sigma[level])
+                extra += float(((sd * shares) ** 2).sum())
             else:
                 extra += float(np.mean([(shares @ d) ** 2 for d in deltas]))
             continue
         unseen = found < 0
-        if level not in REQUEST_PATH_LEVELS:
-            unseen[FITTED.index("request_path")] = False
-        extra += sigma[level] ** 2 * float((shares[unseen] ** 2).sum())
+        sd = unseen_term_sd(level, sigma[level])
+        extra += float(((sd * shares)[unseen] ** 2).sum())
         for term in range(N_FITTED):
             if found[term] >= 0:
                 g[found[term]] += shares[term]

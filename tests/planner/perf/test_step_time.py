@@ -434,3 +434,46 @@ def test_sglang_pipeline_keeps_the_even_split(catalog: Catalog) -> None:
     assert macro_step_token_budget(dep) == dep.max_num_batched_tokens
     x = step_features(StepBatch.of(prefill_chunks=[(128, 0)] * 14), dep)
     assert x[IDX["net_transfer"]] == pytest.approx(2 * 1792 / 3 * 5120 * 2 / (40e9 / 8))
+
+
+def test_layer_floor_is_what_a_layers_floor_exceeds_the_roofline_by(catalog: Catalog) -> None:
+    """An early release's decode step is near-flat from 1 to 8 in flight (SGLang 0.4.10.post1,
+    DeepSeek-V3 on 8 x MI300X: 33.9 / 33.5 / 35.0 / 38.9 ms). The floor term is 61 layers x
+    150 us = 9.15 ms less the step's roofline (0.88 ms at one sequence of 768 tokens, 3.95 ms
+    at eight): 8.27 and 5.20 ms; from ~24 sequences the work exceeds it and it is 0. A release
+    fitted at 2.5 (what early SGLang's MoE kernels show) adds 20.7 ms to one sequence's step
+    and 13.0 ms to eight's, against 0.1 x the term at the prior."""
+    dep = _dep(
+        catalog,
+        model="deepseek-ai/DeepSeek-V3",
+        gpu="MI300X",
+        tp=8,
+        precision="fp8",
+        engine="sglang",
+        engine_version="0.4.10.post1",
+        input_len=512,
+        output_len=512,
+    )
+    assert dep.num_layers == 61
+    floor = {}
+    for n in (1, 2, 4, 8, 32, 128):
+        x = step_features(StepBatch.of(decode_contexts=[768] * n), dep)
+        assert x[IDX["layer_floor"]] == pytest.approx(max(0.0, 61 * 150e-6 - x[IDX["roofline"]]))
+        floor[n] = x[IDX["layer_floor"]]
+    assert floor[1] == pytest.approx(9.15e-3 - 0.88e-3, abs=0.01e-3)
+    assert floor[8] == pytest.approx(9.15e-3 - 3.95e-3, abs=0.01e-3)
+    assert floor[1] > floor[2] > floor[4] > floor[8] > 0.0
+    assert floor[32] == floor[128] == 0.0  # the work exceeds the floor: the term is gone
+    c_prior = full_coefficients(np.ones(len(FEATURES) - 2))
+    c_prior[IDX["layer_floor"]] = 0.1
+    c_early = c_prior.copy()
+    c_early[IDX["layer_floor"]] = 2.5
+    for n, added_ms in ((1, 2.4 * 8.27), (8, 2.4 * 5.20), (32, 0.0)):
+        batch = StepBatch.of(decode_contexts=[768] * n)
+        added = step_time_s(batch, dep, c_early) - step_time_s(batch, dep, c_prior)
+        assert added * 1e3 == pytest.approx(added_ms, abs=0.03)
+    # an 8B dense model's one decode on an H100 reads 4.52 ms of weights and KV, nearly its
+    # 32 layers' 4.8 ms floor: 0.28 ms of floor, 6% of the roofline (DeepSeek: 9.4 times)
+    llama = step_features(StepBatch.of(decode_contexts=[1000]), _dep(catalog))
+    assert llama[IDX["roofline"]] == pytest.approx(4.52e-3, abs=0.01e-3)
+    assert llama[IDX["layer_floor"]] == pytest.approx(0.28e-3, abs=0.01e-3)
