@@ -90,7 +90,7 @@ class Scenario:
     utilisation: float | None  # None: average demand / capacity bought
     engine: EngineConfig = field(default_factory=EngineConfig)  # what layouts are judged at
     kv_headroom: float | None = DEFAULT_KV_HEADROOM  # peak KV share a plan may hold
-    speculative: str = "off"  # off, auto or a method (planner.perf.speculative)
+    speculative: str = "auto"  # auto, off or a method (planner.perf.speculative)
     spec_accept_len: float | None = None  # mean accepted tokens a step; None: the defaults
     uploaded_model: ModelCard | None = None  # a config.json uploaded in this session
     #: prefill/decode disaggregation in the search: off, auto (both kinds) or on (only)
@@ -464,6 +464,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             left.selectbox,
             "Speculative decoding",
             SPECULATIVE_CHOICES,
+            index=SPECULATIVE_CHOICES.index("auto"),
             key="speculative",
             help="Search plans that draft tokens and verify them in one pass: auto tries MTP "
             "where the model has the layers and EAGLE-3 where a draft is published; n-gram "
@@ -558,7 +559,7 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             max_model_len=int(max_model_len) or None,
         ),
         kv_headroom=headroom / 100 if headroom < 100 else None,
-        speculative=str(speculative or "off"),
+        speculative=str(speculative or "auto"),
         spec_accept_len=float(accept_len) if accept_len and accept_len >= 1 else None,
         uploaded_model=st.session_state.get(UPLOADED_MODEL),
         disaggregation=cast(Disaggregation, str(disaggregation)),

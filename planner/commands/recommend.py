@@ -102,10 +102,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--speculative",
-        default="off",
+        default="auto",
         choices=SPECULATIVE_CHOICES,
-        help="speculative decoding searched: off (default), auto (MTP where the model has "
-        "the layers, EAGLE-3 where a draft is published), or one method",
+        help="speculative decoding searched: auto (default: MTP where the model has the "
+        "layers, EAGLE-3 where a draft is published), off, or one method",
     )
     parser.add_argument(
         "--spec-accept-len",

@@ -125,3 +125,49 @@ def test_the_briefs_70b_at_30_ms_ranks_speculative_plans_with_their_commands(
         assert '--speculative-config \'{"method":"ngram","num_speculative_tokens":3}\'' in (
             rec.vllm_command
         )
+
+
+LLAMA_33 = "meta-llama/Llama-3.3-70B-Instruct"
+
+
+def _recommend_by_default(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    """`planner recommend ... --json` without --speculative: its default is auto."""
+    from planner.cli import main
+
+    main(["recommend", "--input-len", "2048", "--output-len", "512", "--rate", "1",
+          "--peak-rate", "2", "--json", *args])  # fmt: skip
+    payload: dict[str, object] = json.loads(capsys.readouterr().out)
+    return payload
+
+
+def test_recommend_ranks_deepseek_r1_mtp_plans_with_their_commands_by_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    payload = _recommend_by_default(
+        capsys, "--model", R1, "--slo-tpot-p99-ms", "20", "--instance", "p5en.48xlarge",
+        "--precision", "fp8", "--max-nodes", "1",
+    )  # fmt: skip
+    ranked = payload["ranked"]
+    assert isinstance(ranked, list) and ranked
+    best = ranked[0]
+    assert best["spec_method"] == "mtp" and best["pred_tpot_ms_p99"] <= 20
+    config = json.loads(best["vllm_command"].split("--speculative-config ")[1].strip("'"))
+    assert config == {"method": "mtp", "num_speculative_tokens": best["num_spec_tokens"]}
+    assert any(r["spec_method"] == "none" for r in ranked)  # the best plan without it, too
+
+
+def test_recommend_ranks_the_70b_eagle3_plans_at_30_ms_with_their_commands_by_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    payload = _recommend_by_default(
+        capsys, "--model", LLAMA_33, "--slo-tpot-p99-ms", "30", "--provider", "aws",
+        "--region", "us-east-1",
+    )  # fmt: skip
+    ranked = payload["ranked"]
+    assert isinstance(ranked, list)
+    eagle = [r for r in ranked if r["spec_method"] == "eagle3"]
+    assert eagle and eagle[0]["pred_tpot_ms_p99"] <= 30
+    for row in eagle:
+        config = json.loads(row["vllm_command"].split("--speculative-config ")[1].strip("'"))
+        assert config["method"] == "eagle3"
+        assert config["model"] == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
