@@ -77,6 +77,7 @@ from planner.perf.deployment import Deployment
 from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
 from planner.perf.scenario import has_request_path
 from planner.perf.step_time import (
+    IDX,
     StepBatch,
     macro_step_token_budget,
     request_path_s,
@@ -85,6 +86,7 @@ from planner.perf.step_time import (
 from planner.workload import LengthDistribution, draw_lengths
 
 Bound = Literal["token_budget", "max_num_seqs", "kv_cache", "none"]
+_LAYER_FLOOR = IDX["layer_floor"]
 #: requests drawn from the length distributions to take quantiles over the request mix
 LENGTH_SAMPLES = 512
 
@@ -235,6 +237,27 @@ class SteadyStateModel:
             batch.add_decode(1.0, w.decode_context, window)  # an idle engine's next step
         return step_features(batch, self.dep)
 
+    def _spread_floor(
+        self, terms: np.ndarray, decode: float, chunks: float, chunk: float, done: float
+    ) -> np.ndarray:
+        """``terms`` with the layer floor averaged over the running batch's spread.
+
+        The floor, max(0, layers x unit - roofline) (:mod:`planner.perf.step_time`), is convex
+        in the batch, so the floor of the mean batch is less than the mean floor. Under Poisson
+        arrivals with continuous batching the number of running requests is Poisson (an
+        M/G/infinity count, mean = arrival rate x time in service); its mean floor is taken by
+        the three-point Gauss-Hermite rule over the normal approximation (variance = mean):
+        mean -/+ sqrt(3 x mean) with weights 1/6, 4/6, 1/6 (exact up to degree-5 polynomials). Only the floor moves: every other term
+        is linear in the batch (or nearly), where the mean batch prices the mean step."""
+        if decode <= 0.0 or self.c[_LAYER_FLOOR] == 0.0:
+            return terms
+        half = math.sqrt(3.0 * decode)
+        low = self._terms(max(decode - half, 0.0), chunks, chunk, done)[_LAYER_FLOOR]
+        high = self._terms(decode + half, chunks, chunk, done)[_LAYER_FLOOR]
+        out = terms.copy()
+        out[_LAYER_FLOOR] = (low + 4.0 * terms[_LAYER_FLOOR] + high) / 6.0
+        return out
+
     def step(self, u: float) -> _Step:
         held = self._steps.get(u)
         if held is not None:
@@ -248,9 +271,17 @@ class SteadyStateModel:
         work_share = u * mean_in / room
         share = min(1.0, max(work_share, 1.0 - math.exp(-u * chunks)))
         per_prefill_step = u * chunks / share if share > 0 else 0.0  # chunks in such a step
-        decode_terms = self._terms(decode, 0.0, 0.0, 0.0)
-        prefill_terms = self._terms(decode, per_prefill_step, chunk, done)
-        one_chunk = self._terms(decode, 1.0, chunk, done)
+        decode_terms = self._spread_floor(self._terms(decode, 0.0, 0.0, 0.0), decode, 0.0, 0, 0)
+        prefill_terms = self._spread_floor(
+            self._terms(decode, per_prefill_step, chunk, done),
+            decode,
+            per_prefill_step,
+            chunk,
+            done,
+        )
+        one_chunk = self._spread_floor(
+            self._terms(decode, 1.0, chunk, done), decode, 1.0, chunk, done
+        )
         terms = (1.0 - share) * decode_terms + share * prefill_terms
         held = _Step(
             u=u,

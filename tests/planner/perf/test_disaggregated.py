@@ -568,7 +568,8 @@ def test_a_pool_engine_steps_with_its_all_to_all(model: PerformanceModel) -> Non
     paid = dm.decode.features(batch)[IDX["idle"]]
     assert paid > 0 and step_features(batch, dm.decode.dep)[IDX["idle"]] == 0
     plain = float(np.asarray(coefficients) @ step_features(batch, dm.decode.dep))
-    assert abs(seconds - plain) > 0.1 * seconds
+    # how much depends on the fit (7.6% with the layer floor fitted, 10%+ before it)
+    assert abs(seconds - plain) > 0.05 * seconds
 
 
 def test_each_interval_of_the_pools_takes_its_own_metrics_multiplier(
