@@ -247,8 +247,9 @@ class SteadyStateModel:
         arrivals with continuous batching the number of running requests is Poisson (an
         M/G/infinity count, mean = arrival rate x time in service); its mean floor is taken by
         the three-point Gauss-Hermite rule over the normal approximation (variance = mean):
-        mean -/+ sqrt(3 x mean) with weights 1/6, 4/6, 1/6 (exact up to degree-5 polynomials). Only the floor moves: every other term
-        is linear in the batch (or nearly), where the mean batch prices the mean step."""
+        mean -/+ sqrt(3 x mean) with weights 1/6, 4/6, 1/6 (exact up to degree-5 polynomials).
+        Only the floor moves: every other term is linear in the batch (or nearly), where the
+        mean batch prices the mean step."""
         if decode <= 0.0 or self.c[_LAYER_FLOOR] == 0.0:
             return terms
         half = math.sqrt(3.0 * decode)
