@@ -13,7 +13,7 @@ from pages.common.resources import get_catalog, get_store, measured_results
 from pages.common.runs import run_labels, run_request_latencies, runs_side_by_side
 from pages.common.runs_folder import ingestion_notice, quarantine_section
 from pages.common.scenario import current_scenario
-from pages.common.ui import planner_errors
+from pages.common.ui import planner_errors, show_fractions
 from pages.common.url_params import bound
 from planner.perf.validation import (
     latency_summary_rows,
@@ -84,14 +84,7 @@ else:
         f"MoE, MLA, sliding-window). {summary['predicted_rows']} of {summary['stored_rows']} "
         f"stored rows can be predicted. From `{summary['command']}`, {summary['as_of']}."
     )
-    accuracy = pd.DataFrame(summary_rows(summary))
-    percent = st.column_config.NumberColumn(format="percent")
-    st.dataframe(
-        accuracy,
-        hide_index=True,
-        key="table_accuracy",
-        column_config={c: percent for c in accuracy.columns if c != "fold"},
-    )
+    show_fractions(pd.DataFrame(summary_rows(summary)), "table_accuracy", ("fold",))
     latency = pd.DataFrame(latency_summary_rows(summary))
     if not latency.empty:
         st.caption(
@@ -100,14 +93,7 @@ else:
             "share inside the predicted 80% interval, and the median error per engine and per "
             "number of requests in flight."
         )
-        st.dataframe(
-            latency,
-            hide_index=True,
-            key="table_latency_accuracy",
-            column_config={
-                c: percent for c in latency.columns if c not in ("fold", "latency", "rows")
-            },
-        )
+        show_fractions(latency, "table_latency_accuracy", ("fold", "latency", "rows"))
     slices = pd.DataFrame(slice_summary_rows(summary))
     if not slices.empty:
         st.caption(
@@ -116,14 +102,7 @@ else:
             "concurrency sweep, not a max-throughput burst whose TTFT is its drain time); and "
             "of those, the runs of engine releases from July 2025 on."
         )
-        st.dataframe(
-            slices,
-            hide_index=True,
-            key="table_slice_accuracy",
-            column_config={
-                c: percent for c in slices.columns if c not in ("metric", "slice", "rows")
-            },
-        )
+        show_fractions(slices, "table_slice_accuracy", ("metric", "slice", "rows"))
 
 # Predicting every measured result is the page's one long step (1,130 rows: 56.8 s at load
 # average 9 on two cores), so it runs only once the section is opened (opening reruns the page)

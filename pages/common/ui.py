@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -54,3 +55,15 @@ def planner_errors(what: str) -> Iterator[None]:
         st.error(f"{what}: {md_text(exc)}")
     except ValidationError as exc:
         st.warning(f"{what}: {md_text(validation_message(exc))}")
+
+
+def show_fractions(frame: pd.DataFrame, key: str, plain: tuple[str, ...]) -> None:
+    """A table whose columns are fractions shown as percentages, but for the ``plain`` ones
+    (labels and counts)."""
+    percent = st.column_config.NumberColumn(format="percent")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        key=key,
+        column_config={c: percent for c in frame.columns if c not in plain},
+    )
