@@ -23,6 +23,11 @@ def test_default_lists_public_and_user_results(app: Callable[..., AppTest]) -> N
     assert set(source.index) == {"TTFT", "TPOT", "TTFT p99", "TPOT p99"}
     assert (source["rows"] > 300).all() and (source["mean"] > 0).all()
     assert {"1-4 in flight", ">64 in flight", "vLLM"} <= set(latency.columns)
+    # the slices shaped like the independent checks, from the same file
+    slices = frame_with(at, "metric", "slice", "rows", "median", "80% interval coverage")
+    ttft = slices[slices["metric"] == "TTFT"].set_index("slice")
+    assert {"all", "closed loop or rate", "ditto, release 2025-07+"} <= set(ttft.index)
+    assert ttft.loc["closed loop or rate", "rows"] < ttft.loc["all", "rows"]
 
 
 def test_a_filter_narrows_the_results(app: Callable[..., AppTest]) -> None:
