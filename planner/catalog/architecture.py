@@ -496,6 +496,7 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
     attention_bias = bool(config.get("attention_bias", False)) or qwen2_bias
     window = config.get("sliding_window") or _attention_chunk(config)
     kinds = _layer_kinds(config, layers)
+    quant_groups = _quant_groups(config)
     return ModelArchitecture(
         model_type=model_type,
         num_layers=layers,
@@ -536,8 +537,8 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         quant_method=_quant_method(config),
         experts_only_quantized=_experts_only_quantized(config),
         block_scaled_fp8=_block_scaled_fp8(config),
-        quant_group_size=_quant_groups(config)[0],
-        quant_zero_point=_quant_groups(config)[1],
+        quant_group_size=quant_groups[0],
+        quant_zero_point=quant_groups[1],
         num_mtp_layers=int(
             _first(config, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0) or 0
         ),

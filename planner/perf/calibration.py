@@ -164,13 +164,11 @@ def level_fits(level: str) -> np.ndarray:
 def level_prior_sd(level: str, sigma: float) -> np.ndarray:
     """Prior standard deviation of each fitted term's deviation at ``level`` (whose own is
     ``sigma``): the request path's capped at SIGMA_REQUEST_PATH, :data:`TERM_LEVEL_SIGMA`'s
-    where it names one, 0 where the level fits no parameter of the term (:func:`level_fits`)."""
-    sd = np.full(N_FITTED, sigma)
-    sd[_PATH_FITTED] = min(sigma, SIGMA_REQUEST_PATH)
-    for term, by_level in TERM_LEVEL_SIGMA.items():
-        if level in by_level:
-            sd[FITTED.index(term)] = by_level[level]
-    return np.where(level_fits(level), sd, 0.0)
+    where it names one, 0 where the level fits no parameter of the term (:func:`level_fits`):
+    :func:`unseen_term_sd` with the request path's cap."""
+    sd = unseen_term_sd(level, sigma)
+    sd[_PATH_FITTED] = min(sd[_PATH_FITTED], SIGMA_REQUEST_PATH)
+    return sd
 
 
 def unseen_term_sd(level: str, sigma: float) -> np.ndarray:

@@ -919,19 +919,21 @@ class DisaggregatedModel:
 
         classes = dep.card.architecture.model_classes
 
-        def factors(
-            metric: str, terms: np.ndarray, c: np.ndarray, widened: str
-        ) -> tuple[float, float]:
-            own = interval_factors(fitted, key, metric, term_shares(terms, c))
+        def widened(own: tuple[float, float], metric: str) -> tuple[float, float]:
             # each metric's own multipliers (a p99 its p99's), with the engine family's and its
             # architecture group's factors on them, as an aggregated prediction's
-            return widen(own, len(reasons), widened, family=key.family, model_classes=classes)
+            return widen(own, len(reasons), metric, family=key.family, model_classes=classes)
 
-        thr_lo, thr_hi = factors("output_tok_per_s", dec.terms, self.decode.c, "output_tok_per_s")
-        tpot_lo, tpot_hi = factors("itl", dec.terms, self.decode.c, "tpot")
-        tpot99_lo, tpot99_hi = factors("itl", dec.terms, self.decode.c, "tpot_p99")
-        ttft_lo, ttft_hi = factors("ttft", pre.step_terms, self.prefill.c, "ttft")
-        ttft99_lo, ttft99_hi = factors("ttft", pre.step_terms, self.prefill.c, "ttft_p99")
+        decode_shares = term_shares(dec.terms, self.decode.c)
+        thr_own = interval_factors(fitted, key, "output_tok_per_s", decode_shares)
+        tpot_own = interval_factors(fitted, key, "itl", decode_shares)
+        prefill_shares = term_shares(pre.step_terms, self.prefill.c)
+        ttft_own = interval_factors(fitted, key, "ttft", prefill_shares)
+        thr_lo, thr_hi = widened(thr_own, "output_tok_per_s")
+        tpot_lo, tpot_hi = widened(tpot_own, "tpot")
+        tpot99_lo, tpot99_hi = widened(tpot_own, "tpot_p99")
+        ttft_lo, ttft_hi = widened(ttft_own, "ttft")
+        ttft99_lo, ttft99_hi = widened(ttft_own, "ttft_p99")
         ms = 1e3
         p_cap, d_cap = self.capacity_rps()
         notes = (

@@ -16,11 +16,6 @@ from __future__ import annotations
 import re
 from datetime import date
 
-RELEASES_SOURCE = (
-    "PyPI JSON API (pypi.org/pypi/<package>/json), earliest upload_time of each major.minor "
-    "series, retrieved 2026-12-02"
-)
-
 #: (engine family, "major.minor") -> first upload of the series to PyPI
 RELEASE_DATES: dict[tuple[str, str], date] = {
     ("vllm", "0.6"): date(2024, 9, 5),

@@ -237,10 +237,8 @@ class SteadyStateModel:
             batch.add_decode(1.0, w.decode_context, window)  # an idle engine's next step
         return step_features(batch, self.dep)
 
-    def _spread_floor(
-        self, terms: np.ndarray, decode: float, chunks: float, chunk: float, done: float
-    ) -> np.ndarray:
-        """``terms`` with the layer floor averaged over the running batch's spread.
+    def _poisson_terms(self, decode: float, chunks: float, chunk: float, done: float) -> np.ndarray:
+        """:meth:`_terms` with the layer floor averaged over the running batch's spread.
 
         The floor, max(0, layers x unit - roofline) (:mod:`planner.perf.step_time`), is convex
         in the batch, so the floor of the mean batch is less than the mean floor. Under Poisson
@@ -250,6 +248,7 @@ class SteadyStateModel:
         mean -/+ sqrt(3 x mean) with weights 1/6, 4/6, 1/6 (exact up to degree-5 polynomials).
         Only the floor moves: every other term is linear in the batch (or nearly), where the
         mean batch prices the mean step."""
+        terms = self._terms(decode, chunks, chunk, done)
         if decode <= 0.0 or self.c[_LAYER_FLOOR] == 0.0:
             return terms
         half = math.sqrt(3.0 * decode)
@@ -272,17 +271,9 @@ class SteadyStateModel:
         work_share = u * mean_in / room
         share = min(1.0, max(work_share, 1.0 - math.exp(-u * chunks)))
         per_prefill_step = u * chunks / share if share > 0 else 0.0  # chunks in such a step
-        decode_terms = self._spread_floor(self._terms(decode, 0.0, 0.0, 0.0), decode, 0.0, 0, 0)
-        prefill_terms = self._spread_floor(
-            self._terms(decode, per_prefill_step, chunk, done),
-            decode,
-            per_prefill_step,
-            chunk,
-            done,
-        )
-        one_chunk = self._spread_floor(
-            self._terms(decode, 1.0, chunk, done), decode, 1.0, chunk, done
-        )
+        decode_terms = self._poisson_terms(decode, 0.0, 0.0, 0.0)
+        prefill_terms = self._poisson_terms(decode, per_prefill_step, chunk, done)
+        one_chunk = self._poisson_terms(decode, 1.0, chunk, done)
         terms = (1.0 - share) * decode_terms + share * prefill_terms
         held = _Step(
             u=u,

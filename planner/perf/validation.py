@@ -611,7 +611,7 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
             out.append((label, "release unmeasured", latency_errors(new, metric)))
         swept = [h for h in measuring if h.sample.result.load in SWEPT_LOADS]
         if swept:
-            out.append((label, "closed loop or rate", latency_errors(swept, metric)))
+            out.append((label, SWEPT_SLICE, latency_errors(swept, metric)))
         current = [h for h in swept if is_current_release(h)]
         if current:
             out.append((label, CURRENT_SLICE, latency_errors(current, metric)))
@@ -621,6 +621,7 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
 #: loads whose requests arrive one by one, as in a concurrency sweep or a Poisson-rate run
 #: (not a max-throughput burst, whose TTFT is the burst's drain time, nor an offline batch)
 SWEPT_LOADS = ("concurrency", "rate")
+SWEPT_SLICE = "closed loop or rate"
 #: releases from this date on are "current" for the slice below
 CURRENT_SINCE = date(2025, 7, 1)
 CURRENT_SLICE = "ditto, release 2025-07+"
@@ -952,7 +953,7 @@ def slice_summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     entry = summary.get("schemes", {}).get("source")
     if not isinstance(entry, dict):
         return []
-    shown = ("all", "release unmeasured", "closed loop or rate", CURRENT_SLICE)
+    shown = ("all", "release unmeasured", SWEPT_SLICE, CURRENT_SLICE)
     return [
         {
             "metric": r["metric"],

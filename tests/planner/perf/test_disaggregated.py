@@ -302,7 +302,7 @@ def test_decode_pool_tpot_is_free_of_prefill_interference(model: PerformanceMode
     assert aggregated.stable and aggregated.prefill_step_share > 0.01
     # the same deployment and batch: a decode-only step is the aggregated replica's decode step
     # (to 0.1%: the aggregated steady state averages the layer floor over a Poisson load's
-    # running batch, SteadyStateModel._spread_floor, where the pool prices its mean batch; 3e-5
+    # running batch, SteadyStateModel._poisson_terms, where the pool prices its mean batch; 3e-5
     # here, Llama-70B at TP 4 being past most of its floor)
     batch = aggregated.decode_seqs
     assert dm.decode_pool.step_s(batch) == pytest.approx(aggregated.decode_step_s, rel=1e-3)
