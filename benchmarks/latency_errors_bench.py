@@ -50,6 +50,7 @@ def held_out_rows() -> list[dict[str, Any]]:
                 "gpu": r.gpu,
                 "load": r.load,
                 "concurrency": r.concurrency,
+                "num_requests": r.num_requests,
                 "source": r.source,
                 "engine_version": r.engine_version,
                 "entrypoint": r.entrypoint or ("offline" if r.load == "offline_batch" else "serve"),

@@ -20,7 +20,7 @@ sweeps (117 rows, p50 TTFT) are 0.38 and fall with concurrency while their tok/s
 and dstack's early-2025 DeepSeek rows 0.21 with tok/s 2x over (release speed, not scheduling);
 NVIDIA's TensorRT-LLM rows (Triton's C++ server) 1.03, with no path beyond the prefill.
 
-The last tables take the speed error out of the runs that queue (max-throughput bursts,
+The queued-run tables take the speed error out of the runs that queue (max-throughput bursts,
 rates): such a run lasts ``N O / tok/s`` and its mean TTFT is a share of that, so TTFT moves
 with the inverse of the tok/s error; ``(pred / meas) x (tok/s pred / meas)`` is what the
 queue's shape (admission cap, token budget, prefill-vs-decode priority, length mix) gets
@@ -31,6 +31,16 @@ fine-grained MoE prefill (the routed-expert GEMM coefficient fitted on the other
 2-3x GPUStack's), not the queue. vLLM's TPOT there likewise (1.67 -> 0.98, 10.1%); SGLang's
 keeps 0.83 / 32% (its prefill-first stalls). dstack's vLLM 0.6 rate rows are the reverse: tok/s
 and TPOT right (1.05, 1.00) and TTFT 1.86x, a queue the model admits too slowly.
+
+The last listing is one line per closed-loop or rate row of a release from 2025-07 on
+(validate's "ditto, release 2025-07+" slice). On main of 2026-12-02 (session 34) it showed the
+closed loops at 5+ in flight to be the SGLang cookbook's B200 rows (DeepSeek-R1-0528 and
+Qwen3-235B, TP 8, uniform lengths, 5 x the concurrency requests) and one GPUStack vLLM row; the
+c=16 rows' shortfall (0.43-0.79) is the c=1 rows' (DeepSeek 0.51-0.62 at 610 prompt tokens but
+1.01 at 4,194: measured TTFT hardly grows with the prompt, 126-153 -> 166 ms, predicted 78 ->
+168), i.e. a small prefill's latency the step model prices too low, not a queueing or
+first-wave term: the simulated first wave (all 16 at t=0, one 8,000-token batch) and the later
+single-prompt batches are what SGLang 0.5.6 schedules.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.latency_errors_bench import band, held_out_rows_from_command_line
+from planner.perf.releases import release_date
+from planner.perf.validation import CURRENT_SINCE, SWEPT_LOADS
 
 
 def prompt_band(row: dict[str, Any]) -> str:
@@ -170,6 +182,40 @@ def print_speed_split(rows: list[dict[str, Any]]) -> None:
                     print(f"{name[:46]:46} {line}")
 
 
+def swept_current_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The closed-loop and rate rows with a TTFT of engine releases from CURRENT_SINCE on (the
+    shape of issue 26's independent checks: validate's "ditto, release 2025-07+" slice)."""
+    out = []
+    for r in rows:
+        when = release_date(str(r["engine"]), r.get("engine_version"))
+        current = when is not None and when >= CURRENT_SINCE
+        if current and r["load"] in SWEPT_LOADS and r["measured"].get("ttft"):
+            out.append(r)
+    return out
+
+
+def print_swept_rows(rows: list[dict[str, Any]]) -> None:
+    """One line a row: engine, release, model, GPU, TP, lengths, load, requests, statistic,
+    measured and predicted TTFT (and p99 where published), predicted / measured tok/s - 1."""
+    print(f"\nClosed loops and rates of releases from {CURRENT_SINCE}, one row each")
+    for r in sorted(swept_current_rows(rows), key=lambda r: (r["engine"], str(r["model"]))):
+        m, p = r["measured"], r["predicted"]
+        tps = m.get("output_tok_per_s")
+        tps_err = f"{p['output_tok_per_s'] / tps - 1:+4.0%}" if tps else "    -"
+        load = f"c={r['concurrency']:g}" if r["load"] == "concurrency" else "rate"
+        p99 = (
+            f" p99 {m['ttft_p99']:7.0f}/{p.get('ttft_p99', math.nan):7.0f}"
+            if m.get("ttft_p99")
+            else ""
+        )
+        print(
+            f"{r['engine']:6} {r.get('engine_version') or '-':12} {str(r['model'])[-28:]:28} "
+            f"{r['gpu'][:9]:9} TP{r['tp']} {r['input_len']:5}/{r['output_len']:<5} {load:6} "
+            f"n={r.get('num_requests') or '-'} {r.get('ttft_stat')}: TTFT {m['ttft']:7.0f} / "
+            f"{p['ttft']:7.0f} ms ({p['ttft'] / m['ttft']:.2f}) tok/s {tps_err}{p99}"
+        )
+
+
 def main() -> int:
     rows = held_out_rows_from_command_line(__doc__.split("\n")[0])
     print("held-out TTFT: rows, median |pred/meas - 1|, median pred/meas (p10, p90), ")
@@ -180,6 +226,7 @@ def main() -> int:
         "(pred/meas) x (tok/s pred/meas) and its APE"
     )
     print_speed_split(rows)
+    print_swept_rows(rows)
     return 0
 
 
