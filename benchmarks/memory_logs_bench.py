@@ -24,6 +24,24 @@ Sources (no log here is from a benchmark suite reserved for evaluation):
 
 No TensorRT-LLM log with a repository and date to cite was found (a Kimi-K2.5-NVFP4 8 x B300
 report whose repository is unknown was left out).
+
+A second table prints what each engine does with its own defaults for DeepSeek-R1-0528 FP8 at
+8k prompts and 1k answers, on 4 x B200 (TP 4) and 8 x H200 (TP 8), as a scenario without
+engine flags resolves (:func:`planner.perf.deployment.resolve_deployment`): the share of the
+GPU the engine is run at (raised above the default where the default does not start: see the
+``memory:`` notes), weights a GPU, KV pool a GPU, KV bytes a token a GPU, KV tokens and how many
+9,216-token requests fit at once. The engines' defaults behind it, from their sources:
+
+- vLLM 0.11: gpu_memory_utilization 0.9 of what CUDA reports; KV dtype ``auto`` = the model's
+  bf16 (MLA latent 576 values x 61 layers x 2 B = 70,272 B a token, replicated on every TP
+  rank); the MTP layer (model.layers.61) is skipped unless MTP speculation is on.
+- SGLang 0.5.4 (python/sglang/srt/server_args.py of Oct 2025, after PR #10975): on a GPU above
+  160 GiB chunked prefill 16,384 and CUDA graphs to 512, so mem_fraction_static =
+  (183,359 - 26,624) / 183,359 = 0.855 at TP 4, a share of the free memory it measures before
+  loading (175.34 GiB on a B200 at TP 4, PR #9162's log); DeepSeek-V3 on SM100 runs trtllm_mla
+  (page 64), whose KV dtype stays ``auto`` (bf16) unless asked; flashinfer_trtllm MoE.
+- TensorRT-LLM 1.1: free_gpu_memory_fraction 0.9 of what is left after the weights; KV dtype
+  from the checkpoint, so bf16 for deepseek-ai's block-scaled FP8 (no kv_cache_quant_algo).
 """
 
 from __future__ import annotations
@@ -38,6 +56,8 @@ from planner.catalog import Catalog, load_catalog
 from planner.engine import EngineConfig
 from planner.memory import kv_bytes_per_token_per_layer_per_gpu, plan_memory, stage_weight_bytes
 from planner.perf.capacity import plan_capacity
+from planner.perf.deployment import resolve_deployment
+from planner.perf.scenario import Scenario
 
 GIB = 2**30
 VLLM_DASHBOARD = (
@@ -167,6 +187,70 @@ def main() -> None:
     print("\nSources:")
     for source in sorted({log.source for log in LOGS}):
         print(f"  - {source}")
+    print_engine_defaults(catalog)
+
+
+#: (GPU, GPUs = TP) of the issue's edge case and of the usual 8-GPU H200 server
+DEFAULT_LAYOUTS = (("B200", 4), ("H200", 8))
+DEFAULT_ENGINES = (("vllm", "0.11.0"), ("sglang", "0.5.4"), ("trtllm", "1.1.0"))
+CONTEXT = 8192 + 1024
+
+
+def engine_default_rows(catalog: Catalog) -> list[dict[str, object]]:
+    """DeepSeek-R1-0528 FP8, 8k/1k at 32 in flight, each engine at its own defaults."""
+    rows: list[dict[str, object]] = []
+    for gpu, tp in DEFAULT_LAYOUTS:
+        for engine, version in DEFAULT_ENGINES:
+            scenario = Scenario(
+                engine=engine,
+                engine_version=version,
+                model="deepseek-ai/DeepSeek-R1-0528",
+                precision="fp8",
+                gpu=gpu,
+                num_gpus=tp,
+                tp=tp,
+                input_len=8192,
+                output_len=1024,
+                concurrency=32,
+                num_requests=320,
+            )
+            dep = resolve_deployment(scenario, catalog)
+            per_token = dep.kv_bytes_per_token_full + dep.kv_bytes_per_token_window
+            rows.append(
+                {
+                    "engine": engine,
+                    "gpu": gpu,
+                    "tp": tp,
+                    "fraction": dep.engine.gpu_memory_utilization,
+                    "weights_gib": dep.weights_bytes_per_gpu / GIB,
+                    "kv_gib": dep.kv_capacity_tokens * per_token / GIB,
+                    "kv_bytes_per_token": per_token,
+                    "kv_tokens": dep.kv_capacity_tokens,
+                    "sequences": dep.kv_capacity_tokens // CONTEXT,
+                    "notes": [n for n in dep.notes if n.startswith("memory:")],
+                }
+            )
+    return rows
+
+
+def print_engine_defaults(catalog: Catalog) -> None:
+    print(
+        "\nDeepSeek-R1-0528 FP8, 8,192 + 1,024 tokens, each engine at its defaults "
+        "(fraction: gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction)"
+    )
+    print(
+        f"{'engine':8} {'GPUs':8} | {'fraction':>8} | {'weights GiB':>11} | {'KV GiB':>7} | "
+        f"{'KV B/token':>10} | {'KV tokens':>10} | {'9k requests':>11}"
+    )
+    for row in engine_default_rows(catalog):
+        print(
+            f"{row['engine']:8} {row['tp']}x{row['gpu']:6} | {row['fraction']:8.3f} | "
+            f"{row['weights_gib']:11.2f} | {row['kv_gib']:7.2f} | "
+            f"{row['kv_bytes_per_token']:10,.0f} | {row['kv_tokens']:10,} | "
+            f"{row['sequences']:11}"
+        )
+        for note in row["notes"]:  # type: ignore[attr-defined]
+            print(f"    {note}")
 
 
 if __name__ == "__main__":

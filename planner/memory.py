@@ -633,6 +633,11 @@ def plan_memory(
                     f"{_gb(s.kv_bytes)} is left; max_model_len <= {fit_len:,} fits"
                 )
                 break
+    if problems and replica_weights <= tp * pp * budget:  # the weights fit, the KV does not
+        problems[-1] += _utilization_hint(
+            binding, arch, model_len, max_num_batched_tokens, block_size, non_torch,
+            cuda_total, framework, cuda_graph, gpu_memory_utilization, kv_cache_dtype,
+        )  # fmt: skip
     startup_free = cuda_total - framework
     if startup_free < budget:
         problems.append(
@@ -690,6 +695,35 @@ def plan_memory(
         problems=problems,
         warnings=warnings,
     )
+
+
+def _utilization_hint(
+    stage: StageMemory,
+    arch: ModelArchitecture,
+    model_len: int,
+    mnbt: int,
+    block: int,
+    non_torch: float,
+    cuda_total: float,
+    framework: float,
+    cuda_graph: float,
+    utilization: float,
+    kv_cache_dtype: str,
+) -> str:
+    """What a user changes when the weights fit but the KV cache does not: the
+    gpu_memory_utilization that holds one ``model_len`` request while leaving the CUDA graphs
+    and the start-up buffers outside the budget, and the FP8 KV cache ("" when neither helps).
+    """
+    need = _vllm_max_len_bytes(stage, arch, model_len, mnbt, block)
+    fixed = stage.weights_bytes + stage.activation_bytes + non_torch
+    needed = math.ceil((fixed + need) / cuda_total * 100) / 100
+    ceiling = (cuda_total - framework - cuda_graph) / cuda_total
+    fixes = []
+    if utilization < needed <= ceiling:
+        fixes.append(f"--gpu-memory-utilization {needed:.2f} starts it")
+    if not kv_cache_dtype.startswith("fp8") and stage.kv_bytes_per_token:
+        fixes.append("an FP8 KV cache (--kv-cache-dtype fp8) halves a token's KV")
+    return f" (fix: {'; '.join(fixes)})" if fixes else ""
 
 
 def _plan_stages(

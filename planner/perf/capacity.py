@@ -9,6 +9,7 @@ equivalent ``gpu_memory_utilization`` before the memory planner is asked. The en
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from planner.catalog import GPU, ModelCard
@@ -21,8 +22,19 @@ from planner.memory import (
     plan_memory,
 )
 
-#: the largest mem_fraction_static the planner raises SGLang's default to
+#: the largest mem_fraction_static (SGLang) or gpu_memory_utilization (vLLM) the planner raises
+#: an engine's default to so that the server starts
 SGLANG_MAX_RAISED_FRACTION = 0.97
+MAX_RAISED_FRACTION = SGLANG_MAX_RAISED_FRACTION
+#: What SGLang finds already taken when it measures the GPU before loading the weights (CUDA
+#: context, NCCL and custom all-reduce buffers, the driver's own share), with TP > 1: its
+#: ``mem_fraction_static`` is a share of that measured free memory, not of the GPU
+#: (``ModelRunner.profile_max_num_token``: rest = free after loading - free before loading x
+#: (1 - mem_fraction_static), python/sglang/srt/model_executor/model_runner.py, 0.5.x). From
+#: sgl-project/sglang PR #9162 (2025-08-13): DeepSeek-R1-FP4 on 4 x B200 (183,359 MiB = 179.06
+#: GiB) at TP 4 logged "Load weight begin. avail mem=175.34 GB" (GiB): 3.72 GiB. On one GPU
+#: (no NCCL) vLLM's measured single-GPU overhead plus the driver's share stands in for it.
+SGLANG_PRELOAD_TAKEN_BYTES = (0.61 * 2**30 + 480 * 2**20, (179.06 - 175.34) * 2**30)
 
 
 @dataclass(frozen=True)
@@ -32,9 +44,16 @@ class CapacityPlan:
     #: why the engine might refuse this layout although the weights fit (then the capacity is
     #: that of one longest request: a measured run of it exists, or the user asked)
     problem: str | None = None
-    #: SGLang's mem_fraction_static raised above its default so the server starts
-    #: (:func:`sglang_fraction_that_starts`); None when the default (or the stated one) is kept
+    #: SGLang's mem_fraction_static (:func:`sglang_fraction_that_starts`) or vLLM's
+    #: gpu_memory_utilization (:func:`vllm_utilization_that_starts`) raised above its default so
+    #: the server starts; None when the default (or the stated one) is kept
     raised_fraction: float | None = None
+
+
+def sglang_preload_free_bytes(plan: MemoryPlan) -> float:
+    """The free memory SGLang measures before loading the weights, which its
+    ``mem_fraction_static`` is a share of (:data:`SGLANG_PRELOAD_TAKEN_BYTES`)."""
+    return plan.total_bytes - SGLANG_PRELOAD_TAKEN_BYTES[plan.tp * plan.pp > 1]
 
 
 def sglang_fraction_that_starts(
@@ -48,25 +67,36 @@ def sglang_fraction_that_starts(
     mem_fraction_static is 0.855 and 0.855 x 179 GiB = 153 GiB is below DeepSeek-R1's FP8
     weights at TP 4 (157.5 GiB a GPU): its model runner finds a negative pool and refuses to
     start ("Not enough memory. Please try to increase --mem-fraction-static"). A deployment that
-    serves raises the fraction until the server starts; this is the fraction that leaves
+    serves raises the fraction until the server starts; this is the fraction of the free
+    memory SGLang measures before loading (:func:`sglang_preload_free_bytes`) that leaves
     outside the pool what the memory planner accounts a GPU really uses there (vLLM-measured
     terms, :mod:`planner.memory`): the hidden states of one chunk (tokens x hidden x 2.56 B),
     the fp32 logits of a decode batch as large as the CUDA graphs (graph_batch x vocab x
-    38.26 B), non-torch memory, CUDA graphs, the framework and driver reserves. Capped at
-    :data:`SGLANG_MAX_RAISED_FRACTION`.
+    38.26 B), non-torch memory and CUDA graphs. Capped at :data:`SGLANG_MAX_RAISED_FRACTION`.
     """
     chunk = plan.max_num_batched_tokens
     activation = chunk * hidden * ACTIVATION_BYTES_PER_HIDDEN
     activation += min(graph_batch, plan.max_num_seqs) * vocab * ACTIVATION_BYTES_PER_LOGIT
-    outside = (
-        activation
-        + plan.non_torch_bytes
-        + plan.cuda_graph_bytes
-        + plan.framework_overhead_bytes
-        + plan.driver_reserved_bytes
-    )
-    fraction = (plan.total_bytes - outside) / plan.total_bytes
+    outside = activation + plan.non_torch_bytes + plan.cuda_graph_bytes
+    free = sglang_preload_free_bytes(plan)
+    fraction = (free - outside) / free
     return round(min(fraction, SGLANG_MAX_RAISED_FRACTION), 3)
+
+
+def vllm_utilization_that_starts(plan: MemoryPlan) -> float:
+    """The ``--gpu-memory-utilization`` a deployment sets when vLLM's default (0.9) leaves no
+    KV cache beside the weights, or less than one ``max_model_len`` request: vLLM then refuses
+    to start ("No available memory for the cache blocks" / "... larger than the available KV
+    cache memory ... Try increasing `gpu_memory_utilization`", vllm/v1/worker/gpu_worker.py
+    and vllm/v1/core/kv_cache_utils.py, 0.10-0.11). The largest share that still leaves
+    outside the budget what vLLM keeps there (:mod:`planner.memory`: the CUDA graph pool, the
+    CUDA context and communication buffers taken before its start-up snapshot), in hundredths,
+    capped at :data:`MAX_RAISED_FRACTION`: 0.97 on a B200 (1.0 + 1.54 GiB of 178.6 leave
+    0.985), 0.96 on an 80 GB H100."""
+    visible = plan.cuda_visible_bytes
+    outside = plan.cuda_graph_bytes + plan.framework_overhead_bytes
+    fraction = math.floor((visible - outside) / visible * 100) / 100
+    return min(fraction, MAX_RAISED_FRACTION)
 
 
 def plan_capacity(
@@ -78,14 +108,19 @@ def plan_capacity(
     precision: str,
     engine: EngineConfig,
     sglang_graph_batch: int | None = None,
+    raise_vllm_default: bool = False,
 ) -> CapacityPlan:
     """Replica KV capacity in tokens; a layout whose weights do not fit raises
     InvalidInputError.
 
     ``engine`` is resolved (every setting stated, ``max_model_len`` included). SGLang's
     ``mem_fraction_static`` (``gpu_memory_utilization`` of an SGLang config) is the share of the
-    GPU for the weights and the KV pool, activations and CUDA graphs being reserved outside it,
-    so its pool is fraction x memory - weights. A layout the engine's own start-up checks would
+    free memory SGLang measures before loading for the weights and the KV pool, activations
+    and CUDA graphs being reserved outside it, so its pool is fraction x that memory - weights
+    (:func:`sglang_preload_free_bytes`); with ``sglang_graph_batch`` (the default fraction)
+    a fraction that leaves no room for one request is raised to what starts the server, and
+    with ``raise_vllm_default`` so is vLLM's default gpu_memory_utilization
+    (:func:`vllm_utilization_that_starts`). A layout the engine's own start-up checks would
     refuse while its weights fit (one ``max_model_len`` request does not fit the pool, vLLM's
     free-memory check) gets room for one longest request and ``problem`` says why: a measured
     run of it exists, or the user asked for it.
@@ -110,12 +145,20 @@ def plan_capacity(
     capacity = plan.kv_capacity_tokens
     problem = plan.problems[0] if plan.problems else None
     raised: float | None = None
+    if raise_vllm_default and not trtllm and not sglang and problem is not None:
+        starts = vllm_utilization_that_starts(plan)
+        candidate = plan_at(starts) if starts > engine.gpu_memory_utilization else None
+        if candidate is not None and not candidate.problems:  # raised only when it starts
+            plan, raised, problem = candidate, starts, None
+            capacity = plan.kv_capacity_tokens
     if sglang:
         fraction = engine.gpu_memory_utilization
 
+        free = sglang_preload_free_bytes(plan)
+
         def pool_at(fraction: float) -> int:
             pools = [
-                int((fraction * plan.total_bytes - stage.weights_bytes)
+                int((fraction * free - stage.weights_bytes)
                     // (block_size * stage.kv_bytes_per_token)) * block_size
                 for stage in plan.stages
                 if stage.kv_bytes_per_token

@@ -280,10 +280,22 @@ def _gpu_link(gpu: GPU, instance: Instance | None) -> tuple[str, float]:
     return "pcie_p2p", pcie
 
 
-def kv_dtype_bytes(engine: EngineConfig, precision: str) -> float:
-    """KV element size: fp8 when asked, or (TensorRT-LLM) when the weights are FP8/FP4."""
-    if engine.family == "trtllm" and precision in ("fp8", "fp4"):
-        return 1.0  # trtllm-bench quantises the KV cache with FP8/NVFP4 checkpoints
+def kv_dtype_bytes(
+    engine: EngineConfig, precision: str, arch: ModelArchitecture | None = None
+) -> float:
+    """KV element size: fp8 when asked, or (TensorRT-LLM) when the checkpoint says so.
+
+    TensorRT-LLM's KV dtype ``auto`` follows the checkpoint's ``kv_cache_quant_algo``: NVIDIA's
+    ModelOpt FP8/NVFP4 checkpoints (``hf_quant_config.json``) state FP8, which is what its
+    published FP8/FP4 tables ran; a model publisher's own block-scaled FP8 checkpoint
+    (``quantization_config.weight_block_size``: deepseek-ai/DeepSeek-V3/R1, Qwen3-*-FP8) states
+    none, so the cache keeps the model's 16-bit dtype (``ModelConfig.load_hf_quant_config``
+    sets FP8_BLOCK_SCALES and no KV algorithm, tensorrt_llm/_torch/model_config.py, read at
+    NVIDIA/TensorRT-LLM@008e0af, 2026: a later tree than 1.1.0, whose tag was not readable here).
+    """
+    publisher_fp8 = precision == "fp8" and arch is not None and arch.block_scaled_fp8
+    if engine.family == "trtllm" and precision in ("fp8", "fp4") and not publisher_fp8:
+        return 1.0  # ModelOpt checkpoints: FP8 KV cache
     return engine.kv_bytes_per_element
 
 
@@ -407,7 +419,7 @@ def resolve_deployment(
     expert_bytes = expert_params * weights.experts / moe_group
 
     # ----- KV --------------------------------------------------------------------------------
-    kv_bpe = kv_dtype_bytes(engine, precision)
+    kv_bpe = kv_dtype_bytes(engine, precision, arch)
     if arch.is_mla:
         per_layer_gpu = arch.kv_elements_per_token_per_layer() * kv_bpe  # latent replicated
     else:
@@ -530,7 +542,7 @@ def resolve_deployment(
     block_size, max_num_seqs = engine.block_size, engine.max_num_seqs
     max_batched = engine.max_num_batched_tokens
     assert block_size and max_num_seqs and max_batched
-    default_fraction = family == "sglang" and scenario.gpu_memory_utilization is None
+    default_fraction = scenario.gpu_memory_utilization is None
     plan = plan_capacity(
         card,
         gpu,
@@ -538,13 +550,20 @@ def resolve_deployment(
         pp=pp,
         precision=precision,
         engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
-        sglang_graph_batch=graphs if default_fraction else None,
+        sglang_graph_batch=graphs if default_fraction and family == "sglang" else None,
+        raise_vllm_default=default_fraction and family == "vllm",
     )
     if plan.raised_fraction is not None:
+        setting, flag = (
+            ("mem_fraction_static", "--mem-fraction-static")
+            if family == "sglang"
+            else ("gpu_memory_utilization", "--gpu-memory-utilization")
+        )
         notes.append(
-            f"memory: SGLang's default mem_fraction_static {engine.gpu_memory_utilization:.3f} "
-            "leaves no KV pool beside these weights (the server refuses to start); predicted "
-            f"at --mem-fraction-static {plan.raised_fraction:.3f}, what it needs to start"
+            f"memory: {'SGLang' if family == 'sglang' else 'vLLM'}'s default {setting} "
+            f"{engine.gpu_memory_utilization:.3f} leaves no KV cache for one request beside "
+            f"these weights (the server refuses to start); predicted at {flag} "
+            f"{plan.raised_fraction:.3f}, what it needs to start"
         )
         engine = engine.model_copy(update={"gpu_memory_utilization": plan.raised_fraction})
     if plan.problem is not None:

@@ -547,42 +547,141 @@ def test_deepseek_v3_fp8_weights_on_the_first_of_four_pp_stages_match_vllm_log()
     assert first / GIB == pytest.approx(16.9583, rel=0.02)
 
 
-def test_deepseek_r1_fp8_on_four_b200_leaves_room_for_24_long_requests(catalog: Any) -> None:
-    """The edge case of issue 26 item 5: DeepSeek-R1 FP8 on 4 x B200, 8k prompts and 1k answers
-    at 32 in flight. The weights take 158.0 GiB of a GPU's 179.1 (157.5 in the checkpoint's
-    layout plus vLLM's 16-bit copies of kv_b_proj for absorbed MLA decode, 0.48 GiB at TP 4);
-    SGLang's default mem_fraction_static (0.855 at TP 4 on a 180 GB GPU) cannot hold them, so
-    the plan raises it to what starts the server. The MLA latent (512 + 64 values x 61 layers x
-    2 B = 70,272 B a token, on every TP rank) then leaves ~226k tokens: 24 requests of 9,216
-    tokens at once, not 32; an FP8 KV cache doubles that and holds all 32."""
+def _r1_b200(catalog: Any, engine: str, **values: Any) -> Any:
+    """DeepSeek-R1-0528 FP8 on 4 x B200 at 8k prompts, 1k answers, 32 in flight (issue 26
+    item 5), resolved as ``planner predict`` resolves a scenario row."""
     from planner.perf.deployment import resolve_deployment
     from planner.perf.scenario import Scenario
 
-    def kv_tokens(kv_cache_dtype: str | None) -> int:
-        scenario = Scenario(
-            engine="sglang",
-            model="deepseek-ai/DeepSeek-R1-0528",
-            precision="fp8",
-            gpu="B200",
-            tp=4,
-            input_len=8192,
-            output_len=1024,
-            concurrency=32,
-            num_requests=320,
-            kv_cache_dtype=kv_cache_dtype,
-        )
-        return resolve_deployment(scenario, catalog).kv_capacity_tokens
+    scenario = Scenario(
+        engine=engine,
+        model="deepseek-ai/DeepSeek-R1-0528",
+        precision="fp8",
+        gpu="B200",
+        num_gpus=4,
+        tp=4,
+        input_len=8192,
+        output_len=1024,
+        concurrency=32,
+        num_requests=320,
+        **values,
+    )
+    return resolve_deployment(scenario, catalog)
 
+
+def test_deepseek_r1_fp8_on_four_b200_leaves_room_for_19_long_requests(catalog: Any) -> None:
+    """The edge case of issue 26 item 5: DeepSeek-R1 FP8 on 4 x B200, 8k prompts and 1k answers
+    at 32 in flight. The weights take 158.0 GiB of a GPU's 179.1 (157.5 in the checkpoint's
+    layout plus the 16-bit copies of kv_b_proj for absorbed MLA decode, 0.48 GiB at TP 4; the
+    MTP layer is not loaded without MTP speculation). SGLang's default mem_fraction_static
+    (0.855 at TP 4 on a 180 GB GPU) is a share of the 175.34 GiB it finds free before loading
+    (sgl-project/sglang PR #9162's 4 x B200 log), 149.9 GiB: below the weights, so the plan
+    raises it to what starts the server, 0.97: 0.97 x 175.34 - 158.02 = 12.06 GiB / 70,272 B a
+    token (MLA latent 512 + 64 values x 61 layers x 2 B, on every TP rank) = 184k tokens, 19
+    requests of 9,216 at once, not 32; an FP8 KV cache doubles that and holds all 32."""
     card = catalog.model("deepseek-ai/DeepSeek-R1-0528")
     assert card.architecture.kv_bytes_per_token(2.0) == 70_272 * 1  # one copy, all layers
     weights = stage_weight_bytes(card, tp=4, precision="fp8")
     assert weights / GIB == pytest.approx(158.02, abs=0.05)
-    bf16 = kv_tokens(None)
-    assert 200_000 < bf16 < 260_000
-    assert bf16 // (8192 + 1024) == 24
-    fp8 = kv_tokens("fp8")
+    dep = _r1_b200(catalog, "sglang")
+    assert dep.engine.gpu_memory_utilization == pytest.approx(0.97)
+    bf16 = dep.kv_capacity_tokens
+    assert bf16 * 70_272 / GIB == pytest.approx(0.97 * 175.34 - 158.02, abs=0.06)
+    assert bf16 // (8192 + 1024) == 19
+    fp8 = _r1_b200(catalog, "sglang", kv_cache_dtype="fp8").kv_capacity_tokens
     assert fp8 // (8192 + 1024) >= 32
     assert fp8 == pytest.approx(2 * bf16, rel=0.01)
+
+
+def test_sglang_fraction_is_a_share_of_the_memory_free_before_loading(catalog: Any) -> None:
+    """SGLang's pool = free after loading - free before loading x (1 - mem_fraction_static)
+    (ModelRunner.profile_max_num_token, 0.5.x): the fraction applies to what it measured free
+    before loading, which PR #9162 (2025-08-13) logged as "avail mem=175.34 GB" (GiB) on a
+    183,359 MiB B200 at TP 4, not to the whole GPU."""
+    from planner.perf.capacity import sglang_preload_free_bytes
+
+    gpu = catalog.gpu("B200")
+    plan = plan_memory(catalog.model("deepseek-ai/DeepSeek-R1-0528"), gpu, tp=4,
+                       precision="fp8")  # fmt: skip
+    assert gpu.memory_bytes / GIB == pytest.approx(179.06, abs=0.005)
+    assert sglang_preload_free_bytes(plan) / GIB == pytest.approx(175.34, abs=0.005)
+
+
+def test_vllm_default_utilization_leaves_r1_fp8_on_four_b200_no_kv_so_it_is_raised(
+    catalog: Any,
+) -> None:
+    """vLLM 0.11 at its default gpu_memory_utilization 0.9 of the 178.59 GiB CUDA reports on a
+    B200: 160.7 GiB for 158.0 GiB of weights + 4.9 GiB of profile-run activations (1,024
+    sampler rows x 129,280 vocab x 38.26 B + 8,192 x 7,168 x 2.56 B) + 0.55 GiB non-torch:
+    no KV cache, and vLLM refuses to start ("No available memory for the cache blocks"). A
+    deployment that serves raises the utilisation; the plan takes the largest that leaves the
+    CUDA graphs (1.0 GiB) and the context/communication buffers (1.54 GiB) outside the budget,
+    0.985, capped at 0.97: 0.97 x 178.59 - 158.02 - 4.86 - 0.55 = 9.8 GiB = 149,840 tokens,
+    16 requests of 9,216 (twice as many with an FP8 KV cache). A stated 0.9 is kept: the plan
+    then gives one request's room and says the engine refuses it."""
+    from planner.perf.capacity import vllm_utilization_that_starts
+
+    model = catalog.model("deepseek-ai/DeepSeek-R1-0528")
+    at_default = plan_memory(model, catalog.gpu("B200"), tp=4, precision="fp8",
+                             engine=EngineConfig(max_model_len=9216))  # fmt: skip
+    assert at_default.kv_capacity_tokens == 0
+    assert "no memory left for the KV cache" in at_default.problems[0]
+    # the reason a search shows says what starts it: (163.4 GiB + one 9,216-token request's
+    # 0.60 GiB) / 178.59 = 0.9185, and the FP8 KV cache
+    assert "--gpu-memory-utilization 0.92 starts it" in at_default.problems[0]
+    assert "--kv-cache-dtype fp8" in at_default.problems[0]
+    assert vllm_utilization_that_starts(at_default) == 0.97
+    h100 = plan_memory(catalog.model("meta-llama/Llama-3.1-8B-Instruct"),
+                       catalog.gpu("H100-SXM"), tp=2)  # fmt: skip
+    assert vllm_utilization_that_starts(h100) == 0.96  # (79.18 - 1.0 - 1.54) / 79.18 = 0.968
+
+    dep = _r1_b200(catalog, "vllm")
+    assert dep.engine.gpu_memory_utilization == 0.97
+    assert dep.kv_capacity_tokens == 149_840
+    assert dep.kv_capacity_tokens // (8192 + 1024) == 16
+    assert any("--gpu-memory-utilization 0.970" in note for note in dep.notes)
+    fp8 = _r1_b200(catalog, "vllm", kv_cache_dtype="fp8").kv_capacity_tokens
+    assert fp8 // (8192 + 1024) >= 32
+    stated = _r1_b200(catalog, "vllm", gpu_memory_utilization=0.9)
+    assert stated.engine.gpu_memory_utilization == 0.9
+    assert stated.kv_capacity_tokens == 9216
+    assert any("may refuse" in note for note in stated.notes)
+    # on 8 x H200 the default starts (41 GiB of KV a GPU) and is kept
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.scenario import Scenario
+
+    eight = resolve_deployment(
+        Scenario(engine="vllm", model="deepseek-ai/DeepSeek-R1-0528", precision="fp8",
+                 gpu="H200", num_gpus=8, tp=8, input_len=8192, output_len=1024,
+                 concurrency=32, num_requests=320),
+        catalog,
+    )  # fmt: skip
+    assert eight.engine.gpu_memory_utilization == 0.9
+    assert eight.kv_capacity_tokens // (8192 + 1024) == 67
+
+
+def test_trtllm_keeps_a_bf16_kv_cache_for_a_publishers_block_scaled_fp8_checkpoint(
+    catalog: Any,
+) -> None:
+    """TensorRT-LLM's KV dtype ``auto`` follows the checkpoint's kv_cache_quant_algo: NVIDIA's
+    ModelOpt FP8/NVFP4 checkpoints state FP8; deepseek-ai's block-scaled FP8 states none
+    (ModelConfig.load_hf_quant_config: FP8_BLOCK_SCALES, no KV algorithm), so its cache is
+    bf16: 70,272 B a token for DeepSeek-R1 and 25 requests of 9,216 on 4 x B200 at
+    free_gpu_memory_fraction 0.9, where an FP8 cache would hold twice as many."""
+    from planner.perf.deployment import kv_dtype_bytes
+
+    trtllm = EngineConfig(engine="trtllm")
+    r1 = catalog.model("deepseek-ai/DeepSeek-R1-0528").architecture
+    llama = catalog.model("meta-llama/Llama-3.1-8B-Instruct").architecture
+    assert r1.block_scaled_fp8 and not llama.block_scaled_fp8
+    assert kv_dtype_bytes(trtllm, "fp8", r1) == 2.0
+    assert kv_dtype_bytes(trtllm, "fp4", r1) == 1.0  # nvidia/DeepSeek-R1-FP4 (ModelOpt)
+    assert kv_dtype_bytes(trtllm, "fp8", llama) == 1.0  # nvidia/*-FP8 (ModelOpt)
+    fp8_kv = EngineConfig(engine="trtllm", kv_cache_dtype="fp8")
+    assert kv_dtype_bytes(fp8_kv, "fp8", r1) == 1.0  # asked for
+    dep = _r1_b200(catalog, "trtllm")
+    assert dep.kv_dtype_bytes == 2.0
+    assert dep.kv_capacity_tokens // (8192 + 1024) == 25
 
 
 # ----- engines' own start-up logs of large MoE checkpoints (issue 26, item 5) -------------------

@@ -249,8 +249,9 @@ def test_sglang_default_fraction_too_small_for_the_weights_is_raised_to_start(
 ) -> None:
     # DeepSeek-R1 FP8 on 4 x B200 (179.06 GiB = 192.27 GB each), 8k prompts: SGLang's default
     # reserve is 512 MiB + 1.5 x 16,384 + 2 x 512 + 4 / 8 x 1,024 = 26,624 MiB, so
-    # mem_fraction_static = (183,359 - 26,624) / 183,359 = 0.855 and 0.855 x 192.27 = 164.4 GB
-    # is below the 169.7 GB of weights a GPU: no KV pool, the server would not start
+    # mem_fraction_static = (183,359 - 26,624) / 183,359 = 0.855 of the 175.34 GiB (188.27 GB)
+    # SGLang finds free before loading (PR #9162's log) = 161.0 GB, below the 169.7 GB of
+    # weights a GPU: no KV pool, the server would not start
     from planner.sglang_command import SglangServeConfig, sglang_launch_args
 
     base: dict[str, object] = {
@@ -272,15 +273,15 @@ def test_sglang_default_fraction_too_small_for_the_weights_is_raised_to_start(
     assert dep.weights_bytes_per_gpu / 1e9 == pytest.approx(169.67, abs=0.01)
     # raised to leave outside the pool: one chunk's hidden states (16,384 x 7,168 x 2.56 B =
     # 0.30 GB), the logits of a 512-sequence graph batch (512 x 129,280 x 38.26 B = 2.53 GB),
-    # non-torch 0.59, CUDA graphs 1.07, framework 1.65 and driver 0.50 GB: 6.66 GB of 192.27,
-    # fraction 0.965; pool 0.965 x 192.27 - 169.67 = 15.9 GB / 70,272 B a token (MLA latent
-    # 576 x 2 B x 61 layers, on every rank) = 225.7k tokens, 24 requests of 9,216
-    assert dep.engine.gpu_memory_utilization == pytest.approx(0.965)
-    assert dep.kv_capacity_tokens == pytest.approx(225_700, rel=0.002)
-    assert any("--mem-fraction-static 0.965" in note for note in dep.notes)
+    # non-torch 0.59 and CUDA graphs 1.07 GB: 4.5 GB of 188.27, 0.976, capped at 0.97; pool
+    # 0.97 x 188.27 - 169.67 = 12.95 GB / 70,272 B a token (MLA latent 576 x 2 B x 61 layers,
+    # on every rank) = 184.3k tokens, 19 requests of 9,216
+    assert dep.engine.gpu_memory_utilization == pytest.approx(0.97)
+    assert dep.kv_capacity_tokens == pytest.approx(184_300, rel=0.002)
+    assert any("--mem-fraction-static 0.970" in note for note in dep.notes)
     # the launch command of the resolved engine asks for the raised fraction
     args = sglang_launch_args(SglangServeConfig(model=base["model"], engine=dep.engine))
-    assert args[args.index("--mem-fraction-static") + 1] == "0.965"
+    assert args[args.index("--mem-fraction-static") + 1] == "0.97"
     # a stated fraction is the user's: kept, even when it leaves no pool (one request's room)
     stated = resolve_deployment(Scenario(**base, gpu_memory_utilization=0.855), catalog)
     assert stated.engine.gpu_memory_utilization == 0.855
