@@ -41,7 +41,9 @@ GPU the engine is run at (raised above the default where the default does not st
   loading (175.34 GiB on a B200 at TP 4, PR #9162's log); DeepSeek-V3 on SM100 runs trtllm_mla
   (page 64), whose KV dtype stays ``auto`` (bf16) unless asked; flashinfer_trtllm MoE.
 - TensorRT-LLM 1.1: free_gpu_memory_fraction 0.9 of what is left after the weights; KV dtype
-  from the checkpoint, so bf16 for deepseek-ai's block-scaled FP8 (no kv_cache_quant_algo).
+  ``auto`` follows the checkpoint's kv_cache_quant_algo, which deepseek-ai's block-scaled FP8
+  does not state (bf16 by the source, tensorrt_llm/_torch/model_config.py); the planner still
+  plans FP8 there (see planner.perf.deployment.kv_dtype_bytes), so both rows are printed.
 """
 
 from __future__ import annotations
@@ -192,7 +194,12 @@ def main() -> None:
 
 #: (GPU, GPUs = TP) of the issue's edge case and of the usual 8-GPU H200 server
 DEFAULT_LAYOUTS = (("B200", 4), ("H200", 8))
-DEFAULT_ENGINES = (("vllm", "0.11.0"), ("sglang", "0.5.4"), ("trtllm", "1.1.0"))
+DEFAULT_ENGINES: tuple[tuple[str, str, str | None], ...] = (
+    ("vllm", "0.11.0", None),
+    ("sglang", "0.5.4", None),
+    ("trtllm", "1.1.0", None),
+    ("trtllm", "1.1.0", "bf16"),
+)
 CONTEXT = 8192 + 1024
 
 
@@ -200,7 +207,7 @@ def engine_default_rows(catalog: Catalog) -> list[dict[str, object]]:
     """DeepSeek-R1-0528 FP8, 8k/1k at 32 in flight, each engine at its own defaults."""
     rows: list[dict[str, object]] = []
     for gpu, tp in DEFAULT_LAYOUTS:
-        for engine, version in DEFAULT_ENGINES:
+        for engine, version, kv_cache_dtype in DEFAULT_ENGINES:
             scenario = Scenario(
                 engine=engine,
                 engine_version=version,
@@ -213,12 +220,13 @@ def engine_default_rows(catalog: Catalog) -> list[dict[str, object]]:
                 output_len=1024,
                 concurrency=32,
                 num_requests=320,
+                kv_cache_dtype=kv_cache_dtype,
             )
             dep = resolve_deployment(scenario, catalog)
             per_token = dep.kv_bytes_per_token_full + dep.kv_bytes_per_token_window
             rows.append(
                 {
-                    "engine": engine,
+                    "engine": engine + (f" {kv_cache_dtype}" if kv_cache_dtype else ""),
                     "gpu": gpu,
                     "tp": tp,
                     "fraction": dep.engine.gpu_memory_utilization,
@@ -239,12 +247,12 @@ def print_engine_defaults(catalog: Catalog) -> None:
         "(fraction: gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction)"
     )
     print(
-        f"{'engine':8} {'GPUs':8} | {'fraction':>8} | {'weights GiB':>11} | {'KV GiB':>7} | "
+        f"{'engine':11} {'GPUs':8} | {'fraction':>8} | {'weights GiB':>11} | {'KV GiB':>7} | "
         f"{'KV B/token':>10} | {'KV tokens':>10} | {'9k requests':>11}"
     )
     for row in engine_default_rows(catalog):
         print(
-            f"{row['engine']:8} {row['tp']}x{row['gpu']:6} | {row['fraction']:8.3f} | "
+            f"{row['engine']:11} {row['tp']}x{row['gpu']:6} | {row['fraction']:8.3f} | "
             f"{row['weights_gib']:11.2f} | {row['kv_gib']:7.2f} | "
             f"{row['kv_bytes_per_token']:10,.0f} | {row['kv_tokens']:10,} | "
             f"{row['sequences']:11}"

@@ -280,22 +280,24 @@ def _gpu_link(gpu: GPU, instance: Instance | None) -> tuple[str, float]:
     return "pcie_p2p", pcie
 
 
-def kv_dtype_bytes(
-    engine: EngineConfig, precision: str, arch: ModelArchitecture | None = None
-) -> float:
-    """KV element size: fp8 when asked, or (TensorRT-LLM) when the checkpoint says so.
+def kv_dtype_bytes(engine: EngineConfig, precision: str) -> float:
+    """KV element size: fp8 when asked, or (TensorRT-LLM, KV dtype left ``auto``) when the
+    weights are FP8/FP4; a stated bf16/fp16 cache is kept.
 
-    TensorRT-LLM's KV dtype ``auto`` follows the checkpoint's ``kv_cache_quant_algo``: NVIDIA's
-    ModelOpt FP8/NVFP4 checkpoints (``hf_quant_config.json``) state FP8, which is what its
-    published FP8/FP4 tables ran; a model publisher's own block-scaled FP8 checkpoint
-    (``quantization_config.weight_block_size``: deepseek-ai/DeepSeek-V3/R1, Qwen3-*-FP8) states
-    none, so the cache keeps the model's 16-bit dtype (``ModelConfig.load_hf_quant_config``
-    sets FP8_BLOCK_SCALES and no KV algorithm, tensorrt_llm/_torch/model_config.py, read at
-    NVIDIA/TensorRT-LLM@008e0af, 2026: a later tree than 1.1.0, whose tag was not readable here).
+    TensorRT-LLM's ``auto`` follows the checkpoint's ``kv_cache_quant_algo``: NVIDIA's ModelOpt
+    FP8/NVFP4 checkpoints state FP8, which its published tables ran. A model publisher's own
+    block-scaled FP8 checkpoint (``arch.block_scaled_fp8``: deepseek-ai/DeepSeek-V3/R1,
+    Qwen3-*-FP8) states none, so by the source its cache stays 16-bit
+    (``ModelConfig.load_hf_quant_config``: FP8_BLOCK_SCALES and no KV algorithm,
+    tensorrt_llm/_torch/model_config.py read at NVIDIA/TensorRT-LLM@008e0af, 2026, a later
+    tree than 1.1.0). Planning those with a 16-bit cache made the leave-one-source-out TPOT
+    worse (TensorRT-LLM median 16% -> 20%, GPUStack's trtllm-serve rows 35% -> 44%; session
+    34), so FP8 is kept for them until an engine log settles it.
     """
-    publisher_fp8 = precision == "fp8" and arch is not None and arch.block_scaled_fp8
-    if engine.family == "trtllm" and precision in ("fp8", "fp4") and not publisher_fp8:
-        return 1.0  # ModelOpt checkpoints: FP8 KV cache
+    if engine.kv_cache_dtype in ("bf16", "fp16"):
+        return 2.0
+    if engine.family == "trtllm" and precision in ("fp8", "fp4"):
+        return 1.0  # trtllm-bench quantises the KV cache with FP8/NVFP4 checkpoints
     return engine.kv_bytes_per_element
 
 
@@ -419,7 +421,7 @@ def resolve_deployment(
     expert_bytes = expert_params * weights.experts / moe_group
 
     # ----- KV --------------------------------------------------------------------------------
-    kv_bpe = kv_dtype_bytes(engine, precision, arch)
+    kv_bpe = kv_dtype_bytes(engine, precision)
     if arch.is_mla:
         per_layer_gpu = arch.kv_elements_per_token_per_layer() * kv_bpe  # latent replicated
     else:
