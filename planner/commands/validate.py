@@ -26,9 +26,10 @@ bytes; the date moves only when a figure does):
   the release spread
   (:func:`planner.perf.validation.release_spreads`) and the half-width multipliers by number
   of novelty reasons that make 80% of the leave-one-source-out held-out rows fall inside their
-  interval, then per engine family and per (family, architecture group) a factor on them that
-  does the same for that family's or group's rows, shrunk toward the level above by its row
-  count (:func:`planner.perf.validation.calibrate_intervals`;
+  interval, then per load shape (closed loop or rate; max throughput or offline batch), per
+  engine family and per (family, architecture group) a factor on them that does the same for
+  that group's rows, shrunk toward the level above by its row count
+  (:func:`planner.perf.validation.calibrate_intervals`;
   ``benchmarks/interval_calibration_bench.py`` checks them nested: each source scored with the
   factors of the others);
 - ``python -m planner validate --write-summary`` writes ``data/validation_summary.json`` (all
@@ -64,6 +65,7 @@ from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
     CALIBRATION_FILE,
     INTERVAL_METRICS,
+    MIN_MULTIPLIER,
     IntervalCalibration,
     reload_calibration,
 )
@@ -352,7 +354,13 @@ def run(args: argparse.Namespace) -> int:
                 + f"; an unmeasured release adds +-{calibration.release_spread[metric]:.2f} "
                 "(log) in quadrature"
             )
-        print("  factors on them per engine family (and architecture group within it):")
+        print("  factors on them per load shape:")
+        for group, factors in sorted(calibration.load_factors.items()):
+            print(
+                f"  {group:<31} "
+                + ", ".join(f"{m} {factors.get(m, 1.0):.2f}" for m in CALIBRATED_METRICS)
+            )
+        print("  and on those per engine family (and architecture group within it):")
         for family, factors in sorted(calibration.family_factors.items()):
             groups = {
                 key.split("/", 1)[1]: values
@@ -495,7 +503,7 @@ def _write_calibration(
 ) -> None:
     moves = {m: release_moves(held, m) for m in CALIBRATED_METRICS}
     pooled = IntervalCalibration(calibration.multipliers, calibration.release_spread)
-    _, _, factor_rows = calibrate_group_factors(held, pooled)
+    factor_rows = calibrate_group_factors(held, pooled).rows
     payload = {
         "multipliers": {
             str(n): round(m, 3) for n, m in enumerate(calibration.multipliers["output_tok_per_s"])
@@ -507,6 +515,7 @@ def _write_calibration(
         "release_spread": {m: round(v, 3) for m, v in calibration.release_spread.items()},
         "release_pairs": {m: len(r.moves) for m, r in moves.items()},
         "release_groups": {m: r.groups for m, r in moves.items()},
+        "load_factors": _rounded_factors(calibration.load_factors),
         "family_factors": _rounded_factors(calibration.family_factors),
         "arch_factors": _rounded_factors(calibration.arch_factors),
         "factor_rows": factor_rows,
@@ -523,14 +532,16 @@ def _write_calibration(
             "log(measured / predicted), h its interval's own log half-width on that side, s the "
             "release spread when its release was unmeasured); ttft_p99 and tpot_p99 on the rows "
             "that publish them, h the half-width of their latency's own factors; multipliers: "
-            "throughput's. family_factors: per engine family and metric, the factor f on the "
-            "pooled multiplier of each row's novelty count that puts 80% of the family's rows "
-            "inside (the 80th percentile of need / pooled multiplier), shrunk toward 1 by its "
-            f"row count n as exp(n / (n + {PRIOR_ROWS:g}) x log f); arch_factors: the same per "
-            "engine family and architecture group (MLA, fine-grained MoE, coarse MoE, dense) "
-            "on top of the family's; factor_rows: the held-out rows each rests on; a family or "
-            "group without rows takes the level above (the pooled multipliers); a multiplier "
-            "is never below 1"
+            "throughput's. load_factors: per load shape (a closed loop or a rate; a max-"
+            "throughput burst or an offline batch) and metric, the factor f on the pooled "
+            "multiplier of each row's novelty count that puts 80% of the group's rows inside "
+            "(the 80th percentile of need / pooled multiplier), shrunk toward 1 by its row "
+            f"count n as exp(n / (n + {PRIOR_ROWS:g}) x log f); family_factors: the same per "
+            "engine family on top of the load shape's; arch_factors: the same per engine family "
+            "and architecture group (MLA, fine-grained MoE, coarse MoE, dense) on top of the "
+            "family's; factor_rows: the held-out rows each rests on; a load shape, family or "
+            "group without rows takes the level above; a pooled multiplier is never below 1, "
+            f"one with its factors never below {MIN_MULTIPLIER:g}"
         ),
     }
     _write_json_stably(Path(CALIBRATION_FILE), payload, indent=2)

@@ -920,9 +920,16 @@ class DisaggregatedModel:
         classes = dep.card.architecture.model_classes
 
         def widened(own: tuple[float, float], metric: str) -> tuple[float, float]:
-            # each metric's own multipliers (a p99 its p99's), with the engine family's and its
-            # architecture group's factors on them, as an aggregated prediction's
-            return widen(own, len(reasons), metric, family=key.family, model_classes=classes)
+            # each metric's own multipliers (a p99 its p99's), with the load shape's, the engine
+            # family's and its architecture group's factors on them, as an aggregated prediction's
+            return widen(
+                own,
+                len(reasons),
+                metric,
+                family=key.family,
+                model_classes=classes,
+                load=self.decode.scenario.load,
+            )
 
         decode_shares = term_shares(dec.terms, self.decode.c)
         thr_own = interval_factors(fitted, key, "output_tok_per_s", decode_shares)

@@ -405,10 +405,11 @@ class PerformanceModel:
         reasons = self.uncertainty_reasons(scenario, dep)
         new_release = release_unmeasured(key, self._seen)
         classes = dep.card.architecture.model_classes
+        load = scenario.load  # the load shape's interval factor (uncertainty.load_group)
 
         def factors(metric: str, widen_as: str | None = None) -> tuple[float, float]:
             own = interval_factors(self.fitted, key, metric, shares)
-            return widen(own, len(reasons), widen_as or metric, new_release, family, classes)
+            return widen(own, len(reasons), widen_as or metric, new_release, family, classes, load)
 
         thr_lo, thr_hi = factors("output_tok_per_s")
         ttft_lo, ttft_hi = factors("ttft")
@@ -513,12 +514,13 @@ class PerformanceModel:
         reasons = self.uncertainty_reasons(scenario, dep)
         new_release = release_unmeasured(key, self._seen)
         classes = dep.card.architecture.model_classes
+        load = scenario.load  # the load shape's interval factor (uncertainty.load_group)
 
         def factors(
             metric: str, vector: np.ndarray, widen_as: str | None = None
         ) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(vector, c))
-            return widen(own, len(reasons), widen_as or metric, new_release, family, classes)
+            return widen(own, len(reasons), widen_as or metric, new_release, family, classes, load)
 
         mean_ttft_vec, mean_decode_vec = latency_term_vectors(trace)
         thr_lo, thr_hi = factors("output_tok_per_s", trace.end)

@@ -28,7 +28,12 @@ vLLM's held 87-93%): each engine family has a factor of its own per metric on to
 each architecture group (:func:`arch_group`: MLA, fine-grained MoE, coarse MoE, dense) within
 the family one more, each shrunk toward the level above it by the rows it rests on
 (:meth:`IntervalCalibration.multiplier`, calibrated by
-:func:`planner.perf.validation.calibrate_intervals`).
+:func:`planner.perf.validation.calibrate_intervals`). Before both, the load shape the prediction
+is for has a factor of its own (:func:`load_group`): a closed loop or a rate, as a concurrency
+sweep or a plan's demand, is predicted two to three times closer than a max-throughput burst or
+an offline batch, whose rows (GPUStack's, NVIDIA's tables) dominate the pooled multipliers; its
+factor narrows the interval below the fit's own spread where the held-out rows say so (down to
+:data:`MIN_MULTIPLIER` of it).
 
 An engine release the data do not cover moves the whole prediction, whatever else is known:
 its interval's log half-widths get the release spread added in quadrature, the 80% half-width
@@ -67,6 +72,12 @@ RESIDUAL_INFLATION = 1.0
 #: the interval multipliers by number of novelty reasons (see the module docstring)
 CALIBRATION_FILE = Path(__file__).resolve().parents[2] / "data" / "interval_calibration.json"
 MAX_NOVELTY = 3
+#: the least a multiplier with its factors may be (:meth:`IntervalCalibration.multiplier`): the
+#: fit's own residual spread is over every row of an engine family, and a closed loop's or a
+#: rate's held-out errors are a third of a max-throughput burst's (tok/s median 14% against
+#: 31%), so its intervals need half or less of it; below 0.5 the nested leave-one-source-out
+#: check (benchmarks/interval_calibration_bench.py) lost coverage on the sources held out
+MIN_MULTIPLIER = 0.5
 FAMILY_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 #: when a family has too few fitted residuals for a metric
 DEFAULT_LOG_SPREAD = (-0.35, 0.35)
@@ -266,6 +277,22 @@ def family_arch(family: str, model_classes: Iterable[str]) -> str:
     return f"{family}/{arch_group(model_classes)}"
 
 
+#: loads whose requests arrive one by one (a closed loop of N in flight, a Poisson rate, a
+#: replayed trace), as a concurrency sweep or a plan's demand: their TTFT is a request's wait
+#: and prefill, not a burst's drain time (:data:`planner.loads.LoadKind`)
+SWEPT_LOADS = ("concurrency", "rate", "trace")
+#: the load-shape groups an interval is calibrated by (:func:`load_group`): requests arriving
+#: one by one, or every request queued at once (``max_throughput``, ``offline_batch``)
+LOAD_GROUPS = ("closed loop or rate", "max throughput or offline batch")
+
+
+def load_group(load: str | None) -> str | None:
+    """The :data:`LOAD_GROUPS` entry of a load kind (None when the load is not known)."""
+    if not load:
+        return None
+    return LOAD_GROUPS[0] if load in SWEPT_LOADS else LOAD_GROUPS[1]
+
+
 @dataclass(frozen=True)
 class IntervalCalibration:
     """What :func:`widen` applies to an interval's own factors (``data/interval_calibration.json``).
@@ -278,17 +305,21 @@ class IntervalCalibration:
     (:func:`planner.perf.validation.release_spread`), added in quadrature to the half-widths of
     a prediction for a release the data do not cover.
 
-    ``family_factors[family][metric]``: an engine family's factor on the metric's multipliers
-    (every novelty count alike); ``arch_factors["family/group"][metric]``: an architecture
-    group's factor within the family (:func:`family_arch`) on top of it. Either missing means
-    1.0: the level above it, so a family or group the calibration never saw takes the pooled
-    multipliers (and a file written before these existed loads with none).
+    ``load_factors[group][metric]``: a load shape's factor on the metric's multipliers
+    (:func:`load_group`: a closed loop or a rate, where a concurrency sweep's errors are a
+    fraction of a max-throughput burst's); ``family_factors[family][metric]``: an engine
+    family's factor on top of it (every novelty count alike); ``arch_factors["family/group"]
+    [metric]``: an architecture group's factor within the family (:func:`family_arch`) on top of
+    that. Any missing means 1.0: the level above it, so a load, family or group the calibration
+    never saw takes the multipliers above (and a file written before these existed loads with
+    none).
     """
 
     multipliers: dict[str, tuple[float, ...]]
     release_spread: dict[str, float]
     family_factors: dict[str, dict[str, float]] = field(default_factory=dict)
     arch_factors: dict[str, dict[str, float]] = field(default_factory=dict)
+    load_factors: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def neutral(cls) -> IntervalCalibration:
@@ -323,6 +354,7 @@ class IntervalCalibration:
             spreads,
             _factors_of(payload.get("family_factors")),
             _factors_of(payload.get("arch_factors")),
+            _factors_of(payload.get("load_factors")),
         )
 
     def multiplier(
@@ -331,17 +363,22 @@ class IntervalCalibration:
         reasons: int,
         family: str | None = None,
         model_classes: Iterable[str] = (),
+        load: str | None = None,
     ) -> float:
-        """The half-width multiplier of ``metric`` for ``reasons`` novelty reasons, an engine
-        family and a model's classes: max(m x f x a, 1), m the pooled multiplier for that many
-        reasons, f the family's factor, a its architecture group's (1 where not calibrated; an
-        interval is never narrower than the fit's own spread)."""
+        """The half-width multiplier of ``metric`` for ``reasons`` novelty reasons, a load kind,
+        an engine family and a model's classes: max(m x l x f x a, 1), m the pooled multiplier
+        for that many reasons, l the load shape's factor (:func:`load_group`), f the family's,
+        a its architecture group's (1 where not calibrated or not known); never below
+        :data:`MIN_MULTIPLIER`."""
         name = METRIC_OF.get(metric, metric)
         scale = self.multipliers[name][min(reasons, MAX_NOVELTY)]
+        group = load_group(load)
+        if group is not None:
+            scale *= self.load_factors.get(group, {}).get(name, 1.0)
         if family is not None:
             scale *= self.family_factors.get(family, {}).get(name, 1.0)
             scale *= self.arch_factors.get(family_arch(family, model_classes), {}).get(name, 1.0)
-        return max(scale, 1.0)
+        return max(scale, MIN_MULTIPLIER)
 
     def widen(
         self,
@@ -351,13 +388,14 @@ class IntervalCalibration:
         release_unmeasured: bool = False,
         family: str | None = None,
         model_classes: Iterable[str] = (),
+        load: str | None = None,
     ) -> tuple[float, float]:
         """(low, high) multipliers: each log half-width h becomes
         sqrt((m x h)^2 + s^2), m the metric's :meth:`multiplier` for ``reasons`` reasons, the
-        engine family and the model's classes, and s its release spread when the release is
-        unmeasured (else 0)."""
+        engine family, the model's classes and the load kind, and s its release spread when
+        the release is unmeasured (else 0)."""
         name = METRIC_OF.get(metric, metric)
-        scale = self.multiplier(name, reasons, family, model_classes)
+        scale = self.multiplier(name, reasons, family, model_classes, load)
         spread = self.release_spread[name] if release_unmeasured else 0.0
         low, high = factors
         low_half = math.hypot(-math.log(low) * scale, spread)
@@ -366,7 +404,8 @@ class IntervalCalibration:
 
 
 def _factors_of(section: object) -> dict[str, dict[str, float]]:
-    """A file's ``family_factors`` / ``arch_factors``: {key: {metric: factor}} (absent: none)."""
+    """A file's ``family_factors`` / ``arch_factors`` / ``load_factors``: {key: {metric:
+    factor}} (absent: none)."""
     if section is None:
         return {}
     if not isinstance(section, dict):
@@ -421,12 +460,13 @@ def widen(
     release_unmeasured: bool = False,
     family: str | None = None,
     model_classes: Iterable[str] = (),
+    load: str | None = None,
 ) -> tuple[float, float]:
     """An interval's (low, high) multipliers widened for ``reasons`` novelty reasons, an
-    unmeasured release, the engine family and the model's architecture classes, with the
-    stored calibration (:meth:`IntervalCalibration.widen`)."""
+    unmeasured release, the engine family, the model's architecture classes and the load kind
+    the prediction is for, with the stored calibration (:meth:`IntervalCalibration.widen`)."""
     return interval_calibration().widen(
-        factors, reasons, metric, release_unmeasured, family, model_classes
+        factors, reasons, metric, release_unmeasured, family, model_classes, load
     )
 
 

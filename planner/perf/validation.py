@@ -49,7 +49,9 @@ from planner.perf.step_time import roofline_coefficients
 from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
     INTERVAL_METRICS,
+    LOAD_GROUPS,
     MAX_NOVELTY,
+    MIN_MULTIPLIER,
     P99_OF,
     IntervalCalibration,
     SeenData,
@@ -58,6 +60,7 @@ from planner.perf.uncertainty import (
     interval_factors,
     latency_term_vectors,
     layouts_of,
+    load_group,
     novelty,
     release_unmeasured,
     term_shares,
@@ -178,7 +181,13 @@ class HeldOut:
             return None
         cal = calibration or interval_calibration()
         lo, hi = cal.widen(
-            own, len(self.reasons), metric, self.new_release, self.family, self.model_classes
+            own,
+            len(self.reasons),
+            metric,
+            self.new_release,
+            self.family,
+            self.model_classes,
+            self.load,
         )
         return pred * lo, pred * hi
 
@@ -186,6 +195,13 @@ class HeldOut:
     def family(self) -> str:
         """The row's engine family ('' for a row that does not say)."""
         return str(getattr(self.sample, "family", ""))
+
+    @property
+    def load(self) -> str | None:
+        """How the row's requests were offered (:data:`planner.loads.LoadKind`; None for a row
+        that does not say)."""
+        load = getattr(getattr(self.sample, "result", None), "load", None)
+        return str(load) if load else None
 
     @property
     def model_classes(self) -> tuple[str, ...]:
@@ -289,6 +305,7 @@ def predict_held_out(
         new_release,
         sample.family,
         sample.dep.card.architecture.model_classes,
+        sample.result.load,
     )
     predicted = predicted_metrics(sample.result, m)
     result = sample.result
@@ -609,7 +626,7 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
         new = [h for h in measuring if h.new_release]
         if new:
             out.append((label, "release unmeasured", latency_errors(new, metric)))
-        swept = [h for h in measuring if h.sample.result.load in SWEPT_LOADS]
+        swept = [h for h in measuring if load_group(h.load) == SWEPT_SLICE]
         if swept:
             out.append((label, SWEPT_SLICE, latency_errors(swept, metric)))
         current = [h for h in swept if is_current_release(h)]
@@ -618,10 +635,10 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
     return out
 
 
-#: loads whose requests arrive one by one, as in a concurrency sweep or a Poisson-rate run
-#: (not a max-throughput burst, whose TTFT is the burst's drain time, nor an offline batch)
-SWEPT_LOADS = ("concurrency", "rate")
-SWEPT_SLICE = "closed loop or rate"
+#: the rows whose requests arrive one by one, as in a concurrency sweep or a Poisson-rate run
+#: (not a max-throughput burst, whose TTFT is the burst's drain time, nor an offline batch):
+#: the load group the intervals have a factor for (:data:`planner.perf.uncertainty.LOAD_GROUPS`)
+SWEPT_SLICE = LOAD_GROUPS[0]
 #: releases from this date on are "current" for the slice below
 CURRENT_SINCE = date(2025, 7, 1)
 CURRENT_SLICE = "ditto, release 2025-07+"
@@ -777,10 +794,11 @@ def calibrate_interval_multipliers(
     adjacent groups whose multipliers would decrease are pooled until none do (more that is new
     is never surer; pool-adjacent-violators, each pool's multiplier the quantile over all its
     rows, so a small group never lifts the larger ones after it). A count without rows takes
-    the one before it (1.0 when no row at all). No multiplier is below 1: an interval is never
-    narrower than the fit's own residual spread and coefficient uncertainty (below it, the
-    leave-one-source-out rows were held at 80% while the easier folds, a scenario near measured
-    data, held 65%).
+    the one before it (1.0 when no row at all). No pooled multiplier is below 1: over all rows
+    an interval is never narrower than the fit's own residual spread and coefficient
+    uncertainty (below it, the leave-one-source-out rows were held at 80% while the easier
+    folds, a scenario near measured data, held 65%); only a group's factors
+    (:func:`calibrate_group_factors`: a closed loop's) take it lower.
     """
     needs: dict[int, list[float]] = {}
     for h, need in row_needs(held, metric, release_spread):
@@ -837,10 +855,38 @@ def shrunk_factor(raw: float, rows: int, prior_rows: float = PRIOR_ROWS) -> floa
 def group_factor(needs: Sequence[float], bases: Sequence[float], target: float = 0.8) -> float:
     """The factor f on each row's multiplier so far (``bases``) that puts ``target`` of the rows
     inside: the ``target`` quantile of need / base, and no lower than where every multiplier
-    already sits at its floor of 1 (lower would change no interval)."""
+    already sits at its floor, :data:`MIN_MULTIPLIER` (lower would change no interval)."""
     ratios = [n / b for n, b in zip(needs, bases, strict=True)]
-    floor = min(1.0 / b for b in bases)
+    floor = min(MIN_MULTIPLIER / b for b in bases)
     return max(float(np.quantile(ratios, target)), floor)
+
+
+#: the levels of interval factors (:class:`IntervalCalibration`), calibrated in this order, each
+#: on top of the levels before it: the load shape (:func:`load_group`), the engine family, the
+#: family's architecture group (:func:`family_arch`)
+FACTOR_LEVELS = ("load", "family", "arch")
+
+
+def factor_key(h: HeldOut, level: str) -> str | None:
+    """The key of the row's factor at ``level`` (:data:`FACTOR_LEVELS`; None: the row does not
+    say, and takes the level above)."""
+    if level == "load":
+        return load_group(h.load)
+    if level == "family":
+        return h.family or None
+    if level == "arch":
+        return family_arch(h.family, h.model_classes) if h.family else None
+    raise ValueError(f"unknown factor level {level!r}; one of {', '.join(FACTOR_LEVELS)}")
+
+
+@dataclass(frozen=True)
+class GroupFactors:
+    """What :func:`calibrate_group_factors` finds: ``factors[level][key][metric]`` and the
+    held-out rows each factor rests on, ``rows[key][metric]`` (keys are distinct across
+    levels: a load group's name, a family's, ``family/group``)."""
+
+    factors: dict[str, dict[str, dict[str, float]]]
+    rows: dict[str, dict[str, int]]
 
 
 def calibrate_group_factors(
@@ -848,56 +894,49 @@ def calibrate_group_factors(
     calibration: IntervalCalibration,
     target: float = 0.8,
     prior_rows: float = PRIOR_ROWS,
-) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], dict[str, dict[str, int]]]:
-    """Each engine family's factor per metric on the pooled multipliers, then each (family,
-    architecture group)'s factor on top of its family's (:func:`group_factor` on its held-out
-    rows, :func:`shrunk_factor` toward 1 by their count), and the rows each rests on (keyed
-    like the factors). A family's rows are put inside at ``target`` with the pooled multiplier
-    of each row's novelty count times the factor, so the novelty counts keep their order."""
-    family_factors: dict[str, dict[str, float]] = {}
-    arch_factors: dict[str, dict[str, float]] = {}
+    levels: Sequence[str] = FACTOR_LEVELS,
+) -> GroupFactors:
+    """Each level's factors per metric (:data:`FACTOR_LEVELS`, in order): the load shape's on
+    the pooled multipliers, each engine family's on that, each (family, architecture group)'s on
+    the family's. A group's factor is :func:`group_factor` of its held-out rows, each row's base
+    the pooled multiplier of its novelty count times the factors of the levels before
+    (so the novelty counts keep their order), shrunk toward 1 (the level above) by the rows it
+    rests on (:func:`shrunk_factor`)."""
+    factors: dict[str, dict[str, dict[str, float]]] = {level: {} for level in levels}
     counts: dict[str, dict[str, int]] = {}
     for metric in CALIBRATED_METRICS:
-        needs = row_needs(held, metric, calibration.release_spread[metric])
-        by_family: dict[str, list[tuple[HeldOut, float]]] = {}
-        for h, need in needs:
-            by_family.setdefault(h.family, []).append((h, need))
-        for family, rows in sorted(by_family.items()):
-            pooled = [
-                calibration.multipliers[metric][min(len(h.reasons), MAX_NOVELTY)] for h, _ in rows
-            ]
-            raw = group_factor([n for _, n in rows], pooled, target)
-            f = shrunk_factor(raw, len(rows), prior_rows)
-            family_factors.setdefault(family, {})[metric] = f
-            counts.setdefault(family, {})[metric] = len(rows)
-            by_arch: dict[str, list[tuple[float, float]]] = {}
-            for (h, need), base in zip(rows, pooled, strict=True):
-                by_arch.setdefault(family_arch(family, h.model_classes), []).append(
-                    (need, base * f)
+        rows = row_needs(held, metric, calibration.release_spread[metric])
+        bases = [calibration.multipliers[metric][min(len(h.reasons), MAX_NOVELTY)] for h, _ in rows]
+        for level in levels:
+            groups: dict[str, list[int]] = {}
+            for i, (h, _) in enumerate(rows):
+                key = factor_key(h, level)
+                if key is not None:
+                    groups.setdefault(key, []).append(i)
+            for key, members in sorted(groups.items()):
+                raw = group_factor(
+                    [rows[i][1] for i in members], [bases[i] for i in members], target
                 )
-            for key, group in sorted(by_arch.items()):
-                raw_a = group_factor([n for n, _ in group], [b for _, b in group], target)
-                arch_factors.setdefault(key, {})[metric] = shrunk_factor(
-                    raw_a, len(group), prior_rows
-                )
-                counts.setdefault(key, {})[metric] = len(group)
-    return family_factors, arch_factors, counts
+                f = shrunk_factor(raw, len(members), prior_rows)
+                factors[level].setdefault(key, {})[metric] = f
+                counts.setdefault(key, {})[metric] = len(members)
+                for i in members:
+                    bases[i] *= f
+    return GroupFactors(factors, counts)
 
 
 def calibrate_intervals(
     held: Sequence[HeldOut],
     target: float = 0.8,
     *,
-    by_family: bool = True,
-    by_arch: bool = True,
+    levels: Sequence[str] = FACTOR_LEVELS,
     prior_rows: float = PRIOR_ROWS,
 ) -> IntervalCalibration:
     """The whole calibration from leave-one-source-out rows: each metric's release spread
     (:func:`release_spreads`), then its multipliers given that spread; the p99s of TTFT and
     TPOT on their own rows and residuals (what a p99 needs beyond its latency's factors), not
-    the mean's; then each engine family's and (family, architecture group)'s factors on them
-    (:func:`calibrate_group_factors`; ``by_family`` / ``by_arch`` False leaves them out, for
-    comparison)."""
+    the mean's; then the factors of each of ``levels`` on them (:func:`calibrate_group_factors`;
+    fewer levels leave the others out, for comparison)."""
     spreads = release_spreads(held)
     pooled = IntervalCalibration(
         {
@@ -906,10 +945,16 @@ def calibrate_intervals(
         },
         spreads,
     )
-    if not by_family:
+    if not levels:
         return pooled
-    families, archs, _ = calibrate_group_factors(held, pooled, target, prior_rows)
-    return IntervalCalibration(pooled.multipliers, spreads, families, archs if by_arch else {})
+    found = calibrate_group_factors(held, pooled, target, prior_rows, levels).factors
+    return IntervalCalibration(
+        pooled.multipliers,
+        spreads,
+        found.get("family", {}),
+        found.get("arch", {}),
+        found.get("load", {}),
+    )
 
 
 #: the headline held-out figures ``python -m planner validate --write-summary`` writes

@@ -18,6 +18,7 @@ from planner.perf.scenario import Scenario
 from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
     INTERVAL_METRICS,
+    MIN_MULTIPLIER,
     IntervalCalibration,
     arch_group,
     interval_calibration,
@@ -92,9 +93,9 @@ def test_a_familys_factor_widens_its_intervals_and_no_other() -> None:
     # the module-level names agree: a family the calibration never saw takes the pooled one
     assert cal.multiplier("ttft", 0, "sglang") == 3.0
     assert cal.multiplier("ttft", 0, "mlc") == cal.multiplier("ttft", 0) == 1.5
-    # and no multiplier goes below 1, however small the factor
+    # and no multiplier goes below the floor, however small the factor
     small = IntervalCalibration(base.multipliers, base.release_spread, {"vllm": {"ttft": 0.1}})
-    assert small.multiplier("ttft", 0, "vllm") == 1.0
+    assert small.multiplier("ttft", 0, "vllm") == MIN_MULTIPLIER
 
 
 def test_an_architecture_groups_factor_stacks_on_its_familys() -> None:
@@ -118,22 +119,23 @@ def test_calibration_puts_80_percent_of_each_familys_rows_inside() -> None:
     multiplier, the 80th percentile of all 200 needs (1.806), holds every vLLM row and 60% of
     SGLang's. SGLang's own 80th percentile is 2.406: unshrunk, its factor 2.406 / 1.806 holds
     80% of its rows; shrunk by 100 rows against 20, 1.332^(100/120) = 1.270 holds 76%. vLLM's
-    factor would narrow it below the floor of 1, which holds all of its rows anyway. (The
-    family factors alone: every row here is in one architecture group.)"""
+    own 80th percentile, 0.802, narrows its multiplier below 1 (above the floor of
+    MIN_MULTIPLIER) and holds 80% of its rows, not all. (The family factors alone: every row
+    here is in one architecture group.)"""
     vllm = [_held(i / 100, "vllm") for i in range(1, 101)]
     sglang = [_held(3 * i / 100, "sglang") for i in range(1, 101)]
     held = vllm + sglang
-    pooled = calibrate_intervals(held, by_family=False)
+    pooled = calibrate_intervals(held, levels=())
     m = pooled.multipliers["ttft"][0]
     assert m == pytest.approx(1.806)
     assert interval_coverage(vllm, "ttft", pooled) == 1.0
     assert interval_coverage(sglang, "ttft", pooled) == pytest.approx(0.6)
-    own = calibrate_intervals(held, prior_rows=0, by_arch=False)
+    own = calibrate_intervals(held, prior_rows=0, levels=("family",))
     assert own.family_factors["sglang"]["ttft"] == pytest.approx(2.406 / m, abs=1e-3)
     assert interval_coverage(sglang, "ttft", own) == pytest.approx(0.8)
-    assert own.multiplier("ttft", 0, "vllm") == pytest.approx(1.0)
-    assert interval_coverage(vllm, "ttft", own) == 1.0
-    cal = calibrate_intervals(held, prior_rows=20, by_arch=False)
+    assert own.multiplier("ttft", 0, "vllm") == pytest.approx(0.802, abs=1e-3)
+    assert interval_coverage(vllm, "ttft", own) == pytest.approx(0.8)
+    cal = calibrate_intervals(held, prior_rows=20, levels=("family",))
     assert cal.family_factors["sglang"]["ttft"] == pytest.approx(
         (2.406 / m) ** (100 / 120), abs=1e-3
     )
@@ -157,7 +159,7 @@ def test_a_small_familys_factor_is_shrunk_toward_the_pooled_one() -> None:
     # 5 / 25 of their own log factor, not all of it
     held = [_held(1.0, "vllm") for _ in range(100)] + [_held(3.0, "sglang") for _ in range(5)]
     cal = calibrate_intervals(held, prior_rows=20)
-    pooled = calibrate_intervals(held, by_family=False).multipliers["ttft"][0]
+    pooled = calibrate_intervals(held, levels=()).multipliers["ttft"][0]
     assert pooled == pytest.approx(1.0)
     assert cal.family_factors["sglang"]["ttft"] == pytest.approx(3.0 ** (5 / 25), abs=1e-3)
     assert cal.multiplier("ttft", 0, "trtllm") == pooled  # no rows: the pooled one
