@@ -228,3 +228,16 @@ def test_the_shipped_calibration_has_both_load_shapes() -> None:
     cal = interval_calibration()
     for group in LOAD_GROUPS:
         assert set(cal.load_factors[group]) == set(CALIBRATED_METRICS), group
+
+
+def test_only_the_closed_loop_narrows() -> None:
+    """Bursts that the model predicts closer than its closed loops (100 of each, the bursts
+    needing a third of the closed loops' half-widths) keep the pooled multiplier: the
+    max-throughput / offline group's factor is never below 1, the closed loop's may be."""
+    closed = [_held(3 * i / 100, "rate") for i in range(1, 101)]
+    burst = [_held(i / 100, "offline_batch") for i in range(1, 101)]
+    cal = calibrate_intervals(closed + burst, levels=("load",))
+    assert cal.load_factors[BURST]["ttft"] == 1.0
+    assert cal.load_factors[CLOSED]["ttft"] > 1.0
+    easy = calibrate_intervals(burst + [_held(i / 100, "concurrency") for i in range(1, 101)])
+    assert easy.load_factors[CLOSED]["ttft"] < 1.0 == easy.load_factors[BURST]["ttft"]
