@@ -5,13 +5,16 @@
 
 Runs the leave-one-source-out folds of ``planner validate --public-only --scheme source`` (the
 same fits and held-out predictions) and prints the share of held-out rows inside their 80%
-interval of output tok/s, TTFT, TPOT, p99 TTFT and p99 TPOT, per engine family (and per family
-and architecture group for throughput), for three calibrations
+interval of output tok/s, TTFT, TPOT, p99 TTFT and p99 TPOT, per engine family, per family and
+architecture group, and on the closed-loop and rate rows (those of 2025-07+ releases too: the
+independent checks' shape), for four calibrations
 (:func:`planner.perf.validation.calibrate_intervals`):
 
 - pooled: one multiplier per metric and novelty count (the calibration before engine factors);
 - family: times each engine family's factor per metric;
-- family+arch: times each (family, architecture group)'s factor on top.
+- family+arch: times each (family, architecture group)'s factor on top;
+- load+fam+arch: the load shape's factor first (closed loop or rate; max throughput or offline
+  batch), then the family's and the group's on top of it (what ``validate`` writes).
 
 Each is scored two ways:
 
@@ -42,12 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner.catalog import load_catalog
 from planner.perf.model import PerformanceModel
-from planner.perf.uncertainty import ARCH_GROUPS, IntervalCalibration, arch_group
+from planner.perf.uncertainty import ARCH_GROUPS, IntervalCalibration, arch_group, load_group
 from planner.perf.validation import (
+    CURRENT_SLICE,
     PRIOR_ROWS,
+    SWEPT_SLICE,
     HeldOut,
     calibrate_intervals,
     cross_validate,
+    is_current_release,
     roofline_predictions,
 )
 
@@ -94,6 +100,8 @@ def to_json(h: HeldOut) -> dict[str, Any]:
         "own": {k: list(v) for k, v in h.own.items()},
         "new_release": h.new_release,
         "in_flight": h.in_flight,
+        "load": h.sample.result.load,
+        "engine_version": h.sample.result.engine_version,
     }
 
 
@@ -116,7 +124,11 @@ def from_json(row: dict[str, Any]) -> HeldOut:
         family=row["family"],
         gpu=row["gpu"],
         dep=dep,
-        result=SimpleNamespace(precision=row["precision"]),
+        result=SimpleNamespace(
+            precision=row["precision"],
+            load=row.get("load", "max_throughput"),
+            engine_version=row.get("engine_version"),
+        ),
     )
     own = {k: (float(v[0]), float(v[1])) for k, v in row["own"].items()}
     return HeldOut(
@@ -166,6 +178,13 @@ def groups(held: Sequence[HeldOut]) -> list[tuple[str, Callable[[HeldOut], bool]
     out: list[tuple[str, Callable[[HeldOut], bool]]] = [("all", lambda h: True)]
     for family in FAMILIES:
         out.append((family, lambda h, f=family: h.family == f))
+
+    def swept(h: HeldOut) -> bool:
+        return load_group(h.load) == SWEPT_SLICE
+
+    out.append((SWEPT_SLICE, swept))
+    out.append((CURRENT_SLICE, lambda h: swept(h) and is_current_release(h)))
+    out.append(("max throughput / offline", lambda h: not swept(h)))
     for family in FAMILIES:
         for group in ARCH_GROUPS:
             if any(h.family == family and arch_group(h.model_classes) == group for h in held):
@@ -230,18 +249,22 @@ def main() -> int:
     )
 
     def pooled(rows: Sequence[HeldOut]) -> IntervalCalibration:
-        return calibrate_intervals(rows, by_family=False)
+        return calibrate_intervals(rows, levels=())
 
     def family(rows: Sequence[HeldOut], k: float = PRIOR_ROWS) -> IntervalCalibration:
-        return calibrate_intervals(rows, by_arch=False, prior_rows=k)
+        return calibrate_intervals(rows, levels=("family",), prior_rows=k)
 
     def family_arch(rows: Sequence[HeldOut], k: float = PRIOR_ROWS) -> IntervalCalibration:
+        return calibrate_intervals(rows, levels=("family", "arch"), prior_rows=k)
+
+    def load_family_arch(rows: Sequence[HeldOut], k: float = PRIOR_ROWS) -> IntervalCalibration:
         return calibrate_intervals(rows, prior_rows=k)
 
     calibrations: list[tuple[str, Calibrate]] = [
         ("pooled", pooled),
         ("family", family),
         ("fam+arch", family_arch),
+        ("+load", load_family_arch),
     ]
     table(
         "80% interval coverage, in-sample (calibrated and scored on all held-out rows)",
@@ -261,6 +284,7 @@ def main() -> int:
             [
                 ("family", nested(held, lambda r, k=k: family(r, k))),
                 ("fam+arch", nested(held, lambda r, k=k: family_arch(r, k))),
+                ("+load", nested(held, lambda r, k=k: load_family_arch(r, k))),
             ],
         )
     print(f"\n({time.perf_counter() - started:.0f} s)")
