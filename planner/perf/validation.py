@@ -53,6 +53,7 @@ from planner.perf.uncertainty import (
     MAX_NOVELTY,
     MIN_MULTIPLIER,
     P99_OF,
+    SWEPT_LOADS,
     IntervalCalibration,
     SeenData,
     family_arch,
@@ -626,7 +627,7 @@ def statistic_table(held: Sequence[HeldOut]) -> list[tuple[str, str, dict[str, A
         new = [h for h in measuring if h.new_release]
         if new:
             out.append((label, "release unmeasured", latency_errors(new, metric)))
-        swept = [h for h in measuring if load_group(h.load) == SWEPT_SLICE]
+        swept = [h for h in measuring if h.load in SWEPT_LOADS]
         if swept:
             out.append((label, SWEPT_SLICE, latency_errors(swept, metric)))
         current = [h for h in swept if is_current_release(h)]
