@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,13 +35,21 @@ def test_default_recommends_a_deployment_with_its_vllm_command(
     assert ranking["usd_per_million_output_tokens"].is_monotonic_increasing
     # Every p99 TTFT meets the default SLO of 3,000 ms.
     assert (ranking["pred_ttft_ms_p99"] <= 3000).all()
-    # The best one's sits just under it, with an 80% interval reaching above it: said so
-    # beside the headline and in the ranking (issue 26); it still ranks by the point.
-    at_risk = [w.value for w in at.warning if w.value.startswith("SLO at risk: p99 TTFT")]
-    assert len(at_risk) == 1 and "SLO 3,000 ms, but its 80% interval reaches" in at_risk[0]
-    assert ranking["slo_straddle"].iloc[0] in at_risk[0]
+    # The best one's p99 TTFT 80% interval: where it reaches above the SLO its point meets, said
+    # so beside the headline and in the ranking (issue 26; it still ranks by the point), and
+    # not otherwise (a closed loop's interval is narrower than a burst's: its load factor).
     confidence = next(c.value for c in at.caption if c.value.startswith("Confidence of"))
     assert "80% intervals: p99 TTFT" in confidence and "p99 TPOT" in confidence
+    found = re.search(r"80% intervals: p99 TTFT ([\d,]+) to ([\d,]+) ms", confidence)
+    assert found is not None
+    low, high = (float(g.replace(",", "")) for g in found.groups())
+    assert low < float(metrics["p99 TTFT (predicted)"].split()[0].replace(",", "")) < high
+    at_risk = [w.value for w in at.warning if w.value.startswith("SLO at risk: p99 TTFT")]
+    if high > 3000:
+        assert len(at_risk) == 1 and "SLO 3,000 ms, but its 80% interval reaches" in at_risk[0]
+        assert ranking["slo_straddle"].iloc[0] in at_risk[0]
+    else:
+        assert at_risk == [] and "p99 TTFT" not in ranking["slo_straddle"].iloc[0]
 
 
 def test_a_lower_utilisation_raises_the_cost_per_token(app: Callable[..., AppTest]) -> None:
