@@ -306,9 +306,10 @@ def spec_variants(
     """``config`` itself and, for each speculative method the search tries, ``config`` with the
     method and each draft length, or the reason the model, engine or layout cannot run it
     (:func:`planner.perf.speculative.unsupported_reason`; an architecture without a card runs
-    n-gram only, having no published draft to name)."""
+    n-gram only, having no published draft to name). ``auto`` adds n-gram for a model that
+    runs neither MTP nor EAGLE-3 (:func:`planner.perf.speculative.auto_methods`)."""
     out: list[tuple[EngineConfig, str | None]] = [(config, None)]
-    methods = searched_methods(speculative)
+    methods = searched_methods(speculative, model, config.family)
     if not methods or config.spec_method != "none":
         return out
     for method in methods:

@@ -27,6 +27,7 @@ SHOWN_COLUMNS = [
     "kv_cache_dtype",
     "spec_method",
     "pred_spec_accept_len",
+    "spec_reason",
     "kv_occupancy_peak",
     "confidence",
     "far_from_data",
@@ -63,6 +64,7 @@ def ranking_table(ranked: pd.DataFrame) -> None:
             "pred_spec_accept_len": st.column_config.NumberColumn(
                 "accepted tokens/step (pred.)", format="%.2f"
             ),
+            "spec_reason": st.column_config.TextColumn("why this speculation", width="medium"),
             "kv_occupancy_peak": st.column_config.ProgressColumn(
                 "peak KV (pred.)", format="percent", min_value=0.0, max_value=1.0
             ),

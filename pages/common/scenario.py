@@ -467,8 +467,9 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             index=SPECULATIVE_CHOICES.index("auto"),
             key="speculative",
             help="Search plans that draft tokens and verify them in one pass: auto tries MTP "
-            "where the model has the layers and EAGLE-3 where a draft is published; n-gram "
-            "only when chosen (its acceptance is the workload's).",
+            "where the model has the layers and EAGLE-3 where a draft is published, and n-gram "
+            "(prompt lookup) for a model with neither: its acceptance is the workload's own, "
+            "so verify it with a run.",
         )
         accept_len = bound(
             right.number_input,

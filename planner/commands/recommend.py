@@ -105,7 +105,8 @@ def register(subparsers: Any) -> None:
         default="auto",
         choices=SPECULATIVE_CHOICES,
         help="speculative decoding searched: auto (default: MTP where the model has the "
-        "layers, EAGLE-3 where a draft is published), off, or one method",
+        "layers, EAGLE-3 where a draft is published, n-gram for a model with neither), off, "
+        "or one method",
     )
     parser.add_argument(
         "--spec-accept-len",
@@ -293,6 +294,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not ranked:
         print("No configuration meets the SLOs. Why each candidate was ruled out:")
+    spec_said: set[str] = set()
     for row in ranked[: args.top]:
         layout = f"TP{row['tp']} PP{row['pp']}"
         if row.get("disaggregated"):
@@ -307,6 +309,9 @@ def run(args: argparse.Namespace) -> int:
         )
         if row["slo_straddle"]:
             print(f"     SLO at risk: {row['slo_straddle']}")
+        if row.get("spec_reason") and row["spec_method"] not in spec_said:  # once a method
+            print(f"     speculation: {row['spec_reason']}")
+            spec_said.add(row["spec_method"])
     if ranked:
         print(f"\n{len(rejected)} candidates rejected; the best command:")
         print(f"  {ranked[0]['launch_command']}")

@@ -137,12 +137,17 @@ MAX_SPEC_TOKENS = 8
 #: 2026-12-01): the search offers EAGLE-3 only where one exists. Llama-3.3-70B-Instruct's is the
 #: EAGLE authors' (SafeAILab/EAGLE README's EAGLE-3 weights table; run on 8 x H100 in SGLang
 #: pull request 4716, 2025-03-24: 5.88 tokens a step with an 8 x 8 tree on MT-bench). None is
-#: verified for Llama-3.1-70B-Instruct (retrieved 2026-12-02): the EAGLE authors' table has
-#: 3.1-8B and 3.3-70B only, Red Hat's and Nebius's 70B drafts are for 3.3 (compared on
-#: nebius/EAGLE3-Llama-3.3-70B-Instruct's card), and the one 3.1-70B id seen (a third-party
-#: experiment config naming RedHatAI/Llama-3.1-70B-Instruct-speculator.eagle3) has no model
-#: card or list to confirm it. A 3.3 draft would load on 3.1 (same shapes and tokenizer) but
-#: was trained on 3.3's answers, its acceptance there unmeasured: 3.1-70B gets n-gram only.
+#: verified for Llama-3.1-70B-Instruct (searched again 2026-12-02): the EAGLE authors' table has
+#: 3.1-8B and 3.3-70B only; vllm-project/speculators' README (its "Supported Models" table)
+#: lists RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3 as its 70B-Instruct draft; Nebius's
+#: 70B draft is for 3.3 too; for 3.1-70B there are EAGLE-1 heads (such as
+#: leptonai/EAGLE-Llama-3.1-70B-Instruct: a config and weights, no card), which the step model
+#: does not price; and the 3.1-70B EAGLE-3 ids seen
+#: (RedHatAI/Llama-3.1-70B-Instruct-speculator.eagle3, nvidia/Llama-3.1-70B-Instruct-Eagle3,
+#: yuhuili/EAGLE3-LLaMA3.1-Instruct-70B) occur only in third-party notes and configs, no model
+#: card, engine doc or example naming them. A 3.3 draft
+#: would load on 3.1 (same shapes and tokenizer) but was trained on 3.3's answers, its
+#: acceptance there unmeasured: 3.1-70B gets n-gram (``auto``'s fallback, :func:`auto_methods`).
 EAGLE3_DRAFTS: dict[str, str] = {
     "meta-llama/Llama-3.1-8B-Instruct": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
     "meta-llama/Llama-3.3-70B-Instruct": "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B",
@@ -233,15 +238,43 @@ PUBLISHED_ACCEPTANCE: tuple[PublishedAcceptance, ...] = (
         5, 2.44,
         "vllm-project/vllm pull request 24243 (2025-09-04): one RTX 4090, one request in flight",
     ),
+    # n-gram (prompt lookup 2-5 tokens) on Llama-3.1-8B-Instruct, the default model of vLLM's
+    # examples/offline_inference/spec_decode.py that the PR's command runs: 163,128 output
+    # tokens over 30,249 drafted steps (3.63 tokens each, 1 + accepted / drafts) and 53,327
+    # steps with no match (one token each); the PR's "seq normalized acceptance length"
+    # 163,128 / (30,249 + 53,327) = 1.95 is the tokens a step over all of them, the yield the
+    # step model prices (it charges every step a verification)
+    PublishedAcceptance(
+        "ngram", "llama", "meta-llama/Llama-3.1-8B-Instruct", "vllm",
+        "InstructCoder code edits (likaixin/InstructCoder, 1,000 prompts, temperature 0)", 5,
+        1.95,
+        "vllm-project/vllm pull request 24344, its description's n-gram run, 2025-09; "
+        "retrieved 2026-12-02",
+    ),
 )  # fmt: skip
 
-#: n-gram has no engine publication adopted: prompt lookup only accepts where the output
-#: repeats the context (code edits, summaries, RAG)
-NGRAM_ACCEPTANCE = AcceptanceDefault(
+#: n-gram's assumption where no publication is at hand (:func:`acceptance_defaults` of a
+#: ``published`` without n-gram entries)
+NGRAM_ASSUMPTION = AcceptanceDefault(
     0.3,
     "assumption, no published measurement adopted: prompt lookup only accepts where the "
     "output repeats the context (code edits, summaries, RAG); calibrate it from a run",
 )
+
+
+def _ngram_default(entries: Sequence[PublishedAcceptance]) -> AcceptanceDefault:
+    """n-gram's one default for every model: the median rate of its published lengths, each
+    named with the workload it was measured on (prompt lookup's acceptance is the workload's
+    own, the model's hardly at all), else :data:`NGRAM_ASSUMPTION`."""
+    if not entries:
+        return NGRAM_ASSUMPTION
+    alpha = float(np.median([e.alpha for e in entries]))
+    measured = "; ".join(f"{e.label} on {e.dataset}" for e in entries)
+    return AcceptanceDefault(
+        round(alpha, 3),
+        f"the engine-published {measured}, median rate {alpha:.2f}; prompt lookup accepts "
+        "only where the output repeats its context, so each workload's differs",
+    )
 
 
 def mean_accepted_length(alpha: float, k: int) -> float:
@@ -290,12 +323,15 @@ def acceptance_defaults(
 ) -> dict[tuple[str, str], AcceptanceDefault]:
     """Per-position acceptance rates by (method, model family), "*" for any other family: a
     family's is the median rate of its published lengths (:data:`PUBLISHED_ACCEPTANCE`), a
-    method's "*" the median of its families' rates (one vote a family); n-gram's is
-    :data:`NGRAM_ACCEPTANCE`. Benchmark prompts (chat, random): a workload's own is
+    method's "*" the median of its families' rates (one vote a family); n-gram's one default
+    for every family (:func:`_ngram_default`: its published lengths with their workloads, else
+    :data:`NGRAM_ASSUMPTION`). Benchmark prompts (chat, random): a workload's own is
     settable per scenario (``spec_accept_len``) and learnt from runs (:func:`learn_acceptance`).
     Each entry keeps its dataset; a scenario names none, so the defaults pool them."""
-    out: dict[tuple[str, str], AcceptanceDefault] = {("ngram", "*"): NGRAM_ACCEPTANCE}
-    for method in SPECULATIVE_METHODS:
+    out: dict[tuple[str, str], AcceptanceDefault] = {
+        ("ngram", "*"): _ngram_default([e for e in published if e.method == "ngram"])
+    }
+    for method in ("mtp", "eagle3"):
         families = sorted({e.family for e in published if e.method == method})
         for family in families:
             entries = [e for e in published if e.method == method and e.family == family]
@@ -392,20 +428,65 @@ def default_num_spec_tokens(family: str, method: str, arch: ModelArchitecture) -
 #: states one): MTP at vLLM's default of one MTP layer and at SGLang's 3 steps; EAGLE-3 and
 #: n-gram at the 3 of the engines' examples
 SEARCH_SPEC_TOKENS: dict[str, tuple[int, ...]] = {"mtp": (1, 3), "eagle3": (3,), "ngram": (3,)}
-#: the methods "auto" searches: those whose acceptance has a published default (n-gram's is
-#: the workload's own: searched when asked for)
+#: the methods "auto" searches for every model that runs them: those with a draft of their
+#: own (the model's MTP layers, a published EAGLE-3 checkpoint)
 AUTO_METHODS: tuple[str, ...] = ("mtp", "eagle3")
+#: what "auto" searches where neither of :data:`AUTO_METHODS` runs for the model on the engine:
+#: prompt lookup, which needs no draft and no GPU memory (its acceptance is the workload's)
+AUTO_FALLBACK_METHOD = "ngram"
 
 
-def searched_methods(choice: str) -> tuple[str, ...]:
-    """The speculative methods a search of ``choice`` (off, auto or one method) tries."""
+def auto_methods(model: ModelCard | ModelArchitecture, family: str) -> tuple[str, ...]:
+    """What ``auto`` searches for ``model`` on engine ``family``: :data:`AUTO_METHODS`, plus
+    n-gram where neither runs (no MTP layers, or none the engine runs, and no published EAGLE-3
+    draft, judged on one stage without DP attention so that every layout of a search tries the
+    same methods). A model with MTP or EAGLE-3 is not searched with n-gram as well: each
+    method multiplies the layouts evaluated."""
+    from planner.catalog import ModelCard
+
+    if isinstance(model, ModelCard):
+        runs = any(unsupported_reason(model, family, m) is None for m in AUTO_METHODS)
+    else:  # an architecture without a card names no draft: MTP only
+        runs = model.num_mtp_layers > 0
+    return AUTO_METHODS if runs else (*AUTO_METHODS, AUTO_FALLBACK_METHOD)
+
+
+def searched_methods(
+    choice: str, model: ModelCard | ModelArchitecture | None = None, family: str = "vllm"
+) -> tuple[str, ...]:
+    """The speculative methods a search of ``choice`` (off, auto or one method) tries; for
+    ``auto`` with the model at hand, :func:`auto_methods` (else :data:`AUTO_METHODS`)."""
     if choice == "off":
         return ()
     if choice == "auto":
-        return AUTO_METHODS
+        return AUTO_METHODS if model is None else auto_methods(model, family)
     if choice not in SPECULATIVE_METHODS:
         raise InvalidInputError("speculative", choice, "one of off, auto, mtp, eagle3, ngram")
     return (choice,)
+
+
+def speculation_reason(card: ModelCard, family: str, method: str, acceptance: str | None) -> str:
+    """Why a plan speculates with ``method`` and what its acceptance rests on, in words (the
+    ranking's and the Plan page's); "" without speculation. ``acceptance`` is the prediction's
+    account of it (a deployment note: stated, learnt from runs, or published)."""
+    if method == "none":
+        return ""
+    label = METHOD_LABELS.get(method, method)
+    source = f" ({acceptance})" if acceptance else ""
+    if method == "mtp":
+        return f"MTP: the model's own next-token layers; acceptance{source}"
+    if method == "eagle3":
+        return f"EAGLE-3: draft {EAGLE3_DRAFTS.get(card.hf_id, '?')}; acceptance{source}"
+    why = (
+        f", auto's method for {card.hf_id}: no MTP layers this engine runs, no published "
+        "EAGLE-3 draft"
+        if AUTO_FALLBACK_METHOD in auto_methods(card, family)
+        else ""
+    )
+    return (
+        f"{label} (prompt lookup: no draft model, no GPU memory){why}. Its acceptance is the "
+        f"workload's own, assumed here{source}: calibrate it with a Verify run on your prompts"
+    )
 
 
 def unsupported_reason(
@@ -687,8 +768,11 @@ def fill_speculative_features(
 
 __all__ = [
     "ACCEPTANCE_DEFAULTS",
+    "AUTO_FALLBACK_METHOD",
+    "AUTO_METHODS",
     "DRAFT_LOOP_LAUNCHED_PER_PASS",
     "EAGLE3_DRAFTS",
+    "NGRAM_ASSUMPTION",
     "PUBLISHED_ACCEPTANCE",
     "SPECULATIVE_METHODS",
     "SPEC_METHODS",
@@ -698,6 +782,7 @@ __all__ = [
     "SpeculativeStep",
     "acceptance_defaults",
     "acceptance_rate_for",
+    "auto_methods",
     "default_acceptance",
     "default_num_spec_tokens",
     "draft_deployment",
@@ -706,6 +791,8 @@ __all__ = [
     "learn_acceptance",
     "mean_accepted_length",
     "resolve_speculation",
+    "searched_methods",
+    "speculation_reason",
     "unsupported_reason",
 ]
 

@@ -5,6 +5,7 @@ arithmetic of :mod:`planner.cost`, and the energy it draws (:mod:`planner.owned`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -15,6 +16,7 @@ from planner.engine_command import launch_command
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.owned import deployment_energy
+from planner.perf.speculative import speculation_reason
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
 from planner.recommend.capacity import CapacityResult, plan_load, seats, slo_straddles
 from planner.recommend.request import Recommendation, RecommendRequest
@@ -182,6 +184,16 @@ def plan_price(provider: str, price: Price) -> PlanPrice:
     )
 
 
+#: how a deployment's note on its speculation begins (planner.perf.deployment)
+_SPEC_NOTE = "speculative decoding: "
+
+
+def _acceptance_note(notes: Sequence[str]) -> str | None:
+    """The prediction's note on its speculation (method, draft length, acceptance and its
+    source), without its prefix; None when it made none."""
+    return next((n.removeprefix(_SPEC_NOTE) for n in notes if n.startswith(_SPEC_NOTE)), None)
+
+
 def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
     """The :class:`Recommendation` of a quote: its plan, prediction, costs and commands."""
     layout, price, capacity = q.layout, q.price, q.capacity
@@ -229,6 +241,12 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         spec_method=engine.spec_method,
         num_spec_tokens=engine.num_spec_tokens,
         pred_spec_accept_len=prediction.spec_accept_len,
+        spec_reason=speculation_reason(
+            catalog.model(request.model),
+            engine.family,
+            engine.spec_method,
+            _acceptance_note(prediction.notes),
+        ),
         engine_settings=engine,
         replicas=q.replicas,
         **recommendation_costs(cost),

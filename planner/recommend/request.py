@@ -75,9 +75,9 @@ class SearchSpace(BaseModel):
     max_num_batched_tokens: tuple[int, ...] = (2048, 8192)
     chunked_prefill: tuple[bool, ...] = (True,)
     prefix_caching: tuple[bool, ...] | None = None  # None: on only when the workload shares
-    #: speculative decoding searched: "off"; one method; "auto": the methods with a published
-    #: acceptance (MTP where the model has the layers, EAGLE-3 where a draft is published; n-gram
-    #: only when asked, its acceptance being the workload's). planner.perf.speculative
+    #: speculative decoding searched: "off"; one method; "auto": MTP where the model has the
+    #: layers, EAGLE-3 where a draft is published, and n-gram for a model with neither (its
+    #: acceptance being the workload's). planner.perf.speculative.auto_methods
     speculative: SpeculativeChoice = "off"
 
 
@@ -153,6 +153,9 @@ class Recommendation(BaseModel):
     spec_method: str = "none"
     num_spec_tokens: int | None = None
     pred_spec_accept_len: float | None = None
+    #: why the plan speculates with its method and what the acceptance rests on, in words
+    #: (:func:`planner.perf.speculative.speculation_reason`); "" without speculation
+    spec_reason: str = ""
     engine_settings: EngineConfig = Field(description="resolved: what the plan runs with")
     replicas: int
     instances_total: int
@@ -247,7 +250,7 @@ class RecommendationResult(BaseModel):
 RANKING_COLUMNS = [
     "rank", "provider", "instance", "region", "pricing", "gpu", "nodes", "tp", "pp", "dp",
     "attention_dp", "expert_parallel", "precision", "kv_cache_dtype", "spec_method",
-    "num_spec_tokens", "pred_spec_accept_len", "engine_settings",
+    "num_spec_tokens", "pred_spec_accept_len", "spec_reason", "engine_settings",
     "replicas", "instances_total",
     "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_total_tokens",
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",

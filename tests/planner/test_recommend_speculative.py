@@ -13,6 +13,7 @@ from planner.catalog import Catalog
 from planner.deploy import TARGETS
 from planner.deploy.bundle import render
 from planner.deploy.spec import spec_from_plan
+from planner.engine import EngineConfig
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.recommend import (
     CapacityCache,
@@ -24,7 +25,15 @@ from planner.recommend import (
     ranking_rows,
     recommend,
 )
+from planner.recommend.analysis import speculation_comparison
 from planner.recommend.request import RecommendationResult
+from tests.planner.test_sglang_command import SGLANG_DOCUMENTED_FLAGS
+from tests.planner.test_speculative_commands import (
+    SGLANG_SPEC_FLAGS,
+    VLLM_SPEC_KEYS,
+    VLLM_SPEC_METHODS,
+)
+from tests.planner.test_vllm_command import DOCUMENTED_FLAGS_0_27_1
 
 R1 = "deepseek-ai/DeepSeek-R1-0528"
 LLAMA_31 = "meta-llama/Llama-3.1-70B-Instruct"
@@ -37,7 +46,12 @@ def perf(catalog: Catalog) -> PerformanceModel:
 
 
 def _search(
-    catalog: Catalog, perf: PerformanceModel, model: str, tpot_ms: float, **search: object
+    catalog: Catalog,
+    perf: PerformanceModel,
+    model: str,
+    tpot_ms: float,
+    engine: EngineConfig | None = None,
+    **search: object,
 ) -> RecommendationResult:
     request = RecommendRequest(
         model=model,
@@ -46,6 +60,7 @@ def _search(
         demand=Demand(avg_rate_rps=1.0, peak_rate_rps=2.0, spare_replicas=1),
         slo=Slo(tpot_p99_ms=tpot_ms),
         search=SearchSpace(**search),  # type: ignore[arg-type]
+        engine=engine or EngineConfig(),
     )
     return recommend(
         catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
@@ -113,18 +128,89 @@ def test_the_briefs_70b_at_30_ms_ranks_speculative_plans_with_their_commands(
 ) -> None:
     space = {"providers": ("aws",), "regions": ("us-east-1",)}
     auto = _search(catalog, perf, LLAMA_31, 30, speculative="auto", **space)
-    # Llama-3.1-70B has neither MTP layers nor a published EAGLE-3 draft: said, not guessed
-    assert all(r.spec_method == "none" for r in auto.ranked)
+    # Llama-3.1-70B has neither MTP layers nor a published EAGLE-3 draft: said, not guessed,
+    # and auto falls back to n-gram (prompt lookup), ranked beside the best plan without it
     reasons = {r.reason for r in auto.rejected}
     assert f"no published EAGLE-3 draft for {LLAMA_31}" in reasons
     assert any("has no MTP layers" in reason for reason in reasons)
-    ngram = _search(catalog, perf, LLAMA_31, 30, speculative="ngram", **space)
-    speculative = [r for r in ngram.ranked if r.spec_method == "ngram"]
+    assert {r.spec_method for r in auto.ranked} == {"none", "ngram"}
+    speculative = [r for r in auto.ranked if r.spec_method == "ngram"]
+    assert speculative[0].pred_tpot_ms_p99 <= 30
+    for rec in speculative:
+        # the reason is stated: why n-gram, and that its acceptance is the workload's
+        assert f"auto's method for {LLAMA_31}" in rec.spec_reason
+        assert "workload's own" in rec.spec_reason and "Verify run" in rec.spec_reason
+        assert "InstructCoder" in rec.spec_reason  # the published run it assumes
+        assert rec.pred_spec_accept_len == pytest.approx(1.86, abs=0.01)  # 0.495 at k=3
+        config = _vllm_spec_config(rec.vllm_command)
+        assert config == {"method": "ngram", "num_speculative_tokens": rec.num_spec_tokens}
+    assert all(not r.spec_reason for r in auto.ranked if r.spec_method == "none")
+    rows = ranking_rows(auto)
+    assert any(row["spec_reason"] == speculative[0].spec_reason for row in rows)
+    assert "Why: n-gram (prompt lookup" in (speculation_comparison(auto) or "")
+
+
+def test_the_briefs_70b_n_gram_plans_on_sglang_launch_with_its_flags(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    sglang = _search(
+        catalog, perf, LLAMA_31, 30, speculative="auto",
+        instances=("g6e.12xlarge", "p5.48xlarge", "p5en.48xlarge"), max_nodes=1,
+        engine=EngineConfig(engine="sglang"),
+    )  # fmt: skip
+    speculative = [r for r in sglang.ranked if r.spec_method == "ngram"]
     assert speculative and speculative[0].pred_tpot_ms_p99 <= 30
     for rec in speculative:
-        assert '--speculative-config \'{"method":"ngram","num_speculative_tokens":3}\'' in (
-            rec.vllm_command
-        )
+        words = shlex.split(rec.launch_command)
+        assert words[:3] == ["python3", "-m", "sglang.launch_server"]
+        flags = {w for w in words if w.startswith("--")}
+        assert flags <= SGLANG_DOCUMENTED_FLAGS | SGLANG_SPEC_FLAGS, flags - SGLANG_DOCUMENTED_FLAGS
+        assert _after(words, "--speculative-algorithm") == "NGRAM"
+        assert _after(words, "--speculative-num-draft-tokens") == str(rec.num_spec_tokens + 1)
+        assert rec.plan is not None and rec.plan.engine.spec_method == "ngram"
+
+
+def test_a_search_where_speculation_loses_ranks_the_plan_without_it_first(
+    catalog: Catalog, perf: PerformanceModel
+) -> None:
+    """A workload whose prompts n-gram hardly matches (1.2 tokens a step): every step still
+    verifies k + 1 tokens, so speculation costs more; the search keeps both and ranks the plan
+    without it first."""
+    request = RecommendRequest(
+        model=LLAMA_31,
+        input_len=2048,
+        output_len=512,
+        spec_accept_len=1.2,
+        demand=Demand(avg_rate_rps=20.0, peak_rate_rps=40.0, spare_replicas=1),
+        slo=Slo(tpot_p99_ms=30),
+        search=SearchSpace(providers=("aws",), regions=("us-east-1",), speculative="auto"),
+    )
+    result = recommend(
+        catalog, request, perf_predictor(catalog, request, perf), cache=CapacityCache()
+    )
+    assert result.ranked[0].spec_method == "none"
+    ngram = [r for r in result.ranked if r.spec_method == "ngram"]
+    assert ngram and all(r.pred_spec_accept_len == pytest.approx(1.2) for r in ngram)
+    cheapest = result.ranked[0].usd_per_million_output_tokens
+    assert min(r.usd_per_million_output_tokens for r in ngram) > cheapest
+    assert "stated: 1.2 tokens a step" in ngram[0].spec_reason
+    assert "more per output token" in (speculation_comparison(result) or "")
+
+
+def _vllm_spec_config(command: str) -> dict[str, object]:
+    """The command's ``--speculative-config``, parsed as the shell and vLLM would, after
+    checking every flag is one vLLM 0.27.1 documents and every key one SpeculativeConfig has."""
+    words = shlex.split(command)
+    assert words[:2] == ["vllm", "serve"]
+    flags = {w for w in words if w.startswith("--")}
+    assert flags <= DOCUMENTED_FLAGS_0_27_1 | {"--speculative-config"}, flags
+    config: dict[str, object] = json.loads(_after(words, "--speculative-config"))
+    assert set(config) <= VLLM_SPEC_KEYS and config["method"] in VLLM_SPEC_METHODS
+    return config
+
+
+def _after(words: list[str], flag: str) -> str:
+    return words[words.index(flag) + 1]
 
 
 LLAMA_33 = "meta-llama/Llama-3.3-70B-Instruct"

@@ -18,10 +18,16 @@ from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
 from planner.perf.speculative import (
     ACCEPTANCE_DEFAULTS,
+    AUTO_METHODS,
+    NGRAM_ASSUMPTION,
     PUBLISHED_ACCEPTANCE,
+    acceptance_defaults,
     acceptance_rate_for,
+    auto_methods,
     default_num_spec_tokens,
     mean_accepted_length,
+    searched_methods,
+    speculation_reason,
     unsupported_reason,
 )
 from planner.perf.step_time import (
@@ -83,7 +89,16 @@ def test_acceptance_defaults_are_the_engines_published_lengths() -> None:
     assert ACCEPTANCE_DEFAULTS[("eagle3", "*")].alpha == pytest.approx(
         (0.755 + 0.612) / 2, abs=2e-3
     )
-    assert ACCEPTANCE_DEFAULTS[("ngram", "*")].alpha == 0.3
+    # n-gram: one default for every family, vLLM pull request 24344's InstructCoder run (1.95
+    # tokens a step over all steps at k = 5: 0.495 a position), its workload named
+    ngram = ACCEPTANCE_DEFAULTS[("ngram", "*")]
+    assert ngram.alpha == pytest.approx(0.495, abs=1e-3)
+    assert "1.95 at k=5" in ngram.source and "InstructCoder" in ngram.source
+    assert "24344" in ngram.source and ("ngram", "llama") not in ACCEPTANCE_DEFAULTS
+    # without a published n-gram run the stated assumption stays
+    others = [e for e in PUBLISHED_ACCEPTANCE if e.method != "ngram"]
+    assert acceptance_defaults(others)[("ngram", "*")] == NGRAM_ASSUMPTION
+    assert NGRAM_ASSUMPTION.alpha == 0.3 and "assumption" in NGRAM_ASSUMPTION.source
 
 
 def test_a_deepseek_mtp_plan_uses_the_published_sglang_rate(catalog: Catalog) -> None:
@@ -364,3 +379,37 @@ def test_a_measured_runs_acceptance_prices_the_next_prediction_of_its_plan(
     assert both is not None and both[0] == pytest.approx(alpha)
     only_public = learn_acceptance([public]).lookup(LLAMA_70B, "eagle3", "vllm")
     assert only_public is not None and "measured public row" in only_public[1]
+
+
+def test_auto_falls_back_to_n_gram_only_for_a_model_with_neither_mtp_nor_eagle3(
+    catalog: Catalog,
+) -> None:
+    llama31 = catalog.model("meta-llama/Llama-3.1-70B-Instruct")
+    assert auto_methods(llama31, "vllm") == ("mtp", "eagle3", "ngram")
+    assert searched_methods("auto", llama31, "sglang") == ("mtp", "eagle3", "ngram")
+    # a model with MTP layers or a published draft is not searched with n-gram as well
+    for model in (R1, LLAMA_70B, "zai-org/GLM-4.6"):
+        assert auto_methods(catalog.model(model), "vllm") == AUTO_METHODS, model
+    # GLM's MTP layers TensorRT-LLM does not run, and it has no EAGLE-3 draft: n-gram there
+    assert "ngram" in auto_methods(catalog.model("zai-org/GLM-4.6"), "trtllm")
+    # an architecture without a card: n-gram unless it has MTP layers
+    assert "ngram" in auto_methods(llama31.architecture, "vllm")
+    assert auto_methods(catalog.model(R1).architecture, "vllm") == AUTO_METHODS
+    assert searched_methods("auto") == AUTO_METHODS and searched_methods("off") == ()
+    with pytest.raises(InvalidInputError, match="speculative"):
+        searched_methods("medusa")
+
+
+def test_a_speculative_plan_says_why_and_what_its_acceptance_rests_on(catalog: Catalog) -> None:
+    llama31 = catalog.model("meta-llama/Llama-3.1-70B-Instruct")
+    why = speculation_reason(llama31, "vllm", "ngram", "n-gram k=3, 1.86 tokens/step")
+    assert "auto's method for meta-llama/Llama-3.1-70B-Instruct" in why
+    assert "workload's own, assumed here (n-gram k=3, 1.86 tokens/step)" in why
+    assert "Verify run" in why
+    # n-gram asked for on a model with a draft: no fallback claimed
+    llama33 = catalog.model(LLAMA_70B)
+    assert "auto's method" not in speculation_reason(llama33, "vllm", "ngram", None)
+    eagle = speculation_reason(llama33, "vllm", "eagle3", "published")
+    assert "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B" in eagle and "(published)" in eagle
+    assert speculation_reason(catalog.model(R1), "sglang", "mtp", None).startswith("MTP")
+    assert speculation_reason(llama31, "vllm", "none", "x") == ""
