@@ -12,7 +12,7 @@ TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
 
     log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
                                   + d_family/gpu + d_entrypoint + d_family/kind
-                                  + d_release/kind
+                                  + d_release/kind + b_kind x age (release age, below)
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1), every other d ~ N(0, 0.5^2)
 
 ``kind`` is dense or MoE. The release/kind level exists because an engine's MoE kernels mature
@@ -22,6 +22,33 @@ rows pulled the MoE level of the whole engine down, and every current MoE releas
 slow (leave-one-source-out, GPUStack's vLLM MoE rows at 0.37-0.6x measured throughput). With
 it, an old release's MoE slowness stays with that release: held out by source, throughput error
 32.8 -> 32.0% median, TTFT 46 -> 44% median and 78 -> 72% mean, TPOT p90 129 -> 112%.
+
+Release age: a release the data never saw gets 0 at the release levels, i.e. its family/kind
+level, and the old releases dominated that (held out by source, GPUStack's 2025 H2 MoE rows
+on vLLM 0.10/0.11 and SGLang 0.5 took a routed-expert GEMM coefficient 2-3x their own, from
+dstack's early-2025 DeepSeek runs). So the MoE kernels' terms (TREND_TERMS: expert_gemm,
+expert_read, expert_activation) get a slope in the release's date on top:
+
+    log c[...] += b_kind x age,   age = (release date - TREND_REFERENCE) / 365.25 days
+    b_moe ~ N(0, SIGMA_TREND^2), SIGMA_TREND = 1 (log units a year)
+
+with the release's date from :mod:`planner.perf.releases` (the series' first PyPI upload, SGLang
+0.4's patch releases one by one). An unseen release is then predicted at its date's level, a
+measured one keeps its own deviation around the line. One slope shared by the engine families,
+not one each: a family has two to four dated MoE releases in the data, mixed with their GPUs and
+sources (SGLang's straddle a single series boundary; TensorRT-LLM 1.2's rows are GPUStack's
+only), which a slope per family would fit noise on; the shared one is set by vLLM 0.7 -> 0.13,
+SGLang 0.4.2 -> 0.5.6 and TensorRT-LLM 0.17 -> 1.2 together. Only MoE rows get one
+(TREND_KINDS): a dense layer-floor slope moved nothing held out but vLLM's dense TPOT (6.5 ->
+10.4% median; 8.6% with the MoE slope alone); the MoE layer floor's slope came out -0.17 +- 0.40
+a year and left the held-out medians within 0.1 point, so the floor keeps its release x kind
+levels only. A release without a date (Tandemn's unversioned ``vllm``, TensorRT-LLM's ``1.x``
+tables, NIM, a series outside the table) has age 0, i.e. no trend: its family/kind level at the
+reference date, as before. Fitted on the shipped rows the MoE slope is -0.56 +- 0.42 a year on
+the expert GEMM (the two expert streaming terms' stay at their prior, -0.05 and -0.01 +- 0.9).
+Held out by source: output tok/s 31.2 -> 30.4% median error, TTFT 43.7 -> 38.2%, TPOT 27.5 ->
+28.0%; GPUStack's vLLM MoE rows tok/s 45 -> 37%, TTFT 56 -> 37%, TPOT 81 -> 51%; closed loops
+and rates of 2025-07+ releases tok/s 15.2 -> 14.4%, TTFT 34.5 -> 34.7%.
 
 A level key gets a parameter only for the terms its rows exercise (no NVLink term for a PCIe-only
 GPU). So a GPU with few measurements stays near its generation's coefficients (a Blackwell B300
@@ -51,6 +78,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import NamedTuple
 
 import numpy as np
@@ -64,6 +92,7 @@ from planner.perf.latency_stats import (
     VLLM_TTFT_BUCKETS_S,
     histogram_quantile,
 )
+from planner.perf.releases import release_date
 from planner.perf.scenario import Scenario, dataset_lengths, entrypoint_of
 from planner.perf.simulator import SimTrace, simulate
 from planner.perf.step_time import (
@@ -150,6 +179,20 @@ TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
 ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
 METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}
 METRICS = ("output_tok_per_s", "ttft", "itl")
+#: the terms whose release deviations follow the release's date (the MoE kernels': module
+#: docstring, "Release age")
+TREND_TERMS: tuple[str, ...] = ("expert_gemm", "expert_read", "expert_activation")
+#: the model kinds that get a slope (module docstring: a dense one moved only dense TPOT)
+TREND_KINDS: tuple[str, ...] = ("moe",)
+#: the date the trend is measured from: a release of this date gets none of it (mid-2025, the
+#: middle of the dated releases the shipped rows ran: vLLM 0.6 2024-09 to 0.13 2025-12)
+TREND_REFERENCE = date(2025, 6, 1)
+#: prior standard deviation of a kind's slope (log units a year): DeepSeek on vLLM 0.7 and
+#: SGLang 0.4.3 (early 2025) at half of late 2025's speed is log(2) a year, under 1 sigma
+SIGMA_TREND = 1.0
+#: the pseudo-level of FittedCoefficients.levels that holds the slopes, by model kind
+TREND_LEVEL = "trend"
+_TREND_MASK = np.array([f in TREND_TERMS for f in FITTED])
 
 
 def level_fits(level: str) -> np.ndarray:
@@ -480,6 +523,23 @@ class CoefficientKey(NamedTuple):
     entrypoint: str | None = None
     kind: str | None = None
     generation: str | None = None
+    #: the release's date (:func:`planner.perf.releases.release_date`, patch-level for SGLang
+    #: 0.4); None: the series' date from ``version`` when the table has it (:func:`release_age`)
+    released: date | None = None
+
+
+def release_age(key: CoefficientKey) -> float:
+    """Years from TREND_REFERENCE to the key's release: its ``released`` date, else its
+    ``version`` series' first upload (:mod:`planner.perf.releases`); 0 (no trend) for a release
+    without a date: an unversioned row (Tandemn's ``vllm``, TensorRT-LLM's ``1.x`` tables), a
+    packaged variant (NIM) or a series outside the table."""
+    released = key.released
+    if released is None and key.version is not None:
+        family, _, series = key.version.partition(":")
+        released = release_date(family, series)
+    if released is None:
+        return 0.0
+    return (released - TREND_REFERENCE).days / 365.25
 
 
 def gpu_generation(gpu: GPU) -> str:
@@ -509,13 +569,19 @@ def gpu_generation(gpu: GPU) -> str:
 
 
 def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
+    version = version_key(scenario)
+    family = dep.family
+    # dated only where the key is the engine's own major.minor (not a packaged variant's name)
+    series = version.partition(":")[2] if version is not None else ""
+    dated = series[:1].isdigit()
     return CoefficientKey(
-        family=dep.family,
+        family=family,
         gpu=dep.gpu.gpu_id,
-        version=version_key(scenario),
+        version=version,
         entrypoint=entrypoint_of(scenario),
         kind="moe" if dep.card.architecture.is_moe else "dense",
         generation=gpu_generation(dep.gpu),
+        released=release_date(family, scenario.engine_version) if dated else None,
     )
 
 
@@ -562,6 +628,9 @@ class FittedCoefficients:
         for level, name in level_keys(key).items():
             if name is not None and name in self.levels.get(level, {}):
                 theta += self.levels[level][name]
+        slope = self.levels.get(TREND_LEVEL, {}).get(key.kind or "")
+        if slope is not None:
+            theta += slope * release_age(key)
         return theta
 
     def full_for(self, key: CoefficientKey) -> np.ndarray:
@@ -615,6 +684,11 @@ class FittedCoefficients:
             form += np.diag(unseen)
             ok = found >= 0
             np.add.at(scatter, (found[ok], np.arange(N_FITTED)[ok]), 1.0)
+        # the kind's slope, times the release's age
+        slope_cols = self.columns.get(f"{TREND_LEVEL}:{key.kind}")
+        if slope_cols is not None:
+            ok = slope_cols >= 0
+            np.add.at(scatter, (slope_cols[ok], np.arange(N_FITTED)[ok]), release_age(key))
         return form + scatter.T @ self.covariance @ scatter
 
     def _level_spread_form(self, level: str) -> np.ndarray:
@@ -644,14 +718,18 @@ class _Packed:
     #: (V, offset, weights, log measured, sqrt weight, row, histogram bounds or None)
     med: list[_MedianTarget]
     row_index: np.ndarray  # (n_rows, n_levels): key index per level, -1 when absent
+    row_age: np.ndarray  # (n_rows,): release age in years (release_age), 0 when undated
+    row_kind: list[str | None]  # model kind per row
     level_keys: list[list[str]]
     keys: list[tuple[int, str]]  # (sample index, metric) per data residual, lin first then med
 
 
 def _pack(samples: Sequence[FitSample]) -> _Packed:
     level_keys_: list[list[str]] = [[] for _ in LEVELS]
-    combos: dict[tuple[int, ...], int] = {}
+    combos: dict[tuple[object, ...], int] = {}
     combo_rows: list[tuple[int, ...]] = []
+    combo_age: list[float] = []
+    combo_kind: list[str | None] = []
     lin_V, lin_off, lin_logy, lin_sw, lin_rows = [], [], [], [], []
     med = []
     keys_lin: list[tuple[int, str]] = []
@@ -667,10 +745,14 @@ def _pack(samples: Sequence[FitSample]) -> _Packed:
             if key not in level_keys_[li]:
                 level_keys_[li].append(key)
             idx.append(level_keys_[li].index(key))
-        combo = tuple(idx)
+        # SGLang 0.4's patch releases share a version key but not a date: the age splits rows
+        age = release_age(s.key)
+        combo = (*idx, age)
         if combo not in combos:
             combos[combo] = len(combo_rows)
-            combo_rows.append(combo)
+            combo_rows.append(tuple(idx))
+            combo_age.append(age)
+            combo_kind.append(s.key.kind)
         row = combos[combo]
         for t in s.targets:
             if t.stat == "mean":
@@ -693,6 +775,8 @@ def _pack(samples: Sequence[FitSample]) -> _Packed:
         lin_rows=np.array(lin_rows, dtype=int),
         med=med,
         row_index=np.array(combo_rows, dtype=int).reshape(len(combo_rows), len(LEVELS)),
+        row_age=np.array(combo_age, dtype=float),
+        row_kind=combo_kind,
         level_keys=level_keys_,
         keys=keys_lin + keys_med,
     )
@@ -820,6 +904,17 @@ def fit_coefficients(
             prior_sd_list.append(level_prior_sd(level, sigma)[active])
             colmap[members, li, :] = cols
             column_names[f"{level}:{key}"] = cols
+    # the release-age slopes, one per model kind and trend term its dated rows exercise
+    trend_cols = np.full((n_rows, P), -1, dtype=int)
+    for kind in sorted({k for k in pk.row_kind if k in TREND_KINDS}):
+        members = np.array([k == kind for k in pk.row_kind])
+        active = seen[members & (pk.row_age != 0.0)].any(0) & _TREND_MASK
+        cols = np.full(P, -1, dtype=int)
+        cols[active] = next_col + np.arange(int(active.sum()))
+        next_col += int(active.sum())
+        prior_sd_list.append(np.full(int(active.sum()), SIGMA_TREND))
+        trend_cols[members, :] = cols
+        column_names[f"{TREND_LEVEL}:{kind}"] = cols
     n_params = next_col
     prior_sd = np.concatenate(prior_sd_list)
     fixed = np.zeros(len(FEATURES))
@@ -828,10 +923,12 @@ def fit_coefficients(
     prior_mean = np.zeros(n_params)
     prior_mean[:P] = prior_theta()
     gather = np.where(colmap >= 0, colmap, n_params)  # n_params -> an appended zero
+    trend_gather = np.where(trend_cols >= 0, trend_cols, n_params)
+    age = pk.row_age
 
     def row_theta(x: np.ndarray) -> np.ndarray:
         xx = np.append(x, 0.0)
-        return x[:P][None, :] + xx[gather].sum(axis=1)
+        return x[:P][None, :] + xx[gather].sum(axis=1) + age[:, None] * xx[trend_gather]
 
     def data_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         C = np.tile(fixed, (n_rows, 1))
@@ -882,6 +979,10 @@ def fit_coefficients(
             mask = cols >= 0
             r_idx, k_idx = np.nonzero(mask)
             J[r_idx, cols[mask]] = S[r_idx, k_idx]
+        cols = trend_cols[rows]
+        mask = cols >= 0
+        r_idx, k_idx = np.nonzero(mask)
+        J[r_idx, cols[mask]] = S[r_idx, k_idx] * age[rows[r_idx]]
         J[n_data:, :] = prior_diag
         return J
 
@@ -917,6 +1018,7 @@ def fit_coefficients(
     # (planner.perf.fit_cache stores half the matrix)
     cov = (cov + cov.T) / 2.0
     levels: dict[str, dict[str, np.ndarray]] = {level: {} for level, _ in LEVELS}
+    levels[TREND_LEVEL] = {}
     for name, cols in column_names.items():
         level, key = name.split(":", 1)
         values = np.zeros(P)

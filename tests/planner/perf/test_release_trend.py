@@ -1,0 +1,145 @@
+"""The release-age trend of the MoE kernels' coefficients (planner.perf.calibration, "Release
+age"): a release the data never saw is predicted at its date's level, a release without a
+date gets no trend, and a fit recovers a trend put into its data."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import date
+
+import numpy as np
+import pytest
+
+from planner.perf.calibration import (
+    TREND_LEVEL,
+    TREND_REFERENCE,
+    CoefficientKey,
+    FitSample,
+    coefficient_key,
+    fit_coefficients,
+    release_age,
+)
+from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Scenario
+from planner.perf.step_time import FITTED, IDX
+
+EXPERT_GEMM = FITTED.index("expert_gemm")
+
+
+def _deepseek_on_h200(version: str | None) -> Scenario:
+    return Scenario(
+        model="deepseek-ai/DeepSeek-R1-0528",
+        gpu="H200",
+        tp=8,
+        precision="fp8",
+        engine="vllm",
+        engine_version=version,
+        input_len=1000,
+        output_len=1000,
+        concurrency=32,
+    )
+
+
+def _key(model: PerformanceModel, version: str | None) -> CoefficientKey:
+    scenario = _deepseek_on_h200(version)
+    return coefficient_key(scenario, model.deployment(scenario))
+
+
+def test_the_age_is_the_releases_date_and_none_without_one() -> None:
+    assert release_age(CoefficientKey("vllm", "H200", "vllm:0.14")) == pytest.approx(
+        (date(2026, 1, 20) - TREND_REFERENCE).days / 365.25
+    )
+    # a patch-level date wins over the series' (SGLang 0.4 ran eight months)
+    patch = CoefficientKey("sglang", "H200", "sglang:0.4", released=date(2025, 7, 31))
+    assert release_age(patch) == pytest.approx((date(2025, 7, 31) - TREND_REFERENCE).days / 365.25)
+    for version in (None, "vllm:0.99", "trtllm:nim-tensorrt-llm"):
+        assert release_age(CoefficientKey("vllm", "H200", version)) == 0.0
+
+
+def test_scenarios_carry_their_releases_date(model: PerformanceModel) -> None:
+    assert _key(model, "0.11.0").released == date(2025, 10, 4)
+    sglang = _deepseek_on_h200("0.4.10.post1").model_copy(update={"engine": "sglang"})
+    assert coefficient_key(sglang, model.deployment(sglang)).released == date(2025, 7, 31)
+    # Tandemn's unversioned "vllm", TensorRT-LLM's "1.x" tables, a release past the table
+    for version in ("vllm", "1.x (developer-guide perf-overview)", "0.99.1", None):
+        assert _key(model, version).released is None
+
+
+def test_an_unseen_newer_release_moves_the_moe_expert_gemm_the_fitted_way(
+    model: PerformanceModel,
+) -> None:
+    """vLLM 0.14 (2026-01-20) is in no measured row: its routed-expert GEMM coefficient is the
+    family's times exp(slope x age), below it since the shipped fit's MoE slope is negative;
+    a dense model's coefficients do not move with the date."""
+    fitted = model.fitted
+    assert fitted is not None
+    slope = fitted.levels[TREND_LEVEL]["moe"]
+    assert slope[EXPERT_GEMM] < -0.2  # newer releases' MoE GEMMs run faster
+    unseen, undated = _key(model, "0.14.0"), _key(model, "0.99.0")
+    assert not fitted.known("version", unseen.version)
+    age = release_age(unseen)
+    assert age > 0.5
+    c_unseen, c_undated = fitted.full_for(unseen), fitted.full_for(undated)
+    ratio = c_unseen[IDX["expert_gemm"]] / c_undated[IDX["expert_gemm"]]
+    assert ratio == pytest.approx(math.exp(slope[EXPERT_GEMM] * age), rel=1e-9)
+    assert ratio < 0.9
+    # the terms the trend leaves alone are the family's either way
+    assert c_unseen[IDX["gemm"]] == pytest.approx(c_undated[IDX["gemm"]], rel=1e-12)
+    dense_new = unseen._replace(kind="dense")
+    dense_undated = undated._replace(kind="dense")
+    dense_slope = fitted.levels[TREND_LEVEL].get("dense", np.zeros(len(FITTED)))
+    assert dense_slope[EXPERT_GEMM] == 0.0
+    assert fitted.full_for(dense_new)[IDX["gemm"]] == pytest.approx(
+        fitted.full_for(dense_undated)[IDX["gemm"]], rel=1e-12
+    )
+
+
+def test_a_release_without_a_date_gets_no_trend(model: PerformanceModel) -> None:
+    """Unversioned and out-of-table releases are predicted with the family/kind level as it is
+    (age 0): exactly the coefficients of a key without a version, and the same variance form's
+    trend part (none)."""
+    fitted = model.fitted
+    assert fitted is not None
+    for version in ("vllm", "0.99.0"):
+        key = _key(model, version)
+        no_version = key._replace(version=None, released=None)
+        np.testing.assert_array_equal(fitted.theta_for(key), fitted.theta_for(no_version))
+
+
+def test_the_prediction_variance_counts_the_slopes_spread(model: PerformanceModel) -> None:
+    """The slope is uncertain: a release far from the reference date gets a wider spread on
+    the expert GEMM than the same unseen release at age 0."""
+    fitted = model.fitted
+    assert fitted is not None
+    shares = np.zeros(len(FITTED))
+    shares[EXPERT_GEMM] = 1.0
+    far = _key(model, "0.99.0")._replace(released=date(2027, 6, 1))
+    undated = _key(model, "0.99.0")
+    assert fitted.log_variance(far, shares) > fitted.log_variance(undated, shares)
+
+
+def test_a_fit_recovers_a_trend_put_into_its_data(model: PerformanceModel) -> None:
+    """Synthetic data from the fitted coefficients with every MoE release's expert GEMM made
+    exp(-0.6 x age) faster again: the refit's MoE slope moves by about -0.6."""
+    fitted = model.fitted
+    assert fitted is not None
+    base_slope = float(fitted.levels[TREND_LEVEL]["moe"][EXPERT_GEMM])
+    extra = -0.6
+    chosen: list[FitSample] = []
+    for s in model.samples:
+        if s.key.kind != "moe" or release_age(s.key) == 0.0:
+            continue
+        c = np.array(fitted.full_for(s.key))
+        c[IDX["expert_gemm"]] *= math.exp(extra * release_age(s.key))
+        targets = [
+            replace(t, log_measured=math.log(float(t.V[0] @ c - t.offset[0])))
+            for t in s.targets
+            if t.stat == "mean" and float(t.V[0] @ c - t.offset[0]) > 0
+        ]
+        if targets:
+            chosen.append(FitSample(s.result, s.scenario, s.dep, s.trace, targets))
+    assert len({s.key.version for s in chosen}) >= 6
+    refit = fit_coefficients(chosen, initial=fitted)
+    slope = float(refit.levels[TREND_LEVEL]["moe"][EXPERT_GEMM])
+    assert slope - base_slope == pytest.approx(extra, abs=0.25)
