@@ -69,3 +69,15 @@ def test_a_tpot_slo_speculation_would_meet_gets_the_flag(prior: PerformanceModel
     assert missed.fix.what_if.after.tpot_ms_p50 < 30
     met = _finding(prior, plan, 1, 0.02)
     assert met.status == "clear"
+
+
+def test_a_model_without_mtp_or_a_draft_gets_auto_s_n_gram(prior: PerformanceModel) -> None:
+    """Llama-3.1-70B has no MTP layers and no published EAGLE-3 draft: as the search's auto
+    does, Diagnose tries n-gram for it, and says why the other two are not offered."""
+    plan = {**PLAN, "model": "meta-llama/Llama-3.1-70B-Instruct", "slo_tpot_p99_ms": 30}
+    missed = _finding(prior, plan, 1, 0.05)
+    names = [e.name for e in missed.evidence]
+    assert "predicted p99 TPOT with n-gram" in names
+    assert not any("EAGLE-3" in name or "MTP" in name for name in names)
+    assert missed.status == "found" and "n-gram" in missed.headline, missed.headline
+    assert missed.fix is not None and '"method":"ngram"' in missed.fix.changes[0].vllm

@@ -23,7 +23,7 @@ from planner.diagnosis.checks.base import cannot_judge, finding, percentile
 from planner.diagnosis.evidence import RunEvidence
 from planner.diagnosis.findings import Evidence, Finding, Fix, FlagChange
 from planner.diagnosis.whatif import DiagnosisContext, apply_fix, saved_usd_per_hour, with_what_if
-from planner.perf.speculative import AUTO_METHODS, METHOD_LABELS, unsupported_reason
+from planner.perf.speculative import METHOD_LABELS, auto_methods, unsupported_reason
 
 KEY = "speculation"
 #: a speculative run loses when its prediction without speculation is this much faster a token
@@ -155,7 +155,8 @@ def _not_speculating(ev: RunEvidence, ctx: DiagnosisContext) -> Finding:
         )
     card = ctx.catalog.model(sc.model)
     tried: list[str] = []
-    for method in AUTO_METHODS:
+    # what the search's auto tries: MTP, EAGLE-3, and n-gram for a model with neither
+    for method in auto_methods(card, sc.engine_family):
         reason = unsupported_reason(
             card, sc.engine_family, method, sc.pp, sc.data_parallel_size or 1
         )
