@@ -36,10 +36,15 @@ MLA = ("fine-grained MoE", "MLA")
 
 
 def _held(
-    need: float, family: str, classes: tuple[str, ...] = ("dense GQA",), reasons: int = 0
+    need: float,
+    family: str,
+    classes: tuple[str, ...] = ("dense GQA",),
+    reasons: int = 0,
+    load: str | None = None,
+    metrics: tuple[str, ...] = ("ttft", "output_tok_per_s"),
 ) -> HeldOut:
-    """A row whose measured TTFT (and throughput) needs ``need`` own half-widths: measured
-    100 x 1.25^need against 100 predicted."""
+    """A row run under ``load`` whose measured ``metrics`` (TTFT and throughput) need ``need``
+    own half-widths: measured 100 x 1.25^need against 100 predicted."""
     arch = SimpleNamespace(model_classes=classes, total_params=8e9, active_params=8e9, is_moe=False)
     dep = SimpleNamespace(
         card=SimpleNamespace(architecture=arch),
@@ -53,13 +58,13 @@ def _held(
         family=family,
         gpu="H100-SXM",
         dep=dep,
-        result=SimpleNamespace(precision="bf16"),
+        result=SimpleNamespace(precision="bf16", load=load, engine_version=None),
     )
     measured = 100.0 * 1.25**need
     return HeldOut(
         sample=sample,
         fold="f",
-        measured={"ttft": measured, "output_tok_per_s": measured},
+        measured=dict.fromkeys(metrics, measured),
         predicted={"output_tok_per_s": 100.0, "ttft": 100.0, "tpot": 20.0},
         roofline={},
         low=80.0,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
 from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
-    INTERVAL_METRICS,
     LOAD_GROUPS,
     MIN_MULTIPLIER,
     IntervalCalibration,
@@ -33,6 +31,8 @@ from planner.perf.validation import (
     interval_coverage,
     shrunk_factor,
 )
+from tests.planner.perf.test_interval_families import _held as held_row
+from tests.planner.perf.test_interval_families import _pooled as pooled
 
 CLOSED, BURST = LOAD_GROUPS
 #: own factors (before widening) of every row below: -/+ log(1.25) in log space
@@ -42,44 +42,11 @@ OWN = (0.8, 1.25)
 def _held(need: float, load: str, family: str = "vllm") -> HeldOut:
     """A row whose measured TTFT needs ``need`` own half-widths (measured 100 x 1.25^need
     against 100 predicted), run under ``load``."""
-    arch = SimpleNamespace(
-        model_classes=("dense GQA",), total_params=8e9, active_params=8e9, is_moe=False
-    )
-    dep = SimpleNamespace(
-        card=SimpleNamespace(architecture=arch),
-        tp=1,
-        pp=1,
-        data_parallel_size=1,
-        expert_parallel=False,
-    )
-    sample = SimpleNamespace(
-        key=SimpleNamespace(version=None),
-        family=family,
-        gpu="H100-SXM",
-        dep=dep,
-        result=SimpleNamespace(precision="bf16", load=load, engine_version=None),
-    )
-    measured = 100.0 * 1.25**need
-    return HeldOut(
-        sample=sample,
-        fold="f",
-        measured={"ttft": measured},
-        predicted={"output_tok_per_s": 100.0, "ttft": 100.0, "tpot": 20.0},
-        roofline={},
-        low=80.0,
-        high=125.0,
-        far=False,
-        own_low=OWN[0],
-        own_high=OWN[1],
-        own=dict.fromkeys(INTERVAL_METRICS, OWN),
-    )
+    return held_row(need, family, load=load, metrics=("ttft",))
 
 
 def _pooled(multiplier: float = 2.0) -> IntervalCalibration:
-    neutral = IntervalCalibration.neutral()
-    return IntervalCalibration(
-        dict.fromkeys(CALIBRATED_METRICS, (multiplier,) * 4), neutral.release_spread
-    )
+    return pooled(multiplier)
 
 
 def test_every_load_kind_has_its_group() -> None:
