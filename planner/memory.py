@@ -697,6 +697,13 @@ def plan_memory(
     )
 
 
+def utilization_ceiling(cuda_total: float, framework: float, cuda_graph: float) -> float:
+    """The largest gpu_memory_utilization that still leaves outside vLLM's budget what vLLM
+    keeps there: the CUDA graph pool and the CUDA context and communication buffers taken
+    before its start-up snapshot (``framework``), as a share of the memory CUDA reports."""
+    return (cuda_total - framework - cuda_graph) / cuda_total
+
+
 def _utilization_hint(
     stage: StageMemory,
     arch: ModelArchitecture,
@@ -717,7 +724,7 @@ def _utilization_hint(
     need = _vllm_max_len_bytes(stage, arch, model_len, mnbt, block)
     fixed = stage.weights_bytes + stage.activation_bytes + non_torch
     needed = math.ceil((fixed + need) / cuda_total * 100) / 100
-    ceiling = (cuda_total - framework - cuda_graph) / cuda_total
+    ceiling = utilization_ceiling(cuda_total, framework, cuda_graph)
     fixes = []
     if utilization < needed <= ceiling:
         fixes.append(f"--gpu-memory-utilization {needed:.2f} starts it")
@@ -995,5 +1002,6 @@ __all__ = [
     "plan_memory",
     "pp_layer_split",
     "stage_weight_bytes",
+    "utilization_ceiling",
     "weight_bytes",
 ]

@@ -20,12 +20,12 @@ from planner.memory import (
     ACTIVATION_BYTES_PER_LOGIT,
     MemoryPlan,
     plan_memory,
+    utilization_ceiling,
 )
 
 #: the largest mem_fraction_static (SGLang) or gpu_memory_utilization (vLLM) the planner raises
 #: an engine's default to so that the server starts
-SGLANG_MAX_RAISED_FRACTION = 0.97
-MAX_RAISED_FRACTION = SGLANG_MAX_RAISED_FRACTION
+MAX_RAISED_FRACTION = 0.97
 #: What SGLang finds already taken when it measures the GPU before loading the weights (CUDA
 #: context, NCCL and custom all-reduce buffers, the driver's own share), with TP > 1: its
 #: ``mem_fraction_static`` is a share of that measured free memory, not of the GPU
@@ -72,7 +72,7 @@ def sglang_fraction_that_starts(
     outside the pool what the memory planner accounts a GPU really uses there (vLLM-measured
     terms, :mod:`planner.memory`): the hidden states of one chunk (tokens x hidden x 2.56 B),
     the fp32 logits of a decode batch as large as the CUDA graphs (graph_batch x vocab x
-    38.26 B), non-torch memory and CUDA graphs. Capped at :data:`SGLANG_MAX_RAISED_FRACTION`.
+    38.26 B), non-torch memory and CUDA graphs. Capped at :data:`MAX_RAISED_FRACTION`.
     """
     chunk = plan.max_num_batched_tokens
     activation = chunk * hidden * ACTIVATION_BYTES_PER_HIDDEN
@@ -80,7 +80,7 @@ def sglang_fraction_that_starts(
     outside = activation + plan.non_torch_bytes + plan.cuda_graph_bytes
     free = sglang_preload_free_bytes(plan)
     fraction = (free - outside) / free
-    return round(min(fraction, SGLANG_MAX_RAISED_FRACTION), 3)
+    return round(min(fraction, MAX_RAISED_FRACTION), 3)
 
 
 def vllm_utilization_that_starts(plan: MemoryPlan) -> float:
@@ -93,10 +93,10 @@ def vllm_utilization_that_starts(plan: MemoryPlan) -> float:
     CUDA context and communication buffers taken before its start-up snapshot), in hundredths,
     capped at :data:`MAX_RAISED_FRACTION`: 0.97 on a B200 (1.0 + 1.54 GiB of 178.6 leave
     0.985), 0.96 on an 80 GB H100."""
-    visible = plan.cuda_visible_bytes
-    outside = plan.cuda_graph_bytes + plan.framework_overhead_bytes
-    fraction = math.floor((visible - outside) / visible * 100) / 100
-    return min(fraction, MAX_RAISED_FRACTION)
+    ceiling = utilization_ceiling(
+        plan.cuda_visible_bytes, plan.framework_overhead_bytes, plan.cuda_graph_bytes
+    )
+    return min(math.floor(ceiling * 100) / 100, MAX_RAISED_FRACTION)
 
 
 def plan_capacity(

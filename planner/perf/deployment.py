@@ -38,6 +38,9 @@ ACTIVATION_BYTES = 2.0  # all-reduce and pipeline tensors travel in 16-bit
 #: vLLM V1 captures CUDA graphs for steps of up to this many tokens (compilation config
 #: max_capture_size); larger steps launch every kernel.
 VLLM_CUDA_GRAPH_MAX_TOKENS = 512
+#: how a deployment's note on its speculation begins (the recommendation reads the acceptance
+#: source back from it: planner.recommend.costing)
+SPECULATION_NOTE = "speculative decoding: "
 
 
 @dataclass(frozen=True)
@@ -517,7 +520,7 @@ def resolve_deployment(
     )
     if speculation is not None:
         notes.append(
-            f"speculative decoding: {speculation.label} (acceptance "
+            f"{SPECULATION_NOTE}{speculation.label} (acceptance "
             f"{speculation.acceptance_rate:.2f} a position: {speculation.acceptance_source})"
         )
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None

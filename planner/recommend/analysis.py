@@ -299,8 +299,8 @@ def speculation_comparison(result: RecommendationResult) -> str | None:
     method = spec.engine_settings.label.split(", ")[-1]
     accepted = spec.pred_spec_accept_len or 1.0
     with_words = f"With {method} ({accepted:.2f} tokens accepted a step): {_plan_words(spec)}"
+    why = f" Why: {spec.spec_reason}." if spec.spec_reason else ""
     if plain is None:
-        why = f" Why: {spec.spec_reason}." if spec.spec_reason else ""
         return f"{with_words}. Without speculation no configuration meets the SLOs.{why}"
     saving = 1.0 - spec.usd_per_million_output_tokens / plain.usd_per_million_output_tokens
     if saving > 0.005:
@@ -310,7 +310,6 @@ def speculation_comparison(result: RecommendationResult) -> str | None:
     else:
         gain = "the same cost per output token"
     faster = plain.pred_tpot_ms_p99 - spec.pred_tpot_ms_p99
-    why = f" Why: {spec.spec_reason}." if spec.spec_reason else ""
     return (
         f"{with_words}. Without: {_plan_words(plain)}. At the same SLOs {gain}"
         + (f", and {faster:,.1f} ms faster per token at p99." if faster > 0 else ".")

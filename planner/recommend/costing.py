@@ -16,6 +16,7 @@ from planner.engine_command import launch_command
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.owned import deployment_energy
+from planner.perf.deployment import SPECULATION_NOTE
 from planner.perf.speculative import speculation_reason
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
 from planner.recommend.capacity import CapacityResult, plan_load, seats, slo_straddles
@@ -184,14 +185,12 @@ def plan_price(provider: str, price: Price) -> PlanPrice:
     )
 
 
-#: how a deployment's note on its speculation begins (planner.perf.deployment)
-_SPEC_NOTE = "speculative decoding: "
-
-
 def _acceptance_note(notes: Sequence[str]) -> str | None:
     """The prediction's note on its speculation (method, draft length, acceptance and its
     source), without its prefix; None when it made none."""
-    return next((n.removeprefix(_SPEC_NOTE) for n in notes if n.startswith(_SPEC_NOTE)), None)
+    return next(
+        (n.removeprefix(SPECULATION_NOTE) for n in notes if n.startswith(SPECULATION_NOTE)), None
+    )
 
 
 def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> Recommendation:
