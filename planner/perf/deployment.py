@@ -19,9 +19,15 @@ import math
 from dataclasses import dataclass
 
 from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelArchitecture, ModelCard
-from planner.engine import FAMILIES, EngineConfig, sglang_defaults
+from planner.engine import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    FAMILIES,
+    TRTLLM_FREE_GPU_MEMORY_FRACTION,
+    EngineConfig,
+    sglang_defaults,
+)
 from planner.errors import InvalidInputError
-from planner.perf.capacity import plan_capacity
+from planner.perf.capacity import CapacityPlan, plan_capacity
 from planner.perf.scenario import Scenario
 from planner.perf.speculative import (
     SGLANG_SPEC_MAX_RUNNING_REQUESTS,
@@ -548,16 +554,10 @@ def resolve_deployment(
     max_batched = engine.max_num_batched_tokens
     assert block_size and max_num_seqs and max_batched
     default_fraction = scenario.gpu_memory_utilization is None
-    plan = plan_capacity(
-        card,
-        gpu,
-        tp=tp,
-        pp=pp,
-        precision=precision,
-        engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
-        sglang_graph_batch=graphs if default_fraction and family == "sglang" else None,
-        raise_vllm_default=default_fraction and family == "vllm",
-    )
+    plan = startup_capacity(
+        card, gpu, tp=tp, pp=pp, precision=precision, engine=engine,
+        raise_default=default_fraction,
+    )  # fmt: skip
     if plan.raised_fraction is not None:
         setting, flag = (
             ("mem_fraction_static", "--mem-fraction-static")
@@ -636,6 +636,53 @@ def resolve_deployment(
         new_token_ratio=new_token_ratio,
         notes=tuple(notes),
         speculation=speculation,
+    )
+
+
+def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) -> float:
+    """The memory share ``engine`` starts with on ``gpu`` at TP x PP when none is stated:
+    vLLM's ``gpu_memory_utilization`` (0.9), SGLang's ``mem_fraction_static`` for the layout
+    (:func:`planner.engine.sglang_defaults`, its ``--tp-size`` every GPU of a stage) or
+    TensorRT-LLM's ``free_gpu_memory_fraction`` (0.9 of the memory left after the weights)."""
+    if engine.family == "sglang":
+        dp = engine.data_parallel_size
+        return sglang_defaults(gpu, dp, tp=tp * dp, pp=pp).mem_fraction_static
+    if engine.family == "trtllm":
+        return TRTLLM_FREE_GPU_MEMORY_FRACTION
+    return DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def startup_capacity(
+    card: ModelCard,
+    gpu: GPU,
+    *,
+    tp: int,
+    pp: int,
+    precision: str,
+    engine: EngineConfig,
+    raise_default: bool,
+) -> CapacityPlan:
+    """The KV capacity one replica starts with (:func:`planner.perf.capacity.plan_capacity`),
+    as a deployment asks it: the KV dtype the engine runs (:func:`kv_dtype_bytes`) and, with
+    ``raise_default`` (no share stated), vLLM's or SGLang's default share raised to what starts
+    the server where the default would not (``CapacityPlan.raised_fraction``). ``engine`` is
+    resolved, with SGLang's share its default (:func:`default_memory_fraction`) when none is
+    stated. The recommendation's search judges a layout with the same call."""
+    family = engine.family
+    kv_bpe = kv_dtype_bytes(engine, precision)
+    graphs = None
+    if raise_default and family == "sglang":
+        dp = engine.data_parallel_size
+        graphs = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp).cuda_graph_max_bs
+    return plan_capacity(
+        card,
+        gpu,
+        tp=tp,
+        pp=pp,
+        precision=precision,
+        engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
+        sglang_graph_batch=graphs,
+        raise_vllm_default=raise_default and family == "vllm",
     )
 
 
