@@ -59,6 +59,11 @@ class LayoutCandidate(BaseModel):
     reason: str | None = None
     notes: list[str] = Field(default_factory=list)
     memory: MemoryPlan | None = None
+    #: the engine's memory share (vLLM ``--gpu-memory-utilization``, SGLang
+    #: ``--mem-fraction-static``) raised above its default because the layout does not start
+    #: at the default (:mod:`planner.recommend.startup`; ``engine`` states it); None: the
+    #: default, or the share the user stated, is kept
+    raised_memory_fraction: float | None = None
 
     @property
     def replicas(self) -> int:

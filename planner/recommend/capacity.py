@@ -23,6 +23,7 @@ from planner.catalog import Catalog
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError, PlannerError
 from planner.layouts import LayoutCandidate
+from planner.perf.deployment import default_memory_fraction
 from planner.perf.edge_search import EdgeHint
 from planner.perf.scenario import Prediction, Scenario, engine_fields
 from planner.plan import Load, Slo
@@ -32,6 +33,7 @@ from planner.recommend.request import (
     RecommendRequest,
     grid_value,
 )
+from planner.recommend.startup import memory_stated
 
 if TYPE_CHECKING:
     from planner.perf.model import PerformanceModel
@@ -492,12 +494,22 @@ class PerfPredictor:
                 "enable_expert_parallel": layout.expert_parallel,
                 "spec_method": layout.engine.spec_method,
                 "num_spec_tokens": layout.engine.num_spec_tokens,
+                **raised_memory(layout),
             }
         )
+        fields = engine_fields(engine)
+        if not memory_stated(engine):
+            # predicted at the share the plan's command starts the engine with: its default
+            # (SGLang's depends on the GPU and the layout), never raised behind the command's
+            # back (a raised share is the layout's: planner.recommend.startup)
+            gpu = catalog.gpu(inst.gpu_id)
+            fields["gpu_memory_utilization"] = default_memory_fraction(
+                engine, gpu, tp=layout.tp, pp=layout.pp
+            )
         # saturation: a full closed loop
         load_kind: Literal["rate", "concurrency"] = "rate" if kind == "rate" else "concurrency"
         return Scenario(
-            **engine_fields(engine),
+            **fields,
             model=card.hf_id,
             precision=layout.precision,
             gpu=inst.gpu_id,
@@ -512,6 +524,12 @@ class PerfPredictor:
             instance=layout.instance,
             nodes=math.ceil(gpus / inst.gpus),
         )
+
+
+def raised_memory(layout: LayoutCandidate) -> dict[str, float]:
+    """The engine update that states a layout's raised memory share (none at the default)."""
+    raised = layout.raised_memory_fraction
+    return {} if raised is None else {"gpu_memory_utilization": raised}
 
 
 def perf_predictor(

@@ -16,11 +16,18 @@ from planner.engine_command import launch_command
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.owned import deployment_energy
-from planner.perf.deployment import SPECULATION_NOTE
+from planner.perf.deployment import SPECULATION_NOTE, default_memory_fraction
 from planner.perf.speculative import speculation_reason
 from planner.plan import Plan, PlanCost, PlanPrediction, PlanPrice
-from planner.recommend.capacity import CapacityResult, plan_load, seats, slo_straddles
+from planner.recommend.capacity import (
+    CapacityResult,
+    plan_load,
+    raised_memory,
+    seats,
+    slo_straddles,
+)
 from planner.recommend.request import Recommendation, RecommendRequest
+from planner.recommend.startup import memory_note
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
 
@@ -47,6 +54,11 @@ class Quote:
     max_rps_per_replica: float
     pred_output_tok_per_s_per_replica: float
     pred_ttft_ms_p99: float
+
+    @property
+    def memory_raised(self) -> bool:
+        """The layout starts only at a memory share raised above its engine's default."""
+        return self.layout.raised_memory_fraction is not None
 
 
 def quote(
@@ -119,8 +131,27 @@ def resolved_engine(
             "enable_expert_parallel": layout.expert_parallel,
             "spec_method": layout.engine.spec_method,
             "num_spec_tokens": layout.engine.num_spec_tokens,
+            **raised_memory(layout),
         }
     ).resolved(catalog.gpu(inst.gpu_id))
+
+
+def memory_columns(
+    catalog: Catalog, layout: LayoutCandidate, engine: EngineConfig
+) -> dict[str, object]:
+    """A plan's memory share: what its engine runs with (``memory_fraction``: vLLM's
+    gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
+    kv_cache_free_gpu_memory_fraction), whether it is raised above the engine's default and
+    the note that says what that costs (:mod:`planner.recommend.startup`)."""
+    gpu = catalog.gpu(catalog.instance(layout.instance).gpu_id)
+    default = default_memory_fraction(engine, gpu, tp=layout.tp, pp=layout.pp)
+    raised = layout.raised_memory_fraction
+    stated = "gpu_memory_utilization" in engine.model_fields_set
+    return {
+        "memory_fraction": engine.gpu_memory_utilization if stated else default,
+        "memory_raised": raised is not None,
+        "memory_note": "" if raised is None else memory_note(engine.family, raised, default),
+    }
 
 
 class _Costed(Protocol):
@@ -240,6 +271,7 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         spec_method=engine.spec_method,
         num_spec_tokens=engine.num_spec_tokens,
         pred_spec_accept_len=prediction.spec_accept_len,
+        **memory_columns(catalog, layout, engine),
         spec_reason=speculation_reason(
             catalog.model(request.model),
             engine.family,

@@ -157,6 +157,15 @@ class Recommendation(BaseModel):
     #: (:func:`planner.perf.speculative.speculation_reason`); "" without speculation
     spec_reason: str = ""
     engine_settings: EngineConfig = Field(description="resolved: what the plan runs with")
+    #: the engine's memory share the plan starts and is predicted with (vLLM's
+    #: gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
+    #: kv_cache_free_gpu_memory_fraction; None: not stated, e.g. a disaggregated plan's)
+    memory_fraction: float | None = None
+    #: the layout starts only with the share raised above the engine's default
+    #: (planner.recommend.startup); its launch command sets it
+    memory_raised: bool = False
+    #: what the raise costs, in words, with the engine's documentation ("" at the default)
+    memory_note: str = ""
     replicas: int
     instances_total: int
     usd_per_hour: float
@@ -251,7 +260,7 @@ RANKING_COLUMNS = [
     "rank", "provider", "instance", "region", "pricing", "gpu", "nodes", "tp", "pp", "dp",
     "attention_dp", "expert_parallel", "precision", "kv_cache_dtype", "spec_method",
     "num_spec_tokens", "pred_spec_accept_len", "spec_reason", "engine_settings",
-    "replicas", "instances_total",
+    "memory_fraction", "memory_raised", "memory_note", "replicas", "instances_total",
     "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_total_tokens",
     "usd_per_request", "monthly_usd", "utilisation", "max_rps_per_replica",
     "pred_ttft_ms_p99", "pred_ttft_ms_p99_low", "pred_ttft_ms_p99_high", "pred_tpot_ms_p99",

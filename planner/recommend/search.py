@@ -71,6 +71,7 @@ from planner.recommend.request import (
     Rejected,
     SearchSpace,
 )
+from planner.recommend.startup import at_startup_memory, memory_stated
 
 
 def filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
@@ -201,6 +202,8 @@ def recommend(
         instances = filtered_instances(catalog, search)
         engine = request.engine.model_copy(update={"max_model_len": request.max_model_len})
         layouts = _layouts(catalog, card, instances, search, engine)
+    else:  # at the memory share each starts with, as the enumerated ones are
+        layouts = at_startup_memory(catalog, card, layouts, request.engine)
     kind: Literal["rate", "concurrency"] = (
         "concurrency" if request.demand.concurrency is not None else "rate"
     )
@@ -407,7 +410,11 @@ def _disaggregated(
     def scenario_of(layout: LayoutCandidate, settings: EngineConfig, load: float) -> Scenario:
         return perf_predictor.scenario(layout, settings, "rate", load)
 
-    replica_layouts = _replica_layouts(layouts)
+    # the pools are judged at their engine's default memory share (a raised one is left to
+    # the aggregated plans: planner.recommend.startup)
+    replica_layouts = [
+        lay for lay in _replica_layouts(layouts) if lay.raised_memory_fraction is None
+    ]
     prices = {
         name: prices_in_scope(catalog, name, request.search)
         for name in {layout.instance for layout in replica_layouts}
@@ -583,6 +590,7 @@ def _setup_key(
         getattr(predictor, "cache_key", id(predictor)),
         request.model.lower(),
         request.engine,
+        memory_stated(request.engine),  # equal configs, stated or not, start differently
         hardware,
         layout.tp,
         layout.pp,
@@ -590,6 +598,7 @@ def _setup_key(
         layout.expert_parallel,
         layout.precision,
         layout.kv_cache_dtype,
+        layout.raised_memory_fraction,
         settings,
     )
 
@@ -611,7 +620,8 @@ def _layouts(
     """:func:`planner.layouts.enumerate_layouts` of the search, memoised for re-ranks (a new
     price, demand or SLO searches the same layouts; building them plans each one's memory)."""
     key = (id(catalog), id(card), tuple(instances), search.max_nodes, search.precisions,
-           search.kv_cache_dtypes, search.speculative, engine.model_dump_json())  # fmt: skip
+           search.kv_cache_dtypes, search.speculative, engine.model_dump_json(),
+           memory_stated(engine))  # fmt: skip
     with _LAYOUTS_LOCK:
         held = _LAYOUTS.get(key)
         if held is not None and held[0] is catalog and held[1] is card:
@@ -627,6 +637,9 @@ def _layouts(
         engine=engine,
         speculative=search.speculative,
     )
+    # each at the memory share its engine starts with: the default, or raised where the
+    # default does not start it (planner.recommend.startup)
+    layouts = at_startup_memory(catalog, card, layouts, engine)
     with _LAYOUTS_LOCK:
         _LAYOUTS[key] = (catalog, card, layouts)
         while len(_LAYOUTS) > 16:
@@ -684,9 +697,17 @@ def _reuse_below_ceiling(
 
 
 def _rank_key(rec: Recommendation | Quote) -> tuple[float, ...]:
-    # Equal bills (same instances bought) are told apart by headroom, then latency.
+    # Equal bills (same instances bought) are told apart by the memory share (a plan at its
+    # engine's default first: a raised one leaves less room for activation spikes and CUDA
+    # graphs), then headroom, then latency.
     headroom = rec.replicas * rec.max_rps_per_replica
-    return (rec.usd_per_million_output_tokens, rec.usd_per_hour, -headroom, rec.pred_ttft_ms_p99)
+    return (
+        rec.usd_per_million_output_tokens,
+        rec.usd_per_hour,
+        float(rec.memory_raised),
+        -headroom,
+        rec.pred_ttft_ms_p99,
+    )
 
 
 def _replica_layouts(layouts: Sequence[LayoutCandidate]) -> list[Any]:
