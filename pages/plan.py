@@ -164,6 +164,8 @@ with top_slot.container(border=True, key="top_recommendation"):
                 f"SLO at risk: {'; '.join(best.slo_straddles)}. Plans are ranked by the "
                 "predicted p99; verify this one with a benchmark run before relying on the SLO."
             )
+        if best.memory_raised:
+            st.warning(f"Memory: this plan {md_text(best.memory_note)}.")
         st.code(best.launch_command, language="bash", wrap_lines=True)
     speculation = speculation_comparison(result) if result else None
     if speculation:

@@ -25,6 +25,8 @@ SHOWN_COLUMNS = [
     "pred_tpot_ms_p99",
     "slo_straddle",
     "kv_cache_dtype",
+    "memory_fraction",
+    "memory_note",
     "spec_method",
     "pred_spec_accept_len",
     "spec_reason",
@@ -60,6 +62,14 @@ def ranking_table(ranked: pd.DataFrame) -> None:
             "pred_tpot_ms_p99": st.column_config.NumberColumn("p99 TPOT ms (pred.)", format="%.1f"),
             "slo_straddle": st.column_config.TextColumn("SLO at risk (80% interval)"),
             "price_as_of": st.column_config.TextColumn("price as of"),
+            "memory_fraction": st.column_config.NumberColumn(
+                "memory share",
+                format="%.3f",
+                help="The engine's memory share the plan starts and is predicted with: vLLM's "
+                "--gpu-memory-utilization, SGLang's --mem-fraction-static, TensorRT-LLM's "
+                "kv_cache_free_gpu_memory_fraction.",
+            ),
+            "memory_note": st.column_config.TextColumn("raised memory share", width="medium"),
             "spec_method": st.column_config.TextColumn("speculation"),
             "pred_spec_accept_len": st.column_config.NumberColumn(
                 "accepted tokens/step (pred.)", format="%.2f"

@@ -425,7 +425,9 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
             step=0.01,
             key="gpu_util",
             help="vLLM's budget: the share of the GPU it may use for weights, activations and "
-            "KV cache.",
+            "KV cache (SGLang's mem_fraction_static). At 0.90 each engine keeps its own default, "
+            "raised (up to 0.97) only for a layout that does not start at it; any other value is "
+            "kept as set.",
         )
         kv_dtype = bound(
             right.segmented_control,
@@ -555,7 +557,13 @@ def scenario_sidebar(catalog: Catalog) -> Scenario:
         utilisation=utilisation / 100 if manual else None,
         engine=EngineConfig.of(
             engine=str(engine or "vllm"),
-            gpu_memory_utilization=float(gpu_util),
+            # the default states no share: each engine starts at its own default, raised only
+            # for a layout that does not start there (planner.recommend.startup)
+            **(
+                {}
+                if float(gpu_util) == DEFAULT_GPU_MEMORY_UTILIZATION
+                else {"gpu_memory_utilization": float(gpu_util)}
+            ),
             kv_cache_dtype=str(kv_dtype),
             max_model_len=int(max_model_len) or None,
         ),

@@ -387,3 +387,34 @@ def test_the_sidebars_speculation_ranks_plans_with_and_without_it(
     assert (ranking["spec_method"] == "none").any()  # the best plan without it, too
     said = " ".join(str(info.value) for info in at.info)
     assert "With EAGLE-3 k=3 (2.50 tokens accepted a step)" in said and "Without:" in said
+
+
+def test_a_plan_that_starts_only_at_a_raised_memory_share_shows_it_and_its_note(
+    app: Callable[..., AppTest],
+) -> None:
+    """DeepSeek-R1 in FP8 on AWS: 4 x B200 (TP4, two replicas on one p6-b200.48xlarge) starts
+    only with vLLM's share raised to 0.97, and is the cheapest plan. The headline says so
+    beside its command, which sets the flag; the ranking shows every plan's share and note
+    (0.9 and none for the plans at the default)."""
+    at = app(
+        model="deepseek-ai/DeepSeek-R1-0528", precision=["fp8"], providers=["aws"],
+        regions=["us-east-1"],
+    )  # fmt: skip
+    ranking = frame_with(at, "rank", "label", "memory_fraction", "memory_note", "vllm_command")
+    best = ranking.iloc[0]
+    assert best["label"].startswith("p6-b200.48xlarge TP4") and best["memory_fraction"] == 0.97
+    (said,) = [w.value for w in at.warning if str(w.value).startswith("Memory: this plan")]
+    assert "starts only with --gpu-memory-utilization 0.97" in said and "docs.vllm.ai" in said
+    assert any(
+        c.value.startswith("vllm serve deepseek-ai/DeepSeek-R1-0528")
+        and "--gpu-memory-utilization 0.97 " in c.value
+        for c in at.code
+    )
+    raised = ranking["memory_note"] != ""
+    for _, row in ranking[raised].iterrows():
+        flag = f"--gpu-memory-utilization {row['memory_fraction']:g}"
+        assert 0.9 < row["memory_fraction"] <= 0.97 and flag in row["vllm_command"]
+        assert row["memory_note"].startswith(f"starts only with {flag}")
+    assert (~raised).any()  # plans at the default too (p5en.48xlarge), without a raise
+    for command in ranking[~raised]["vllm_command"]:
+        assert "--gpu-memory-utilization 0.9 " in command
