@@ -309,8 +309,10 @@ def run(args: argparse.Namespace) -> int:
         )
         if row["slo_straddle"]:
             print(f"     SLO at risk: {row['slo_straddle']}")
-        if row.get("memory_raised"):
-            print(f"     memory: {row['memory_note']}")
+        if row.get("memory_raised"):  # the whole note once, its first clause on each row
+            note = row["memory_note"]
+            print(f"     memory: {note.split(':')[0] if note in spec_said else note}")
+            spec_said.add(note)
         if row.get("spec_reason") and row["spec_method"] not in spec_said:  # once a method
             print(f"     speculation: {row['spec_reason']}")
             spec_said.add(row["spec_method"])
