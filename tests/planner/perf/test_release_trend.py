@@ -16,9 +16,12 @@ from planner.perf.calibration import (
     TREND_REFERENCE,
     CoefficientKey,
     FitSample,
+    _fit_coefficients,
     coefficient_key,
     fit_coefficients,
+    level_keys,
     release_age,
+    rising_slopes,
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
@@ -128,6 +131,43 @@ def test_a_fit_recovers_a_trend_put_into_its_data(model: PerformanceModel) -> No
     assert fitted is not None
     base_slope = float(fitted.levels[TREND_LEVEL]["moe"][EXPERT_GEMM])
     extra = -0.6
+    chosen = _dated_moe_samples_with_trend(model, extra)
+    assert len({s.key.version for s in chosen}) >= 6
+    refit = fit_coefficients(chosen, initial=fitted)
+    slope = float(refit.levels[TREND_LEVEL]["moe"][EXPERT_GEMM])
+    assert 1.3 * extra < slope - base_slope < 0.3 * extra
+
+
+def test_a_rising_slope_is_dropped(model: PerformanceModel) -> None:
+    """Data whose later releases' expert GEMMs run slower (+2 a year on top of the fitted
+    trend): unconstrained, the refit's slope comes out positive, which would predict an early
+    release faster than its family (dstack's held-out DeepSeek rows, +0.32 a year without
+    them); the fit drops it and refits, so no slope is positive and the expert GEMM gets none."""
+    fitted = model.fitted
+    assert fitted is not None
+    chosen = _dated_moe_samples_with_trend(model, 2.0)
+    free = _fit_coefficients(chosen, fitted, 100, frozenset())
+    assert free.levels[TREND_LEVEL]["moe"][EXPERT_GEMM] > 0.1
+    assert ("moe", "expert_gemm") in rising_slopes(free)
+    refit = fit_coefficients(chosen, initial=fitted)
+    assert refit.levels[TREND_LEVEL]["moe"][EXPERT_GEMM] == 0.0
+    assert not rising_slopes(refit)
+    assert np.all(refit.levels[TREND_LEVEL]["moe"] <= 0.0)
+    # an early release (vLLM 0.7, age -0.34) is predicted at its level, without a trend
+    old = next(s.key for s in chosen if s.key.version == "vllm:0.7")
+    no_trend = refit.theta0 + sum(
+        (refit.levels[level][name] for level, name in level_keys(old).items()
+         if name is not None and name in refit.levels.get(level, {})),
+        np.zeros(len(FITTED)),
+    )  # fmt: skip
+    assert refit.theta_for(old)[EXPERT_GEMM] == pytest.approx(no_trend[EXPERT_GEMM], abs=1e-12)
+
+
+def _dated_moe_samples_with_trend(model: PerformanceModel, extra: float) -> list[FitSample]:
+    """The shipped fit's dated MoE samples, their mean targets replaced by the fitted
+    coefficients' predictions with the expert GEMM times exp(extra x release age)."""
+    fitted = model.fitted
+    assert fitted is not None
     chosen: list[FitSample] = []
     for s in model.samples:
         if s.key.kind != "moe" or release_age(s.key) == 0.0:
@@ -141,7 +181,4 @@ def test_a_fit_recovers_a_trend_put_into_its_data(model: PerformanceModel) -> No
         ]
         if targets:
             chosen.append(FitSample(s.result, s.scenario, s.dep, s.trace, targets))
-    assert len({s.key.version for s in chosen}) >= 6
-    refit = fit_coefficients(chosen, initial=fitted)
-    slope = float(refit.levels[TREND_LEVEL]["moe"][EXPERT_GEMM])
-    assert 1.3 * extra < slope - base_slope < 0.3 * extra
+    return chosen
