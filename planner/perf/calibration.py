@@ -896,12 +896,14 @@ def fit_coefficients(
     A release-age slope that comes out positive (a later release's MoE kernels slower) is
     dropped and the fit redone without it, until none is (module docstring, "Release age")."""
     dropped: frozenset[tuple[str, str]] = frozenset()
+    start = initial
     while True:
-        fitted = _fit_coefficients(samples, initial, max_iter, dropped)
+        fitted = _fit_coefficients(samples, start, max_iter, dropped)
         rising = rising_slopes(fitted)
         if not rising:
             return fitted
         dropped |= rising
+        start = fitted  # the refit starts where this one ended, less the dropped slopes
 
 
 def rising_slopes(fitted: FittedCoefficients) -> frozenset[tuple[str, str]]:
