@@ -70,7 +70,7 @@ class DiagnosisContext:
         if key not in self._predictions:
             try:
                 dep, trace, c = self.model.simulate(scenario)
-                gaps = run_metrics(trace, c, dep.replicas)
+                gaps = run_metrics(trace, c, dep.loaded_replicas)
                 itl = gaps.itl_s[gaps.itl_weights > 0]
                 self._predictions[key] = Evaluated(
                     self.model.predict(scenario), float(itl.max()) * 1e3 if itl.size else 0.0

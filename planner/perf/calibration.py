@@ -509,7 +509,7 @@ def build_sample(
     if scenario.load in ("rate", "trace") and c is None:
         c = full_from_theta(prior_theta())
     trace = simulate(dep, c if scenario.load in ("rate", "trace") else None)
-    return FitSample(result, scenario, dep, trace, targets_for(result, trace, dep.replicas))
+    return FitSample(result, scenario, dep, trace, targets_for(result, trace, dep.loaded_replicas))
 
 
 # ----- the fit -------------------------------------------------------------------------------
@@ -1111,5 +1111,5 @@ def resimulate(sample: FitSample, c: np.ndarray) -> FitSample:
         sample.scenario,
         sample.dep,
         trace,
-        targets_for(sample.result, trace, sample.dep.replicas),
+        targets_for(sample.result, trace, sample.dep.loaded_replicas),
     )

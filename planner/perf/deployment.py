@@ -184,6 +184,17 @@ class Deployment:
     speculation: SpeculativeStep | None = None
 
     @property
+    def loaded_replicas(self) -> int:
+        """The schedulers that get work: a closed loop of ``c`` requests keeps at most ``c`` of
+        the ``replicas`` busy (one request in flight on an engine of 4 attention-DP ranks runs
+        on one rank; the other three idle), so its throughput is that of ``min(replicas, c)``
+        schedulers, not of all of them; rates, bursts and traces spread over every one."""
+        sc = self.scenario
+        if sc.load == "concurrency" and sc.concurrency:
+            return max(1, min(self.replicas, math.floor(sc.concurrency)))
+        return self.replicas
+
+    @property
     def kv_capacity_blocks(self) -> int:
         return self.kv_capacity_tokens // self.block_size
 

@@ -386,7 +386,7 @@ class PerformanceModel:
                 "load", scenario.load, "rate or concurrency for a steady-state prediction"
             )
         model = self.steady_state(scenario)
-        replicas = model.dep.replicas
+        replicas = self.deployment(scenario).loaded_replicas
         if scenario.load == "rate":
             state = model.at_rate((scenario.request_rate or 0.0) / replicas)
         else:
@@ -423,7 +423,7 @@ class PerformanceModel:
         )
         has_gpu = (family, gpu.lower()) in self._groups
         confidence = confidence_of(distance, has_gpu, len(reasons))
-        replicas = dep.replicas
+        replicas = dep.loaded_replicas
         out = state.output_tok_per_s * replicas
         mean_in = scenario.mean_input_len
         total = out + state.rate * replicas * mean_in
@@ -490,7 +490,7 @@ class PerformanceModel:
         """The plain roofline baseline of the same scenario (no overheads, spec rates)."""
         dep = self.deployment(scenario)
         c = roofline_coefficients()
-        return run_metrics(simulate(dep, c), c, dep.replicas)
+        return run_metrics(simulate(dep, c), c, dep.loaded_replicas)
 
     def uncertainty_reasons(self, scenario: Scenario, dep: Deployment | None = None) -> list[str]:
         """Why a prediction of ``scenario`` is uncertain: what about it the measured data do
@@ -507,7 +507,7 @@ class PerformanceModel:
     def _prediction(
         self, scenario: Scenario, dep: Deployment, trace: SimTrace, c: np.ndarray
     ) -> Prediction:
-        m = run_metrics(trace, c, dep.replicas)
+        m = run_metrics(trace, c, dep.loaded_replicas)
         key = coefficient_key(scenario, dep)
         family, gpu = key.family, key.gpu
         fitted = self.fitted

@@ -1116,7 +1116,7 @@ def simulate(
     do not read it; a seventh of a search's simulation time was recording it).
     """
     sc = dep.scenario
-    replicas = dep.replicas
+    replicas = dep.loaded_replicas
     n_total = sc.effective_num_requests()
     n = max(1, math.ceil(n_total / replicas))
     time_driven = sc.load in ("rate", "trace")

@@ -177,7 +177,7 @@ def test_fit_targets_use_the_histogram_as_validation_does(catalog: Catalog) -> N
     assert targets["ttft"].stat == "histogram" and targets["ttft"].bounds == VLLM_TTFT_BUCKETS_S
     assert targets["itl"].stat == "histogram" and targets["itl"].bounds == VLLM_ITL_BUCKETS_S
     c = full_from_theta(prior_theta())
-    predicted = predicted_metrics(row, run_metrics(sample.trace, c, sample.dep.replicas))
+    predicted = predicted_metrics(row, run_metrics(sample.trace, c, sample.dep.loaded_replicas))
     for metric, name in (("ttft", "ttft"), ("itl", "tpot")):
         t = targets[metric]
         fitted_view = histogram_quantile(t.V @ c - t.offset, t.w, t.bounds or (), 0.5) * 1e3

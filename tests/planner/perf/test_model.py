@@ -99,6 +99,34 @@ def test_throughput_rises_with_concurrency_until_saturation(model: PerformanceMo
     assert tput[-1] > 10 * tput[0]
 
 
+def test_a_closed_loop_keeps_no_more_schedulers_busy_than_requests_in_flight(
+    model: PerformanceModel,
+) -> None:
+    # one request in flight on two replicas (or two attention-DP ranks) runs on one of them:
+    # the deployment's throughput is one stream's, not two (the SGLang cookbook's Kimi-K2 on
+    # 8 x B200 at --dp 4, one request in flight, was predicted 4x its measured 61 tok/s)
+    base = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "input_len": 1024,
+        "output_len": 256,
+        "num_requests": 40,
+    }
+    one = Scenario(**base, num_gpus=1, concurrency=1)
+    two = Scenario(**base, num_gpus=2, concurrency=1)
+    for predict in (model.predict, model.predict_steady):
+        single, shared = predict(one), predict(two)
+        assert shared.output_tok_per_s == pytest.approx(single.output_tok_per_s, rel=1e-9)
+        assert shared.tpot_ms_mean == pytest.approx(single.tpot_ms_mean, rel=1e-9)
+        # two in flight on two replicas: each busy, twice the one-replica stream
+        both = predict(two.model_copy(update={"concurrency": 2}))
+        assert both.output_tok_per_s == pytest.approx(2 * single.output_tok_per_s, rel=1e-9)
+    dep = model.deployment(two)
+    assert (dep.replicas, dep.loaded_replicas) == (2, 1)
+    rate = two.model_copy(update={"load": "rate", "concurrency": None, "request_rate": 0.5})
+    assert model.deployment(rate).loaded_replicas == 2  # a rate spreads over every replica
+
+
 def test_ttft_rises_with_input_length_and_with_load(model: PerformanceModel) -> None:
     base = {
         "model": "meta-llama/Llama-3.1-8B-Instruct",
