@@ -101,7 +101,8 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 526 rows of measured_results.csv, then GPUStack's 200 (measured_gpustack.csv), the 281
-    # of four more publishers (measured_holdout2.csv) and the SGLang cookbook's 46
+    # of four more publishers (measured_holdout2.csv), 6 AMD Instinct runs (measured_rocm.csv)
+    # and the SGLang cookbook's 46
     # (measured_sglang_cookbook.csv: 17 from sglang's docs_new pages, 29 from the sgl-cookbook
     # repository's pages), then 29 speculative-decoding rows
     # (measured_speculative.csv: GPUStack's 4 runs, the AMD MTP blog's 5 pairs, SGLang PR
@@ -110,7 +111,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1172
+    assert len(catalog.measured) == 1178
     assert all(m.source for m in catalog.measured)
     gpustack = [
         m
@@ -118,7 +119,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
     assert catalog.measured[526:726] == gpustack[:200]
-    assert len(gpustack) == 229 and catalog.measured[1082:1111] == gpustack[200:]
+    assert len(gpustack) == 229 and catalog.measured[1088:1117] == gpustack[200:]
     holdout2 = catalog.measured[726:1007]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
@@ -129,8 +130,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     }
     assert all("reference table" in (m.source_ref or "") for m in holdout2)
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
-    cookbook = catalog.measured[1007:1053]
-    speculative = catalog.measured[1053:1082]
+    rocm = catalog.measured[1007:1013]
+    assert {m.gpu for m in rocm} == {"MI300X", "MI355X"}
+    cookbook = catalog.measured[1013:1059]
+    speculative = catalog.measured[1059:1088]
     assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
     assert [m.spec_method for m in speculative[4:16]] == [None, "mtp"] * 6
