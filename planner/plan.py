@@ -25,7 +25,15 @@ from datetime import date
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    ValidationError,
+    field_serializer,
+    model_validator,
+)
 
 from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
@@ -100,6 +108,15 @@ class Load(BaseModel):
         if self.kind == "rate":
             return f"{self.request_rate:g} req/s"
         return f"{self.concurrency:g} in flight" if self.kind == "concurrency" else self.kind
+
+
+def _engine_as_stated(engine: EngineConfig, info: SerializationInfo) -> dict[str, Any]:
+    """A plan's engine settings as the plan states them: only the fields that were set, so a
+    plan read back (:func:`read_plan`) has the same settings stated and the rest at their
+    defaults. A full dump would read back with every field stated, and the launch command would
+    then pass each of them, e.g. an SGLang plan ``--mem-fraction-static 0.9`` (the 0.9 an
+    :class:`~planner.engine.EngineConfig` holds for vLLM) in place of SGLang's own default."""
+    return engine.model_dump(mode=info.mode, exclude_unset=True)
 
 
 class PlanWorkload(BaseModel):
@@ -279,6 +296,10 @@ class PlanPool(BaseModel):
     utilisation: float | None = Field(default=None, ge=0, le=1)
     capacity_rps_per_replica: float | None = Field(default=None, gt=0)
 
+    @field_serializer("engine")
+    def _engine(self, engine: EngineConfig, info: SerializationInfo) -> dict[str, Any]:
+        return _engine_as_stated(engine, info)
+
     @model_validator(mode="after")
     def _ep(self) -> PlanPool:
         if self.ep not in (1, self.tp * self.attention_dp):
@@ -333,6 +354,11 @@ class Plan(BaseModel):
     prediction: PlanPrediction | None = None
     price: PlanPrice | None = None
     cost: PlanCost | None = None
+
+    @field_serializer("engine")
+    def _engine(self, engine: EngineConfig, info: SerializationInfo) -> dict[str, Any]:
+        return _engine_as_stated(engine, info)
+
     verification: Verification | None = None
     prefill: PlanPool | None = None
     decode: PlanPool | None = None

@@ -8,6 +8,7 @@ from datetime import date
 import pytest
 
 from planner.engine import EngineConfig
+from planner.engine_command import launch_command
 from planner.errors import InvalidInputError
 from planner.plan import (
     Load,
@@ -55,6 +56,25 @@ def test_a_plan_round_trips_through_json() -> None:
     assert Plan.model_validate(stored) == PLAN
     assert read_plan(stored) == PLAN
     assert read_plan(None) is None and read_plan({}) is None
+
+
+def test_a_plan_read_back_states_only_the_engine_settings_it_stated() -> None:
+    # an SGLang plan that leaves the memory share to SGLang: read back from its JSON, its
+    # command still leaves it (a full dump read back stated every field, and the command then
+    # passed --mem-fraction-static 0.9, vLLM's default, where SGLang's own was meant)
+    sglang = PLAN.model_copy(update={"engine": EngineConfig(engine="sglang", max_num_seqs=64)})
+    back = read_plan(json.loads(json.dumps(sglang.model_dump(mode="json"))))
+    assert back is not None and back == sglang
+    assert back.engine.model_fields_set == {"engine", "max_num_seqs"}
+    command = launch_command(back)
+    assert "--mem-fraction-static" not in command and "--max-running-requests 64" in command
+    assert back.scenario().gpu_memory_utilization is None  # predicted at SGLang's default
+    # a share the plan states (a raised one) is kept through the round trip
+    raised = sglang.model_copy(
+        update={"engine": EngineConfig(engine="sglang", gpu_memory_utilization=0.93)}
+    )
+    again = read_plan(json.loads(json.dumps(raised.model_dump(mode="json"))))
+    assert again is not None and "--mem-fraction-static 0.93" in launch_command(again)
 
 
 def test_its_scenario_carries_the_distributions_load_and_engine() -> None:
