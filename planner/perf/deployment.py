@@ -570,11 +570,7 @@ def resolve_deployment(
         raise_default=default_fraction,
     )  # fmt: skip
     if plan.raised_fraction is not None:
-        setting, flag = (
-            ("mem_fraction_static", "--mem-fraction-static")
-            if family == "sglang"
-            else ("gpu_memory_utilization", "--gpu-memory-utilization")
-        )
+        setting, flag = MEMORY_SETTINGS[family]
         notes.append(
             f"memory: {'SGLang' if family == 'sglang' else 'vLLM'}'s default {setting} "
             f"{engine.gpu_memory_utilization:.3f} leaves no KV cache for one request beside "
@@ -648,6 +644,14 @@ def resolve_deployment(
         notes=tuple(notes),
         speculation=speculation,
     )
+
+
+#: each engine family's memory share: (its name in the engine, the launch flag that sets it)
+MEMORY_SETTINGS: dict[str, tuple[str, str]] = {
+    "vllm": ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    "sglang": ("mem_fraction_static", "--mem-fraction-static"),
+    "trtllm": ("kv_cache_free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction"),
+}
 
 
 def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) -> float:

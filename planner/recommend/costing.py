@@ -27,7 +27,7 @@ from planner.recommend.capacity import (
     slo_straddles,
 )
 from planner.recommend.request import Recommendation, RecommendRequest
-from planner.recommend.startup import memory_note
+from planner.recommend.startup import memory_note, memory_stated
 from planner.vllm_command import VllmServeConfig, vllm_serve_command
 
 
@@ -146,9 +146,8 @@ def memory_columns(
     gpu = catalog.gpu(catalog.instance(layout.instance).gpu_id)
     default = default_memory_fraction(engine, gpu, tp=layout.tp, pp=layout.pp)
     raised = layout.raised_memory_fraction
-    stated = "gpu_memory_utilization" in engine.model_fields_set
     return {
-        "memory_fraction": engine.gpu_memory_utilization if stated else default,
+        "memory_fraction": engine.gpu_memory_utilization if memory_stated(engine) else default,
         "memory_raised": raised is not None,
         "memory_note": "" if raised is None else memory_note(engine.family, raised, default),
     }

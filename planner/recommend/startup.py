@@ -28,15 +28,9 @@ from planner.engine import EngineConfig
 from planner.errors import InvalidInputError
 from planner.layouts import LayoutCandidate
 from planner.memory import plan_memory
-from planner.perf.deployment import default_memory_fraction, startup_capacity
+from planner.perf.deployment import MEMORY_SETTINGS, default_memory_fraction, startup_capacity
+from planner.perf.uncertainty import FAMILY_NAMES
 
-#: each engine family's memory share: (its name in the engine, the launch flag that sets it)
-MEMORY_SETTINGS: dict[str, tuple[str, str]] = {
-    "vllm": ("gpu_memory_utilization", "--gpu-memory-utilization"),
-    "sglang": ("mem_fraction_static", "--mem-fraction-static"),
-    "trtllm": ("kv_cache_free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction"),
-}
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 #: what each engine's documentation says the share is and costs (read 2026-12-02): vLLM's
 #: "Engine Arguments" page (docs.vllm.ai, ``--gpu-memory-utilization``: the fraction of GPU
 #: memory the model executor may use, default 0.9); SGLang's "Server Arguments" and
@@ -60,7 +54,7 @@ def memory_note(family: str, fraction: float, default: float) -> str:
     """The note of a plan that starts only at a raised share, in words."""
     setting, flag = MEMORY_SETTINGS[family]
     return (
-        f"starts only with {flag} {fraction:g}, raised from {ENGINE_NAMES[family]}'s default "
+        f"starts only with {flag} {fraction:g}, raised from {FAMILY_NAMES[family]}'s default "
         f"{setting} {default:g}: at the default its KV cache cannot hold one longest request "
         "beside the weights, so the server refuses to start. Less memory is left outside the "
         "engine's pool for activation spikes, CUDA graphs and communication buffers: an "
@@ -104,7 +98,7 @@ def _at_startup(catalog: Catalog, card: ModelCard, layout: LayoutCandidate) -> L
     if start.problem is not None:
         if family == "vllm":
             return layout  # planner.layouts' reason names the fix
-        reason = f"{ENGINE_NAMES[family]} does not start: {start.problem}"
+        reason = f"{FAMILY_NAMES[family]} does not start: {start.problem}"
         return layout.model_copy(update={"feasible": False, "reason": reason})
     if start.raised_fraction is None:  # starts at the default
         if layout.feasible:
@@ -130,8 +124,6 @@ def _at_startup(catalog: Catalog, card: ModelCard, layout: LayoutCandidate) -> L
 
 __all__ = [
     "ENGINE_DOCS",
-    "ENGINE_NAMES",
-    "MEMORY_SETTINGS",
     "at_startup_memory",
     "memory_note",
     "memory_stated",
