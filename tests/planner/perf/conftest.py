@@ -26,10 +26,5 @@ def held_out_gpu(model: PerformanceModel, roofline: list[dict[str, float]]) -> l
 
 
 @pytest.fixture(scope="session")
-def held_out_random(model: PerformanceModel, roofline: list[dict[str, float]]) -> list[HeldOut]:
-    return cross_validate(model.samples, "random", roofline=roofline)
-
-
-@pytest.fixture(scope="session")
 def held_out_source(model: PerformanceModel, roofline: list[dict[str, float]]) -> list[HeldOut]:
     return cross_validate(model.samples, "source", roofline=roofline)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from planner.cli import main
+from planner.perf.calibration import FitSample
 from planner.perf.model import PerformanceModel
 from tests.patience import PATIENT_S
+from tests.planner.perf.test_model import assert_within_the_issue_limits
 
 HEADER = (
     "scenario_id,engine,engine_version,model,precision,gpu,num_gpus,tp,pp,input_len,output_len,"
@@ -116,11 +120,27 @@ def test_predict_reports_a_missing_file_without_a_traceback(
 # detector, tests/patience.py)
 @pytest.mark.timeout(4 * PATIENT_S)
 def test_validate_prints_errors_next_to_the_roofline(
-    model: PerformanceModel, capsys: pytest.CaptureFixture[str]
+    model: PerformanceModel, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from planner.commands import validate
+    from planner.perf.validation import HeldOut
+
+    # the command's own random folds, kept (not replaced) to check their accuracy too: one
+    # cross-validation for both, the suite's slowest step
+    folds: list[list[HeldOut]] = []
+    real = validate.cross_validate
+
+    def kept(samples: Sequence[FitSample], scheme: str, **kwargs: Any) -> list[HeldOut]:
+        everything = real(samples, scheme, **kwargs)
+        folds.append(everything[: len(samples)])
+        return everything
+
+    monkeypatch.setattr(validate, "cross_validate", kept)
     code = main(["validate", "--scheme", "random", "--public-only"])
     text = capsys.readouterr().out
     assert code == 0
+    assert len(folds) == 1
+    assert_within_the_issue_limits(folds[0])
     assert "== random 5-fold ==" in text
     assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
     assert "Excluded from the fit" in text and "with the 13 excluded rows" in text

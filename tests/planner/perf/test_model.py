@@ -30,25 +30,24 @@ BRIEF = {
 
 
 # ----- held-out accuracy (issue #4 limits) --------------------------------------------------
-@pytest.mark.parametrize("scheme", ["held_out_gpu", "held_out_random"])
-def test_cross_validated_throughput_error_within_the_issue_limits(
-    scheme: str, request: pytest.FixtureRequest
-) -> None:
-    held: list[HeldOut] = request.getfixturevalue(scheme)
+def assert_within_the_issue_limits(held: list[HeldOut]) -> None:
+    """Throughput within issue #4's limits, far better than the spec sheet, and 80% intervals
+    holding about 80%: the leave-one-GPU-out rows here, the random folds in
+    ``test_commands.test_validate_prints_errors_next_to_the_roofline`` (which computes them)."""
     assert len(held) >= 500
     overall, vllm = median_ape(held), median_ape(held, "vllm")
     assert overall <= 0.25, overall
     assert vllm <= 0.35, vllm
     roofline = sorted(e for h in held if (e := h.ape("output_tok_per_s", baseline=True)))
     assert overall < roofline[len(roofline) // 2] / 3  # far better than the spec sheet
+    covered = [c for h in held if (c := h.covered) is not None]
+    assert 0.65 <= sum(covered) / len(covered) <= 0.97
 
 
-def test_80_percent_intervals_cover_about_80_percent_of_held_out_rows(
-    held_out_random: list[HeldOut], held_out_gpu: list[HeldOut]
+def test_cross_validated_throughput_error_within_the_issue_limits(
+    held_out_gpu: list[HeldOut],
 ) -> None:
-    for held in (held_out_random, held_out_gpu):
-        covered = [c for h in held if (c := h.covered) is not None]
-        assert 0.65 <= sum(covered) / len(covered) <= 0.97
+    assert_within_the_issue_limits(held_out_gpu)
 
 
 # ----- the brief's case and the effects in the data ----------------------------------------
