@@ -26,7 +26,7 @@ from pages.common.ui import md_text, planner_errors
 from pages.common.url_params import bound
 from planner.recommend import ranking_rows, rejected_rows, unmet_slos
 from planner.recommend.analysis import speculation_comparison
-from planner.recommend_export import PLAN_ASSUMPTIONS, sources_frame
+from planner.recommend_export import PLAN_ASSUMPTIONS, best_configuration_text, sources_frame
 from planner.workload import Workload
 
 #: the headline's first row, drawn pending on a session's first page (below)
@@ -360,10 +360,7 @@ with export_slot:
     export_menu(
         "Plan",
         [
-            ExportSection(
-                "Best configuration",
-                text=best.vllm_command if best else "No configuration meets the SLOs.",
-            ),
+            ExportSection("Best configuration", text=best_configuration_text(best)),
             ExportSection("Ranking", table=ranked, figures=ranking_figures),
             ExportSection("Rejected candidates", table=rejected),
             ExportSection("Assumptions", text=PLAN_ASSUMPTIONS),

@@ -38,9 +38,11 @@ from pages.common.url_params import bound, url_field
 from planner.catalog import PRECISIONS
 from planner.credentials import parse_endpoint_url
 from planner.deploy.disaggregated import pd_launch_scripts
+from planner.engine_command import launch_command
 from planner.errors import PlannerError, RunFilesError
 from planner.loads import PLAN_LOAD_KINDS
 from planner.perf.model import get_performance_model
+from planner.perf.uncertainty import FAMILY_NAMES
 from planner.plan import Plan, PlanWorkload
 from planner.run_files import read_run_dir, run_signature
 from planner.runs import calibration_problem, run_to_measured_result
@@ -283,8 +285,21 @@ if plan is not None:
             for name, script in pd_launch_scripts(plan).items():
                 st.markdown(f"`{name}`")
                 st.code(script, language="bash")
-    else:
+    elif plan.engine.family == "vllm":
         with st.expander("vllm serve command for this plan", expanded=kind == "vLLM"):
+            st.code(vllm_serve_command(options["vllm_config"]), language="bash")
+    else:  # the plan's own engine's command; vLLM's, what the vLLM endpoint starts, labelled
+        name = FAMILY_NAMES.get(plan.engine.family, plan.engine.family)
+        with (
+            st.expander(f"{name} launch command for this plan", expanded=kind != "vLLM"),
+            planner_errors(f"No {name} command for this layout"),
+        ):
+            st.code(launch_command(plan), language="bash")
+        with st.expander(
+            f"vLLM equivalent (what the vLLM endpoint starts; not the plan: vLLM's default "
+            f"memory share, not {name}'s)",
+            expanded=kind == "vLLM",
+        ):
             st.code(vllm_serve_command(options["vllm_config"]), language="bash")
 
 # ----- predicted, before the run -----------------------------------------------------------------

@@ -462,15 +462,30 @@ class Plan(BaseModel):
         )
 
     def vllm_config(self, *, host: str | None = None, port: int | None = None) -> VllmServeConfig:
-        """The ``vllm serve`` configuration of one replica (every engine setting stated)."""
+        """The ``vllm serve`` configuration of one replica (every engine setting stated).
+
+        For an SGLang or TensorRT-LLM plan, its vLLM equivalent: the same layout and settings
+        on vLLM, with vLLM's default memory share (no ``--gpu-memory-utilization``): the plan's
+        own share is SGLang's ``mem_fraction_static`` (weights and KV pool over the memory free
+        before loading) or TensorRT-LLM's ``kv_cache_free_gpu_memory_fraction`` (the KV pool
+        over the memory left after the weights), neither of which is vLLM's share of the GPU.
+        The engine's release number is not vLLM's either, and is dropped."""
+        engine = self.engine
+        own_engine = engine.family == "vllm"
+        if not own_engine:
+            settings = engine.model_dump(
+                exclude_unset=True, exclude={"engine", "version", "gpu_memory_utilization"}
+            )
+            engine = EngineConfig(engine="vllm", **settings)
         return VllmServeConfig(
             model=self.model,
             tensor_parallel_size=self.tp,
             pipeline_parallel_size=self.pp,
             precision=self.precision,
-            engine=self.engine,
+            engine=engine,
             host=host,
             port=port,
+            state_memory_share=own_engine,
         )
 
 

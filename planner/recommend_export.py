@@ -13,7 +13,9 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.csv_export import write_frame_csv
 from planner.palette import gpu_color
+from planner.perf.uncertainty import FAMILY_NAMES
 from planner.recommend import (
+    Recommendation,
     RecommendationResult,
     pareto_cost_vs_latency,
     ranking_rows,
@@ -29,6 +31,25 @@ PLAN_ASSUMPTIONS = (
     "spare replicas; $/M tokens divide that by the tokens served at the observed average "
     "utilisation."
 )
+
+
+def best_configuration_text(best: Recommendation | None) -> str:
+    """What an export says under "Best configuration": the plan's own launch command (its
+    engine's: ``vllm serve``, ``python3 -m sglang.launch_server`` or ``trtllm-serve``) and, for
+    an SGLang or TensorRT-LLM plan, the vLLM equivalent below it, labelled as not the plan
+    (paragraphs apart: ``planner.report`` splits a section's text on blank lines)."""
+    if best is None:
+        return "No configuration meets the SLOs."
+    family = best.plan.engine.family
+    if family == "vllm" or best.disaggregated:
+        return best.launch_command
+    name = FAMILY_NAMES.get(family, family)
+    return (
+        f"{best.launch_command}\n\n"
+        f"vLLM equivalent (not the plan: it was predicted on {name}; the same layout and "
+        f"settings on vLLM, at vLLM's default memory share, not {name}'s):\n\n"
+        f"{best.vllm_command}"
+    )
 
 
 def ranking_frame(result: RecommendationResult) -> pd.DataFrame:

@@ -42,6 +42,11 @@ class VllmServeConfig(BaseModel):
     engine: EngineConfig = EngineConfig()
     host: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
+    #: print ``--gpu-memory-utilization``, vLLM's default 0.9 included (the share the plan was
+    #: predicted at); False leaves the share to vLLM's default: the vLLM equivalent of an SGLang
+    #: or TensorRT-LLM plan, whose own share means something else
+    #: (:meth:`planner.plan.Plan.vllm_config`)
+    state_memory_share: bool = True
 
 
 def vllm_serve_args(config: VllmServeConfig) -> list[str]:
@@ -62,7 +67,8 @@ def vllm_serve_args(config: VllmServeConfig) -> list[str]:
         args += ["--max-num-batched-tokens", str(engine.max_num_batched_tokens)]
     if engine.max_model_len is not None:
         args += ["--max-model-len", str(engine.max_model_len)]
-    args += ["--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}"]
+    if config.state_memory_share:
+        args += ["--gpu-memory-utilization", f"{engine.gpu_memory_utilization:g}"]
     if engine.kv_cache_dtype.startswith("fp8"):  # bf16/fp16 are the model's own: "auto"
         args += ["--kv-cache-dtype", engine.kv_cache_dtype]
     # vLLM V1 turns prefix caching on by default: say which way the plan was predicted

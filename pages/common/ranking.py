@@ -34,7 +34,7 @@ SHOWN_COLUMNS = [
     "confidence",
     "far_from_data",
     "price_as_of",
-    "vllm_command",
+    "launch_command",
 ]
 
 
@@ -78,6 +78,11 @@ def ranking_table(ranked: pd.DataFrame) -> None:
             "kv_occupancy_peak": st.column_config.ProgressColumn(
                 "peak KV (pred.)", format="percent", min_value=0.0, max_value=1.0
             ),
-            "vllm_command": st.column_config.TextColumn("vllm serve", width="large"),
+            "launch_command": st.column_config.TextColumn(
+                "launch command",
+                width="large",
+                help="The plan's own engine's command (vllm serve, SGLang's launch_server or "
+                "trtllm-serve); the CSV also has its vLLM equivalent (vllm_command).",
+            ),
         },
     )

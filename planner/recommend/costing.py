@@ -28,7 +28,7 @@ from planner.recommend.capacity import (
 )
 from planner.recommend.request import Recommendation, RecommendRequest
 from planner.recommend.startup import memory_note, memory_stated
-from planner.vllm_command import VllmServeConfig, vllm_serve_command
+from planner.vllm_command import vllm_serve_command
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,7 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         uncertain_because=list(prediction.uncertain_because),
         slo_straddles=slo_straddles(prediction, request.slo),
         release_note=prediction.release_note,
-        vllm_command=vllm_serve_command(_vllm_config(plan)),
+        vllm_command=vllm_serve_command(plan.vllm_config()),
         launch_command=_launch_line(plan),
         price_source=price.source,
         price_as_of=price.as_of.isoformat(),
@@ -333,15 +333,6 @@ def usd_per_hour_floor(
     replica groups any demand needs (one replica and the spares) at the cheapest price."""
     groups = math.ceil((1 + request.demand.spare_replicas) / max(layout.dp, 1))
     return groups * layout.nodes * usd_per_instance_hour
-
-
-def _vllm_config(plan: Plan) -> VllmServeConfig:
-    """The plan's ``vllm serve`` configuration (a plan for another engine keeps vLLM's name on
-    its settings, so the command is vLLM's own)."""
-    config = plan.vllm_config()
-    if plan.engine.family == "vllm":
-        return config
-    return config.model_copy(update={"engine": plan.engine.model_copy(update={"engine": "vllm"})})
 
 
 def _launch_line(plan: Plan) -> str:

@@ -193,6 +193,9 @@ class Recommendation(BaseModel):
     slo_straddles: list[str] = Field(default_factory=list)
     #: which engine release's measurements the prediction used (Prediction.release_note)
     release_note: str | None = None
+    #: the plan as ``vllm serve``; for an SGLang or TensorRT-LLM plan its vLLM equivalent, at
+    #: vLLM's default memory share (:meth:`planner.plan.Plan.vllm_config`), not the command
+    #: to run: that is ``launch_command``
     vllm_command: str
     #: the command of the request's engine (``vllm serve``, ``python -m sglang.launch_server``
     #: or ``trtllm-serve``); for vLLM the same as ``vllm_command``

@@ -33,5 +33,5 @@ def test_filters_that_cannot_both_hold_are_named_on_the_plan_page(
     # the same filters one at a time rank plans, drawn with their table and charts
     at = app("pages/plan.py", providers=["lambda"])
     assert not [e.value for e in at.error if e.value.startswith("No plan:")]
-    assert [t.value for t in at.dataframe if "vllm_command" in t.value.columns]
+    assert [t.value for t in at.dataframe if "launch_command" in t.value.columns]
     assert len(at.get("plotly_chart")) >= 2

@@ -21,7 +21,7 @@ def top_metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
-def test_default_recommends_a_deployment_with_its_vllm_command(
+def test_default_recommends_a_deployment_with_its_launch_command(
     app: Callable[..., AppTest],
 ) -> None:
     at = app()
@@ -216,9 +216,9 @@ def test_the_sidebars_engine_settings_reach_the_plan_and_its_command(
     ranked plan is judged and printed with them."""
     at = app(gpu_util="0.8", kv_dtype="fp8", kv_headroom="80")
     assert at.slider(key="gpu_util").value == 0.8
-    ranking = frame_with(at, "rank", "label", "vllm_command", "kv_cache_dtype")
+    ranking = frame_with(at, "rank", "label", "launch_command", "kv_cache_dtype")
     assert (ranking["kv_cache_dtype"] == "fp8").all()
-    for command in ranking["vllm_command"]:
+    for command in ranking["launch_command"]:
         assert "--gpu-memory-utilization 0.8" in command and "--kv-cache-dtype fp8" in command
     assert (ranking["kv_occupancy_peak"] <= 0.8).all()
 
@@ -265,6 +265,9 @@ def test_the_deploy_section_deploys_the_plans_engine(
     assert top_metrics(at)["Engine"] == shown
     codes = [c.value for c in at.code]
     assert codes[0].startswith(command)
+    # the ranking's command column is each plan's own engine's, not its vLLM equivalent
+    ranking = frame_with(at, "rank", "label", "launch_command")
+    assert ranking["launch_command"].str.startswith(command).all()
     assert any("HorizontalPodAutoscaler" in c and scaling in c for c in codes)
     assert any("kind: Deployment" in c and command.split()[0] in c for c in codes)
     readme = next(c for c in codes if c.startswith("# Deploy "))
@@ -379,10 +382,10 @@ def test_the_sidebars_speculation_ranks_plans_with_and_without_it(
         tpot_ms="30",
     )
     assert at.selectbox(key="speculative").value == "auto"
-    ranking = frame_with(at, "rank", "spec_method", "vllm_command", "pred_spec_accept_len")
+    ranking = frame_with(at, "rank", "spec_method", "launch_command", "pred_spec_accept_len")
     eagle = ranking[ranking["spec_method"] == "eagle3"]
     assert not eagle.empty and (eagle["pred_spec_accept_len"] == 2.5).all()
-    for command in eagle["vllm_command"]:
+    for command in eagle["launch_command"]:
         assert '"method":"eagle3"' in command and "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B" in command
     assert (ranking["spec_method"] == "none").any()  # the best plan without it, too
     said = " ".join(str(info.value) for info in at.info)
@@ -400,7 +403,7 @@ def test_a_plan_that_starts_only_at_a_raised_memory_share_shows_it_and_its_note(
         model="deepseek-ai/DeepSeek-R1-0528", precision=["fp8"], providers=["aws"],
         regions=["us-east-1"],
     )  # fmt: skip
-    ranking = frame_with(at, "rank", "label", "memory_fraction", "memory_note", "vllm_command")
+    ranking = frame_with(at, "rank", "label", "memory_fraction", "memory_note", "launch_command")
     best = ranking.iloc[0]
     assert best["label"].startswith("p6-b200.48xlarge TP4") and best["memory_fraction"] == 0.97
     (said,) = [w.value for w in at.warning if str(w.value).startswith("Memory: this plan")]
@@ -413,8 +416,8 @@ def test_a_plan_that_starts_only_at_a_raised_memory_share_shows_it_and_its_note(
     raised = ranking["memory_note"] != ""
     for _, row in ranking[raised].iterrows():
         flag = f"--gpu-memory-utilization {row['memory_fraction']:g}"
-        assert 0.9 < row["memory_fraction"] <= 0.97 and flag in row["vllm_command"]
+        assert 0.9 < row["memory_fraction"] <= 0.97 and flag in row["launch_command"]
         assert row["memory_note"].startswith(f"starts only with {flag}")
     assert (~raised).any()  # plans at the default too (p5en.48xlarge), without a raise
-    for command in ranking[~raised]["vllm_command"]:
+    for command in ranking[~raised]["launch_command"]:
         assert "--gpu-memory-utilization 0.9 " in command

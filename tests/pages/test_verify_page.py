@@ -119,6 +119,24 @@ def test_a_recommended_plan_is_the_default(app: Callable[..., AppTest], own_user
     assert any(c.value.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct") for c in at.code)
 
 
+def test_another_engines_plan_shows_its_own_command_and_labels_the_vllm_equivalent(
+    app: Callable[..., AppTest], own_user_dir: Path
+) -> None:
+    """An SGLang plan: its own launch command, and the vllm serve line the vLLM endpoint would
+    start labelled as the vLLM equivalent, at vLLM's default memory share."""
+    at = app(PAGE, model=SMALL["model"], providers="lambda", in_mean="512", out_mean="64",
+             engine="SGLang")  # fmt: skip
+    no_exception(at)
+    labels = [e.label for e in at.expander]
+    assert "SGLang launch command for this plan" in labels
+    assert any(label.startswith("vLLM equivalent (") for label in labels)
+    assert "vllm serve command for this plan" not in labels
+    commands = [c.value for c in at.code]
+    assert any(c.startswith("python3 -m sglang.launch_server") for c in commands), commands
+    (vllm,) = [c for c in commands if c.startswith("vllm serve")]
+    assert "--gpu-memory-utilization" not in vllm
+
+
 def test_a_simulated_run_does_not_refit_the_model_unless_asked(
     app: Callable[..., AppTest], own_user_dir: Path
 ) -> None:

@@ -29,7 +29,7 @@ from planner.recommend import (
     recommend,
 )
 from planner.recommend.search import _rank_key
-from planner.recommend_export import write_csv
+from planner.recommend_export import best_configuration_text, write_csv
 from planner.serve_flags import parse_serve_command
 from tests.planner.test_sglang_command import SGLANG_DOCUMENTED_FLAGS
 from tests.planner.test_vllm_command import DOCUMENTED_FLAGS_0_27_1
@@ -180,3 +180,38 @@ def test_at_an_equal_cost_the_plan_at_the_default_ranks_first() -> None:
     cheaper = SimpleNamespace(**{**common, "usd_per_million_output_tokens": 1.9},
                               max_rps_per_replica=3.0, memory_raised=True)  # fmt: skip
     assert sorted([default, cheaper], key=_rank_key)[0] is cheaper  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("engine", "program", "own_flag"),
+    [
+        ("sglang", "python3 -m sglang.launch_server", "--mem-fraction-static"),
+        ("trtllm", "trtllm-serve", "--kv_cache_free_gpu_memory_fraction"),
+    ],
+)
+def test_another_engines_plan_exports_its_own_command_and_a_vllm_equivalent_at_vllms_share(
+    catalog: Catalog, perf: PerformanceModel, engine: str, program: str, own_flag: str
+) -> None:
+    """A plan stating SGLang's or TensorRT-LLM's memory share launches with it under its own
+    flag; its vllm_command (the vLLM equivalent) never passes that share as vLLM's
+    --gpu-memory-utilization, and the export's "Best configuration" is the plan's own command
+    first, the vLLM equivalent below it, labelled."""
+    stated = EngineConfig(engine=engine, gpu_memory_utilization=0.85)
+    result = _search(catalog, perf, ("p5.48xlarge",), stated)
+    assert result.ranked, [r.reason for r in result.rejected]
+    for rec in result.ranked:
+        own = shlex.split(rec.launch_command)
+        assert rec.launch_command.startswith(program) and _after(own, own_flag) == "0.85"
+        words = shlex.split(rec.vllm_command)
+        assert words[:2] == ["vllm", "serve"] and "--gpu-memory-utilization" not in words
+    best = result.best
+    assert best is not None
+    text = best_configuration_text(best)
+    first, label, equivalent = text.split("\n\n")
+    assert first == best.launch_command
+    assert label.startswith("vLLM equivalent (not the plan") and equivalent == best.vllm_command
+    # a vLLM plan's is its command alone; no plan, the sentence
+    vllm_best = _search(catalog, perf, ("p5.48xlarge",)).best
+    assert vllm_best is not None
+    assert best_configuration_text(vllm_best) == vllm_best.launch_command
+    assert best_configuration_text(None) == "No configuration meets the SLOs."

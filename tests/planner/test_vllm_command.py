@@ -12,7 +12,11 @@ import shlex
 import tomllib
 from pathlib import Path
 
-from planner.engine import EngineConfig
+import pytest
+
+from planner.engine import DEFAULT_GPU_MEMORY_UTILIZATION, EngineConfig
+from planner.engine_command import launch_command
+from planner.plan import Plan
 from planner.vllm_command import VllmServeConfig, vllm_serve_args, vllm_serve_command
 
 DOCUMENTED_FLAGS_0_27_1 = {
@@ -137,3 +141,37 @@ def test_every_engine_setting_reaches_the_command_line() -> None:
     ):
         assert args[args.index(flag) + 1] == value
     assert {"--no-enable-chunked-prefill", "--enable-expert-parallel"} <= flags
+
+
+@pytest.mark.parametrize(
+    ("engine", "own_flag"),
+    [("sglang", "--mem-fraction-static"), ("trtllm", "--kv_cache_free_gpu_memory_fraction")],
+)
+def test_the_vllm_equivalent_of_another_engines_plan_leaves_the_memory_share_to_vllm(
+    engine: str, own_flag: str
+) -> None:
+    """SGLang's mem_fraction_static (weights + KV over the memory free before loading) and
+    TensorRT-LLM's kv_cache_free_gpu_memory_fraction (KV over the memory left after the
+    weights) are not vLLM's share of the GPU: a plan's vLLM equivalent carries vLLM's default
+    (no flag) and keeps the other settings; the plan's own command states its share."""
+    plan = Plan(
+        model="Qwen/Qwen3-32B",
+        gpu="H100-SXM",
+        tp=2,
+        engine=EngineConfig(engine=engine, gpu_memory_utilization=0.5, max_num_seqs=64),
+    )
+    config = plan.vllm_config()
+    assert config.engine.family == "vllm"
+    assert config.engine.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION
+    args = vllm_serve_args(config)
+    assert "--gpu-memory-utilization" not in args
+    assert {a for a in args if a.startswith("--")} <= DOCUMENTED_FLAGS_0_27_1
+    assert args[args.index("--max-num-seqs") + 1] == "64"
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+    own = shlex.split(launch_command(plan))
+    assert own[own.index(own_flag) + 1] == "0.5"
+    # a vLLM plan's command states its share, stated or vLLM's default
+    stated = plan.model_copy(update={"engine": EngineConfig(gpu_memory_utilization=0.5)})
+    assert "--gpu-memory-utilization 0.5 " in vllm_serve_command(stated.vllm_config())
+    default = plan.model_copy(update={"engine": EngineConfig()})
+    assert "--gpu-memory-utilization 0.9 " in vllm_serve_command(default.vllm_config())
