@@ -2,8 +2,9 @@
 
 vLLM sizes its KV pool as ``gpu_memory_utilization`` x the GPU minus weights, activations and
 runtime; the TensorRT-LLM family takes ``free_gpu_memory_fraction`` of the memory left after
-the weights (:data:`planner.engine.TRTLLM_FREE_GPU_MEMORY_FRACTION`), translated here into the
-equivalent ``gpu_memory_utilization`` before the memory planner is asked. The engine config's
+the weights (``kv_cache_free_gpu_memory_fraction``: the engine config's share when stated, else
+:data:`planner.engine.TRTLLM_FREE_GPU_MEMORY_FRACTION`), translated here into the equivalent
+``gpu_memory_utilization`` before the memory planner is asked. The engine config's
 ``max_model_len`` is what a deployment passes to ``--max-model-len``.
 """
 
@@ -182,7 +183,10 @@ def plan_capacity(
         visible = plan.cuda_visible_bytes
         fixed = plan.weights_bytes + plan.activation_bytes + plan.non_torch_bytes
         usable = visible - plan.framework_overhead_bytes
-        free = TRTLLM_FREE_GPU_MEMORY_FRACTION * max(usable - fixed, 0.0)
+        # a TensorRT-LLM config's share is its kv_cache_free_gpu_memory_fraction
+        stated = "gpu_memory_utilization" in engine.model_fields_set
+        fraction = engine.gpu_memory_utilization if stated else TRTLLM_FREE_GPU_MEMORY_FRACTION
+        free = fraction * max(usable - fixed, 0.0)
         utilization = (fixed + free) / visible
         utilization = min(max(utilization, 0.05), usable / visible)
         plan = plan_at(utilization)

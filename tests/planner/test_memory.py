@@ -681,6 +681,21 @@ def test_trtllm_kv_cache_is_fp8_with_fp8_weights_unless_a_16_bit_cache_is_stated
     assert bf16.kv_capacity_tokens // (8192 + 1024) == 25
 
 
+def test_trtllm_kv_pool_is_the_stated_share_of_the_memory_left_after_the_weights(
+    catalog: Any,
+) -> None:
+    """A TensorRT-LLM config's memory share is ``kv_cache_free_gpu_memory_fraction``: the KV
+    pool is that share of the memory left after the weights (``KvCacheConfig``), so a stated
+    0.5 holds 0.5 / 0.9 of the default's 471,520 tokens (whole 32-token blocks): 261,952, 28
+    requests of 9,216. Unstated, the share is TensorRT-LLM's default 0.9, as a stated 0.9."""
+    default = _r1_b200(catalog, "trtllm").kv_capacity_tokens
+    assert default == 471_520
+    assert _r1_b200(catalog, "trtllm", gpu_memory_utilization=0.9).kv_capacity_tokens == default
+    half = _r1_b200(catalog, "trtllm", gpu_memory_utilization=0.5).kv_capacity_tokens
+    assert half == 261_952 and half // (8192 + 1024) == 28
+    assert half == pytest.approx(default * 0.5 / 0.9, abs=32)
+
+
 # ----- engines' own start-up logs of large MoE checkpoints (issue 26, item 5) -------------------
 # vLLM: RedHat AI dashboard runs parsed into ashishkamra/vllm-memory-estimator
 # test_data/validation_db.json @8b0e21d1ec49357383758a164129515209b37e7f (2026-05-17): flags
