@@ -76,6 +76,9 @@ fit it. The layer floor (``layer_floor``, :mod:`planner.perf.step_time`) gets th
 and the release x kind levels only, the latter with a wide prior (SIGMA_LAYER_FLOOR = 3): an early
 release's DeepSeek layers take a near-constant 0.5 ms each at 1-8 in flight, and that is its
 kernels', not its GPU's or its engine's; a release the data never saw takes the global floor.
+The eager floor (``eager_floor``: an MoE step run without CUDA graphs, bound by its kernel
+launches) gets them at the global and the family levels only, with a wide prior
+(SIGMA_EAGER_FLOOR = 1.5): it is the engine's Python model code, not its GPU.
 Coefficients are exp() of the parameters, hence non-negative. The optimiser is an iteratively
 reweighted Levenberg-Marquardt on the small normal equations. Rows whose arrivals follow the
 clock (Poisson rate) are re-simulated with the fitted coefficients and the fit repeated (fixed
@@ -148,6 +151,9 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     # kernels whose launches the `layers` term already holds; an early release's floor is its
     # release x kind deviation (TERM_LEVEL_SIGMA, planner.perf.step_time)
     "layer_floor": 0.1,
+    # 100 us a MoE layer when a step runs without CUDA graphs, the eager_layers unit; the fit
+    # moves it to what SGLang's MoE prefill steps show (planner.perf.step_time)
+    "eager_floor": 0.1,
     "forward_passes": 1.0,
     # a vLLM draft iteration is a forward pass without the scheduler: half its unit
     # (planner.perf.speculative, "draft"); fitted where vLLM speculative rows measure it
@@ -178,18 +184,25 @@ SIGMA_KIND = 0.5
 #: docstring), log(3 / 0.1) = 3.4 from the prior, about 1 sigma here
 SIGMA_LAYER_FLOOR = 3.0
 _FLOOR_FITTED = FITTED.index("layer_floor")
+#: the eager floor's deviation per engine family (log units): SGLang's MoE extend steps came
+#: out at ~3x the 100 us prior a layer (0.28 ms; 0.17 ms globally), log(3) = 1.1, under 1 sigma
+SIGMA_EAGER_FLOOR = 1.5
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
-#: request path is the engine family's; the layer floor an engine release's for a model kind)
+#: request path is the engine family's; the layer floor an engine release's for a model kind;
+#: the eager floor the engine family's: how its Python model code launches an MoE layer's
+#: kernels, with a wide prior, SIGMA_EAGER_FLOOR)
 TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path": REQUEST_PATH_LEVELS,
     "layer_floor": frozenset({"release_kind"}),
+    "eager_floor": frozenset({"family"}),
 }
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
 TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
     "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
+    "eager_floor": {"family": SIGMA_EAGER_FLOOR},
 }
 ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
 METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}

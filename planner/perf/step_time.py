@@ -86,7 +86,29 @@ draft_passes           draft passes a speculating engine launches one by one x 1
 sequences              sequences in the step x 100 us (per-request CPU work)
 eager_layers           layers x 10 us when the step runs without CUDA graphs: enforce_eager, or
                        more tokens than the engine captures graphs for (vLLM V1 captures up to
-                       512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs)
+                       512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs), and every
+                       SGLang extend (prefill) step: SGLang's CUDA graphs capture decode steps
+                       only; graphs for prefill (``--enable-piecewise-cuda-graph``) are opt-in
+                       and experimental (SGLang documentation, "Piecewise CUDA Graph", read
+                       2026-12-03), and SGLang runs prefill and decode as separate steps unless
+                       mixed chunks are enabled
+eager_floor            max(0, MoE layers x 1 ms - roofline) in a prefill step that runs without
+                       CUDA graphs (the eager_layers steps): each MoE layer launches its router,
+                       top-k, token sort and padding, activation quantisation, two grouped GEMMs
+                       and the combine one by one from Python, so a small eager step lasts as
+                       long as the host takes to launch its kernels, not as long as the GPU
+                       computes. SGLang 0.5.6 prefilled DeepSeek-R1-0528 on 8 x B200 in about the
+                       same time at 610 and at 4,194 prompt tokens (TTFT 153 and 166 ms at one in
+                       flight), MiniMax-M2.5 in 131 and 132 ms (sgl-project/sglang cookbook
+                       and sgl-project/sgl-cookbook, rows in data/measured_sglang_cookbook.csv),
+                       where the roofline grows 2-3x. MoE layers only: a dense layer is a handful
+                       of kernels (eager_layers holds them), and a floor over every layer cost
+                       the dense rows' TTFT (leave-one-source-out SGLang mean 58 -> 75%).
+                       Prefill steps only: a decode batch past the graph limit (a disaggregated
+                       decode pool's hundreds of sequences) is the GPU's work, and a floor there
+                       cost the disaggregated slice's held-out TPOT 7 -> 20% median.
+                       Prior coefficient 0.1 (100 us a layer); fitted globally and per engine
+                       family only (:data:`planner.perf.calibration.TERM_LEVELS`)
 request_path           not a step term: 10 ms once per request of a vLLM or SGLang server (an HTTP
                        server and a streaming client: :func:`planner.perf.scenario.
                        has_request_path`), added to its first token and its finish, never
@@ -179,6 +201,7 @@ FEATURES: tuple[str, ...] = (
     "draft_passes",
     "sequences",
     "eager_layers",
+    "eager_floor",
     "request_path",
     "idle",
 )
@@ -199,6 +222,7 @@ FORWARD_UNIT_S = 1e-3
 SEQUENCE_UNIT_S = 100e-6
 MOE_LAYER_UNIT_S = 10e-6
 LAYER_FLOOR_UNIT_S = 150e-6
+EAGER_FLOOR_UNIT_S = 1e-3
 REQUEST_PATH_UNIT_S = 10e-3
 #: the hierarchy levels that get a parameter of the request path (the rest share the family's)
 REQUEST_PATH_LEVELS = frozenset({"family"})
@@ -216,6 +240,7 @@ _GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attentio
 _PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
 _LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
 _SEQUENCES, _EAGER = IDX["sequences"], IDX["eager_layers"]
+_EAGER_FLOOR = IDX["eager_floor"]
 _LAYER_FLOOR = IDX["layer_floor"]
 _AR_BYTES = {
     "nvlink": IDX["allreduce_nvlink"],
@@ -454,8 +479,12 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     out[_FORWARD] = pp * FORWARD_UNIT_S
     out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
     graphs = dep.cuda_graph_max_tokens
-    if dep.enforce_eager or (graphs is not None and micro_tokens > graphs):
+    # SGLang captures decode steps only: its extend (prefill) steps always run eagerly
+    extend = dep.family == "sglang" and batch.prefill_tokens > 0
+    if dep.enforce_eager or extend or (graphs is not None and micro_tokens > graphs):
         out[_EAGER] = layers * LAYER_UNIT_S
+        if batch.prefill_tokens > 0:  # a prefill's launches (docstring: eager_floor)
+            out[_EAGER_FLOOR] = max(0.0, n_moe * EAGER_FLOOR_UNIT_S - out[_ROOFLINE])
 
 
 def macro_step_token_budget(dep: Deployment) -> int:

@@ -477,3 +477,38 @@ def test_layer_floor_is_what_a_layers_floor_exceeds_the_roofline_by(catalog: Cat
     llama = step_features(StepBatch.of(decode_contexts=[1000]), _dep(catalog))
     assert llama[IDX["roofline"]] == pytest.approx(4.52e-3, abs=0.01e-3)
     assert llama[IDX["layer_floor"]] == pytest.approx(0.28e-3, abs=0.01e-3)
+
+
+def test_sglang_prefill_runs_eagerly_and_an_moe_one_waits_on_its_launches(
+    catalog: Catalog,
+) -> None:
+    """SGLang's CUDA graphs capture decode steps only: a 300-token prefill runs eagerly there
+    (every layer's launches, and for an MoE model the eager floor, max(0, MoE layers x 1 ms -
+    roofline)) where vLLM V1 replays a graph. The floor fades as the prefill's work grows; a
+    dense model and a decode step have none."""
+    moe = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tp": 8, "precision": "fp8"}
+    sglang = _dep(catalog, engine="sglang", **moe)
+    vllm = _dep(catalog, engine="vllm", **moe)
+    assert sglang.num_moe_layers == 58
+    floor = {}
+    for tokens in (300, 2000, 32000):
+        x = step_features(StepBatch.of(prefill_chunks=[(tokens, 0)]), sglang)
+        assert x[IDX["eager_layers"]] == pytest.approx(61 * 10e-6)
+        assert x[IDX["eager_floor"]] == pytest.approx(max(0.0, 58e-3 - x[IDX["roofline"]]))
+        floor[tokens] = x[IDX["eager_floor"]]
+    assert floor[300] > floor[2000] > 0.0 and floor[32000] == 0.0
+    graphed = step_features(StepBatch.of(prefill_chunks=[(300, 0)]), vllm)
+    assert graphed[IDX["eager_layers"]] == graphed[IDX["eager_floor"]] == 0.0
+    # SGLang's decode steps replay their graphs; past the graphs' batch a decode step launches
+    # every kernel but is the GPU's work, not its launches' (no floor)
+    decode = step_features(StepBatch.of(decode_contexts=[1000] * 8), sglang)
+    assert decode[IDX["eager_layers"]] == decode[IDX["eager_floor"]] == 0.0
+    assert sglang.cuda_graph_max_tokens is not None
+    wide = step_features(
+        StepBatch.of(decode_contexts=[100] * (sglang.cuda_graph_max_tokens + 1)), sglang
+    )
+    assert wide[IDX["eager_layers"]] > 0.0 and wide[IDX["eager_floor"]] == 0.0
+    dense = _dep(catalog, engine="sglang")
+    x = step_features(StepBatch.of(prefill_chunks=[(300, 0)]), dense)
+    assert x[IDX["eager_layers"]] == pytest.approx(32 * 10e-6)
+    assert x[IDX["eager_floor"]] == 0.0
