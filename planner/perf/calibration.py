@@ -78,7 +78,10 @@ release's DeepSeek layers take a near-constant 0.5 ms each at 1-8 in flight, and
 kernels', not its GPU's or its engine's; a release the data never saw takes the global floor.
 The eager floor (``eager_floor``: an MoE step run without CUDA graphs, bound by its kernel
 launches) gets them at the global and the family levels only, with a wide prior
-(SIGMA_EAGER_FLOOR = 1.5): it is the engine's Python model code, not its GPU.
+(SIGMA_EAGER_FLOOR = 1.5): it is the engine's Python model code, not its GPU. The request
+path's share that grows with the engine's GPU processes (``request_path_ranks``) is fitted like
+the request path, globally and per family, with a wider prior (SIGMA_PATH_RANKS = 1: log2 of
+the ranks is 0 on one GPU, so only multi-GPU served rows see it).
 Coefficients are exp() of the parameters, hence non-negative. The optimiser is an iteratively
 reweighted Levenberg-Marquardt on the small normal equations. Rows whose arrivals follow the
 clock (Poisson rate) are re-simulated with the fitted coefficients and the fit repeated (fixed
@@ -163,6 +166,8 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     # chunk on a local server (planner.perf.step_time); the fit moves it to what the measured
     # TTFTs at low load show beyond their prefill steps
     "request_path": 3.0,
+    # 5 ms more a doubling of the engine's GPU processes (planner.perf.step_time)
+    "request_path_ranks": 0.5,
 }
 #: position of the request path among the fitted terms
 _PATH_FITTED = FITTED.index("request_path")
@@ -184,9 +189,13 @@ SIGMA_KIND = 0.5
 #: docstring), log(3 / 0.1) = 3.4 from the prior, about 1 sigma here
 SIGMA_LAYER_FLOOR = 3.0
 _FLOOR_FITTED = FITTED.index("layer_floor")
-#: the eager floor's deviation per engine family (log units): SGLang's MoE extend steps came
-#: out at ~3x the 100 us prior a layer (0.28 ms; 0.17 ms globally), log(3) = 1.1, under 1 sigma
+#: the eager floor's deviation per engine family (log units): fitted alone, SGLang's MoE
+#: extend steps came out at ~3x the 100 us prior a layer (0.28 ms), log(3) = 1.1, under 1 sigma
 SIGMA_EAGER_FLOOR = 1.5
+#: the rank-scaled request path's prior (log units, global and per family): the ranks' share
+#: is as uncertain as the path's, but only multi-GPU served rows see it
+SIGMA_PATH_RANKS = 1.0
+_PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
@@ -197,12 +206,14 @@ TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path": REQUEST_PATH_LEVELS,
     "layer_floor": frozenset({"release_kind"}),
     "eager_floor": frozenset({"family"}),
+    "request_path_ranks": REQUEST_PATH_LEVELS,
 }
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
 TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
     "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
     "eager_floor": {"family": SIGMA_EAGER_FLOOR},
+    "request_path_ranks": {"family": SIGMA_PATH_RANKS},
 }
 ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
 METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}
@@ -948,6 +959,7 @@ def _fit_coefficients(
     colmap = np.full((n_rows, n_levels, P), -1, dtype=int)
     global_sd = np.full(P, SIGMA_GLOBAL)
     global_sd[_PATH_FITTED] = SIGMA_REQUEST_PATH
+    global_sd[_PATH_RANKS_FITTED] = SIGMA_PATH_RANKS
     prior_sd_list = [global_sd]
     column_names: dict[str, np.ndarray] = {}
     next_col = P

@@ -86,6 +86,7 @@ from planner.perf.step_time import (
     AR_CALL_UNIT_S,
     IDX,
     StepBatch,
+    engine_ranks,
     request_path_s,
     step_features,
 )
@@ -845,7 +846,9 @@ class DisaggregatedModel:
         """The decode pool's own request path: the router's second request (vLLM's PD proxy,
         ``toy_proxy_server.py``, posts the prompt to the prefill server, then again to the
         decode server, which streams the answer) pays a served request's fixed path again."""
-        return request_path_s(self.decode.c, has_request_path(self.decode.scenario))
+        return request_path_s(
+            self.decode.c, has_request_path(self.decode.scenario), engine_ranks(self.decode.dep)
+        )
 
     def decode_first_token_s(self, dec: DecodeState, step_s: float) -> float:
         """From a request's KV reaching its decode rank to its first token streamed: the step

@@ -90,6 +90,7 @@ from planner.perf.step_time import (
     N_FEATURES,
     StepBatch,
     add_request_path,
+    engine_ranks,
     fill_step_features,
     macro_step_token_budget,
     request_path_s,
@@ -1003,7 +1004,7 @@ class LiveEngine:
         #: seconds each token of a served request reaches its client after the step that
         #: made it (the ``request_path`` term; 0 offline): a server delays its stream by it
         self.request_path_s = request_path_s(
-            np.asarray(coefficients, dtype=float), has_request_path(dep.scenario)
+            np.asarray(coefficients, dtype=float), has_request_path(dep.scenario), engine_ranks(dep)
         )
 
     @property
@@ -1247,7 +1248,7 @@ def _trace(eng: _Engine, dep: Deployment, time_driven: bool, arrivals: _Arrivals
     first = np.array([r[5] for r in rows]).reshape(m, N_FEATURES)
     finish = np.array([r[6] for r in rows]).reshape(m, N_FEATURES)
     if has_request_path(dep.scenario):
-        add_request_path(first, finish)
+        add_request_path(first, finish, engine_ranks(dep))
     return SimTrace(
         end=eng.cum.copy(),
         count=count,

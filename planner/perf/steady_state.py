@@ -79,6 +79,7 @@ from planner.perf.scenario import has_request_path
 from planner.perf.step_time import (
     IDX,
     StepBatch,
+    engine_ranks,
     macro_step_token_budget,
     request_path_s,
     step_features,
@@ -207,7 +208,7 @@ class SteadyStateModel:
             self.budget = float(max(fit, dep.engine.max_model_len or 0))
             self.chunk_cap = self.budget
         #: a served request's fixed path to its first token (``request_path``), seconds
-        self.path_s = request_path_s(self.c, has_request_path(dep.scenario))
+        self.path_s = request_path_s(self.c, has_request_path(dep.scenario), engine_ranks(dep))
         self.seats = self._seats()
         self._steps: dict[float, _Step] = {}
         self._saturation: tuple[float, Bound] | None = None

@@ -108,7 +108,9 @@ eager_floor            max(0, MoE layers x 1 ms - roofline) in a prefill step th
                        decode pool's hundreds of sequences) is the GPU's work, and a floor there
                        cost the disaggregated slice's held-out TPOT 7 -> 20% median.
                        Prior coefficient 0.1 (100 us a layer); fitted globally and per engine
-                       family only (:data:`planner.perf.calibration.TERM_LEVELS`)
+                       family only (:data:`planner.perf.calibration.TERM_LEVELS`): SGLang 0.15,
+                       vLLM 0.13 (beside ``request_path_ranks``, which took a share of what the
+                       floor alone fitted on 8-GPU rows, SGLang 0.28)
 request_path           not a step term: 10 ms once per request of a vLLM or SGLang server (an HTTP
                        server and a streaming client: :func:`planner.perf.scenario.
                        has_request_path`), added to its first token and its finish, never
@@ -126,6 +128,18 @@ request_path           not a step term: 10 ms once per request of a vLLM or SGLa
                        on measured TTFTs with parameters for the engine family only (no GPU,
                        release or model-kind deviation: the path is CPU and protocol work),
                        prior 30 ms; issue 26 saw ~100 ms missing at one to four in flight
+request_path_ranks     the request path's share that grows with the GPU processes one engine
+                       runs a request on (:func:`engine_ranks`: TP x PP x attention-DP ranks):
+                       10 ms x log2(ranks) once per served request, beside ``request_path``.
+                       Each rank's scheduler receives every new request before the batch that
+                       prefills it (SGLang's scheduler broadcasts the received requests from TP
+                       rank 0 to the others each step, python/sglang/srt/managers/scheduler.py,
+                       0.5; vLLM V1 ships the scheduler's output to every worker process), and
+                       the first token's step waits on the slowest rank. Held out by source,
+                       SGLang's TTFT at one to four in flight was 49 ms short on 8 GPUs and 6 ms
+                       long on fewer (median predicted - measured) before it. Prior 0.5 (5 ms a
+                       doubling); fitted globally and per engine family (SGLang 7.1 ms a
+                       doubling, vLLM 5.7: 53 and 48 ms of path on 8 GPUs against 31 on one)
 idle                   seconds the engine waits for work (coefficient fixed at 1)
 =====================  ==========================================================================
 
@@ -203,6 +217,7 @@ FEATURES: tuple[str, ...] = (
     "eager_layers",
     "eager_floor",
     "request_path",
+    "request_path_ranks",
     "idle",
 )
 N_FEATURES = len(FEATURES)
@@ -506,18 +521,34 @@ def full_coefficients(fitted: np.ndarray) -> np.ndarray:
 
 
 _REQUEST_PATH = IDX["request_path"]
+_REQUEST_PATH_RANKS = IDX["request_path_ranks"]
 
 
-def request_path_s(coefficients: np.ndarray, served: bool = True) -> float:
+def engine_ranks(dep: Deployment) -> int:
+    """The GPU processes one engine runs a request on: TP x PP x its attention-DP ranks."""
+    return dep.tp * dep.pp * dep.data_parallel_size
+
+
+def request_path_s(coefficients: np.ndarray, served: bool = True, ranks: int = 1) -> float:
     """Seconds a served request's first token takes beyond its engine steps (the
-    ``request_path`` term): ``c_request_path x REQUEST_PATH_UNIT_S``; 0 for an offline
-    benchmark (``served`` False)."""
-    return float(coefficients[_REQUEST_PATH]) * REQUEST_PATH_UNIT_S if served else 0.0
+    ``request_path`` and ``request_path_ranks`` terms): ``c_request_path x REQUEST_PATH_UNIT_S
+    + c_request_path_ranks x REQUEST_PATH_UNIT_S x log2(ranks)``; 0 for an offline benchmark
+    (``served`` False)."""
+    if not served:
+        return 0.0
+    return (
+        float(coefficients[_REQUEST_PATH])
+        + float(coefficients[_REQUEST_PATH_RANKS]) * math.log2(max(ranks, 1))
+    ) * REQUEST_PATH_UNIT_S
 
 
-def add_request_path(first: np.ndarray, finish: np.ndarray) -> None:
-    """Add one ``request_path`` unit to per-request first-token and finish term vectors (rows
-    over :data:`FEATURES`, in place): TTFT and E2E carry it, TPOT (finish - first) does not."""
+def add_request_path(first: np.ndarray, finish: np.ndarray, ranks: int = 1) -> None:
+    """Add one ``request_path`` unit (and ``log2(ranks)`` of ``request_path_ranks``) to
+    per-request first-token and finish term vectors (rows over :data:`FEATURES`, in place):
+    TTFT and E2E carry them, TPOT (finish - first) does not."""
+    spread = math.log2(max(ranks, 1)) * REQUEST_PATH_UNIT_S
+    first[..., _REQUEST_PATH_RANKS] += spread
+    finish[..., _REQUEST_PATH_RANKS] += spread
     first[..., _REQUEST_PATH] += REQUEST_PATH_UNIT_S
     finish[..., _REQUEST_PATH] += REQUEST_PATH_UNIT_S
 

@@ -24,7 +24,7 @@ from planner.perf.steady_state import (
     _linear_quantile,
 )
 from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_features
-from tests.planner.perf.test_simulator import FITTED_COEFFICIENTS
+from tests.planner.perf.test_simulator import FITTED_COEFFICIENTS, STEP_TAIL
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 H100 = {"gpu": "H100-SXM", "tp": 2, "instance": "p5.48xlarge", "precision": "fp8"}
@@ -388,7 +388,7 @@ def test_sglang_prefill_batches_hold_no_decodes_in_the_steady_state(catalog: Cat
     first token comes out of its batch, and in a closed loop of equal answers every wave of
     prompts queues as the first: 32 prompts of 8,000 tokens (one a batch of 8,192) have
     their first tokens after 1, 2, ..., 32 batches, a mean of 16.5 batches, in every wave."""
-    c = full_coefficients(np.array([*FITTED_COEFFICIENTS, 1.2, 1.0, 0.0, 1.6, 0.5, 0.15, 0.0, 5.0]))
+    c = full_coefficients(np.array([*FITTED_COEFFICIENTS, *STEP_TAIL]))
     scenario = Scenario(
         engine="sglang", model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM",
         input_len=8000, output_len=100, load="concurrency", concurrency=32, num_requests=64,

@@ -512,3 +512,24 @@ def test_sglang_prefill_runs_eagerly_and_an_moe_one_waits_on_its_launches(
     x = step_features(StepBatch.of(prefill_chunks=[(300, 0)]), dense)
     assert x[IDX["eager_layers"]] == pytest.approx(32 * 10e-6)
     assert x[IDX["eager_floor"]] == 0.0
+
+
+def test_the_request_path_grows_with_the_engines_gpu_processes(catalog: Catalog) -> None:
+    """A served request's fixed path is ``request_path`` x 10 ms plus ``request_path_ranks`` x
+    10 ms x log2(TP x PP x attention-DP ranks): every rank receives the request before the
+    step that prefills it. Its first token and its finish carry both, so TPOT does not."""
+    from planner.perf.step_time import add_request_path, engine_ranks, request_path_s
+
+    c = full_coefficients(np.ones(len(FEATURES) - 2))
+    c[IDX["request_path"]], c[IDX["request_path_ranks"]] = 3.0, 0.5
+    assert request_path_s(c, True, 1) == pytest.approx(0.030)
+    assert request_path_s(c, True, 8) == pytest.approx(0.030 + 3 * 0.005)
+    assert request_path_s(c, False, 8) == 0.0
+    dep = _dep(catalog, model="meta-llama/Llama-3.1-70B-Instruct", tp=4)
+    assert engine_ranks(dep) == 4
+    assert engine_ranks(_dep(catalog)) == 1
+    first, finish = np.zeros((2, len(FEATURES))), np.ones((2, len(FEATURES)))
+    add_request_path(first, finish, engine_ranks(dep))
+    assert first[:, IDX["request_path"]] == pytest.approx([10e-3] * 2)
+    assert first[:, IDX["request_path_ranks"]] == pytest.approx([2 * 10e-3] * 2)
+    assert (finish - first) == pytest.approx(np.ones((2, len(FEATURES))))
