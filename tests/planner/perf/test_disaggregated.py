@@ -37,7 +37,7 @@ from planner.perf.disaggregated import (
 )
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
-from planner.perf.step_time import IDX, StepBatch, request_path_s, step_features
+from planner.perf.step_time import IDX, StepBatch, engine_ranks, request_path_s, step_features
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 DEEPSEEK_R1 = "deepseek-ai/DeepSeek-R1-0528"
@@ -321,8 +321,8 @@ def test_decode_pool_tpot_is_free_of_prefill_interference(model: PerformanceMode
     # the rest of a step in progress (busy 1 - e^-d), its first step, its own request path
     pre = dm.prefill_state.at_rate(2.0 / 2)
     dec = dm.decode_pool.at_rate(2.0)
-    path = request_path_s(dm.decode.c)
-    assert path > 0
+    path = request_path_s(dm.decode.c, True, engine_ranks(dm.decode.dep))  # TP 4: log2 4 = 2
+    assert path > request_path_s(dm.decode.c) > 0
     entry = (1 - math.exp(-dec.running)) * dec.step_s / 2 + dec.step_s + path
     expected_ms = (pre.ttft_mean_s + dm.transfer_s + entry) * 1e3
     assert disagg.prediction.ttft_ms_mean == pytest.approx(expected_ms, rel=1e-9)
@@ -483,8 +483,9 @@ def test_one_request_replayed_is_its_steps_transfer_and_two_request_paths(
     one = replay_pools(dm.prefill, dm.decode, transfer, [0.5], [1000], [4])
     prefill = dm.prefill.step_s(StepBatch.of([], [(1000, 0)]))
     first = dm.decode.step_s(StepBatch.of([], [(8, 992)]))
-    path = request_path_s(dm.decode.c)
-    expected = prefill + path + transfer.seconds_of(1000) + first + path
+    prefill_path = request_path_s(dm.prefill.c, True, engine_ranks(dm.prefill.dep))
+    path = request_path_s(dm.decode.c, True, engine_ranks(dm.decode.dep))
+    expected = prefill + prefill_path + transfer.seconds_of(1000) + first + path
     assert one.ttft_s[0] == pytest.approx(expected, rel=1e-9)
     # tokens 2-4: decode steps at contexts 1,001-1,003
     steps = [dm.decode.step_s(StepBatch.of([1000 + k])) for k in (1, 2, 3)]
