@@ -58,7 +58,7 @@ if not st.session_state.get(HEADLINE_SHOWN_KEY):
         pending = st.columns(5)
         for column, label in zip(pending, HEADLINE_LABELS, strict=True):
             column.metric(label, "…")
-        st.code("vllm serve …", language="bash")
+        st.code("# launch command …", language="bash")
 
 result = None
 with (

@@ -301,7 +301,7 @@ def test_the_pending_headline_of_a_first_page_is_replaced_by_the_plan(
         values = [m.value for m in at.metric]
         assert "…" not in values
         assert top_metrics(at)["$ per M output tokens"].startswith("$")
-        assert not any(c.value == "vllm serve …" for c in at.code)
+        assert not any(c.value == "# launch command …" for c in at.code)
         assert len([m for m in at.metric if m.label == "$ per M output tokens"]) == 1
         at.run()
     no_exception(at)
