@@ -158,6 +158,13 @@ class EngineConfig(BaseModel):
         return engine_family(self.engine)
 
     @property
+    def memory_stated(self) -> bool:
+        """Whether the config states its memory share (``gpu_memory_utilization``, which an
+        SGLang plan launches as ``--mem-fraction-static`` and a TensorRT-LLM one as
+        ``--kv_cache_free_gpu_memory_fraction``) rather than leaving it to the engine."""
+        return "gpu_memory_utilization" in self.model_fields_set
+
+    @property
     def is_resolved(self) -> bool:
         return None not in (self.max_num_seqs, self.max_num_batched_tokens, self.block_size)
 

@@ -440,9 +440,7 @@ class Plan(BaseModel):
         if load is None:
             raise InvalidInputError("load", None, "the plan's load, or a load to run")
         fields = engine_fields(self.engine)
-        if self.engine.family == "sglang" and (
-            "gpu_memory_utilization" not in self.engine.model_fields_set
-        ):
+        if self.engine.family == "sglang" and not self.engine.memory_stated:
             # no share stated: SGLang's own default for the GPU and layout, as the command
             # leaves it (not the 0.9 an EngineConfig holds for vLLM)
             fields["gpu_memory_utilization"] = None

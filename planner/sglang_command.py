@@ -69,7 +69,7 @@ def sglang_launch_args(config: SglangServeConfig) -> list[str]:
         args += ["--chunked-prefill-size", str(engine.max_num_batched_tokens * dp)]
     if engine.max_model_len is not None:
         args += ["--context-length", str(engine.max_model_len)]
-    if "gpu_memory_utilization" in engine.model_fields_set:
+    if engine.memory_stated:
         args += ["--mem-fraction-static", f"{engine.gpu_memory_utilization:g}"]
     if engine.kv_cache_dtype.startswith("fp8"):
         dtype = "fp8_e4m3" if engine.kv_cache_dtype == "fp8" else engine.kv_cache_dtype

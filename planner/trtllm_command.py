@@ -101,7 +101,7 @@ def trtllm_serve_args(config: TrtllmServeConfig) -> list[str]:
         args += ["--max_num_tokens", str(engine.max_num_batched_tokens)]
     if engine.max_model_len is not None:
         args += ["--max_seq_len", str(engine.max_model_len)]
-    if "gpu_memory_utilization" in engine.model_fields_set:
+    if engine.memory_stated:
         args += ["--kv_cache_free_gpu_memory_fraction", f"{engine.gpu_memory_utilization:g}"]
     if trtllm_extra_options(config):
         args += ["--extra_llm_api_options", EXTRA_OPTIONS_FILE]

@@ -184,8 +184,11 @@ def plan_capacity(
         fixed = plan.weights_bytes + plan.activation_bytes + plan.non_torch_bytes
         usable = visible - plan.framework_overhead_bytes
         # a TensorRT-LLM config's share is its kv_cache_free_gpu_memory_fraction
-        stated = "gpu_memory_utilization" in engine.model_fields_set
-        fraction = engine.gpu_memory_utilization if stated else TRTLLM_FREE_GPU_MEMORY_FRACTION
+        fraction = (
+            engine.gpu_memory_utilization
+            if engine.memory_stated
+            else TRTLLM_FREE_GPU_MEMORY_FRACTION
+        )
         free = fraction * max(usable - fixed, 0.0)
         utilization = (fixed + free) / visible
         utilization = min(max(utilization, 0.05), usable / visible)

@@ -79,15 +79,14 @@ from planner.errors import InvalidInputError
 from planner.perf.calibration import coefficient_key
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.model import PerformanceModel
-from planner.perf.scenario import ENGINE_FIELDS, Prediction, Scenario, has_request_path
+from planner.perf.scenario import ENGINE_FIELDS, Prediction, Scenario
 from planner.perf.simulator import LiveEngine, request_arrivals
 from planner.perf.steady_state import SteadyStateModel
 from planner.perf.step_time import (
     AR_CALL_UNIT_S,
     IDX,
     StepBatch,
-    engine_ranks,
-    request_path_s,
+    deployment_request_path_s,
     step_features,
 )
 from planner.perf.uncertainty import interval_factors, term_shares, widen
@@ -846,9 +845,7 @@ class DisaggregatedModel:
         """The decode pool's own request path: the router's second request (vLLM's PD proxy,
         ``toy_proxy_server.py``, posts the prompt to the prefill server, then again to the
         decode server, which streams the answer) pays a served request's fixed path again."""
-        return request_path_s(
-            self.decode.c, has_request_path(self.decode.scenario), engine_ranks(self.decode.dep)
-        )
+        return deployment_request_path_s(self.decode.c, self.decode.dep)
 
     def decode_first_token_s(self, dec: DecodeState, step_s: float) -> float:
         """From a request's KV reaching its decode rank to its first token streamed: the step

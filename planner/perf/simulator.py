@@ -90,10 +90,10 @@ from planner.perf.step_time import (
     N_FEATURES,
     StepBatch,
     add_request_path,
+    deployment_request_path_s,
     engine_ranks,
     fill_step_features,
     macro_step_token_budget,
-    request_path_s,
 )
 from planner.workload import LengthDistribution, draw_lengths
 
@@ -1003,9 +1003,7 @@ class LiveEngine:
         self.finished_last_step = 0
         #: seconds each token of a served request reaches its client after the step that
         #: made it (the ``request_path`` term; 0 offline): a server delays its stream by it
-        self.request_path_s = request_path_s(
-            np.asarray(coefficients, dtype=float), has_request_path(dep.scenario), engine_ranks(dep)
-        )
+        self.request_path_s = deployment_request_path_s(np.asarray(coefficients, dtype=float), dep)
 
     @property
     def max_num_seqs(self) -> int:

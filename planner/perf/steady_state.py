@@ -75,13 +75,11 @@ import numpy as np
 from planner.engine import SGLANG_MAX_PREFILL_TOKENS
 from planner.perf.deployment import Deployment
 from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
-from planner.perf.scenario import has_request_path
 from planner.perf.step_time import (
     IDX,
     StepBatch,
-    engine_ranks,
+    deployment_request_path_s,
     macro_step_token_budget,
-    request_path_s,
     step_features,
 )
 from planner.workload import LengthDistribution, draw_lengths
@@ -208,7 +206,7 @@ class SteadyStateModel:
             self.budget = float(max(fit, dep.engine.max_model_len or 0))
             self.chunk_cap = self.budget
         #: a served request's fixed path to its first token (``request_path``), seconds
-        self.path_s = request_path_s(self.c, has_request_path(dep.scenario), engine_ranks(dep))
+        self.path_s = deployment_request_path_s(self.c, dep)
         self.seats = self._seats()
         self._steps: dict[float, _Step] = {}
         self._saturation: tuple[float, Bound] | None = None

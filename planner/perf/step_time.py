@@ -188,6 +188,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.perf.deployment import Deployment
+from planner.perf.scenario import has_request_path
 from planner.perf.speculative import fill_speculative_features
 
 FEATURES: tuple[str, ...] = (
@@ -494,11 +495,12 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     out[_FORWARD] = pp * FORWARD_UNIT_S
     out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
     graphs = dep.cuda_graph_max_tokens
+    prefill = batch.prefill_tokens > 0
     # SGLang captures decode steps only: its extend (prefill) steps always run eagerly
-    extend = dep.family == "sglang" and batch.prefill_tokens > 0
+    extend = dep.family == "sglang" and prefill
     if dep.enforce_eager or extend or (graphs is not None and micro_tokens > graphs):
         out[_EAGER] = layers * LAYER_UNIT_S
-        if batch.prefill_tokens > 0:  # a prefill's launches (docstring: eager_floor)
+        if prefill:  # a prefill's launches (docstring: eager_floor)
             out[_EAGER_FLOOR] = max(0.0, n_moe * EAGER_FLOOR_UNIT_S - out[_ROOFLINE])
 
 
@@ -540,6 +542,12 @@ def request_path_s(coefficients: np.ndarray, served: bool = True, ranks: int = 1
         float(coefficients[_REQUEST_PATH])
         + float(coefficients[_REQUEST_PATH_RANKS]) * math.log2(max(ranks, 1))
     ) * REQUEST_PATH_UNIT_S
+
+
+def deployment_request_path_s(coefficients: np.ndarray, dep: Deployment) -> float:
+    """:func:`request_path_s` of a request ``dep`` serves: its engine's ranks, 0 offline
+    (:func:`planner.perf.scenario.has_request_path`)."""
+    return request_path_s(coefficients, has_request_path(dep.scenario), engine_ranks(dep))
 
 
 def add_request_path(first: np.ndarray, finish: np.ndarray, ranks: int = 1) -> None:

@@ -33,7 +33,6 @@ from planner.recommend.request import (
     RecommendRequest,
     grid_value,
 )
-from planner.recommend.startup import memory_stated
 
 if TYPE_CHECKING:
     from planner.perf.model import PerformanceModel
@@ -498,7 +497,7 @@ class PerfPredictor:
             }
         )
         fields = engine_fields(engine)
-        if not memory_stated(engine):
+        if not engine.memory_stated:
             # predicted at the share the plan's command starts the engine with: its default
             # (SGLang's depends on the GPU and the layout), never raised behind the command's
             # back (a raised share is the layout's: planner.recommend.startup)

@@ -27,7 +27,7 @@ from planner.recommend.capacity import (
     slo_straddles,
 )
 from planner.recommend.request import Recommendation, RecommendRequest
-from planner.recommend.startup import memory_note, memory_stated
+from planner.recommend.startup import memory_note
 from planner.vllm_command import vllm_serve_command
 
 
@@ -147,7 +147,7 @@ def memory_columns(
     default = default_memory_fraction(engine, gpu, tp=layout.tp, pp=layout.pp)
     raised = layout.raised_memory_fraction
     return {
-        "memory_fraction": engine.gpu_memory_utilization if memory_stated(engine) else default,
+        "memory_fraction": engine.gpu_memory_utilization if engine.memory_stated else default,
         "memory_raised": raised is not None,
         "memory_note": "" if raised is None else memory_note(engine.family, raised, default),
     }

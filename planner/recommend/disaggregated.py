@@ -235,7 +235,7 @@ def _best_quote(
         # what a pool's capacities depend on (not the demand): memoised on the fitted model,
         # so a re-rank or another load (the Plan page's curve) does not price them again
         inst_key = (inst.gpu_id, inst.gpus, inst.gpu_link_bw_gbps, inst.network_gbps)
-        stated = "gpu_memory_utilization" in request.engine.model_fields_set
+        stated = request.engine.memory_stated
         key = ("disaggregated pool", request.model.lower(), request.engine, stated,
                request.workload, request.max_model_len, slo, inst_key, link, lay.precision,
                lay.kv_cache_dtype, settings, pool.tp, pool.ep, pool.attention_dp)  # fmt: skip

@@ -71,7 +71,7 @@ from planner.recommend.request import (
     Rejected,
     SearchSpace,
 )
-from planner.recommend.startup import at_startup_memory, memory_stated
+from planner.recommend.startup import at_startup_memory
 
 
 def filtered_instances(catalog: Catalog, search: SearchSpace) -> list[str]:
@@ -590,7 +590,7 @@ def _setup_key(
         getattr(predictor, "cache_key", id(predictor)),
         request.model.lower(),
         request.engine,
-        memory_stated(request.engine),  # equal configs, stated or not, start differently
+        request.engine.memory_stated,  # equal configs, stated or not, start differently
         hardware,
         layout.tp,
         layout.pp,
@@ -621,7 +621,7 @@ def _layouts(
     price, demand or SLO searches the same layouts; building them plans each one's memory)."""
     key = (id(catalog), id(card), tuple(instances), search.max_nodes, search.precisions,
            search.kv_cache_dtypes, search.speculative, engine.model_dump_json(),
-           memory_stated(engine))  # fmt: skip
+           engine.memory_stated)  # fmt: skip
     with _LAYOUTS_LOCK:
         held = _LAYOUTS.get(key)
         if held is not None and held[0] is catalog and held[1] is card:

@@ -45,11 +45,6 @@ ENGINE_DOCS = {
 }
 
 
-def memory_stated(engine: EngineConfig) -> bool:
-    """Whether ``engine`` states its memory share (then the search keeps it as stated)."""
-    return "gpu_memory_utilization" in engine.model_fields_set
-
-
 def memory_note(family: str, fraction: float, default: float) -> str:
     """The note of a plan that starts only at a raised share, in words."""
     setting, flag = MEMORY_SETTINGS[family]
@@ -73,7 +68,7 @@ def at_startup_memory(
     kept as they are when ``engine`` states a share; otherwise a layout that starts only at a
     raised share becomes feasible at it, and an SGLang or TensorRT-LLM layout is feasible
     exactly when its engine's own accounting starts it."""
-    if memory_stated(engine):
+    if engine.memory_stated:
         return list(layouts)
     return [_at_startup(catalog, card, layout) for layout in layouts]
 
@@ -126,5 +121,4 @@ __all__ = [
     "ENGINE_DOCS",
     "at_startup_memory",
     "memory_note",
-    "memory_stated",
 ]
