@@ -41,7 +41,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from planner.catalog.schema import GPU
 from planner.errors import InvalidInputError
@@ -57,9 +64,12 @@ SpeculativeChoice = Literal["off", "auto", "mtp", "eagle3", "ngram"]
 SPECULATIVE_CHOICES: tuple[str, ...] = ("off", "auto", "mtp", "eagle3", "ngram")
 KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
-#: How the engine is started: a server (``vllm serve``) or vLLM's offline ``LLM`` class
-#: (``vllm bench throughput``), which picks larger batch budgets.
-Entrypoint = Literal["serve", "offline"]
+#: How the engine is started: its own server (``vllm serve``, ``sglang.launch_server``,
+#: ``trtllm-serve``), vLLM's offline ``LLM`` class (``vllm bench throughput``), which picks
+#: larger batch budgets, or (TensorRT-LLM only) Triton Inference Server's C++ front end with the
+#: TensorRT-LLM backend, whose requests skip the Python server's fixed path
+#: (:func:`planner.perf.scenario.has_request_path`).
+Entrypoint = Literal["serve", "offline", "triton"]
 
 #: engine name (lower-case) -> family whose scheduler, defaults and coefficients it uses.
 ENGINE_FAMILIES: dict[str, str] = {
@@ -140,6 +150,14 @@ class EngineConfig(BaseModel):
         except InvalidInputError as exc:
             raise ValueError(exc.allowed) from None  # pydantic names the field and the value
         return engine
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _triton_serves_tensorrt_llm(cls, entrypoint: str, info: ValidationInfo) -> str:
+        engine = info.data.get("engine")
+        if entrypoint == "triton" and engine is not None and engine_family(engine) != "trtllm":
+            raise ValueError(f"triton is Triton's TensorRT-LLM backend, not a {engine} server")
+        return entrypoint
 
     @classmethod
     def of(cls, **values: object) -> EngineConfig:
@@ -230,7 +248,7 @@ _ALLOWED: dict[str, str] = {
     "data_parallel_size": _WHOLE,
     "gpu_memory_utilization": "a fraction in (0, 1]",
     "kv_cache_dtype": f"one of {', '.join(KV_CACHE_DTYPES)}",
-    "entrypoint": "serve or offline",
+    "entrypoint": "serve, offline or triton (Triton's TensorRT-LLM backend: tensorrt-llm only)",
     "spec_method": "one of none, mtp, eagle3, ngram",
     "num_spec_tokens": "an integer >= 1 (draft tokens a step)",
 }

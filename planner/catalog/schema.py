@@ -368,10 +368,12 @@ class MeasuredResult(BaseModel):
     #: drawn uniformly from 1 to twice the stated mean (SGLang bench_serving's random dataset
     #: at its default --random-range-ratio 0)
     dataset: Literal["random", "sharegpt", "uniform"] | None = None
-    #: "serve": an HTTP server and a streaming client (vllm bench serve, AIPerf, sglang
-    #: bench_serving); "offline": the engine driven directly (trtllm-bench, vLLM's LLM class).
+    #: "serve": the engine's own HTTP server and a streaming client (vllm bench serve, AIPerf,
+    #: sglang bench_serving against vllm serve, sglang.launch_server, trtllm-serve); "offline":
+    #: the engine driven directly (trtllm-bench, vLLM's LLM class); "triton": Triton Inference
+    #: Server's C++ front end with the TensorRT-LLM backend (NVIDIA's v0.14 online tables).
     #: Blank: offline for load offline_batch and TensorRT-LLM max-throughput tables, else serve
-    entrypoint: Literal["serve", "offline"] | None = None
+    entrypoint: Literal["serve", "offline", "triton"] | None = None
     #: speculative decoding the run used (blank: none): the method, its draft tokens a step, the
     #: mean accepted tokens a step the server reported (blank: not reported), and the
     #: ``source_ref`` of the same configuration measured without it (the speed-up's baseline)

@@ -94,3 +94,15 @@ def test_bad_settings_name_the_field_the_value_and_what_is_allowed(
         EngineConfig.of(**values)
     assert info.value.field == field
     assert allowed in str(info.value) and repr(next(iter(values.values()))) in str(info.value)
+
+
+def test_only_tensorrt_llm_is_served_by_triton() -> None:
+    """``triton`` names Triton's TensorRT-LLM backend; a vLLM or SGLang config with it is
+    refused, naming the field, the value and what is allowed."""
+    assert EngineConfig.of(engine="tensorrt-llm", entrypoint="triton").entrypoint == "triton"
+    for engine in ("vllm", "sglang"):
+        with pytest.raises(InvalidInputError) as raised:
+            EngineConfig.of(engine=engine, entrypoint="triton")
+        assert raised.value.field == "entrypoint"
+        assert raised.value.value == "triton"
+        assert "tensorrt-llm only" in raised.value.allowed

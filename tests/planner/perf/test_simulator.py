@@ -424,10 +424,10 @@ def test_a_run_of_decode_steps_is_as_long_as_the_free_blocks_allow(
 def test_a_served_request_pays_the_fitted_path_once_and_an_offline_one_never(
     catalog: Catalog,
 ) -> None:
-    """The request path (step_time ``request_path``: 5 x 10 ms in C) is added once to a served
-    vLLM or SGLang request's first token and finish: TTFT and E2E move by exactly 50 ms, the
-    steps, TPOT and throughput not at all; vLLM's offline class and TensorRT-LLM's servers
-    (Triton's C++ front end or trtllm-serve: the rows cannot tell them apart) pay none."""
+    """The request path (step_time ``request_path``: 5 x 10 ms in C) is added once to a request
+    an engine's own Python server serves (vllm serve, sglang.launch_server, trtllm-serve): TTFT
+    and E2E move by exactly 50 ms, the steps, TPOT and throughput not at all; vLLM's offline
+    class, trtllm-bench and Triton's C++ front end with the TensorRT-LLM backend pay none."""
 
     def timing(**kw: object) -> tuple[np.ndarray, np.ndarray, float, int]:
         dep = resolve_deployment(_scenario(concurrency=2, num_requests=6, **kw), catalog)
@@ -436,15 +436,17 @@ def test_a_served_request_pays_the_fitted_path_once_and_an_offline_one_never(
         tpot = (trace.finish @ C - trace.first @ C) / (trace.output_len - 1)
         return ttft, tpot, float(trace.end @ C), trace.steps
 
-    for engine in ("vllm", "sglang"):
+    for engine in ("vllm", "sglang", "trtllm"):
         served = timing(engine=engine)
-        offline = timing(engine=engine, entrypoint="offline")
+        offline = timing(engine=engine, entrypoint="offline", enable_chunked_prefill=False)
         assert served[0] - offline[0] == pytest.approx(np.full(len(served[0]), 0.05))
         assert served[1] == pytest.approx(offline[1])
         assert served[2:] == offline[2:] or engine == "sglang"  # SGLang's offline is a server
-    trt = timing(engine="trtllm")
-    trt_offline = timing(engine="trtllm", entrypoint="offline", enable_chunked_prefill=False)
-    assert trt[0] == pytest.approx(trt_offline[0])
+    served = timing(engine="trtllm")
+    triton = timing(engine="trtllm", entrypoint="triton")
+    assert served[0] - triton[0] == pytest.approx(np.full(len(served[0]), 0.05))
+    assert served[1] == pytest.approx(triton[1])
+    assert served[2:] == triton[2:]
 
 
 # ----- prefill scheduling as the engines' sources do it ---------------------------------------
