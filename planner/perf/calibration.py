@@ -12,8 +12,27 @@ TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
 
     log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
                                   + d_family/gpu + d_entrypoint + d_family/kind
-                                  + d_release/kind + b_kind x age (release age, below)
+                                  + d_release/kind + d_model@gpu (MoE kernel terms only)
+                                  + b_kind x age (release age, below)
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1), every other d ~ N(0, 0.5^2)
+
+The model@gpu level (:data:`MODEL_TERMS`) holds what an MoE model's expert shape does on a GPU:
+its fused-MoE GEMMs run on kernel configurations tuned per expert shape and GPU (vLLM's Triton
+fused MoE loads one file per expert count, slice width and GPU, such as
+``vllm/model_executor/layers/fused_moe/configs/E=128,N=192,device_name=NVIDIA_B200.json``:
+Qwen3-235B-A22B's 128 experts at TP 8, read 2026-12-03; a shape without one runs a default
+tile), so one MoE model runs its experts faster or slower than its FLOPs and bytes say on one
+GPU, under every engine that shares those kernels. Held out by source, on 8 x B200 under SGLang
+0.5.6 the cookbook's Qwen3-235B-A22B decoded one request in 0.7x the step time the shared
+coefficients gave it while GLM-4.6 (also 1,536-wide experts, 160 of them) and MiniMax-M2.5
+took 1.3-1.4x; without a level of their own those shape effects went into the SGLang/B200 level
+that every model on it shares. Keyed by the weights (total and active parameters: a
+re-release of the architecture shares its kernels) and the GPU, fitted on the routed-expert
+terms only, with the other levels' prior (SIGMA_MODEL = 0.5). Held out by source: output tok/s
+29.2 -> 28.0% median, TTFT 37.4 -> 36.4% (mean 63.9 -> 60.8%), TPOT 26.9 -> 24.9%; the 2025-07+
+closed loops' TPOT 20 -> 18%, tok/s 15 -> 14%. Keyed by the model alone it moved DeepSeek
+everywhere by its early-2025 rows (a DeepSeek-wide expert GEMM 1.4x the shared one); keyed by
+model, GPU and engine it shared nothing across engines and gained a quarter as much.
 
 ``kind`` is dense or MoE. The release/kind level exists because an engine's MoE kernels mature
 on their own clock: vLLM 0.7 and SGLang 0.4.3 served Llama at today's speed but DeepSeek-R1 at
@@ -184,6 +203,8 @@ SIGMA_GENERATION = 0.5
 SIGMA_GROUP = 0.5
 SIGMA_ENTRYPOINT = 0.5
 SIGMA_KIND = 0.5
+#: the model@gpu level's prior (log units): 0.3 and 0.8-1.0 both held out worse than 0.5
+SIGMA_MODEL = 0.5
 #: the layer floor's deviation at the release x kind level (log units): an early release's
 #: DeepSeek layers sit at 2-4x the 150 us unit (33-39 ms a step over 61 layers, step_time's
 #: docstring), log(3 / 0.1) = 3.4 from the prior, about 1 sigma here
@@ -232,10 +253,17 @@ SIGMA_TREND = 1.0
 #: the pseudo-level of FittedCoefficients.levels that holds the slopes, by model kind
 TREND_LEVEL = "trend"
 _TREND_MASK = np.array([f in TREND_TERMS for f in FITTED])
+#: the terms the model@gpu level fits: the routed experts' GEMMs and streams, whose kernels are
+#: tuned per expert shape and GPU (module docstring)
+MODEL_TERMS: tuple[str, ...] = ("expert_gemm", "expert_read", "expert_activation")
+_MODEL_MASK = np.array([f in MODEL_TERMS for f in FITTED])
 
 
 def level_fits(level: str) -> np.ndarray:
-    """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`), over FITTED."""
+    """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`; the model@gpu
+    level :data:`MODEL_TERMS` only), over FITTED."""
+    if level == "model":
+        return _MODEL_MASK.copy()
     fits = np.ones(N_FITTED, dtype=bool)
     for term, levels in TERM_LEVELS.items():
         if level not in levels:
@@ -547,6 +575,7 @@ LEVELS: tuple[tuple[str, float], ...] = (
     ("entrypoint", SIGMA_ENTRYPOINT),
     ("kind", SIGMA_KIND),
     ("release_kind", SIGMA_KIND),
+    ("model", SIGMA_MODEL),
 )
 
 
@@ -565,6 +594,9 @@ class CoefficientKey(NamedTuple):
     #: the release's date (:func:`planner.perf.releases.release_date`, patch-level for SGLang
     #: 0.4); None: the series' date from ``version`` when the table has it (:func:`release_age`)
     released: date | None = None
+    #: an MoE model's weights, ``<total>/<active>`` parameters (re-releases of an architecture
+    #: share it); None for a dense model: the key of the model@gpu level (MODEL_TERMS)
+    model: str | None = None
 
 
 def release_age(key: CoefficientKey) -> float:
@@ -610,6 +642,7 @@ def gpu_generation(gpu: GPU) -> str:
 def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
     version = version_key(scenario)
     family = dep.family
+    arch = dep.card.architecture
     # dated only where the key is the engine's own major.minor (not a packaged variant's name)
     series = version.partition(":")[2] if version is not None else ""
     dated = series[:1].isdigit()
@@ -618,9 +651,10 @@ def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
         gpu=dep.gpu.gpu_id,
         version=version,
         entrypoint=entrypoint_of(scenario),
-        kind="moe" if dep.card.architecture.is_moe else "dense",
+        kind="moe" if arch.is_moe else "dense",
         generation=gpu_generation(dep.gpu),
         released=release_date(family, scenario.engine_version) if dated else None,
+        model=f"{arch.total_params}/{arch.active_params}" if arch.is_moe else None,
     )
 
 
@@ -635,6 +669,7 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
         "entrypoint": key.entrypoint,
         "kind": f"{family}:{key.kind}" if key.kind else None,
         "release_kind": f"{key.version}:{key.kind}" if key.kind and key.version else None,
+        "model": f"{key.model}@{key.gpu}" if key.model else None,
     }
 
 

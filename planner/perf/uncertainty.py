@@ -213,7 +213,10 @@ def novelty(
     if (key.family, key.kind or "") not in seen.family_kind:
         reasons.append(f"no measured {kind} model on {family}")
     if key.entrypoint and (key.family, key.entrypoint) not in seen.family_entrypoint:
-        how = "served over HTTP" if key.entrypoint == "serve" else "engine-only (offline)"
+        how = {
+            "serve": "served over HTTP",
+            "triton": "Triton-served",
+        }.get(key.entrypoint, "engine-only (offline)")
         reasons.append(f"no {how} {family} measurement")
     if key.version and key.version not in seen.versions:
         release = key.version.split(":", 1)[-1]

@@ -58,6 +58,10 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
         CoefficientKey("trtllm", "H200", None, "offline", "moe"),
         CoefficientKey("sglang", "B300", "sglang:99.0", "serve", "moe"),  # unseen GPU, release
         CoefficientKey("vllm", "GH200"),
+        # an MoE model measured on the GPU (DeepSeek-V3/R1 on H200), and one never measured
+        # (no release: the definition above leaves out the MoE release-age slope)
+        CoefficientKey("sglang", "H200", None, "serve", "moe", model="671026404352/36625603584"),
+        CoefficientKey("sglang", "H200", None, "serve", "moe", model="1/1"),
     ],
 )
 def test_the_quadratic_form_is_the_definition(model: PerformanceModel, key: CoefficientKey) -> None:

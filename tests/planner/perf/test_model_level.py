@@ -1,0 +1,93 @@
+"""The model@gpu level of the fit (planner.perf.calibration, MODEL_TERMS): an MoE model's expert
+kernels on a GPU, learnt from the shipped rows and lent to every engine on that GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.perf.calibration import (
+    FITTED,
+    MODEL_TERMS,
+    coefficient_key,
+    level_fits,
+    level_keys,
+)
+from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Scenario
+from planner.perf.step_time import IDX
+
+QWEN = "Qwen/Qwen3-235B-A22B-Instruct-2507"
+GLM = "zai-org/GLM-4.6"
+
+
+def _tp8(
+    model: str, engine: str = "sglang", precision: str = "bf16", gpu: str = "B200"
+) -> Scenario:
+    return Scenario(
+        model=model,
+        gpu=gpu,
+        tp=8,
+        precision=precision,
+        engine=engine,
+        engine_version="0.5.6" if engine == "sglang" else None,
+        input_len=1000,
+        output_len=1000,
+        concurrency=16,
+    )
+
+
+def test_the_level_fits_the_routed_expert_terms_only() -> None:
+    fits = level_fits("model")
+    assert {t for t, f in zip(FITTED, fits, strict=True) if f} == set(MODEL_TERMS)
+    assert set(MODEL_TERMS) == {"expert_gemm", "expert_read", "expert_activation"}
+
+
+def test_an_moe_model_is_keyed_by_its_weights_and_gpu_and_a_dense_one_not_at_all(
+    model: PerformanceModel,
+) -> None:
+    moe = _tp8(QWEN)
+    dep = model.deployment(moe)
+    key = coefficient_key(moe, dep)
+    arch = dep.card.architecture
+    assert key.model == f"{arch.total_params}/{arch.active_params}"
+    assert level_keys(key)["model"] == f"{key.model}@B200"
+    dense = _tp8("meta-llama/Llama-3.3-70B-Instruct")
+    assert level_keys(coefficient_key(dense, model.deployment(dense)))["model"] is None
+
+
+def test_two_moe_models_on_one_gpu_differ_in_their_expert_kernels_only(
+    model: PerformanceModel,
+) -> None:
+    """DeepSeek and Qwen3-235B-A22B, both measured on 8 x H200, get expert terms of their own;
+    every other coefficient is the engine's and GPU's."""
+    fitted = model.fitted
+    assert fitted is not None
+    deepseek = _tp8("deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200")
+    qwen = _tp8(QWEN, precision="fp8", gpu="H200")
+    for s in (deepseek, qwen):
+        assert fitted.known("model", level_keys(coefficient_key(s, model.deployment(s)))["model"])
+    cd = model.coefficients_of(deepseek)
+    cq = model.coefficients_of(qwen)
+    expert = [IDX[t] for t in MODEL_TERMS]
+    others = [i for i in range(len(cd)) if i not in expert]
+    np.testing.assert_array_equal(cd[others], cq[others])
+    assert abs(np.log(cd[IDX["expert_gemm"]] / cq[IDX["expert_gemm"]])) > 0.1
+
+
+def test_the_models_expert_kernels_are_lent_to_every_engine_on_the_gpu(
+    model: PerformanceModel,
+) -> None:
+    """Qwen3-235B-A22B on B200 is measured under SGLang only; its deviation reaches vLLM's
+    prediction there too (the Triton fused-MoE configurations both engines read): against the
+    same key without a model, its expert GEMM coefficient moves by the same factor under both."""
+    fitted = model.fitted
+    assert fitted is not None
+    ratios = []
+    for engine in ("sglang", "vllm"):
+        qwen = _tp8(QWEN, engine)
+        key = coefficient_key(qwen, model.deployment(qwen))
+        bare = fitted.full_for(key._replace(model=None))
+        ratios.append(model.coefficients_of(qwen)[IDX["expert_gemm"]] / bare[IDX["expert_gemm"]])
+    assert abs(np.log(ratios[0])) > 0.05
+    assert ratios[0] == pytest.approx(ratios[1], rel=1e-9)
