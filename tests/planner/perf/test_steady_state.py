@@ -50,21 +50,21 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a / b - 1.0) <= tolerance
 
 
-#: gpt-oss-120b on one H100 at a fifth of its capacity: the steady state's p99 TTFT is ~27%
-#: and its p99 TPOT ~17% below the simulation's (the means agree): the gamma fitted to a
-#: prompt's wait misses the tail of arriving during one of the long MoE prefill steps. Near
-#: capacity, where a search compares it with an SLO, it agrees (the 0.5 case).
-LOW_LOAD_MOE_TAIL = pytest.mark.xfail(
-    strict=True, reason="p99 tail of the wait at low load on a one-GPU MoE (see above)"
-)
+#: gpt-oss-120b on one H100 at a fifth of its capacity: the steady state's p99 TTFT is 20-27%
+#: below the simulation's (the means agree): the gamma fitted to a prompt's wait misses the tail
+#: of arriving during one of the long MoE prefill steps. Near capacity, where a search compares
+#: it with an SLO, it agrees (the 0.5 case). The known shortfall is checked as such: below the
+#: simulation and within 35% (a strict xfail at 20% flipped when session 37's refit moved the
+#: shortfall from ~27% to 19.9%).
+LOW_LOAD_MOE_P99 = 0.35
 
 
 @pytest.mark.parametrize(
-    ("layout", "load_share"),
+    ("layout", "load_share", "p99_ttft_tolerance"),
     [
-        (H100, 0.2), (H100, 0.5), (A100, 0.2), (A100, 0.5),
-        pytest.param(GPT_OSS_TP1, 0.2, marks=LOW_LOAD_MOE_TAIL), (GPT_OSS_TP1, 0.5),
-        (GPT_OSS_TP2, 0.2), (QWEN3_235B, 0.5),
+        (H100, 0.2, 0.2), (H100, 0.5, 0.2), (A100, 0.2, 0.2), (A100, 0.5, 0.2),
+        (GPT_OSS_TP1, 0.2, LOW_LOAD_MOE_P99), (GPT_OSS_TP1, 0.5, 0.2),
+        (GPT_OSS_TP2, 0.2, 0.2), (QWEN3_235B, 0.5, 0.2),
     ],
     ids=[
         "H100 TP2 fp8-0.2", "H100 TP2 fp8-0.5", "A100 TP4 bf16-0.2", "A100 TP4 bf16-0.5",
@@ -73,7 +73,10 @@ LOW_LOAD_MOE_TAIL = pytest.mark.xfail(
     ],
 )  # fmt: skip
 def test_a_poisson_load_matches_a_long_simulation(
-    model: PerformanceModel, layout: dict[str, object], load_share: float
+    model: PerformanceModel,
+    layout: dict[str, object],
+    load_share: float,
+    p99_ttft_tolerance: float,
 ) -> None:
     probe = _scenario(layout, load="rate", request_rate=1.0, num_requests=1000)
     rate = model.steady_state(probe).saturation_rate() * load_share
@@ -82,7 +85,9 @@ def test_a_poisson_load_matches_a_long_simulation(
     steady = model.predict_steady(scenario)
     assert _close(steady.output_tok_per_s, simulated.output_tok_per_s, 0.05)
     assert _close(steady.ttft_ms_mean, simulated.ttft_ms_mean, 0.10)
-    assert _close(steady.ttft_ms_p99, simulated.ttft_ms_p99, 0.20)
+    assert _close(steady.ttft_ms_p99, simulated.ttft_ms_p99, p99_ttft_tolerance)
+    if p99_ttft_tolerance == LOW_LOAD_MOE_P99:
+        assert steady.ttft_ms_p99 < simulated.ttft_ms_p99  # the known shortfall's direction
     # 6%: with the release-age fit (planner.perf.calibration) gpt-oss-120b on one H100 at half
     # its capacity is 5.2% short (15.41 vs 16.26 ms), the rest within 5%
     assert _close(steady.tpot_ms_mean, simulated.tpot_ms_mean, 0.06)
@@ -358,16 +363,24 @@ def test_a_served_request_pays_the_request_path_in_the_steady_state_too(
     model: PerformanceModel,
 ) -> None:
     """The steady state adds the request path (step_time ``request_path``) to every TTFT of a
-    vLLM or SGLang server, open or closed loop, as the simulator does, and to no TPOT; a
-    TensorRT-LLM server has none."""
+    vLLM, SGLang or TensorRT-LLM (trtllm-serve) server, open or closed loop, as the simulator
+    does, and to no TPOT; TensorRT-LLM behind Triton's C++ front end has none."""
     c = model.coefficients_of(_scenario(H100, load="rate", request_rate=1.0))
     no_path = c.copy()
     no_path[IDX["request_path"]] = 0.0
     path_s = float(c[IDX["request_path"]]) * 10e-3
     assert 0.005 < path_s < 0.5  # fitted: tens of milliseconds
-    for engine, paid in (("vllm", path_s), ("sglang", path_s), ("trtllm", 0.0)):
+    cases = (
+        ("vllm", "serve", path_s),
+        ("sglang", "serve", path_s),
+        ("trtllm", "serve", path_s),
+        ("trtllm", "triton", 0.0),
+    )
+    for engine, entrypoint, paid in cases:
         for load in ({"load": "rate", "request_rate": 1.0}, {"concurrency": 8}):
-            sc = _scenario(H100, **load).model_copy(update={"engine": engine})
+            sc = _scenario(H100, **load).model_copy(
+                update={"engine": engine, "entrypoint": entrypoint}
+            )
             dep = model.deployment(sc)
             states = []
             for coefficients in (c, no_path):
