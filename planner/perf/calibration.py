@@ -253,17 +253,17 @@ SIGMA_TREND = 1.0
 #: the pseudo-level of FittedCoefficients.levels that holds the slopes, by model kind
 TREND_LEVEL = "trend"
 _TREND_MASK = np.array([f in TREND_TERMS for f in FITTED])
-#: the terms the model@gpu level fits: the routed experts' GEMMs and streams, whose kernels are
-#: tuned per expert shape and GPU (module docstring)
-MODEL_TERMS: tuple[str, ...] = ("expert_gemm", "expert_read", "expert_activation")
-_MODEL_MASK = np.array([f in MODEL_TERMS for f in FITTED])
+#: the terms the model@gpu level fits: the same MoE kernel terms as the release slope's, the
+#: routed experts' GEMMs and streams, whose kernels are tuned per expert shape and GPU
+#: (module docstring)
+MODEL_TERMS = TREND_TERMS
 
 
 def level_fits(level: str) -> np.ndarray:
     """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`; the model@gpu
     level :data:`MODEL_TERMS` only), over FITTED."""
     if level == "model":
-        return _MODEL_MASK.copy()
+        return _TREND_MASK.copy()
     fits = np.ones(N_FITTED, dtype=bool)
     for term, levels in TERM_LEVELS.items():
         if level not in levels:

@@ -457,19 +457,15 @@ def entrypoint_of(scenario: Scenario) -> str:
     return "serve"
 
 
-#: engine families whose served requests carry the fitted ``request_path`` term
-#: (:mod:`planner.perf.step_time`): their own Python OpenAI-compatible servers
-REQUEST_PATH_FAMILIES = frozenset({"vllm", "sglang", "trtllm"})
-
-
 def has_request_path(scenario: Scenario) -> bool:
-    """Whether the scenario's requests pay the fitted fixed path to their first streamed token:
-    the engine's own Python server (``vllm serve``, ``sglang.launch_server``, ``trtllm-serve``:
-    tokenisation, the hand-off to the engine's process, detokenisation and the SSE chunk), not
-    an offline benchmark nor Triton's C++ front end (entrypoint ``triton``: NVIDIA's
-    perf-overview "Online Serving Measurements" ran the Triton TensorRT-LLM backend, v0.14,
-    with mean TTFTs of 17-24 ms for Llama-3.1-8B at 202-467 tokens, nothing beyond the
-    prefill). Before the two front ends were told apart, a path fitted on both was lent to
-    each (leave-one-source-out TensorRT-LLM TTFT 22% -> 63%), so TensorRT-LLM had none and its
-    ``trtllm-serve`` TTFTs at a few requests in flight came out the whole path short."""
-    return entrypoint_of(scenario) == "serve" and scenario.engine_family in REQUEST_PATH_FAMILIES
+    """Whether the scenario's requests pay the fitted fixed path (:mod:`planner.perf.step_time`'s
+    ``request_path``) to their first streamed token: the engine's own Python server (every
+    family has one: ``vllm serve``, ``sglang.launch_server``, ``trtllm-serve``; tokenisation,
+    the hand-off to the engine's process, detokenisation and the SSE chunk), not an offline
+    benchmark nor Triton's C++ front end (entrypoint ``triton``: NVIDIA's perf-overview "Online
+    Serving Measurements" ran the Triton TensorRT-LLM backend, v0.14, with mean TTFTs of 17-24
+    ms for Llama-3.1-8B at 202-467 tokens, nothing beyond the prefill). Before the two front
+    ends were told apart, a path fitted on both was lent to each (leave-one-source-out
+    TensorRT-LLM TTFT 22% -> 63%), so TensorRT-LLM had none and its ``trtllm-serve`` TTFTs at a
+    few requests in flight came out the whole path short."""
+    return entrypoint_of(scenario) == "serve"

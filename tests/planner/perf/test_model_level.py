@@ -18,7 +18,6 @@ from planner.perf.scenario import Scenario
 from planner.perf.step_time import IDX
 
 QWEN = "Qwen/Qwen3-235B-A22B-Instruct-2507"
-GLM = "zai-org/GLM-4.6"
 
 
 def _tp8(
