@@ -14,8 +14,11 @@ import pytest
 from planner.catalog import Catalog
 from planner.diagnosis import diagnose, evidence_from_run, metric_table, request_table
 from planner.diagnosis.checks.latency import _overlapping
+from planner.diagnosis.checks.parallelism import GROUPS, NOT_STEP_TERMS, step_breakdown
+from planner.diagnosis.whatif import DiagnosisContext
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
+from planner.perf.step_time import FEATURES, StepBatch
 from planner.run_files import MetricSample, RequestRecord, RunFiles
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -332,6 +335,23 @@ def test_tensor_parallelism_over_host_staged_pcie_is_found(prior: PerformanceMod
     assert links.chart is not None and links.chart.series[0].kind == "bar"
     one = diagnose(evidence_from_run(run_files(steady_requests(), plan=PLAN)), model=prior)
     assert one.finding("parallelism_links").status == "clear"
+
+
+def test_the_step_breakdown_holds_every_step_term_of_an_moe_step(prior: PerformanceModel) -> None:
+    # every step term is in one group: the routed experts' GEMMs and the MoE layers' launches
+    # had none, so an MoE step's collectives read as a larger share of it than they are
+    grouped = [t for names in GROUPS.values() for t in names] + list(NOT_STEP_TERMS)
+    assert sorted(grouped) == sorted(FEATURES)
+    scenario = Scenario(
+        model="Qwen/Qwen3-30B-A3B", gpu="H100-SXM", tp=2, input_len=2048, output_len=256,
+        load="concurrency", concurrency=32, num_requests=64,
+    )  # fmt: skip
+    parts = step_breakdown(DiagnosisContext(model=prior), scenario, 32.0, 2048.0, 256.0)
+    step = StepBatch()
+    step.add_decode(32.0 - 32.0 / 256.0, 2048.0 + 128.0, None)
+    step.add_prefill(32.0 / 256.0, 2048.0, 0.0, None)
+    assert sum(parts.values()) == pytest.approx(prior.step_time_s(scenario, step), rel=1e-9)
+    assert parts["GPU work (weights, KV, FLOPs)"] > parts["all-reduce"]
 
 
 def test_quality_is_never_judged_but_fp8_is_shown(prior: PerformanceModel) -> None:

@@ -32,7 +32,6 @@ from planner.diagnosis.checks.throughput import mean_running_batch
 from planner.diagnosis.evidence import RunEvidence
 from planner.diagnosis.findings import Chart, Evidence, Finding, Fix, Series
 from planner.diagnosis.whatif import DiagnosisContext, with_what_if
-from planner.perf.calibration import version_key
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import FEATURES, StepBatch, step_features
 
@@ -41,26 +40,34 @@ COMM_SHARE = 0.25
 COMM_SHARE_HIGH = 0.40
 MIN_GAIN = 1.10
 
-#: step terms by what they are, for the breakdown
+#: step terms by what they are, for the breakdown: every step term is in one group (the
+#: request path is paid once a request, not a step; idle time is no step's work)
 GROUPS: dict[str, tuple[str, ...]] = {
     "GPU work (weights, KV, FLOPs)": (
         "roofline",
         "weight_read",
         "expert_read",
+        "expert_activation",
         "kv_read",
         "gemm",
+        "expert_gemm",
         "attention",
     ),
     "all-reduce": tuple(f for f in FEATURES if f.startswith(("allreduce_", "ar_calls_"))),
     "pipeline hops": ("pp_hops", "net_hops", "net_transfer"),
     "launches and scheduling": (
         "layers",
+        "moe_layers",
+        "layer_floor",
         "forward_passes",
         "draft_passes",
         "sequences",
         "eager_layers",
+        "eager_floor",
     ),
 }
+#: the terms no step breakdown shows
+NOT_STEP_TERMS = ("request_path", "request_path_ranks", "idle")
 LINK_NAMES = {
     "nvlink": "NVLink",
     "pcie_p2p": "PCIe with peer-to-peer",
@@ -74,7 +81,7 @@ def step_breakdown(
     """Seconds of one steady step of ``scenario`` by :data:`GROUPS`."""
     assert ctx.model is not None
     dep = ctx.model.deployment(scenario)
-    c = ctx.model.coefficients_for(dep.family, dep.gpu.gpu_id, version_key(scenario))
+    c = ctx.model.coefficients_of(scenario, dep)
     step = StepBatch()
     b = max(1.0, batch)
     prefilling = b / max(1.0, output_len)
