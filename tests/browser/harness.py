@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 from tests.patience import PATIENT_MS, PATIENT_S
 
@@ -172,15 +172,6 @@ def open_page(page: Page, base_url: str, path: str = "", timeout_ms: float = PAT
         f"open_page /{path[:60]}: loaded {loaded - start:.1f} s, app {app - start:.1f} s, "
         f"drawn {time.monotonic() - start:.1f} s (load average {os.getloadavg()[0]:.1f})"
     )
-
-
-def wait_refitted(page: Page, timeout_ms: float = PATIENT_MS) -> None:
-    """The page ranks with the model fitted on the dashboard's runs: the background refit's
-    notice is gone (the page reruns itself when the refit lands, which would change its
-    figures between two reads of a test) and the rerun is over."""
-    notice = page.get_by_text("The performance model is refitting")
-    expect(notice).to_have_count(0, timeout=timeout_ms)
-    wait_idle(page, timeout_ms)
 
 
 def top_cost(page: Page) -> str:

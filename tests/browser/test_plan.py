@@ -11,7 +11,6 @@ from tests.browser.harness import (
     open_page,
     top_cost,
     wait_idle,
-    wait_refitted,
 )
 
 pytestmark = pytest.mark.browser
@@ -21,26 +20,37 @@ def test_moving_the_utilisation_changes_the_top_recommendation(
     page: Page, dashboard: Dashboard
 ) -> None:
     open_page(page, dashboard.url)
-    # the dashboard's two runs refit the model in the background: compare figures of one fit
-    wait_refitted(page)
     before = top_cost(page)
     assert before.startswith("$")
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Set the observed utilisation").click()
     wait_idle(page)
-    at_60 = top_cost(page)
     slider = sidebar.locator(".st-key-util").get_by_role("slider")
     slider.focus()
-    for _ in range(6):  # 60% -> 30% in steps of 5
-        slider.press("ArrowLeft")
-    expect(page.locator(".st-key-top_recommendation")).not_to_contain_text(
-        at_60, timeout=PATIENT_MS
-    )
-    wait_idle(page)
-    at_30 = top_cost(page)
-    assert at_30 != at_60
+
+    def moved(key: str, current: str) -> str:
+        for _ in range(6):  # 60% <-> 30% in steps of 5
+            slider.press(key)
+        expect(page.locator(".st-key-top_recommendation")).not_to_contain_text(
+            current, timeout=PATIENT_MS
+        )
+        wait_idle(page)
+        return top_cost(page)
+
+    # The dashboard's two runs refit the model in the background, and the page redraws with
+    # the new fit when it lands, which can be between any two reads (at 60% $3.14, then at
+    # 30% $2.62 of the new fit on a loaded machine). So 30% is compared with the 60% read
+    # before and after it, and the pair is taken again until both 60% reads agree: one fit.
+    at_60 = top_cost(page)
+    for _ in range(3):
+        at_30 = moved("ArrowLeft", at_60)
+        assert "util=30" in page.url and "util_manual=true" in page.url
+        again_60 = moved("ArrowRight", at_30)
+        if again_60 == at_60:
+            break
+        at_60 = again_60
+    assert again_60 == at_60, "the 60% figure kept changing: more than one refit landed"
     assert float(at_30.strip("$").replace(",", "")) > float(at_60.strip("$").replace(",", ""))
-    assert "util=30" in page.url and "util_manual=true" in page.url
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
