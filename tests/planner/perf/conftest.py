@@ -23,8 +23,3 @@ def roofline(model: PerformanceModel) -> list[dict[str, float]]:
 @pytest.fixture(scope="session")
 def held_out_gpu(model: PerformanceModel, roofline: list[dict[str, float]]) -> list[HeldOut]:
     return cross_validate(model.samples, "gpu", roofline=roofline)
-
-
-@pytest.fixture(scope="session")
-def held_out_source(model: PerformanceModel, roofline: list[dict[str, float]]) -> list[HeldOut]:
-    return cross_validate(model.samples, "source", roofline=roofline)
