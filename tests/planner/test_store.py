@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from planner.catalog import Catalog
+from planner.catalog import Catalog, MeasuredResult
 from planner.store import MIGRATIONS, Store, open_store
 
 
@@ -45,10 +45,19 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert counts["catalog_models"] == len(catalog.models)
     assert counts["measured_results"] == len(catalog.measured) == 1194
     assert len(store.measured_results()) == 1194
+
     # the columns added after the first schema come back as stored
-    dp_rows = [m for m in store.measured_results() if m.data_parallel_size]
-    assert dp_rows and all(m.data_parallel_size in (4, 8) and m.notes for m in dp_rows)
-    assert any(m.enable_expert_parallel for m in dp_rows)
+    def layouts(rows: list[MeasuredResult]) -> list[tuple[object, ...]]:
+        return sorted(
+            (m.source_ref or "", m.model, m.gpu, m.input_len, m.output_len,
+             m.data_parallel_size, bool(m.enable_expert_parallel), m.notes or "")
+            for m in rows
+            if m.data_parallel_size
+        )  # fmt: skip
+
+    stored = layouts(store.measured_results())
+    assert stored and stored == layouts(list(catalog.measured))
+    assert {row[5] for row in stored} == {2, 4, 8} and any(row[6] for row in stored)
 
 
 def write_run(
