@@ -10,10 +10,5 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
 fi
 . scripts/_venv.sh requirements-dev.txt
-# SERVEWISE_TEST_WORKERS=0 runs the suite in this process (pytest-xdist's -n 0). With workers,
-# an idle one takes queued tests from the other (--dist worksteal): the suite's few long tests
-# otherwise leave one worker waiting at the end.
-workers="${SERVEWISE_TEST_WORKERS:-2}"
-dist=()
-[ "$workers" = 0 ] || dist=(--dist worksteal)
-exec .venv/bin/python -m pytest -n "$workers" "${dist[@]}" "$@"
+# SERVEWISE_TEST_WORKERS=0 runs the suite in this process (pytest-xdist's -n 0).
+exec .venv/bin/python -m pytest -n "${SERVEWISE_TEST_WORKERS:-2}" "$@"
