@@ -66,8 +66,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "eager_floor",
     ),
 }
-#: the terms no step breakdown shows
-NOT_STEP_TERMS = ("request_path", "request_path_ranks", "idle")
 LINK_NAMES = {
     "nvlink": "NVLink",
     "pcie_p2p": "PCIe with peer-to-peer",
