@@ -50,7 +50,7 @@ from pydantic import (
     field_validator,
 )
 
-from planner.catalog.schema import GPU
+from planner.catalog.schema import GPU, KV_CACHE_DTYPES, KvCacheDtype
 from planner.errors import InvalidInputError
 from planner.memo import memoised
 
@@ -62,8 +62,6 @@ SPEC_LABELS: dict[str, str] = {"none": "", "mtp": "MTP", "eagle3": "EAGLE-3", "n
 #: what a recommendation searches: off, one method, or auto (planner.perf.speculative)
 SpeculativeChoice = Literal["off", "auto", "mtp", "eagle3", "ngram"]
 SPECULATIVE_CHOICES: tuple[str, ...] = ("off", "auto", "mtp", "eagle3", "ngram")
-KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
-KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: How the engine is started: its own server (``vllm serve``, ``sglang.launch_server``,
 #: ``trtllm-serve``), vLLM's offline ``LLM`` class (``vllm bench throughput``), which picks
 #: larger batch budgets, or (TensorRT-LLM only) Triton Inference Server's C++ front end with the

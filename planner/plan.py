@@ -424,6 +424,16 @@ class Plan(BaseModel):
             prefill=pool(self.prefill), decode=pool(self.decode), kv_link=self.kv_link
         )
 
+    def engine_scenario_fields(self) -> dict[str, Any]:
+        """The plan's engine settings as :class:`~planner.perf.scenario.Scenario` keyword
+        arguments, as its launch command starts the engine: an SGLang plan that states no
+        memory share runs at SGLang's own default for the GPU and layout (the command leaves
+        ``--mem-fraction-static`` out), not at the 0.9 an EngineConfig holds for vLLM."""
+        fields = engine_fields(self.engine)
+        if self.engine.family == "sglang" and not self.engine.memory_stated:
+            fields["gpu_memory_utilization"] = None
+        return fields
+
     def scenario(
         self,
         *,
@@ -439,13 +449,8 @@ class Plan(BaseModel):
             raise InvalidInputError("workload", None, "the plan's lengths, or lengths to run")
         if load is None:
             raise InvalidInputError("load", None, "the plan's load, or a load to run")
-        fields = engine_fields(self.engine)
-        if self.engine.family == "sglang" and not self.engine.memory_stated:
-            # no share stated: SGLang's own default for the GPU and layout, as the command
-            # leaves it (not the 0.9 an EngineConfig holds for vLLM)
-            fields["gpu_memory_utilization"] = None
         return Scenario(
-            **fields,
+            **self.engine_scenario_fields(),
             model=self.model,
             precision=self.precision,
             gpu=self.gpu,

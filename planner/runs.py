@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.catalog import MeasuredResult
+from planner.catalog import MEASURED_ENGINE_SETTINGS, MeasuredResult
 from planner.errors import InvalidInputError
 from planner.plan import read_plan
 from planner.run_files import RequestRecord, RunFiles
@@ -159,6 +159,13 @@ def measured_result_of(
         "run_id": run_id,
         "simulated": bool(meta.get("simulated", False)),
     }
+    # the engine settings the run was launched with (the plan's command states them), so
+    # that the fit simulates the run as it ran: a plan's max_num_seqs, token budget, memory
+    # share, FP8 KV cache or attention-DP / expert-parallel layout left out would be
+    # re-simulated at the engine's defaults, and recalibrate the model against another engine
+    settings = plan.engine_scenario_fields()
+    for name in MEASURED_ENGINE_SETTINGS:
+        values[name] = settings.get(name)
     if plan.engine.spec_method != "none":
         # speculative decoding: the run calibrates the acceptance with what the server
         # measured (vLLM's spec_decode counters), else the plan's stated figure

@@ -147,6 +147,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN tpot_p99_ms DOUBLE",
         ],
     ),
+    (
+        6,
+        [
+            # the KV cache dtype a run set (an FP8 cache holds twice the tokens)
+            "ALTER TABLE measured_results ADD COLUMN kv_cache_dtype VARCHAR",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

@@ -15,6 +15,7 @@ from planner.catalog.loader import (
 from planner.catalog.schema import (
     BYTES_PER_PARAM,
     GPU,
+    MEASURED_ENGINE_SETTINGS,
     PRECISIONS,
     PRICING_MODES,
     Instance,
@@ -30,6 +31,7 @@ __all__ = [
     "BYTES_PER_PARAM",
     "EMBEDDED_DATA_DIR",
     "GPU",
+    "MEASURED_ENGINE_SETTINGS",
     "MODEL_CLASSES",
     "PRECISIONS",
     "PRICING_MODES",

@@ -27,7 +27,11 @@ from planner.run_files import MAX_INDEX, MAX_RUN_S, MAX_TEXT_CHARS
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
-KvCacheDtype = Literal["auto", "fp8"]
+#: the KV cache's element type an engine is started with: ``auto`` keeps the model's 16-bit
+#: dtype, the fp8 ones halve the cache (vLLM's ``--kv-cache-dtype`` values; SGLang's and
+#: TensorRT-LLM's map onto them, planner.sglang_command / planner.trtllm_command)
+KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: "owned": the hourly cost of a server a team buys (``planner.owned``), beside the rented modes
 PricingMode = Literal["on_demand", "spot", "reserved_1y", "reserved_3y", "owned"]
 PRICING_MODES: tuple[PricingMode, ...] = (
@@ -306,6 +310,21 @@ HISTOGRAM_TTFT = "p50_vllm_histogram"
 HISTOGRAM_ITL = "p50_itl_vllm_histogram"
 
 
+#: the engine settings a measured row can state (blank: the engine's defaults); a run of a
+#: plan states its plan's (:func:`planner.runs.measured_result_of`) and the fit simulates the
+#: row with them (:func:`planner.perf.calibration.scenario_from_measured`)
+MEASURED_ENGINE_SETTINGS: tuple[str, ...] = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "enable_expert_parallel",
+    "data_parallel_size",
+    "entrypoint",
+)
+
+
 class MeasuredResult(BaseModel):
     """One measured serving result (public table row or a user's benchmark run).
 
@@ -363,6 +382,9 @@ class MeasuredResult(BaseModel):
     max_num_batched_tokens: TokenBudget | None = None
     max_model_len: TokenBudget | None = None
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    #: the KV cache's dtype when the run set one (``--kv-cache-dtype fp8``, or a checkpoint that
+    #: carries FP8 KV scales and is served with them); blank: the model's own 16-bit cache
+    kv_cache_dtype: KvCacheDtype | None = None
     #: "random": every request has the stated lengths; "sharegpt": lengths vary per request
     #: (vLLM bench's ShareGPT sample) and the stated ones are the means; "uniform": lengths
     #: drawn uniformly from 1 to twice the stated mean (SGLang bench_serving's random dataset

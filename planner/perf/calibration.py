@@ -128,7 +128,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planner.catalog import GPU, Catalog, MeasuredResult
+from planner.catalog import GPU, MEASURED_ENGINE_SETTINGS, Catalog, MeasuredResult
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.latency_stats import (
     HISTOGRAM_ITL,
@@ -356,18 +356,7 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
     lengths = dataset_lengths(result.dataset, result.input_len, result.output_len)
     knobs = {
         name: getattr(result, name)
-        for name in (
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "max_model_len",
-            "gpu_memory_utilization",
-            "enable_expert_parallel",
-            "data_parallel_size",
-            "entrypoint",
-            "spec_method",
-            "num_spec_tokens",
-            "spec_accept_len",
-        )
+        for name in (*MEASURED_ENGINE_SETTINGS, "spec_method", "num_spec_tokens", "spec_accept_len")
         if getattr(result, name) is not None
     }
     if result.load == "offline_batch" and "entrypoint" not in knobs:

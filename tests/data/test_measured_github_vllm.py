@@ -35,7 +35,7 @@ def _by_source(rows: list[MeasuredResult], source: str) -> MeasuredResult:
 
 
 def test_row_count_and_every_row_cites_a_dated_page(rows: list[MeasuredResult]) -> None:
-    assert len(rows) == 4
+    assert len(rows) == 5
     for m in rows:
         assert m.source.startswith(("vllm-project/vllm pull request", "vllm-project/recipes"))
         assert m.source_ref and DATE.search(m.source_ref), m.source_ref
@@ -78,3 +78,24 @@ def test_pull_request_blocks(rows: list[MeasuredResult]) -> None:
     m = _by_source(rows, "vllm-project/vllm pull request 23696")
     assert (m.load, m.dataset, m.num_requests) == ("max_throughput", "sharegpt", 1000)
     assert (m.output_tok_per_s, m.ttft_ms, m.itl_ms) == pytest.approx((7404.72, 3449.17, 94.12))
+
+
+def test_pull_request_43232_b200_block_with_its_fp8_kv_cache(rows: list[MeasuredResult]) -> None:
+    # vllm PR 43232, 2026-05-29, block "current" on B200 (commands from the 2026-06-03 rerun:
+    # vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 --tensor-parallel-size 4
+    # --kv-cache-dtype fp8 --max-model-len 32768 --gpu-memory-utilization 0.85 ...):
+    #   Successful requests: 128 / Maximum request concurrency: 64
+    #   Total input tokens: 3840000 / Total generated tokens: 128000
+    #   Output token throughput (tok/s): 853.59 / Total token throughput (tok/s): 26461.39
+    #   Mean TTFT (ms): 15855.81 / P99 TTFT (ms): 55192.74
+    #   Mean TPOT (ms): 58.31 / P99 TPOT (ms): 71.77
+    m = _by_source(rows, "vllm-project/vllm pull request 43232")
+    assert (m.model, m.gpu, m.num_gpus, m.tp) == (
+        "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "B200", 4, 4,
+    )  # fmt: skip
+    assert (m.kv_cache_dtype, m.gpu_memory_utilization, m.max_model_len) == ("fp8", 0.85, 32768)
+    assert (m.input_len, m.output_len) == (3840000 // 128, 128000 // 128)
+    assert (m.concurrency, m.num_requests) == (64, 128)
+    assert (m.output_tok_per_s, m.total_tok_per_s) == pytest.approx((853.59, 26461.39))
+    assert (m.ttft_ms, m.ttft_p99_ms) == pytest.approx((15855.81, 55192.74))
+    assert (m.itl_ms, m.tpot_p99_ms) == pytest.approx((58.31, 71.77))

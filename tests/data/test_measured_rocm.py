@@ -94,3 +94,15 @@ def test_llama33_mi355x_cells(catalog: Catalog) -> None:
     assert (fp8.output_tok_per_s, fp8.ttft_ms, fp8.itl_ms) == (873.98, 11639.66, 61.81)
     assert (fp4.output_tok_per_s, fp4.tpot_p99_ms) == (999.30, 62.95)
     assert fp8.input_len == fp4.input_len == 8191 and fp8.num_gpus == fp8.tp == 1
+    # both launch commands pass "--kv-cache-dtype fp8": the fit simulates an FP8 cache,
+    # half the bytes a token of a 16-bit one (Llama-3.3-70B: 80 layers x 8 KV heads x 128)
+    assert fp8.kv_cache_dtype == fp4.kv_cache_dtype == "fp8"
+    from planner.perf.calibration import scenario_from_measured
+    from planner.perf.deployment import resolve_deployment
+
+    cached = resolve_deployment(scenario_from_measured(fp8), catalog)
+    plain = resolve_deployment(
+        scenario_from_measured(fp8.model_copy(update={"kv_cache_dtype": None})), catalog
+    )
+    assert cached.kv_bytes_per_token_full == plain.kv_bytes_per_token_full / 2
+    assert cached.kv_bytes_per_token_full == 80 * 2 * 8 * 128 * 1

@@ -100,7 +100,7 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 
 
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
-    # 526 rows of measured_results.csv, then 4 vLLM runs from vllm-project GitHub pages
+    # 526 rows of measured_results.csv, then 5 vLLM runs from vllm-project GitHub pages
     # (measured_github_vllm.csv), GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv), 6 AMD Instinct runs (measured_rocm.csv)
     # and the SGLang cookbook's 46
@@ -113,16 +113,16 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1194
+    assert len(catalog.measured) == 1195
     assert all(m.source for m in catalog.measured)
     gpustack = [
         m
         for m in catalog.measured
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
-    assert catalog.measured[530:730] == gpustack[:200]
-    assert len(gpustack) == 229 and catalog.measured[1104:1133] == gpustack[200:]
-    holdout2 = catalog.measured[730:1011]
+    assert catalog.measured[531:731] == gpustack[:200]
+    assert len(gpustack) == 229 and catalog.measured[1105:1134] == gpustack[200:]
+    holdout2 = catalog.measured[731:1012]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
         "dstackai/benchmarks",
@@ -132,10 +132,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     }
     assert all("reference table" in (m.source_ref or "") for m in holdout2)
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
-    rocm = catalog.measured[1011:1017]
+    rocm = catalog.measured[1012:1018]
     assert {m.gpu for m in rocm} == {"MI300X", "MI355X"}
-    cookbook = catalog.measured[1017:1063]
-    speculative = catalog.measured[1063:1092]
+    cookbook = catalog.measured[1018:1064]
+    speculative = catalog.measured[1064:1093]
     assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
     assert [m.spec_method for m in speculative[4:16]] == [None, "mtp"] * 6
@@ -151,10 +151,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     assert {m.gpu for m in cookbook} == {"B200", "H100-SXM", "MI300X"}
     # every cookbook row now carries bench_serving's P99 TTFT and P99 TPOT
     assert all(m.ttft_p99_ms and m.tpot_p99_ms for m in cookbook)
-    assert [m.source.split()[0] for m in catalog.measured[526:530]] == ["vllm-project/recipes"] + [
+    assert [m.source.split()[0] for m in catalog.measured[526:531]] == ["vllm-project/recipes"] + [
         "vllm-project/vllm"
-    ] * 3
-    assert {m.source for m in catalog.measured[1092:1104]} == {
+    ] * 4
+    assert {m.source for m in catalog.measured[1093:1105]} == {
         "tenstorrent/tt-inference-server issue 356"
     }
     assert sum(1 for m in gpustack[:200] if catalog.model(m.model).architecture.is_moe) == 143

@@ -152,6 +152,45 @@ def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result(
     assert newest_run_id([earlier, later]) == later.run_id and newest_run_id([]) is None
 
 
+def test_a_run_is_fitted_with_the_engine_settings_its_plan_launched(catalog: Catalog) -> None:
+    """A plan's max_num_seqs, token budget, memory share and FP8 KV cache travel into the run's
+    measured row, so the fit simulates the engine that ran, not the engine's defaults; an
+    SGLang plan that states no memory share keeps SGLang's own default."""
+    from planner.perf.calibration import scenario_from_measured
+
+    settings = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+                "kv_cache_dtype", "data_parallel_size", "enable_expert_parallel")  # fmt: skip
+    config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32}
+    summary = {"output_throughput": 10.0, "median_ttft_ms": 5.0, "median_tpot_ms": 2.0}
+    requests = [
+        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
+                      input_len_target=256, output_len_target=32, status="ok")
+        for i in range(3)
+    ]  # fmt: skip
+    engines = {
+        "vllm": EngineConfig(max_num_seqs=96, max_num_batched_tokens=4096,
+                             gpu_memory_utilization=0.95, kv_cache_dtype="fp8"),
+        "sglang": EngineConfig(engine="sglang", max_num_seqs=64),
+    }  # fmt: skip
+    for name, engine in engines.items():
+        plan = custom_plan(MODEL, catalog.gpu("H100-SXM"), tp=2, engine=engine)
+        meta = {"run_id": "r1", "status": "completed", "plan": plan.model_dump(mode="json"),
+                "config": config, "summary": summary}  # fmt: skip
+        result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
+        ran = scenario_of_run(meta)
+        assert result is not None and ran is not None
+        fitted = scenario_from_measured(result)
+        assert [getattr(fitted, s) for s in settings] == [getattr(ran, s) for s in settings], name
+    assert (result.max_num_seqs, result.gpu_memory_utilization) == (64, None)  # SGLang's own
+    vllm_plan = custom_plan(MODEL, catalog.gpu("H100-SXM"), tp=2, engine=engines["vllm"])
+    meta = {"run_id": "r1", "status": "completed", "plan": vllm_plan.model_dump(mode="json"),
+            "config": config, "summary": summary}  # fmt: skip
+    vllm_result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
+    assert vllm_result is not None
+    assert (vllm_result.max_num_seqs, vllm_result.max_num_batched_tokens) == (96, 4096)
+    assert (vllm_result.gpu_memory_utilization, vllm_result.kv_cache_dtype) == (0.95, "fp8")
+
+
 def test_failures_defaults_and_loads() -> None:
     shapes: list[dict[str, Any]] = [
         {"status": "ok", "first_chunk_s": 0.1},
