@@ -158,6 +158,7 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     # gathered rows and scattered writes stream at about half the HBM rate, like expert_read
     "expert_activation": 0.5,
     "kv_read": 0.3,
+    "kv_read_fp8": 0.3,
     "gemm": 0.3,
     # Triton fused-MoE at 22-29% of the H100 BF16 peak (planner.perf.deployment.
     # expert_tile_factor: VeOmni pull request #460): 1 / (1 + 0.5 x tile factor)

@@ -21,7 +21,12 @@ expert_activation      activation bytes the fused-MoE kernels move for the T x k
                        group with expert parallelism: :func:`planner.perf.deployment.
                        expert_activation_bytes_per_row`) / memory BW. It does not shrink with
                        TP, so fine-grained MoE at TP 4-8 is bound by it at prefill
-kv_read                KV bytes read by attention / memory BW
+kv_read                KV bytes read by attention / memory BW, of a 16-bit KV cache
+kv_read_fp8            the same of an FP8 KV cache (``kv_cache_dtype`` fp8, or TensorRT-LLM's
+                       FP8 checkpoints: :func:`planner.perf.deployment.kv_dtype_bytes`): half
+                       the bytes, read by other kernels (the attention dequantises each block as
+                       it loads it), so their achieved bandwidth is fitted on its own rather
+                       than assumed to be the 16-bit kernels'. Prior the same as ``kv_read``'s
 gemm                   2 x non-routed active params x tokens (+ lm_head per sampled sequence)
                        / peak: attention projections, dense and shared-expert MLPs, router
 expert_gemm            routed-expert GEMM FLOPs at the rows the grouped GEMM really computes
@@ -197,6 +202,7 @@ FEATURES: tuple[str, ...] = (
     "expert_read",
     "expert_activation",
     "kv_read",
+    "kv_read_fp8",
     "gemm",
     "expert_gemm",
     "attention",
@@ -252,6 +258,7 @@ _ROOFLINE, _WEIGHT, _EXPERT, _KV = (
     IDX["kv_read"],
 )
 _EXPERT_ACT = IDX["expert_activation"]
+_KV_FP8 = IDX["kv_read_fp8"]
 _GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attention"]
 _PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
 _LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
@@ -458,7 +465,7 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     out[_WEIGHT] = t_weight
     out[_EXPERT] = t_expert
     out[_EXPERT_ACT] = t_activation
-    out[_KV] = t_kv
+    out[_KV_FP8 if dep.kv_dtype_bytes < 2.0 else _KV] = t_kv
     out[_GEMM] = t_gemm
     out[_EXPERT_GEMM] = t_expert_gemm * dep.expert_tile_factor
     out[_ATTENTION] = t_attn

@@ -49,6 +49,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "expert_read",
         "expert_activation",
         "kv_read",
+        "kv_read_fp8",
         "gemm",
         "expert_gemm",
         "attention",

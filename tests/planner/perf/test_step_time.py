@@ -33,6 +33,19 @@ def _dep(catalog: Catalog, **kw: object) -> Deployment:
     return resolve_deployment(Scenario(**base), catalog)
 
 
+def test_an_fp8_kv_cache_is_read_in_its_own_term_at_half_the_bytes(catalog: Catalog) -> None:
+    """An FP8 cache's reads are priced in ``kv_read_fp8`` (other kernels, fitted on their own),
+    a 16-bit cache's in ``kv_read``; the roofline counts each at its bytes."""
+    batch = StepBatch.of(decode_contexts=[1000] * 8)
+    plain = step_features(batch, _dep(catalog))
+    fp8 = step_features(batch, _dep(catalog, kv_cache_dtype="fp8"))
+    assert plain[IDX["kv_read_fp8"]] == 0.0 and fp8[IDX["kv_read"]] == 0.0
+    assert fp8[IDX["kv_read_fp8"]] == pytest.approx(plain[IDX["kv_read"]] / 2, rel=1e-12)
+    assert plain[IDX["roofline"]] - fp8[IDX["roofline"]] == pytest.approx(
+        plain[IDX["kv_read"]] / 2, rel=1e-9
+    )
+
+
 def test_roofline_of_one_decode_is_weights_plus_kv_over_bandwidth(catalog: Catalog) -> None:
     dep = _dep(catalog)
     x = step_features(StepBatch.of(decode_contexts=[1000]), dep)
