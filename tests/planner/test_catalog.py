@@ -100,7 +100,8 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 
 
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
-    # 526 rows of measured_results.csv, then 5 vLLM runs from vllm-project GitHub pages
+    # 526 rows of measured_results.csv, then CloudRift's 44 (measured_cloudrift.csv), 5 vLLM
+    # runs from vllm-project GitHub pages
     # (measured_github_vllm.csv), GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv), 6 AMD Instinct runs (measured_rocm.csv)
     # and the SGLang cookbook's 46
@@ -113,16 +114,17 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1195
+    assert len(catalog.measured) == 1239
     assert all(m.source for m in catalog.measured)
+    assert all(m.source.startswith("cloudrift-ai/") for m in catalog.measured[526:570])
     gpustack = [
         m
         for m in catalog.measured
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
-    assert catalog.measured[531:731] == gpustack[:200]
-    assert len(gpustack) == 229 and catalog.measured[1105:1134] == gpustack[200:]
-    holdout2 = catalog.measured[731:1012]
+    assert catalog.measured[575:775] == gpustack[:200]
+    assert len(gpustack) == 229 and catalog.measured[1149:1178] == gpustack[200:]
+    holdout2 = catalog.measured[775:1056]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
         "dstackai/benchmarks",
@@ -132,10 +134,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     }
     assert all("reference table" in (m.source_ref or "") for m in holdout2)
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
-    rocm = catalog.measured[1012:1018]
+    rocm = catalog.measured[1056:1062]
     assert {m.gpu for m in rocm} == {"MI300X", "MI355X"}
-    cookbook = catalog.measured[1018:1064]
-    speculative = catalog.measured[1064:1093]
+    cookbook = catalog.measured[1062:1108]
+    speculative = catalog.measured[1108:1137]
     assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
     assert [m.spec_method for m in speculative[4:16]] == [None, "mtp"] * 6
@@ -151,10 +153,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     assert {m.gpu for m in cookbook} == {"B200", "H100-SXM", "MI300X"}
     # every cookbook row now carries bench_serving's P99 TTFT and P99 TPOT
     assert all(m.ttft_p99_ms and m.tpot_p99_ms for m in cookbook)
-    assert [m.source.split()[0] for m in catalog.measured[526:531]] == ["vllm-project/recipes"] + [
+    assert [m.source.split()[0] for m in catalog.measured[570:575]] == ["vllm-project/recipes"] + [
         "vllm-project/vllm"
     ] * 4
-    assert {m.source for m in catalog.measured[1093:1105]} == {
+    assert {m.source for m in catalog.measured[1137:1149]} == {
         "tenstorrent/tt-inference-server issue 356"
     }
     assert sum(1 for m in gpustack[:200] if catalog.model(m.model).architecture.is_moe) == 143

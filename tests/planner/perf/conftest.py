@@ -1,5 +1,5 @@
-"""One fitted performance model and its cross-validation for the whole session (the fit on the
-526 public rows takes a few seconds; every test reads it)."""
+"""One fitted performance model for the whole session (the shipped fit of the public rows; every
+test reads it)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel, get_performance_model
-from planner.perf.validation import HeldOut, cross_validate, roofline_predictions
+from planner.perf.validation import roofline_predictions
 
 
 @pytest.fixture(scope="session")
@@ -18,8 +18,3 @@ def model(catalog: Catalog) -> PerformanceModel:
 @pytest.fixture(scope="session")
 def roofline(model: PerformanceModel) -> list[dict[str, float]]:
     return roofline_predictions(model.samples)
-
-
-@pytest.fixture(scope="session")
-def held_out_gpu(model: PerformanceModel, roofline: list[dict[str, float]]) -> list[HeldOut]:
-    return cross_validate(model.samples, "gpu", roofline=roofline)

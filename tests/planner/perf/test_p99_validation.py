@@ -35,7 +35,8 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
         by_source[source_key(m)] = by_source.get(source_key(m), 0) + 1
     # GPUStack's 204 rows and 29 tuning runs, Tandemn's 126 + 43, dstack's 18 vLLM 405B runs,
     # the SGLang cookbook's 17 docs_new rows and 29 sgl-cookbook rows, measured_rocm.csv's 3 + 3
-    # the vLLM recipe's and four vLLM pull requests' result blocks (measured_github_vllm.csv)
+    # the vLLM recipe's and four vLLM pull requests' result blocks (measured_github_vllm.csv),
+    # CloudRift's 6 + 38 (measured_cloudrift.csv)
     assert by_source == {
         "gpustack/gpustack": 233,
         "Tandemn-Labs/tandemn-profiling": 169,
@@ -44,6 +45,8 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
         "sgl-project/sgl-cookbook": 32,
         "vllm-project/recipes": 4,
         "vllm-project/vllm": 4,
+        "cloudrift-ai/server-benchmark": 6,
+        "cloudrift-ai/deplodock": 38,
     }
     # every p99 is at least its row's median or mean TTFT, and a p99 TPOT comes with it
     assert all(m.ttft_p99_ms >= 0.99 * (m.ttft_ms or 0) for m in with_p99 if m.ttft_p99_ms)
