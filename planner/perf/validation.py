@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -364,8 +364,10 @@ def cross_validate(
     roofline: Sequence[dict[str, float]] | None = None,
     fit: Callable[[Sequence[FitSample]], FittedCoefficients] = fit_coefficients,
     test_only: Sequence[FitSample] = (),
+    only: Collection[str] | None = None,
 ) -> list[HeldOut]:
-    """Held-out predictions of every sample under ``scheme`` (see :data:`SCHEMES`).
+    """Held-out predictions of every sample under ``scheme`` (see :data:`SCHEMES`); with
+    ``only``, of the folds so named alone (each still fitted on every row outside it).
 
     ``test_only`` rows (excluded from fitting) are predicted by the fit of the fold they belong
     to (same source, class, GPU or model; for random folds, one each in turn) and are never
@@ -382,6 +384,8 @@ def cross_validate(
     for name in extra:
         if name not in dict(plan):
             plan.append((name, []))
+    if only is not None:
+        plan = [(name, test) for name, test in plan if name in only]
     held: list[HeldOut] = []
     held_extra: list[tuple[int, int, HeldOut]] = []
     for order, (name, test) in enumerate(plan):

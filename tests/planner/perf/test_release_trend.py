@@ -72,14 +72,14 @@ def test_scenarios_carry_their_releases_date(model: PerformanceModel) -> None:
 def test_an_unseen_newer_release_moves_the_moe_expert_gemm_the_fitted_way(
     model: PerformanceModel,
 ) -> None:
-    """vLLM 0.14 (2026-01-20) is in no measured row: its routed-expert GEMM coefficient is the
+    """vLLM 0.12 (2025-12-03) is in no measured row: its routed-expert GEMM coefficient is the
     family's times exp(slope x age), below it since the shipped fit's MoE slope is negative;
     a dense model's coefficients do not move with the date."""
     fitted = model.fitted
     assert fitted is not None
     slope = fitted.levels[TREND_LEVEL]["moe"]
     assert slope[EXPERT_GEMM] < -0.2  # newer releases' MoE GEMMs run faster
-    unseen, undated = _key(model, "0.14.0"), _key(model, "0.99.0")
+    unseen, undated = _key(model, "0.12.0"), _key(model, "0.99.0")
     assert not fitted.known("version", unseen.version)
     age = release_age(unseen)
     assert age > 0.5
