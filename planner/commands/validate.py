@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import load_catalog
+from planner.errors import InvalidInputError
+from planner.perf.calibration import FitSample
 from planner.perf.disaggregated import FIT_FILE as DISAGGREGATED_FIT_FILE
 from planner.perf.disaggregated_validation import (
     disaggregated_slice,
@@ -83,6 +85,7 @@ from planner.perf.validation import (
     calibrate_intervals,
     cross_validate,
     error_table,
+    folds,
     format_latency_table,
     format_statistic_table,
     format_table,
@@ -126,6 +129,13 @@ def register(subparsers: Any) -> None:
         help="fold(s) to run (default: all five)",
     )
     parser.add_argument(
+        "--folds",
+        nargs="+",
+        metavar="NAME",
+        help="hold out only these folds of the scheme (e.g. --scheme gpu --folds L40S B200), "
+        "each still fitted on every row outside it; the figures cover their rows alone",
+    )
+    parser.add_argument(
         "--public-only", action="store_true", help="use the public results only, not user runs"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -149,6 +159,30 @@ def register(subparsers: Any) -> None:
         f"to {DISAGGREGATED_FIT_FILE.name} (implies --public-only)",
     )
     parser.set_defaults(func=run)
+
+
+def _named_folds(
+    args: argparse.Namespace, schemes: list[str], samples: list[FitSample]
+) -> set[str] | None:
+    """The folds ``--folds`` names, checked against the one scheme they belong to."""
+    named = getattr(args, "folds", None)
+    if not named:
+        return None
+    if len(schemes) != 1 or schemes[0] == "class":
+        raise InvalidInputError(
+            "--folds", " ".join(named), "one --scheme of source, gpu, model or random with it"
+        )
+    if args.write_summary or args.calibrate_intervals:
+        raise InvalidInputError(
+            "--folds",
+            " ".join(named),
+            "every fold: not with --write-summary or --calibrate-intervals",
+        )
+    known = [name for name, _ in folds(samples, schemes[0])]
+    for name in named:
+        if name not in known:
+            raise InvalidInputError("--folds", name, f"a {schemes[0]} fold: {', '.join(known)}")
+    return set(named)
 
 
 def _p90(held: list[HeldOut]) -> float:
@@ -255,11 +289,15 @@ def run(args: argparse.Namespace) -> int:
     tables = []
     inconsistent = [e.sample for e in model.excluded if e.sample is not None]
     calibration: IntervalCalibration | None = None
+    only = _named_folds(args, schemes, model.samples)
     for scheme in schemes:
         everything = cross_validate(
-            model.samples, scheme, roofline=roofline, test_only=inconsistent
+            model.samples, scheme, roofline=roofline, test_only=inconsistent, only=only
         )
-        held = everything[: len(model.samples)] if scheme != "class" else everything
+        kept = sum(
+            len(test) for name, test in folds(model.samples, scheme) if not only or name in only
+        )
+        held = everything[:kept] if scheme != "class" else everything
         if scheme == "class":  # a row is held out once for each class of its model
             fitted_rows = {id(s) for s in model.samples}
             held = [h for h in everything if id(h.sample) in fitted_rows]
