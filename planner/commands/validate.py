@@ -161,13 +161,12 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _named_folds(
-    args: argparse.Namespace, schemes: list[str], samples: list[FitSample]
-) -> set[str] | None:
-    """The folds ``--folds`` names, checked against the one scheme they belong to."""
+def _check_folds_options(args: argparse.Namespace, schemes: list[str]) -> None:
+    """``--folds`` with one scheme that has named folds and nothing that needs every fold:
+    checked before the fit, which a wrong combination would otherwise wait for."""
     named = getattr(args, "folds", None)
     if not named:
-        return None
+        return
     if len(schemes) != 1 or schemes[0] == "class":
         raise InvalidInputError(
             "--folds", " ".join(named), "one --scheme of source, gpu, model or random with it"
@@ -178,6 +177,16 @@ def _named_folds(
             " ".join(named),
             "every fold: not with --write-summary or --calibrate-intervals",
         )
+
+
+def _named_folds(
+    args: argparse.Namespace, schemes: list[str], samples: list[FitSample]
+) -> set[str] | None:
+    """The folds ``--folds`` names, checked against the one scheme they belong to."""
+    named = getattr(args, "folds", None)
+    if not named:
+        return None
+    _check_folds_options(args, schemes)
     known = [name for name, _ in folds(samples, schemes[0])]
     for name in named:
         if name not in known:
@@ -259,11 +268,12 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog(user_dir=None if writes else get_settings().user_data_dir / "catalog")
     user = [] if public_only else user_measured_results(catalog)
     results = [*catalog.measured, *user]
-    model = PerformanceModel(catalog).fit(results)
-    roofline = roofline_predictions(model.samples)
     schemes = list(args.scheme or DEFAULT_SCHEMES)
     if args.calibrate_intervals:  # first: every figure below uses the new calibration
         schemes = ["source", *(s for s in schemes if s != "source")]
+    _check_folds_options(args, schemes)
+    model = PerformanceModel(catalog).fit(results)
+    roofline = roofline_predictions(model.samples)
     unpredictable = [e for e in model.excluded if e.sample is None]
     report: dict[str, Any] = {
         "rows": len(model.samples),
