@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +18,16 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="session")
 def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache directory for the whole test session (every test, every subprocess it starts):
-    the performance model is fitted once per session, not once per process. Tests of the
-    cache itself pass their own directory."""
-    return tmp_path_factory.mktemp("servewise-cache")
+    """One cache directory for the whole test session (every test, every subprocess it starts,
+    every pytest-xdist worker: their temporary directories share a parent): the performance
+    model is fitted once per session and each measured row simulated once, not once per
+    process (both caches write atomically). Tests of the caches pass their own directory."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    directory = root / "servewise-cache"
+    directory.mkdir(exist_ok=True)
+    return directory
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -550,13 +550,21 @@ def build_sample(
     result: MeasuredResult,
     catalog: Catalog,
     coefficients: Callable[[CoefficientKey], np.ndarray] | None = None,
+    *,
+    simulated: SimTrace | None = None,
 ) -> FitSample:
+    """The row simulated as it ran (a clock-driven row with ``coefficients``, default the
+    prior); ``simulated``: its trace from an earlier simulation with the prior
+    (:mod:`planner.perf.sample_cache`), reused instead of simulating again."""
     scenario = scenario_from_measured(result)
     dep = resolve_deployment(scenario, catalog)
-    c = coefficients(coefficient_key(scenario, dep)) if coefficients is not None else None
-    if scenario.load in ("rate", "trace") and c is None:
-        c = full_from_theta(prior_theta())
-    trace = simulate(dep, c if scenario.load in ("rate", "trace") else None)
+    if simulated is not None and coefficients is None:
+        trace = simulated
+    else:
+        c = coefficients(coefficient_key(scenario, dep)) if coefficients is not None else None
+        if scenario.load in ("rate", "trace") and c is None:
+            c = full_from_theta(prior_theta())
+        trace = simulate(dep, c if scenario.load in ("rate", "trace") else None, timeline=False)
     return FitSample(result, scenario, dep, trace, targets_for(result, trace, dep.loaded_replicas))
 
 
@@ -1161,7 +1169,7 @@ def calibrate(
 
 
 def resimulate(sample: FitSample, c: np.ndarray) -> FitSample:
-    trace = simulate(sample.dep, c)
+    trace = simulate(sample.dep, c, timeline=False)
     return FitSample(
         sample.result,
         sample.scenario,

@@ -1,6 +1,7 @@
 """The fitted performance model on disk, so that a fit happens once, not once per process.
 
-A fit simulates every measured row (~10-15 s on two cores); what predictions need afterwards is
+A fit simulates every measured row (~25 s on two cores, once: :mod:`planner.perf.sample_cache`
+keeps the simulated rows) and fits (~12 s); what predictions need afterwards is
 small: the fitted log-coefficients with their covariance and residuals, and where the measured
 rows lie (for the distance to data). That state is written to
 ``<cache_dir>/perf-fit-<key>.npz`` (default ``<user_data_dir>/cache``, ``SERVEWISE_CACHE_DIR``)
@@ -102,7 +103,7 @@ class CorruptCacheError(ValueError):
 
 
 # ----- writing -------------------------------------------------------------------------------
-def _checksum(arrays: dict[str, np.ndarray]) -> str:
+def array_checksum(arrays: dict[str, np.ndarray]) -> str:
     digest = hashlib.sha256()
     for name in sorted(arrays):
         value = np.ascontiguousarray(arrays[name])
@@ -150,7 +151,7 @@ def _pack(state: FitState, key: str) -> dict[str, np.ndarray]:
             "residual_scale": fitted.residual_scale,
             "n_rows": fitted.n_rows,
         }
-    header["checksum"] = _checksum(arrays)
+    header["checksum"] = array_checksum(arrays)
     arrays["header"] = encode_header(header)
     return arrays
 
@@ -248,7 +249,7 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
         raise CorruptCacheError(f"format {header.get('format')!r}, expected {FORMAT_VERSION}")
     if header.get("key") != key:
         raise CorruptCacheError(f"written for key {header.get('key')!r}, not {key!r}")
-    if header.get("checksum") != _checksum(arrays):
+    if header.get("checksum") != array_checksum(arrays):
         raise CorruptCacheError("checksum of the arrays does not match")
     points = [MeasuredPoint(**p) for p in header["points"]]
     combos = [(str(f), str(g), None if v is None else str(v)) for f, g, v in header["combos"]]

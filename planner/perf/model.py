@@ -29,7 +29,7 @@ import numpy as np
 from planner.catalog import Catalog, MeasuredResult
 from planner.errors import InvalidInputError, PlannerError
 from planner.owned import OWNED_PROVIDER
-from planner.perf import fit_cache
+from planner.perf import fit_cache, sample_cache
 from planner.perf.calibration import (
     CoefficientKey,
     FitSample,
@@ -131,8 +131,10 @@ def _model_params(dep: Deployment) -> tuple[float, bool]:
 class PerformanceModel:
     """Step-time coefficients fitted on measured results, and predictions with error bars."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, *, cache_dir: Path | None = None) -> None:
         self.catalog = catalog
+        #: where simulated measured rows are kept between fits (:mod:`planner.perf.sample_cache`)
+        self.cache_dir = cache_dir
         self.fitted: FittedCoefficients | None = None
         self._samples: list[FitSample] = []
         self._excluded: list[Excluded] = []
@@ -161,7 +163,7 @@ class PerformanceModel:
         kept in :attr:`excluded` with the reason. Returns self."""
         if catalog is not None:
             self.catalog = catalog
-        samples, excluded = simulate_measured(results, self.catalog)
+        samples, excluded = simulate_measured(results, self.catalog, self.cache_dir)
         self._excluded = excluded
         self._learn(results)
         if not samples:
@@ -201,11 +203,16 @@ class PerformanceModel:
 
     @classmethod
     def from_fit_state(
-        cls, catalog: Catalog, state: FitState, results: Sequence[MeasuredResult]
+        cls,
+        catalog: Catalog,
+        state: FitState,
+        results: Sequence[MeasuredResult],
+        *,
+        cache_dir: Path | None = None,
     ) -> PerformanceModel:
         """A model that predicts from a cached fit at once; its :attr:`samples` and
         :attr:`excluded` (the simulated rows) are rebuilt from ``results`` when first asked."""
-        model = cls(catalog)
+        model = cls(catalog, cache_dir=cache_dir)
         model._restore(state)
         model._learn(results)
         model._unsimulated = list(results)
@@ -490,7 +497,7 @@ class PerformanceModel:
         """The plain roofline baseline of the same scenario (no overheads, spec rates)."""
         dep = self.deployment(scenario)
         c = roofline_coefficients()
-        return run_metrics(simulate(dep, c), c, dep.loaded_replicas)
+        return run_metrics(simulate(dep, c, timeline=False), c, dep.loaded_replicas)
 
     def uncertainty_reasons(self, scenario: Scenario, dep: Deployment | None = None) -> list[str]:
         """Why a prediction of ``scenario`` is uncertain: what about it the measured data do
@@ -606,25 +613,36 @@ def _with_scenario(dep: Deployment, scenario: Scenario) -> Deployment:
 
 
 def simulate_measured(
-    results: Sequence[MeasuredResult], catalog: Catalog
+    results: Sequence[MeasuredResult], catalog: Catalog, cache_dir: Path | None = None
 ) -> tuple[list[FitSample], list[Excluded]]:
-    """Simulate every usable measured row (cached across fits); the rest with their reason."""
+    """Simulate every usable measured row; the rest with their reason. A row simulated
+    before is reused: from this process's memory, or from the disk (``cache_dir``, see
+    :mod:`planner.perf.sample_cache`), where the rows simulated here are added."""
     fingerprint = catalog_fingerprint(catalog)
+    disk_key = sample_cache.cache_key(fingerprint)
+    stored: dict[str, SimTrace] | None = None  # the disk's rows, read at the first miss
+    fresh: dict[str, SimTrace] = {}
     samples: list[FitSample] = []
     excluded: list[Excluded] = []
     for result in results:
-        key = (fingerprint, _result_key(result))
+        content = _result_key(result)
+        key = (fingerprint, content)
         with _LOCK:
             sample = _SAMPLE_CACHE.get(key)
         if sample is None:
+            if stored is None:
+                stored = sample_cache.load(cache_dir, disk_key) if cache_dir else {}
+            row = sample_cache.row_key(content)
             try:
-                sample = build_sample(result, catalog)
+                sample = build_sample(result, catalog, simulated=stored.get(row))
             except PlannerError as exc:
                 excluded.append(Excluded(result, str(exc)))
                 continue
             except RuntimeError as exc:
                 excluded.append(Excluded(result, str(exc)))
                 continue
+            if row not in stored:
+                fresh[row] = sample.trace
             with _LOCK:
                 _SAMPLE_CACHE[key] = sample
                 while len(_SAMPLE_CACHE) > _SAMPLE_CACHE_SIZE:
@@ -637,6 +655,8 @@ def simulate_measured(
             excluded.append(Excluded(result, "no throughput or latency figure to fit"))
             continue
         samples.append(sample)
+    if fresh and cache_dir is not None:
+        sample_cache.save(cache_dir, disk_key, {**(stored or {}), **fresh})
     return samples, excluded
 
 
@@ -683,9 +703,9 @@ def get_performance_model(
         if state is None:
             state = fit_cache.load_shipped(disk_key)
     if state is not None:
-        model = PerformanceModel.from_fit_state(catalog, state, results)
+        model = PerformanceModel.from_fit_state(catalog, state, results, cache_dir=directory)
     else:
-        model = PerformanceModel(catalog).fit(results)
+        model = PerformanceModel(catalog, cache_dir=directory).fit(results)
         if directory is not None:
             fit_cache.save(directory, disk_key, model.fit_state())
     with _LOCK:

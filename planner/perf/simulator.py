@@ -492,9 +492,12 @@ class _Engine:
         remaining output (each clipped at 4,096 tokens, SGLang's CLIP_MAX_NEW_TOKENS;
         ``PrefillAdder``'s ``rem_total_token_offset`` at the start of a batch)."""
         remaining = 0.0
+        dstep, clip = self.dstep, SGLANG_CLIP_NEW_TOKENS  # hot: once per step and admission
         for co in self.running:
-            generated = co.generated + (self.dstep - co.base_step if co.in_pool else 0)
-            left = min(co.output - generated, SGLANG_CLIP_NEW_TOKENS)
+            generated = co.generated + (dstep - co.base_step if co.in_pool else 0)
+            left = co.output - generated
+            if left > clip:
+                left = clip
             if left > 0:
                 remaining += co.count * left
         return self.ratio * remaining / self.bs

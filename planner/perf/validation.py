@@ -276,7 +276,7 @@ def roofline_predictions(samples: Sequence[FitSample]) -> list[dict[str, float]]
     c = roofline_coefficients()
     out = []
     for s in samples:
-        trace = simulate(s.dep, c) if s.time_driven else s.trace
+        trace = simulate(s.dep, c, timeline=False) if s.time_driven else s.trace
         out.append(predicted_metrics(s.result, run_metrics(trace, c, s.dep.loaded_replicas)))
     return out
 
@@ -289,7 +289,7 @@ def predict_held_out(
     seen: SeenData,
 ) -> HeldOut:
     c = fitted.full_for(sample.key)
-    trace = simulate(sample.dep, c) if sample.time_driven else sample.trace
+    trace = simulate(sample.dep, c, timeline=False) if sample.time_driven else sample.trace
     m = run_metrics(trace, c, sample.dep.loaded_replicas)
     own = _own_factors(fitted, sample, trace, c)
     reasons = novelty(

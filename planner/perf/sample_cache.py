@@ -1,0 +1,244 @@
+"""Simulated measured rows on disk, so that a refit simulates only the rows it has not seen.
+
+A fit first simulates every measured row (:func:`planner.perf.calibration.build_sample`, ~25 s
+for the embedded ~1,200 rows on two cores), then fits the coefficients (~12 s). A row's first
+simulation does not depend on any fit (a clock-driven row is simulated with the prior
+coefficients, and :func:`planner.perf.calibration.calibrate` re-simulates it with the fit), only
+on the row, on what the catalog holds for it and on the code. So after a verification run adds
+one row, the refit needs one new simulation, not 1,200; the same holds for every process that
+fits the same data (the dashboard's background refit, ``planner validate``, the tests).
+
+The traces are kept in ``<cache_dir>/sim-rows-<key>.npz`` (the fit cache's directory, see
+:mod:`planner.perf.fit_cache`), where the key hashes this file's format, the fitting code's
+version (:func:`planner.perf.fit_cache.code_version`) and the catalog's fingerprint; a row is
+found by a hash of its full content. As with the fit cache, the file holds only arrays and a
+JSON header (``numpy.load`` with ``allow_pickle=False``), with a SHA-256 of the arrays; a file
+that fails a check is deleted and its rows are simulated again. The rows' arrays are stored
+concatenated, field by field, with each row's length, compressed (~90 MB for the embedded
+rows, ~5 s to write, ~2 s to read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from planner.perf.fit_cache import (
+    CorruptCacheError,
+    array_checksum,
+    code_version,
+    decode_header,
+    encode_header,
+)
+from planner.perf.simulator import SimTrace
+from planner.perf.step_time import N_FEATURES
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+#: the newest files kept (one per catalog and code version a process fitted with)
+KEEP_FILES = 2
+#: at most this many rows in one file (the embedded rows and a team's runs are ~1,300)
+MAX_ROWS = 20_000
+
+#: a row's arrays of one entry per request (or group of identical requests)
+_RAGGED: tuple[str, ...] = (
+    "count",
+    "input_len",
+    "output_len",
+    "arrival",
+    "arrival_time",
+    "first",
+    "finish",
+    "gap_terms",
+    "gap_weight",
+)
+#: a row's arrays of one entry per step term
+_PER_TERM: tuple[str, ...] = ("end", "running_integral", "kv_integral")
+#: a row's numbers
+_SCALARS: tuple[str, ...] = (
+    "kv_max",
+    "preemptions",
+    "kv_capacity_tokens",
+    "steps",
+    "time_driven",
+    "start_time",
+)
+#: what a fit's simulation leaves empty (``timeline=False``): a trace with a timeline is not kept
+_TIMELINE: tuple[str, ...] = (
+    "timeline_terms",
+    "timeline_kv",
+    "timeline_running",
+    "timeline_waiting",
+)
+_TERM_ARRAYS = frozenset({"arrival", "first", "finish", "gap_terms"})  # (n, N_FEATURES)
+_WRITE_LOCK = threading.Lock()
+
+
+def stored_fields() -> set[str]:
+    """Every :class:`~planner.perf.simulator.SimTrace` field this file stores or leaves out
+    on purpose (a new field must be added here before its traces can be cached)."""
+    return {*_RAGGED, *_PER_TERM, *_SCALARS, *_TIMELINE, "notes"}
+
+
+def cache_key(catalog_fingerprint: str) -> str:
+    text = f"{FORMAT_VERSION}:{code_version()}:{catalog_fingerprint}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def row_key(result_content: str) -> str:
+    """The name of a measured row in the file: a hash of its full content (JSON)."""
+    return hashlib.sha256(result_content.encode()).hexdigest()[:32]
+
+
+def cache_file(cache_dir: Path, key: str) -> Path:
+    return cache_dir / f"sim-rows-{key}.npz"
+
+
+def cacheable(trace: SimTrace) -> bool:
+    return all(getattr(trace, name).size == 0 for name in _TIMELINE)
+
+
+# ----- writing -------------------------------------------------------------------------------
+def _pack(traces: Mapping[str, SimTrace], key: str) -> dict[str, np.ndarray]:
+    names = sorted(traces)
+    rows = [traces[name] for name in names]
+    arrays: dict[str, np.ndarray] = {}
+    for name in _RAGGED:
+        parts = [np.asarray(getattr(t, name)) for t in rows]
+        arrays[f"{name}.lengths"] = np.array([len(p) for p in parts], dtype=np.int64)
+        if name in _TERM_ARRAYS:
+            arrays[name] = np.concatenate(parts) if parts else np.zeros((0, N_FEATURES))
+        else:
+            arrays[name] = np.concatenate(parts) if parts else np.zeros(0)
+    for name in _PER_TERM:
+        arrays[name] = (
+            np.stack([np.asarray(getattr(t, name), dtype=float) for t in rows])
+            if rows
+            else np.zeros((0, N_FEATURES))
+        )
+    header: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "key": key,
+        "rows": names,
+        "scalars": [[_scalar(getattr(t, name)) for name in _SCALARS] for t in rows],
+        "notes": [list(t.notes) for t in rows],
+        "checksum": array_checksum(arrays),
+    }
+    arrays["header"] = encode_header(header)
+    return arrays
+
+
+def _scalar(value: Any) -> float | int | bool:
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    return float(value)
+
+
+def save(cache_dir: Path, key: str, traces: Mapping[str, SimTrace]) -> Path | None:
+    """Write ``traces`` (row key -> trace) as the file for ``key``, atomically; None when it
+    cannot be written (a read-only directory only costs the next fit its simulations)."""
+    kept = {name: t for name, t in traces.items() if cacheable(t)}
+    if len(kept) > MAX_ROWS:
+        kept = dict(list(kept.items())[-MAX_ROWS:])
+    path = cache_file(cache_dir, key)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as handle:
+            np.savez_compressed(handle, **cast("dict[str, Any]", _pack(kept, key)))
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("simulated rows not cached in %s: %s", cache_dir, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return None
+    with _WRITE_LOCK, contextlib.suppress(OSError):
+        files = sorted(
+            cache_dir.glob("sim-rows-*.npz"), key=lambda p: p.stat().st_mtime, reverse=True
+        )
+        for old in files[KEEP_FILES:]:
+            with contextlib.suppress(OSError):
+                old.unlink()
+    return path
+
+
+# ----- reading -------------------------------------------------------------------------------
+def _unpack(arrays: dict[str, np.ndarray], key: str) -> dict[str, SimTrace]:
+    header = decode_header(arrays.pop("header"))
+    if header.get("format") != FORMAT_VERSION:
+        raise CorruptCacheError(f"format {header.get('format')!r}, expected {FORMAT_VERSION}")
+    if header.get("key") != key:
+        raise CorruptCacheError(f"written for key {header.get('key')!r}, not {key!r}")
+    if header.get("checksum") != array_checksum(arrays):
+        raise CorruptCacheError("checksum of the arrays does not match")
+    names = [str(n) for n in header["rows"]]
+    scalars, notes = header["scalars"], header["notes"]
+    n = len(names)
+    if len(scalars) != n or len(notes) != n:
+        raise CorruptCacheError(f"{n} rows but {len(scalars)} scalars and {len(notes)} notes")
+    split: dict[str, list[np.ndarray]] = {}
+    for name in _RAGGED:
+        values, lengths = arrays[name], arrays[f"{name}.lengths"]
+        if lengths.shape != (n,) or int(lengths.sum()) != len(values) or (lengths < 0).any():
+            raise CorruptCacheError(f"{name}: lengths do not add up to {len(values)} entries")
+        if name in _TERM_ARRAYS and (values.ndim != 2 or values.shape[1] != N_FEATURES):
+            raise CorruptCacheError(f"{name} has shape {values.shape}, not (n, {N_FEATURES})")
+        split[name] = np.split(values, np.cumsum(lengths)[:-1]) if n else []
+    for name in _PER_TERM:
+        if arrays[name].shape != (n, N_FEATURES):
+            raise CorruptCacheError(f"{name} has shape {arrays[name].shape}")
+    out: dict[str, SimTrace] = {}
+    for i, row in enumerate(names):
+        if len(scalars[i]) != len(_SCALARS):
+            raise CorruptCacheError(f"row {row} has {len(scalars[i])} numbers")
+        numbers = dict(zip(_SCALARS, scalars[i], strict=True))
+        out[row] = SimTrace(
+            **{name: split[name][i] for name in _RAGGED},
+            **{name: arrays[name][i] for name in _PER_TERM},
+            kv_max=float(numbers["kv_max"]),
+            preemptions=int(numbers["preemptions"]),
+            kv_capacity_tokens=int(numbers["kv_capacity_tokens"]),
+            steps=int(numbers["steps"]),
+            time_driven=bool(numbers["time_driven"]),
+            start_time=float(numbers["start_time"]),
+            notes=[str(note) for note in notes[i]],
+        )
+    return out
+
+
+def load(cache_dir: Path, key: str) -> dict[str, SimTrace]:
+    """The rows stored for ``key`` (row key -> trace); empty when there is no file, or when it
+    fails a check (then it is deleted)."""
+    path = cache_file(cache_dir, key)
+    if not path.is_file():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+        return _unpack(arrays, key)
+    except Exception as exc:  # any unreadable file is rebuilt, never trusted
+        log.warning("simulated rows %s not used (%s); simulating again", path, exc)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return {}
+
+
+def _check_fields() -> None:
+    missing = {f.name for f in fields(SimTrace)} - stored_fields()
+    if missing:  # a new trace field would silently be dropped from cached rows
+        raise RuntimeError(f"planner.perf.sample_cache does not store SimTrace's {missing}")
+
+
+_check_fields()

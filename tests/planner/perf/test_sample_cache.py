@@ -1,0 +1,195 @@
+"""Simulated measured rows on disk: a refit simulates only the rows no fit simulated before.
+
+Each test uses its own cache directory and a few dozen rows of the embedded catalog (clock-driven
+rows among them), and starts with nothing simulated in this process's memory, as a new process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.catalog import Catalog, MeasuredResult
+from planner.perf import calibration, sample_cache
+from planner.perf import model as model_module
+from planner.perf.model import PerformanceModel, catalog_fingerprint, simulate_measured
+from planner.perf.simulator import SimTrace
+
+
+@pytest.fixture(scope="module")
+def rows(catalog: Catalog) -> list[MeasuredResult]:
+    closed = [m for m in catalog.measured if m.engine == "vllm" and m.gpu == "L40S"][:20]
+    clocked = [m for m in catalog.measured if m.request_rate is not None][:3]
+    assert len(closed) == 20 and len(clocked) == 3
+    return closed + clocked
+
+
+@pytest.fixture(autouse=True)
+def _nothing_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_module, "_SAMPLE_CACHE", OrderedDict())
+
+
+@pytest.fixture
+def simulations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The models of the rows :func:`planner.perf.calibration.build_sample` simulates."""
+    done: list[str] = []
+    real = calibration.simulate
+
+    def counting(dep, *args, **kwargs):  # type: ignore[no-untyped-def]
+        done.append(dep.scenario.model)
+        return real(dep, *args, **kwargs)
+
+    monkeypatch.setattr(calibration, "simulate", counting)
+    yield done
+
+
+def _forget_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_module, "_SAMPLE_CACHE", OrderedDict())
+
+
+def _same(a: SimTrace, b: SimTrace) -> None:
+    for f in dataclasses.fields(SimTrace):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y, err_msg=f.name)
+            assert x.dtype == y.dtype, f.name
+        else:
+            assert x == y, f.name
+
+
+def test_a_second_fit_reads_every_row_from_disk_and_fits_the_same(
+    catalog: Catalog,
+    rows: list[MeasuredResult],
+    tmp_path: Path,
+    simulations: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clocked = sum(1 for r in rows if r.request_rate is not None)
+    first = PerformanceModel(catalog, cache_dir=tmp_path).fit(rows)
+    assert len(simulations) == len(rows) + clocked  # calibrate's round re-simulates clocked
+    assert len(list(tmp_path.glob("sim-rows-*.npz"))) == 1
+
+    _forget_memory(monkeypatch)
+    simulations.clear()
+    second = PerformanceModel(catalog, cache_dir=tmp_path).fit(rows)
+    # only the clock-driven rows are simulated again: calibrate's second round, with the fit
+    assert len(simulations) == clocked
+    assert first.fitted is not None and second.fitted is not None
+    np.testing.assert_array_equal(first.fitted.theta0, second.fitted.theta0)
+    np.testing.assert_array_equal(first.fitted.covariance, second.fitted.covariance)
+
+    _forget_memory(monkeypatch)
+    fresh, _ = simulate_measured(rows, catalog)  # no disk
+    _forget_memory(monkeypatch)
+    cached, _ = simulate_measured(rows, catalog, tmp_path)
+    assert len(fresh) == len(cached) > 15
+    for a, b in zip(fresh, cached, strict=True):
+        _same(a.trace, b.trace)
+
+
+def test_an_added_row_is_the_only_one_simulated(
+    catalog: Catalog,
+    rows: list[MeasuredResult],
+    tmp_path: Path,
+    simulations: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    simulate_measured(rows[:-1], catalog, tmp_path)
+    _forget_memory(monkeypatch)
+    simulations.clear()
+    simulate_measured(rows, catalog, tmp_path)
+    assert simulations == [rows[-1].model]
+    # the file now holds both: a third process simulates nothing
+    _forget_memory(monkeypatch)
+    simulations.clear()
+    samples, excluded = simulate_measured(rows, catalog, tmp_path)
+    assert simulations == [] and len(samples) + len(excluded) == len(rows)
+
+
+def test_a_changed_row_is_simulated_again(
+    catalog: Catalog,
+    rows: list[MeasuredResult],
+    tmp_path: Path,
+    simulations: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    simulate_measured(rows, catalog, tmp_path)
+    changed = [*rows[:-1], rows[-1].model_copy(update={"max_num_seqs": 7})]
+    _forget_memory(monkeypatch)
+    simulations.clear()
+    simulate_measured(changed, catalog, tmp_path)
+    assert simulations == [rows[-1].model]
+
+
+def test_another_catalog_does_not_read_the_rows(
+    catalog: Catalog, rows: list[MeasuredResult], tmp_path: Path
+) -> None:
+    simulate_measured(rows, catalog, tmp_path)
+    gpus = dict(catalog.gpus)
+    gpus["L40S"] = gpus["L40S"].model_copy(
+        update={"memory_bw_gbps": gpus["L40S"].memory_bw_gbps * 2}
+    )
+    other = dataclasses.replace(catalog, gpus=gpus)
+    assert catalog_fingerprint(other) != catalog_fingerprint(catalog)
+    key = sample_cache.cache_key(catalog_fingerprint(other))
+    assert sample_cache.load(tmp_path, key) == {}
+
+
+@pytest.mark.parametrize("damage", ["checksum", "truncated"])
+def test_a_damaged_file_is_deleted_and_the_rows_simulated(
+    catalog: Catalog,
+    rows: list[MeasuredResult],
+    tmp_path: Path,
+    simulations: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    damage: str,
+) -> None:
+    simulate_measured(rows[:5], catalog, tmp_path)
+    (path,) = tmp_path.glob("sim-rows-*.npz")
+    key = path.stem.removeprefix("sim-rows-")
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    else:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+        arrays["first"] = arrays["first"] * 2  # a changed number under the old checksum
+        with path.open("wb") as handle:
+            np.savez_compressed(handle, **arrays)
+    assert sample_cache.load(tmp_path, key) == {}
+    assert not path.exists()
+
+    _forget_memory(monkeypatch)
+    simulate_measured(rows[:5], catalog, tmp_path)  # written again
+    _forget_memory(monkeypatch)
+    simulations.clear()
+    simulate_measured(rows[:5], catalog, tmp_path)
+    assert simulations == []
+
+
+def test_a_trace_with_a_timeline_is_not_kept(
+    catalog: Catalog, rows: list[MeasuredResult], tmp_path: Path
+) -> None:
+    samples, _ = simulate_measured(rows[:2], catalog)
+    with_timeline = dataclasses.replace(samples[1].trace, timeline_kv=np.ones(3))
+    assert not sample_cache.cacheable(with_timeline)
+    sample_cache.save(tmp_path, "k", {"a": samples[0].trace, "b": with_timeline})
+    assert list(sample_cache.load(tmp_path, "k")) == ["a"]
+
+
+def test_every_trace_field_is_stored_or_left_out_on_purpose() -> None:
+    names = {f.name for f in dataclasses.fields(SimTrace)}
+    assert names <= sample_cache.stored_fields()
+
+
+def test_an_unwritable_directory_costs_only_the_cache(
+    catalog: Catalog, rows: list[MeasuredResult], tmp_path: Path
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    samples, _ = simulate_measured(rows[:3], catalog, blocked)
+    assert len(samples) == 3
