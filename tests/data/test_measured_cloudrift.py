@@ -81,6 +81,9 @@ def test_kimi_cells_are_the_base_model_at_fp4(rows: list[MeasuredResult]) -> Non
     assert all(m.model == "moonshotai/Kimi-K2.5" and m.precision == "fp4" for m in kimi)
     assert all("checkpoint nvidia/Kimi-K2.5-NVFP4" in (m.notes or "") for m in kimi)
     assert all((m.gpu, m.num_gpus, m.tp, m.input_len) == ("B200", 4, 4, 8000) for m in kimi)
+    # no server sets --kv-cache-dtype: both engines take the NVFP4 checkpoint's FP8 KV algorithm
+    assert all(m.kv_cache_dtype == "fp8" and "kv_cache_quant_algo" in (m.notes or "") for m in kimi)
+    assert all("--kv-cache-dtype" not in (m.notes or "").split(" | ")[0] for m in kimi)
     # b200x4_mc12_np40_mcr12_vllm_benchmark.txt (vllm/vllm-openai:v0.17.0): 40 requests at 12,
     # "Mean TTFT (ms): 836.41", "P99 TTFT (ms): 2369.92", "Mean TPOT (ms): 17.97"
     m = _one(rows, "b200x4_mc12_np40_mcr12_vllm_benchmark.txt")
