@@ -155,7 +155,6 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "roofline": 1.0,
     "weight_read": 0.2,
     "expert_read": 0.5,
-    "expert_read_fp4": 0.5,  # FP4 experts (other kernels): as the 16/8-bit ones' a priori
     # gathered rows and scattered writes stream at about half the HBM rate, like expert_read
     "expert_activation": 0.5,
     "kv_read": 0.3,
@@ -164,7 +163,6 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     # Triton fused-MoE at 22-29% of the H100 BF16 peak (planner.perf.deployment.
     # expert_tile_factor: VeOmni pull request #460): 1 / (1 + 0.5 x tile factor)
     "expert_gemm": 0.5,
-    "expert_gemm_fp4": 0.5,
     "attention": 0.5,
     "allreduce_nvlink": 1.0,
     "allreduce_pcie_p2p": 1.0,
@@ -250,13 +248,7 @@ METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 0.35, "itl": 0.5}
 METRICS = ("output_tok_per_s", "ttft", "itl")
 #: the terms whose release deviations follow the release's date (the MoE kernels': module
 #: docstring, "Release age")
-TREND_TERMS: tuple[str, ...] = (
-    "expert_gemm",
-    "expert_gemm_fp4",
-    "expert_read",
-    "expert_read_fp4",
-    "expert_activation",
-)
+TREND_TERMS: tuple[str, ...] = ("expert_gemm", "expert_read", "expert_activation")
 #: the model kinds that get a slope (module docstring: a dense one moved only dense TPOT)
 TREND_KINDS: tuple[str, ...] = ("moe",)
 #: the date the trend is measured from: a release of this date gets none of it (mid-2025, the

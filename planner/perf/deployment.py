@@ -175,11 +175,6 @@ class Deployment:
     weights_bytes_per_gpu: float
     kv_dtype_bytes: float
     enforce_eager: bool
-    #: the routed experts are FP4 (NVFP4 or MXFP4) on a GPU with FP4 units (Blackwell, MI355X):
-    #: FP4 grouped-GEMM kernels, whose step terms are their own (``expert_read_fp4``,
-    #: ``expert_gemm_fp4``). Elsewhere 4-bit experts are dequantised to 16-bit (Marlin, Triton:
-    #: ``GPU.compute_tflops``), the 16-bit kernels' terms
-    experts_fp4: bool = False
     #: steps of more tokens than this run without CUDA graphs (None: no such limit modelled)
     cuda_graph_max_tokens: int | None = None
     #: SGLang: share of a running request's remaining output its admission reserves
@@ -644,7 +639,6 @@ def resolve_deployment(
         weights_bytes_per_gpu=plan.weights_bytes,
         kv_dtype_bytes=kv_bpe,
         enforce_eager=engine.enforce_eager,
-        experts_fp4=precision == "fp4" and arch.is_moe and gpu.dense_tflops("fp4") is not None,
         cuda_graph_max_tokens=graphs,
         new_token_ratio=new_token_ratio,
         notes=tuple(notes),

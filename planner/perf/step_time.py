@@ -15,11 +15,6 @@ expert_read            routed-expert bytes touched / memory BW; with T tokens re
                        (all attention-DP ranks' tokens), each of its E experts is touched with
                        probability 1 - (1 - k/E)^T (top-k routing), so at decode batches of a few
                        dozen every expert's weights are read (domain.md, MoE section)
-expert_read_fp4        the same of FP4 experts on a GPU with FP4 units (NVFP4 or MXFP4
-                       checkpoints of an MoE model on Blackwell or MI355X:
-                       ``Deployment.experts_fp4``), read by FP4 grouped-GEMM kernels, not the
-                       16- or 8-bit experts' ones, so their achieved bandwidth is fitted on its
-                       own. Prior as ``expert_read``'s
 expert_activation      activation bytes the fused-MoE kernels move for the T x k routed rows
                        (gather, intermediate caches, combine; 2 B x (3 hidden + 6 I / group) a
                        row when the experts are sliced over the group, whole rows over the
@@ -50,8 +45,6 @@ expert_gemm            routed-expert GEMM FLOPs at the rows the grouped GEMM rea
                        overhead of narrow expert GEMMs, 1 + K0 (2 / (3 hidden) + 1 / (3 I_gpu))
                        (:func:`planner.perf.deployment.expert_tile_factor`, from published
                        Triton fused-MoE kernel measurements)
-expert_gemm_fp4        the same of FP4 experts: FP4 grouped-GEMM kernels (at the FP4 peak where
-                       the GPU has one), fitted on their own. Prior as ``expert_gemm``'s
 attention              score + value FLOPs over (query, key) pairs, prefill's quadratic part
                        included / 16-bit (or FP8) peak. MLA decodes with the absorbed form
                        (2 x heads x (2 kv_lora_rank + rope) FLOPs per pair: the latent is both
@@ -209,13 +202,11 @@ FEATURES: tuple[str, ...] = (
     "roofline",
     "weight_read",
     "expert_read",
-    "expert_read_fp4",
     "expert_activation",
     "kv_read",
     "kv_read_fp8",
     "gemm",
     "expert_gemm",
-    "expert_gemm_fp4",
     "attention",
     "allreduce_nvlink",
     "allreduce_pcie_p2p",
@@ -270,7 +261,6 @@ _ROOFLINE, _WEIGHT, _EXPERT, _KV = (
 )
 _EXPERT_ACT = IDX["expert_activation"]
 _KV_FP8 = IDX["kv_read_fp8"]
-_EXPERT_FP4, _EXPERT_GEMM_FP4 = IDX["expert_read_fp4"], IDX["expert_gemm_fp4"]
 _GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attention"]
 _PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
 _LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
@@ -475,13 +465,11 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     t_attn = attn_flops / dep.peak_flops_16bit
     out[_ROOFLINE] = max(t_weight + t_expert + t_activation + t_kv, t_gemm + t_expert_gemm + t_attn)
     out[_WEIGHT] = t_weight
-    out[_EXPERT_FP4 if dep.experts_fp4 else _EXPERT] = t_expert
+    out[_EXPERT] = t_expert
     out[_EXPERT_ACT] = t_activation
     out[_KV_FP8 if dep.kv_dtype_bytes < 2.0 else _KV] = t_kv
     out[_GEMM] = t_gemm
-    out[_EXPERT_GEMM_FP4 if dep.experts_fp4 else _EXPERT_GEMM] = (
-        t_expert_gemm * dep.expert_tile_factor
-    )
+    out[_EXPERT_GEMM] = t_expert_gemm * dep.expert_tile_factor
     out[_ATTENTION] = t_attn
     layers = dep.num_layers
     tp = dep.tp

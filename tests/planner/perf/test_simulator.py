@@ -22,13 +22,11 @@ FITTED_COEFFICIENTS = [
     1.0,
     0.25,
     0.4,
-    0.4,  # FP4 experts' reads: as the others'
     0.5,
     0.3,
     0.3,  # an FP8 cache's reads: as a 16-bit one's
     1.0,
     0.5,
-    0.5,  # FP4 experts' GEMMs: as the others'
     0.6,
     1.4,
     1.5,

@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import Catalog
-from planner.catalog.schema import BYTES_PER_PARAM
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import (
@@ -45,32 +44,6 @@ def test_an_fp8_kv_cache_is_read_in_its_own_term_at_half_the_bytes(catalog: Cata
     assert plain[IDX["roofline"]] - fp8[IDX["roofline"]] == pytest.approx(
         plain[IDX["kv_read"]] / 2, rel=1e-9
     )
-
-
-def test_fp4_experts_are_read_and_multiplied_in_their_own_terms(catalog: Catalog) -> None:
-    """An MoE model's FP4 experts (other grouped-GEMM kernels) are priced in
-    ``expert_read_fp4`` and ``expert_gemm_fp4``, FP8 ones in ``expert_read`` and
-    ``expert_gemm``; the FP4 reads are half the FP8 bytes. A dense model at FP4 has no expert
-    terms; its dense GEMMs stay in ``gemm``. Only a GPU with FP4 units runs FP4 kernels."""
-    moe = {"model": "Qwen/Qwen3-30B-A3B", "gpu": "B200"}
-    batch = StepBatch.of(decode_contexts=[1000] * 32, prefill_chunks=[(512, 0)])
-    fp8 = step_features(batch, _dep(catalog, precision="fp8", **moe))
-    fp4 = step_features(batch, _dep(catalog, precision="fp4", **moe))
-    assert fp8[IDX["expert_read_fp4"]] == fp8[IDX["expert_gemm_fp4"]] == 0.0
-    assert fp4[IDX["expert_read"]] == fp4[IDX["expert_gemm"]] == 0.0
-    assert fp4[IDX["expert_read_fp4"]] == pytest.approx(
-        fp8[IDX["expert_read"]] * BYTES_PER_PARAM["fp4"] / BYTES_PER_PARAM["fp8"], rel=1e-9
-    )
-    assert fp4[IDX["expert_gemm_fp4"]] > 0
-    dense = step_features(
-        batch, _dep(catalog, precision="fp4", model="meta-llama/Llama-3.3-70B-Instruct", gpu="B200")
-    )
-    assert dense[IDX["expert_read_fp4"]] == dense[IDX["expert_gemm_fp4"]] == 0.0
-    assert dense[IDX["gemm"]] > 0
-    # without FP4 units (H100) FP4 experts are dequantised to 16-bit: the 16-bit kernels' terms
-    hopper = step_features(batch, _dep(catalog, precision="fp4", model=moe["model"]))
-    assert hopper[IDX["expert_read_fp4"]] == hopper[IDX["expert_gemm_fp4"]] == 0.0
-    assert hopper[IDX["expert_read"]] > 0 and hopper[IDX["expert_gemm"]] > 0
 
 
 def test_roofline_of_one_decode_is_weights_plus_kv_over_bandwidth(catalog: Catalog) -> None:
