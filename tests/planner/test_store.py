@@ -60,7 +60,7 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert {row[5] for row in stored} == {2, 4, 8} and any(row[6] for row in stored)
     # and the KV cache dtype (schema 6): the rows that ran an FP8 cache keep saying so
     fp8 = sorted(m.source_ref or "" for m in store.measured_results() if m.kv_cache_dtype)
-    assert len(fp8) == 3 + 23  # the ROCm recipes' two, vLLM PR 43232's, CloudRift's GLM-4.6-FP8
+    assert len(fp8) == 3 + 23 + 19  # ROCm recipes 2, vLLM PR 43232, CloudRift GLM-4.6-FP8 and Kimi
     assert fp8 == sorted(m.source_ref or "" for m in catalog.measured if m.kv_cache_dtype)
 
 

@@ -245,6 +245,7 @@ def test_same_data_returns_the_cached_fit_and_a_new_run_refits(
     assert get_performance_model(catalog, [run]) is refit
     scenario = Scenario(
         engine="vllm",
+        engine_version="0.10.0",
         model=run.model,
         gpu="L40S",
         input_len=1024,
@@ -253,7 +254,8 @@ def test_same_data_returns_the_cached_fit_and_a_new_run_refits(
         num_requests=128,
         instance="g6e.2xlarge",
     )
-    # the new measurement pulls its neighbourhood towards it and sits right next to it
+    # the new measurement pulls its neighbourhood (its release's) towards it and sits right next
+    # to it (a prediction pooled over releases can move either way as their levels re-balance)
     before = model.predict(scenario)
     after = refit.predict(scenario)
     assert abs(after.output_tok_per_s - 900) < abs(before.output_tok_per_s - 900) + 1e-9
