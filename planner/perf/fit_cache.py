@@ -34,11 +34,11 @@ import math
 import os
 import threading
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from planner.perf.calibration import N_FITTED, FittedCoefficients
 from planner.perf.uncertainty import MeasuredPoint, SeenData
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FORMAT_VERSION = 3  # 2: the seen-data sets of the novelty reasons; 3: UTF-8 header, triangle
 KEEP_FILES = 8
@@ -190,32 +191,42 @@ def _symmetric_from(upper: np.ndarray) -> np.ndarray:
 
 
 def save(cache_dir: Path, key: str, state: FitState) -> Path | None:
-    """Write the fit atomically (temporary file, then rename); None when it cannot be written
-    (a read-only directory only costs the next process a fit)."""
-    path = cache_file(cache_dir, key)
+    """Write the fit atomically; None when it cannot be written (a read-only directory only
+    costs the next process a fit)."""
+    path = write_arrays(cache_file(cache_dir, key), _pack(state, key), what="performance-model fit")
+    if path is not None:
+        prune(cache_dir, "perf-fit-*.npz", KEEP_FILES)
+    return path
+
+
+def write_arrays(
+    path: Path, arrays: dict[str, np.ndarray], *, what: str, compressed: bool = False
+) -> Path | None:
+    """Write ``arrays`` as the ``.npz`` file ``path``: a temporary file, then a rename, so a
+    reader never sees half a file; None (and a warning naming ``what``) when it cannot be
+    written. Shared by the caches in this package."""
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+    write = np.savez_compressed if compressed else np.savez
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as handle:
-            np.savez(handle, **cast("dict[str, Any]", _pack(state, key)))
+            write(handle, **cast("dict[str, Any]", arrays))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        log.warning("performance-model fit not cached in %s: %s", cache_dir, exc)
+        log.warning("%s not cached in %s: %s", what, path.parent, exc)
         with contextlib.suppress(OSError):
             tmp.unlink()
         return None
-    _prune(cache_dir)
     return path
 
 
-def _prune(cache_dir: Path) -> None:
+def prune(cache_dir: Path, pattern: str, keep: int) -> None:
+    """Delete all but the ``keep`` newest files of ``pattern`` in ``cache_dir``."""
     with _WRITE_LOCK, contextlib.suppress(OSError):
-        files = sorted(
-            cache_dir.glob("perf-fit-*.npz"), key=lambda p: p.stat().st_mtime, reverse=True
-        )
-        for old in files[KEEP_FILES:]:
+        files = sorted(cache_dir.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in files[keep:]:
             with contextlib.suppress(OSError):
                 old.unlink()
 
@@ -240,17 +251,24 @@ def write_shipped(path: Path, key: str, state: FitState) -> Path:
 
 
 # ----- reading -------------------------------------------------------------------------------
-def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
+def checked_header(arrays: dict[str, np.ndarray], key: str, version: int) -> dict[str, Any]:
+    """The JSON header popped from a cache file's ``arrays``, once it names ``version`` and
+    ``key`` and its checksum matches the arrays left; else :class:`CorruptCacheError`."""
     try:
         header = decode_header(arrays.pop("header"))
     except (KeyError, ValueError) as exc:
         raise CorruptCacheError(f"no readable header ({exc})") from None
-    if header.get("format") != FORMAT_VERSION:
-        raise CorruptCacheError(f"format {header.get('format')!r}, expected {FORMAT_VERSION}")
+    if header.get("format") != version:
+        raise CorruptCacheError(f"format {header.get('format')!r}, expected {version}")
     if header.get("key") != key:
         raise CorruptCacheError(f"written for key {header.get('key')!r}, not {key!r}")
     if header.get("checksum") != array_checksum(arrays):
         raise CorruptCacheError("checksum of the arrays does not match")
+    return header
+
+
+def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
+    header = checked_header(arrays, key, FORMAT_VERSION)
     points = [MeasuredPoint(**p) for p in header["points"]]
     combos = [(str(f), str(g), None if v is None else str(v)) for f, g, v in header["combos"]]
     seen_spec = header.get("seen") or {}
@@ -302,15 +320,23 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
 
 def load(cache_dir: Path, key: str) -> FitState | None:
     """The cached fit for ``key``, or None (missing, or corrupt: then the file is deleted)."""
-    path = cache_file(cache_dir, key)
+    return read_arrays(
+        cache_file(cache_dir, key), lambda arrays: _unpack(arrays, key), "performance-model fit"
+    )
+
+
+def read_arrays(path: Path, unpack: Callable[[dict[str, np.ndarray]], T], what: str) -> T | None:
+    """``unpack`` of the ``.npz`` file ``path`` (read without pickles: a tampered file cannot
+    run code); None when there is no file, or when it fails to load or ``unpack`` raises (then
+    the file is deleted: a cache is never trusted, only reused)."""
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
-        return _unpack(arrays, key)
+        return unpack(arrays)
     except Exception as exc:  # any unreadable file is rebuilt, never trusted
-        log.warning("performance-model cache %s not used (%s); refitting", path, exc)
+        log.warning("%s %s not used (%s); building it again", what, path, exc)
         with contextlib.suppress(OSError):
             path.unlink()
         return None

@@ -20,29 +20,26 @@ rows, ~5 s to write, ~2 s to read).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import logging
-import os
-import threading
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from planner.perf.fit_cache import (
     CorruptCacheError,
     array_checksum,
+    checked_header,
     code_version,
-    decode_header,
     encode_header,
+    prune,
+    read_arrays,
+    write_arrays,
 )
 from planner.perf.simulator import SimTrace
 from planner.perf.step_time import N_FEATURES
-
-log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 #: the newest files kept (one per catalog and code version a process fitted with)
@@ -81,7 +78,6 @@ _TIMELINE: tuple[str, ...] = (
     "timeline_waiting",
 )
 _TERM_ARRAYS = frozenset({"arrival", "first", "finish", "gap_terms"})  # (n, N_FEATURES)
-_WRITE_LOCK = threading.Lock()
 
 
 def stored_fields() -> set[str]:
@@ -152,37 +148,17 @@ def save(cache_dir: Path, key: str, traces: Mapping[str, SimTrace]) -> Path | No
     kept = {name: t for name, t in traces.items() if cacheable(t)}
     if len(kept) > MAX_ROWS:
         kept = dict(list(kept.items())[-MAX_ROWS:])
-    path = cache_file(cache_dir, key)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as handle:
-            np.savez_compressed(handle, **cast("dict[str, Any]", _pack(kept, key)))
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("simulated rows not cached in %s: %s", cache_dir, exc)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        return None
-    with _WRITE_LOCK, contextlib.suppress(OSError):
-        files = sorted(
-            cache_dir.glob("sim-rows-*.npz"), key=lambda p: p.stat().st_mtime, reverse=True
-        )
-        for old in files[KEEP_FILES:]:
-            with contextlib.suppress(OSError):
-                old.unlink()
+    path = write_arrays(
+        cache_file(cache_dir, key), _pack(kept, key), what="simulated rows", compressed=True
+    )
+    if path is not None:
+        prune(cache_dir, "sim-rows-*.npz", KEEP_FILES)
     return path
 
 
 # ----- reading -------------------------------------------------------------------------------
 def _unpack(arrays: dict[str, np.ndarray], key: str) -> dict[str, SimTrace]:
-    header = decode_header(arrays.pop("header"))
-    if header.get("format") != FORMAT_VERSION:
-        raise CorruptCacheError(f"format {header.get('format')!r}, expected {FORMAT_VERSION}")
-    if header.get("key") != key:
-        raise CorruptCacheError(f"written for key {header.get('key')!r}, not {key!r}")
-    if header.get("checksum") != array_checksum(arrays):
-        raise CorruptCacheError("checksum of the arrays does not match")
+    header = checked_header(arrays, key, FORMAT_VERSION)
     names = [str(n) for n in header["rows"]]
     scalars, notes = header["scalars"], header["notes"]
     n = len(names)
@@ -221,18 +197,8 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> dict[str, SimTrace]:
 def load(cache_dir: Path, key: str) -> dict[str, SimTrace]:
     """The rows stored for ``key`` (row key -> trace); empty when there is no file, or when it
     fails a check (then it is deleted)."""
-    path = cache_file(cache_dir, key)
-    if not path.is_file():
-        return {}
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-        return _unpack(arrays, key)
-    except Exception as exc:  # any unreadable file is rebuilt, never trusted
-        log.warning("simulated rows %s not used (%s); simulating again", path, exc)
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return {}
+    rows = read_arrays(cache_file(cache_dir, key), lambda a: _unpack(a, key), "simulated rows")
+    return rows or {}
 
 
 def _check_fields() -> None:

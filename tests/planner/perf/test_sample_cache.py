@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,13 @@ import pytest
 from planner.catalog import Catalog, MeasuredResult
 from planner.perf import calibration, sample_cache
 from planner.perf import model as model_module
-from planner.perf.model import PerformanceModel, catalog_fingerprint, simulate_measured
+from planner.perf.calibration import FitSample
+from planner.perf.model import (
+    Excluded,
+    PerformanceModel,
+    catalog_fingerprint,
+    simulate_measured,
+)
 from planner.perf.simulator import SimTrace
 
 
@@ -48,8 +55,36 @@ def simulations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield done
 
 
-def _forget_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_module, "_SAMPLE_CACHE", OrderedDict())
+@dataclass
+class Disk:
+    """A cache directory, the rows and what this process simulated (see ``simulations``)."""
+
+    catalog: Catalog
+    rows: list[MeasuredResult]
+    directory: Path
+    simulations: list[str]
+    patch: pytest.MonkeyPatch
+
+    def new_process(self) -> None:
+        """Start over as a new process would: nothing simulated in memory, nothing counted."""
+        self.patch.setattr(model_module, "_SAMPLE_CACHE", OrderedDict())
+        self.simulations.clear()
+
+    def simulate(
+        self, rows: list[MeasuredResult] | None = None
+    ) -> tuple[list[FitSample], list[Excluded]]:
+        return simulate_measured(self.rows if rows is None else rows, self.catalog, self.directory)
+
+
+@pytest.fixture
+def disk(
+    catalog: Catalog,
+    rows: list[MeasuredResult],
+    tmp_path: Path,
+    simulations: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Disk:
+    return Disk(catalog, rows, tmp_path, simulations, monkeypatch)
 
 
 def _same(a: SimTrace, b: SimTrace) -> None:
@@ -62,68 +97,47 @@ def _same(a: SimTrace, b: SimTrace) -> None:
             assert x == y, f.name
 
 
-def test_a_second_fit_reads_every_row_from_disk_and_fits_the_same(
-    catalog: Catalog,
-    rows: list[MeasuredResult],
-    tmp_path: Path,
-    simulations: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_second_fit_reads_every_row_from_disk_and_fits_the_same(disk: Disk) -> None:
+    catalog, rows = disk.catalog, disk.rows
     clocked = sum(1 for r in rows if r.request_rate is not None)
-    first = PerformanceModel(catalog, cache_dir=tmp_path).fit(rows)
-    assert len(simulations) == len(rows) + clocked  # calibrate's round re-simulates clocked
-    assert len(list(tmp_path.glob("sim-rows-*.npz"))) == 1
+    first = PerformanceModel(catalog, cache_dir=disk.directory).fit(rows)
+    assert len(disk.simulations) == len(rows) + clocked  # calibrate's round re-simulates clocked
+    assert len(list(disk.directory.glob("sim-rows-*.npz"))) == 1
 
-    _forget_memory(monkeypatch)
-    simulations.clear()
-    second = PerformanceModel(catalog, cache_dir=tmp_path).fit(rows)
+    disk.new_process()
+    second = PerformanceModel(catalog, cache_dir=disk.directory).fit(rows)
     # only the clock-driven rows are simulated again: calibrate's second round, with the fit
-    assert len(simulations) == clocked
+    assert len(disk.simulations) == clocked
     assert first.fitted is not None and second.fitted is not None
     np.testing.assert_array_equal(first.fitted.theta0, second.fitted.theta0)
     np.testing.assert_array_equal(first.fitted.covariance, second.fitted.covariance)
 
-    _forget_memory(monkeypatch)
+    disk.new_process()
     fresh, _ = simulate_measured(rows, catalog)  # no disk
-    _forget_memory(monkeypatch)
-    cached, _ = simulate_measured(rows, catalog, tmp_path)
+    disk.new_process()
+    cached, _ = disk.simulate()
     assert len(fresh) == len(cached) > 15
     for a, b in zip(fresh, cached, strict=True):
         _same(a.trace, b.trace)
 
 
-def test_an_added_row_is_the_only_one_simulated(
-    catalog: Catalog,
-    rows: list[MeasuredResult],
-    tmp_path: Path,
-    simulations: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    simulate_measured(rows[:-1], catalog, tmp_path)
-    _forget_memory(monkeypatch)
-    simulations.clear()
-    simulate_measured(rows, catalog, tmp_path)
-    assert simulations == [rows[-1].model]
+def test_an_added_row_is_the_only_one_simulated(disk: Disk) -> None:
+    disk.simulate(disk.rows[:-1])
+    disk.new_process()
+    disk.simulate()
+    assert disk.simulations == [disk.rows[-1].model]
     # the file now holds both: a third process simulates nothing
-    _forget_memory(monkeypatch)
-    simulations.clear()
-    samples, excluded = simulate_measured(rows, catalog, tmp_path)
-    assert simulations == [] and len(samples) + len(excluded) == len(rows)
+    disk.new_process()
+    samples, excluded = disk.simulate()
+    assert disk.simulations == [] and len(samples) + len(excluded) == len(disk.rows)
 
 
-def test_a_changed_row_is_simulated_again(
-    catalog: Catalog,
-    rows: list[MeasuredResult],
-    tmp_path: Path,
-    simulations: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    simulate_measured(rows, catalog, tmp_path)
-    changed = [*rows[:-1], rows[-1].model_copy(update={"max_num_seqs": 7})]
-    _forget_memory(monkeypatch)
-    simulations.clear()
-    simulate_measured(changed, catalog, tmp_path)
-    assert simulations == [rows[-1].model]
+def test_a_changed_row_is_simulated_again(disk: Disk) -> None:
+    disk.simulate()
+    changed = [*disk.rows[:-1], disk.rows[-1].model_copy(update={"max_num_seqs": 7})]
+    disk.new_process()
+    disk.simulate(changed)
+    assert disk.simulations == [disk.rows[-1].model]
 
 
 def test_another_catalog_does_not_read_the_rows(
@@ -141,16 +155,10 @@ def test_another_catalog_does_not_read_the_rows(
 
 
 @pytest.mark.parametrize("damage", ["checksum", "truncated"])
-def test_a_damaged_file_is_deleted_and_the_rows_simulated(
-    catalog: Catalog,
-    rows: list[MeasuredResult],
-    tmp_path: Path,
-    simulations: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-    damage: str,
-) -> None:
-    simulate_measured(rows[:5], catalog, tmp_path)
-    (path,) = tmp_path.glob("sim-rows-*.npz")
+def test_a_damaged_file_is_deleted_and_the_rows_simulated(disk: Disk, damage: str) -> None:
+    five = disk.rows[:5]
+    disk.simulate(five)
+    (path,) = disk.directory.glob("sim-rows-*.npz")
     key = path.stem.removeprefix("sim-rows-")
     if damage == "truncated":
         path.write_bytes(path.read_bytes()[:200])
@@ -160,15 +168,14 @@ def test_a_damaged_file_is_deleted_and_the_rows_simulated(
         arrays["first"] = arrays["first"] * 2  # a changed number under the old checksum
         with path.open("wb") as handle:
             np.savez_compressed(handle, **arrays)
-    assert sample_cache.load(tmp_path, key) == {}
+    assert sample_cache.load(disk.directory, key) == {}
     assert not path.exists()
 
-    _forget_memory(monkeypatch)
-    simulate_measured(rows[:5], catalog, tmp_path)  # written again
-    _forget_memory(monkeypatch)
-    simulations.clear()
-    simulate_measured(rows[:5], catalog, tmp_path)
-    assert simulations == []
+    disk.new_process()
+    disk.simulate(five)  # written again
+    disk.new_process()
+    disk.simulate(five)
+    assert disk.simulations == []
 
 
 def test_a_trace_with_a_timeline_is_not_kept(
