@@ -61,7 +61,7 @@ from planner.perf.disaggregated_validation import (
 from planner.perf.disaggregated_validation import (
     format_slice as format_disaggregated_slice,
 )
-from planner.perf.model import PerformanceModel
+from planner.perf.model import PerformanceModel, disk_cache_dir
 from planner.perf.speculative_validation import format_slice, speculative_slice
 from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
@@ -182,11 +182,11 @@ def _check_folds_options(args: argparse.Namespace, schemes: list[str]) -> None:
 def _named_folds(
     args: argparse.Namespace, schemes: list[str], samples: list[FitSample]
 ) -> set[str] | None:
-    """The folds ``--folds`` names, checked against the one scheme they belong to."""
+    """The folds ``--folds`` names (its options checked by :func:`_check_folds_options`),
+    checked against the one scheme they belong to."""
     named = getattr(args, "folds", None)
     if not named:
         return None
-    _check_folds_options(args, schemes)
     known = [name for name, _ in folds(samples, schemes[0])]
     for name in named:
         if name not in known:
@@ -272,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate_intervals:  # first: every figure below uses the new calibration
         schemes = ["source", *(s for s in schemes if s != "source")]
     _check_folds_options(args, schemes)
-    model = PerformanceModel(catalog).fit(results)
+    # every row simulated before comes from the disk (planner.perf.sample_cache)
+    model = PerformanceModel(catalog, cache_dir=disk_cache_dir()).fit(results)
     roofline = roofline_predictions(model.samples)
     unpredictable = [e for e in model.excluded if e.sample is None]
     report: dict[str, Any] = {

@@ -695,7 +695,7 @@ def get_performance_model(
         if cached is not None:
             _MODEL_CACHE.move_to_end(key)
             return cached
-    directory = _disk_cache_dir(cache_dir, disk_cache)
+    directory = disk_cache_dir(cache_dir, disk_cache)
     disk_key = fit_cache.cache_key(key)
     state = None
     if directory is not None:
@@ -780,7 +780,7 @@ def performance_model_nowait(
     if fit_is_cached(catalog, results, cache_dir=cache_dir):
         return get_performance_model(catalog, results, cache_dir=cache_dir)
     key = results_fingerprint(catalog, [*catalog.measured, *results])
-    directory = _disk_cache_dir(cache_dir, None)
+    directory = disk_cache_dir(cache_dir, None)
     with _LOCK:
         worker = _BACKGROUND_FITS.get(key)
         if worker is None or not worker.is_alive():
@@ -816,7 +816,7 @@ def fit_is_cached(
     with _LOCK:
         if key in _MODEL_CACHE:
             return True
-    directory = _disk_cache_dir(cache_dir, None)
+    directory = disk_cache_dir(cache_dir, None)
     if directory is None:
         return False
     disk_key = fit_cache.cache_key(key)
@@ -825,7 +825,10 @@ def fit_is_cached(
     return fit_cache.shipped_problem(disk_key) is None
 
 
-def _disk_cache_dir(cache_dir: Path | None, enabled: bool | None) -> Path | None:
+def disk_cache_dir(cache_dir: Path | None = None, enabled: bool | None = None) -> Path | None:
+    """Where fits and simulated rows are cached: ``cache_dir``, else the settings' cache
+    directory; None when caching is off (``enabled`` False, or by default ``SERVEWISE_FIT_CACHE``
+    0)."""
     from planner.settings import get_settings
 
     settings = get_settings()
