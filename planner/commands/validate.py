@@ -182,11 +182,11 @@ def _check_folds_options(args: argparse.Namespace, schemes: list[str]) -> None:
 def _named_folds(
     args: argparse.Namespace, schemes: list[str], samples: list[FitSample]
 ) -> set[str] | None:
-    """The folds ``--folds`` names (its options checked by :func:`_check_folds_options`),
-    checked against the one scheme they belong to."""
+    """The folds ``--folds`` names, checked against the one scheme they belong to."""
     named = getattr(args, "folds", None)
     if not named:
         return None
+    _check_folds_options(args, schemes)
     known = [name for name, _ in folds(samples, schemes[0])]
     for name in named:
         if name not in known:
