@@ -40,10 +40,12 @@ bytes; the date moves only when a figure does):
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import statistics
 import time
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,7 @@ from planner.perf.validation import (
     median_ape,
     release_moves,
     roofline_predictions,
+    statistic_of,
     statistic_table,
 )
 from planner.settings import get_settings
@@ -140,6 +143,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
+        "--rows-csv",
+        type=Path,
+        metavar="PATH",
+        help="also write every held-out row to this CSV: its scenario and fold, and per metric "
+        "the measured and predicted figures, their ratio and the 80%% interval",
+    )
+    parser.add_argument(
         "--write-summary",
         action="store_true",
         help=f"write the headline figures of the folds run to {SUMMARY_FILE.name} (what the "
@@ -177,6 +187,77 @@ def _check_folds_options(args: argparse.Namespace, schemes: list[str]) -> None:
             " ".join(named),
             "every fold: not with --write-summary or --calibrate-intervals",
         )
+
+
+def held_out_rows(held: Sequence[HeldOut], scheme: str) -> list[dict[str, Any]]:
+    """One flat record per held-out row, for a spreadsheet: the scenario the row ran, its fold,
+    and for each metric it reports (:data:`CALIBRATED_METRICS`) the measured and predicted
+    figures, their ratio, the statistic the source reports, the 80% interval and whether the
+    measurement fell inside it (:meth:`HeldOut.interval`). Metrics a row does not report are
+    blank."""
+    records: list[dict[str, Any]] = []
+    for h in held:
+        r = h.sample.result
+        record: dict[str, Any] = {
+            "scheme": scheme,
+            "fold": h.fold,
+            "source": r.source,
+            "engine": r.engine,
+            "engine_version": r.engine_version,
+            "model": r.model,
+            "precision": r.precision,
+            "gpu": r.gpu,
+            "num_gpus": r.num_gpus,
+            "tp": r.tp,
+            "pp": r.pp,
+            "input_len": r.input_len,
+            "output_len": r.output_len,
+            "load": r.load,
+            "concurrency": r.concurrency,
+            "request_rate": r.request_rate,
+            "in_flight": round(h.in_flight, 2),
+            "band": h.band,
+            "release_unseen": h.new_release,
+            "novelty": "; ".join(h.reasons),
+        }
+        for metric in CALIBRATED_METRICS:
+            measured = h.measured.get(metric)
+            predicted = h.predicted.get(metric) if measured is not None else None
+            interval = h.interval(metric) if measured is not None else None
+            record[f"{metric}_statistic"] = statistic_of(h, metric) if measured else None
+            record[f"{metric}_measured"] = measured
+            record[f"{metric}_predicted"] = predicted
+            record[f"{metric}_ratio"] = predicted / measured if measured and predicted else None
+            record[f"{metric}_low"] = interval[0] if interval else None
+            record[f"{metric}_high"] = interval[1] if interval else None
+            record[f"{metric}_inside"] = (
+                interval[0] <= measured <= interval[1] if interval and measured else None
+            )
+        records.append(record)
+    return records
+
+
+def _check_rows_csv(args: argparse.Namespace) -> Path | None:
+    """``--rows-csv``'s file, checked before the fit: its folder must exist and be a folder."""
+    path: Path | None = getattr(args, "rows_csv", None)
+    if path is None:
+        return None
+    if path.is_dir() or not path.parent.is_dir():
+        raise InvalidInputError("--rows-csv", str(path), "a file path in an existing folder")
+    return path
+
+
+def _write_rows_csv(path: Path, records: list[dict[str, Any]]) -> None:
+    columns = list(records[0]) if records else ["scheme", "fold"]
+    try:
+        with path.open("w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, columns)
+            writer.writeheader()
+            writer.writerows(records)
+    except OSError as exc:
+        raise InvalidInputError(
+            "--rows-csv", str(path), f"a writable file path ({exc.strerror})"
+        ) from exc
 
 
 def _named_folds(
@@ -272,6 +353,8 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate_intervals:  # first: every figure below uses the new calibration
         schemes = ["source", *(s for s in schemes if s != "source")]
     _check_folds_options(args, schemes)
+    rows_csv = _check_rows_csv(args)
+    records: list[dict[str, Any]] = []
     # every row simulated before comes from the disk (planner.perf.sample_cache)
     model = PerformanceModel(catalog, cache_dir=disk_cache_dir()).fit(results)
     roofline = roofline_predictions(model.samples)
@@ -316,6 +399,7 @@ def run(args: argparse.Namespace) -> int:
             calibration = calibrate_intervals(held)
             _write_calibration(calibration, held, report)
             reload_calibration()
+        records += held_out_rows(held, scheme)
         by = {"source": "class", "class": "fold"}.get(scheme, "gpu")
         rows = error_table(held, by=by)
         entry = {"title": SCHEMES[scheme], **scheme_summary(held)}
@@ -365,6 +449,9 @@ def run(args: argparse.Namespace) -> int:
         report["disaggregated"]["written"] = str(DISAGGREGATED_FIT_FILE) if changed else None
     if args.write_summary:
         _write_summary(report)
+    if rows_csv is not None:
+        _write_rows_csv(rows_csv, records)
+        report["rows_csv"] = str(rows_csv)
     if args.json:
         print(json.dumps(report, indent=2, default=float))
         return 0
@@ -388,6 +475,8 @@ def run(args: argparse.Namespace) -> int:
                 f"  - {e['engine']} {e['model']} on {e['gpu']} TP{e['tp']}xPP{e['pp']} "
                 f"{e['input_len']}/{e['output_len']} ({how}): {e['reason']}"
             )
+    if rows_csv is not None:
+        print(f"\n{len(records)} held-out rows written to {rows_csv}")
     if write_disaggregated:
         what = "written to" if report["disaggregated"]["written"] else "unchanged in"
         print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,7 @@ HELD_GPUS = ("L40S", "B200", "H100-SXM")
 # over 300 s at load 8 (a hang detector, tests/patience.py)
 @pytest.mark.timeout(4 * PATIENT_S)
 def test_validate_prints_errors_next_to_the_roofline(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from planner.commands import validate
     from planner.perf.validation import HeldOut
@@ -143,7 +144,9 @@ def test_validate_prints_errors_next_to_the_roofline(
         return everything
 
     monkeypatch.setattr(validate, "cross_validate", kept)
-    code = main(["validate", "--scheme", "gpu", "--folds", *HELD_GPUS, "--public-only"])
+    export = tmp_path / "held_out.csv"
+    args = ["--scheme", "gpu", "--folds", *HELD_GPUS, "--public-only", "--rows-csv", str(export)]
+    code = main(["validate", *args])
     text = capsys.readouterr().out
     assert code == 0
     assert len(folds) == 1 and {h.fold for h in folds[0]} == set(HELD_GPUS)
@@ -167,6 +170,31 @@ def test_validate_prints_errors_next_to_the_roofline(
     # the slices shaped like the independent checks: closed loops and rates, current releases
     assert "closed loop or rate" in text and "ditto, release 2025-07+" in text
     assert "closed loops and rates of 2025-07+ releases" in text
+    # every held-out row exported for a spreadsheet, with the figures the tables summarise
+    assert f"{len(folds[0])} held-out rows written to {export}" in text
+    with export.open(newline="") as f:
+        exported = list(csv.DictReader(f))
+    assert len(exported) == len(folds[0])
+    for h, row in zip(folds[0], exported, strict=True):
+        assert (row["scheme"], row["fold"], row["gpu"]) == ("gpu", h.fold, h.sample.gpu)
+        assert row["model"] == h.sample.result.model and row["band"] == h.band
+        for metric in ("output_tok_per_s", "ttft", "tpot_p99"):
+            if metric not in h.measured:
+                assert row[f"{metric}_measured"] == "" and row[f"{metric}_inside"] == ""
+                continue
+            measured = float(row[f"{metric}_measured"])
+            predicted = float(row[f"{metric}_predicted"])
+            assert measured == pytest.approx(h.measured[metric])
+            assert predicted == pytest.approx(h.predicted[metric])
+            assert float(row[f"{metric}_ratio"]) == pytest.approx(predicted / measured)
+            low, high = float(row[f"{metric}_low"]), float(row[f"{metric}_high"])
+            assert low <= predicted <= high
+            assert row[f"{metric}_inside"] == str(low <= measured <= high)
+    inside = [r["output_tok_per_s_inside"] == "True" for r in exported if r["output_tok_per_s_low"]]
+    check = next(t for t in text.splitlines() if t.strip().startswith("leave-one-GPU-out  "))
+    printed = re.search(r"80% coverage\s+(\d+)%", check)
+    assert printed is not None
+    assert abs(100 * sum(inside) / len(inside) - int(printed.group(1))) <= 0.5
 
 
 def test_named_folds_are_checked_against_the_scheme() -> None:
