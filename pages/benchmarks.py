@@ -7,6 +7,13 @@ import streamlit as st
 
 from pages.charts.benchmarks import predicted_vs_measured_figure, runs_figure
 from pages.common.export import ExportSection, export_menu
+from pages.common.held_out import (
+    filter_held_out,
+    held_out_frame,
+    held_out_points,
+    held_out_summary,
+    held_out_table,
+)
 from pages.common.navigation import ensure_app_navigation
 from pages.common.planning import predicted_vs_measured
 from pages.common.resources import get_catalog, get_store, measured_results
@@ -53,9 +60,11 @@ FILTERS = (
 )
 columns = st.columns(len(FILTERS))
 filtered = frame
+chosen_filters: dict[str, list[str]] = {}
 for column, (field, label) in zip(columns, FILTERS, strict=True):
     options = sorted(frame[field].dropna().unique().tolist(), key=str.lower)
     chosen = bound(column.multiselect, label, options, key=f"bm_{field}", placeholder="All")
+    chosen_filters[field] = chosen
     if chosen:
         filtered = filtered[filtered[field].isin(chosen)]
 
@@ -103,6 +112,42 @@ else:
             "of those, the runs of engine releases from July 2025 on."
         )
         show_fractions(slices, "table_slice_accuracy", ("metric", "slice", "rows"))
+
+st.subheader("Held out by source, row by row")
+stored_held_out = held_out_frame()
+held_out = filter_held_out(stored_held_out, chosen_filters)
+held_out_rows = held_out_table(held_out)
+figures_held_out = []
+if stored_held_out.empty:
+    st.info(
+        "No held-out rows stored yet: run "
+        "`python -m planner validate --scheme source --calibrate-intervals`."
+    )
+else:
+    st.caption(
+        f"{len(held_out):,} of the {len(stored_held_out):,} public results held out by source "
+        "match the filters above. Each was predicted by a fit that never saw its publisher, as in "
+        "the tables above: how far off the model would be on results like these, and how often "
+        "their 80% interval held."
+    )
+    held_summary = held_out_summary(held_out)
+    if not held_summary.empty:
+        percent = st.column_config.NumberColumn(format="percent")
+        st.dataframe(
+            held_summary,
+            hide_index=True,
+            key="table_held_out_summary",
+            column_config={
+                "median error": percent,
+                "p90 error": percent,
+                "80% interval coverage": percent,
+                "median predicted / measured": st.column_config.NumberColumn(format="%.2f"),
+            },
+        )
+    figures_held_out = [predicted_vs_measured_figure(held_out_points(held_out), held_out=True)]
+    st.plotly_chart(figures_held_out[0], key="chart_held_out")
+    with st.expander("The held-out rows", key="open_held_out_rows"):
+        st.dataframe(held_out_rows, hide_index=True, key="table_held_out")
 
 # Predicting every measured result is the page's one long step (1,130 rows: 56.8 s at load
 # average 9 on two cores), so it runs only once the section is opened (opening reruns the page)
@@ -160,6 +205,9 @@ with export_slot:
         "Benchmarks",
         [
             ExportSection("Measured results", table=filtered),
+            ExportSection(
+                "Held out by source, row by row", table=held_out_rows, figures=figures_held_out
+            ),
             ExportSection("Predicted against measured", table=points, figures=figures_predicted),
             ExportSection(
                 "Runs side by side", table=side_by_side.reset_index(), figures=[fig_runs]
@@ -168,6 +216,7 @@ with export_slot:
         ],
         {
             "Measured results": filtered,
+            "Held out by source": held_out_rows,
             "Predicted against measured": points,
             "Runs": side_by_side.reset_index(),
             "Quarantined run files": quarantine,

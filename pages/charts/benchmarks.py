@@ -20,15 +20,19 @@ COMPARED_METRICS = (
 )
 
 
-def predicted_vs_measured_figure(points: pd.DataFrame, *, band: float = 0.25) -> go.Figure:
+def predicted_vs_measured_figure(
+    points: pd.DataFrame, *, band: float = 0.25, held_out: bool = False
+) -> go.Figure:
     """Each measured result against its prediction, one panel a metric (log-log).
 
     ``points`` columns: metric (a ``COMPARED_METRICS`` prefix), gpu, label, measured,
     predicted, low, high (the prediction's 80% interval). The diagonal is a perfect
-    prediction; the shaded band is +-``band``.
+    prediction; the shaded band is +-``band``. ``held_out``: each prediction comes from a fit
+    that never saw the result's publisher (the title says so).
     """
+    how = "held out by source" if held_out else "the fitted model"
     title = (
-        f"{PREDICTED.capitalize()} against {MEASURED}: on the diagonal is exact, "
+        f"{PREDICTED.capitalize()} ({how}) against {MEASURED}: on the diagonal is exact, "
         f"the band is ±{band:.0%}, whiskers are the 80% prediction interval"
     )
     points = points.dropna(subset=["measured", "predicted"])

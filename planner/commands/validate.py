@@ -40,12 +40,10 @@ bytes; the date moves only when a figure does):
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import statistics
 import time
-from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -76,6 +74,7 @@ from planner.perf.uncertainty import (
 from planner.perf.validation import (
     CONCURRENCY_BANDS,
     CURRENT_SLICE,
+    HELD_OUT_ROWS_FILE,
     LATENCY_LABELS,
     P99_METRICS,
     PRIOR_ROWS,
@@ -91,14 +90,15 @@ from planner.perf.validation import (
     format_latency_table,
     format_statistic_table,
     format_table,
+    held_out_rows,
     interval_coverage,
     latency_errors,
     measured_metrics,
     median_ape,
     release_moves,
     roofline_predictions,
-    statistic_of,
     statistic_table,
+    write_held_out_rows,
 )
 from planner.settings import get_settings
 
@@ -160,7 +160,8 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help=f"write the interval multipliers, their engine-family and architecture factors and "
         f"the release spreads of throughput, TTFT, TPOT and their p99s from the "
-        f"leave-one-source-out rows to {CALIBRATION_FILE.name} (implies --public-only)",
+        f"leave-one-source-out rows to {CALIBRATION_FILE.name}, and those rows, one by one, to "
+        f"{HELD_OUT_ROWS_FILE.name} (implies --public-only)",
     )
     parser.add_argument(
         "--write-disaggregated-fit",
@@ -189,54 +190,6 @@ def _check_folds_options(args: argparse.Namespace, schemes: list[str]) -> None:
         )
 
 
-def held_out_rows(held: Sequence[HeldOut], scheme: str) -> list[dict[str, Any]]:
-    """One flat record per held-out row, for a spreadsheet: the scenario the row ran, its fold,
-    and for each metric it reports (:data:`CALIBRATED_METRICS`) the measured and predicted
-    figures, their ratio, the statistic the source reports, the 80% interval and whether the
-    measurement fell inside it (:meth:`HeldOut.interval`). Metrics a row does not report are
-    blank."""
-    records: list[dict[str, Any]] = []
-    for h in held:
-        r = h.sample.result
-        record: dict[str, Any] = {
-            "scheme": scheme,
-            "fold": h.fold,
-            "source": r.source,
-            "engine": r.engine,
-            "engine_version": r.engine_version,
-            "model": r.model,
-            "precision": r.precision,
-            "gpu": r.gpu,
-            "num_gpus": r.num_gpus,
-            "tp": r.tp,
-            "pp": r.pp,
-            "input_len": r.input_len,
-            "output_len": r.output_len,
-            "load": r.load,
-            "concurrency": r.concurrency,
-            "request_rate": r.request_rate,
-            "in_flight": round(h.in_flight, 2),
-            "band": h.band,
-            "release_unseen": h.new_release,
-            "novelty": "; ".join(h.reasons),
-        }
-        for metric in CALIBRATED_METRICS:
-            measured = h.measured.get(metric)
-            predicted = h.predicted.get(metric) if measured is not None else None
-            interval = h.interval(metric) if measured is not None else None
-            record[f"{metric}_statistic"] = statistic_of(h, metric) if measured else None
-            record[f"{metric}_measured"] = measured
-            record[f"{metric}_predicted"] = predicted
-            record[f"{metric}_ratio"] = predicted / measured if measured and predicted else None
-            record[f"{metric}_low"] = interval[0] if interval else None
-            record[f"{metric}_high"] = interval[1] if interval else None
-            record[f"{metric}_inside"] = (
-                interval[0] <= measured <= interval[1] if interval and measured else None
-            )
-        records.append(record)
-    return records
-
-
 def _check_rows_csv(args: argparse.Namespace) -> Path | None:
     """``--rows-csv``'s file, checked before the fit: its folder must exist and be a folder."""
     path: Path | None = getattr(args, "rows_csv", None)
@@ -245,19 +198,6 @@ def _check_rows_csv(args: argparse.Namespace) -> Path | None:
     if path.is_dir() or not path.parent.is_dir():
         raise InvalidInputError("--rows-csv", str(path), "a file path in an existing folder")
     return path
-
-
-def _write_rows_csv(path: Path, records: list[dict[str, Any]]) -> None:
-    columns = list(records[0]) if records else ["scheme", "fold"]
-    try:
-        with path.open("w", newline="", encoding="utf-8") as out:
-            writer = csv.DictWriter(out, columns)
-            writer.writeheader()
-            writer.writerows(records)
-    except OSError as exc:
-        raise InvalidInputError(
-            "--rows-csv", str(path), f"a writable file path ({exc.strerror})"
-        ) from exc
 
 
 def _named_folds(
@@ -399,6 +339,9 @@ def run(args: argparse.Namespace) -> int:
             calibration = calibrate_intervals(held)
             _write_calibration(calibration, held, report)
             reload_calibration()
+            # the rows it was calibrated on, with the new intervals: the Benchmarks page's
+            write_held_out_rows(held_out_rows(held, scheme), HELD_OUT_ROWS_FILE)
+            report["held_out_rows_file"] = str(HELD_OUT_ROWS_FILE)
         records += held_out_rows(held, scheme)
         by = {"source": "class", "class": "fold"}.get(scheme, "gpu")
         rows = error_table(held, by=by)
@@ -450,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
     if args.write_summary:
         _write_summary(report)
     if rows_csv is not None:
-        _write_rows_csv(rows_csv, records)
+        write_held_out_rows(records, rows_csv)
         report["rows_csv"] = str(rows_csv)
     if args.json:
         print(json.dumps(report, indent=2, default=float))
@@ -484,6 +427,7 @@ def run(args: argparse.Namespace) -> int:
             f"{DISAGGREGATED_FIT_FILE}"
         )
     if calibration is not None:
+        print(f"\nThe rows it was calibrated on written to {HELD_OUT_ROWS_FILE}")
         print(f"\nInterval calibration written to {CALIBRATION_FILE}:")
         for metric in CALIBRATED_METRICS:
             print(

@@ -28,6 +28,7 @@ leave-one-source-out rows here too (:func:`calibrate_intervals`).
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Callable, Collection, Sequence
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import MODEL_CLASSES, MeasuredResult
+from planner.errors import InvalidInputError
 from planner.perf import latency_stats
 from planner.perf.calibration import FitSample, FittedCoefficients, fit_coefficients
 from planner.perf.latency_stats import HISTOGRAM_ITL, HISTOGRAM_TTFT
@@ -973,6 +975,10 @@ def calibrate_intervals(
 
 #: the headline held-out figures ``python -m planner validate --write-summary`` writes
 SUMMARY_FILE = Path(__file__).resolve().parents[2] / "data" / "validation_summary.json"
+#: every row held out by source, one line each (:func:`held_out_rows`), as the interval
+#: calibration saw them: written by ``validate --calibrate-intervals``, shown row by row on the
+#: Benchmarks page
+HELD_OUT_ROWS_FILE = SUMMARY_FILE.with_name("held_out_rows.csv")
 
 
 def validation_summary(path: Path | None = None) -> dict[str, Any] | None:
@@ -982,6 +988,90 @@ def validation_summary(path: Path | None = None) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return loaded if isinstance(loaded, dict) else None
+
+
+def _figure(value: float) -> float:
+    """A predicted figure to five significant digits (the model is not that exact)."""
+    return float(f"{value:.5g}")
+
+
+def held_out_rows(held: Sequence[HeldOut], scheme: str) -> list[dict[str, Any]]:
+    """One flat record per held-out row, for a spreadsheet: the scenario the row ran, its fold,
+    and for each metric it reports (:data:`CALIBRATED_METRICS`) the measured and predicted
+    figures, their ratio, the statistic the source reports, the 80% interval and whether the
+    measurement fell inside it (:meth:`HeldOut.interval`). Metrics a row does not report are
+    blank."""
+    records: list[dict[str, Any]] = []
+    for h in held:
+        r = h.sample.result
+        record: dict[str, Any] = {
+            "scheme": scheme,
+            "fold": h.fold,
+            "source": r.source,
+            "engine": r.engine,
+            "engine_version": r.engine_version,
+            "model": r.model,
+            "precision": r.precision,
+            "gpu": r.gpu,
+            "num_gpus": r.num_gpus,
+            "tp": r.tp,
+            "pp": r.pp,
+            "input_len": r.input_len,
+            "output_len": r.output_len,
+            "load": r.load,
+            "concurrency": r.concurrency,
+            "request_rate": r.request_rate,
+            "in_flight": round(h.in_flight, 2),
+            "band": h.band,
+            "release_unseen": h.new_release,
+            "novelty": "; ".join(h.reasons),
+        }
+        for metric in CALIBRATED_METRICS:
+            measured = h.measured.get(metric)
+            predicted = h.predicted.get(metric) if measured is not None else None
+            interval = h.interval(metric) if measured is not None else None
+            record[f"{metric}_statistic"] = statistic_of(h, metric) if measured else None
+            record[f"{metric}_measured"] = measured
+            record[f"{metric}_predicted"] = _figure(predicted) if predicted is not None else None
+            record[f"{metric}_ratio"] = (
+                _figure(predicted / measured) if measured and predicted else None
+            )
+            low: float | None = None
+            high: float | None = None
+            inside: bool | None = None
+            if interval is not None and measured is not None:
+                low, high = _figure(interval[0]), _figure(interval[1])
+                inside = low <= measured <= high
+            record[f"{metric}_low"] = low
+            record[f"{metric}_high"] = high
+            record[f"{metric}_inside"] = inside
+        records.append(record)
+    return records
+
+
+def write_held_out_rows(records: Sequence[dict[str, Any]], path: Path) -> None:
+    """:func:`held_out_rows`' records to a CSV file (an unwritable path raises
+    :class:`planner.errors.InvalidInputError` naming ``--rows-csv``)."""
+    columns = list(records[0]) if records else ["scheme", "fold"]
+    try:
+        with path.open("w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, columns)
+            writer.writeheader()
+            writer.writerows(records)
+    except OSError as exc:
+        raise InvalidInputError(
+            "--rows-csv", str(path), f"a writable file path ({exc.strerror})"
+        ) from exc
+
+
+def read_held_out_rows(path: Path | None = None) -> list[dict[str, str]]:
+    """The stored held-out rows (:data:`HELD_OUT_ROWS_FILE`) as text fields; [] when the file is
+    missing or unreadable."""
+    try:
+        with (path or HELD_OUT_ROWS_FILE).open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
 
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:

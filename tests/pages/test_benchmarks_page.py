@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
+from planner.perf.validation import validation_summary
 from tests.pages.conftest import frame_with, no_exception
 
 PAGE = "pages/benchmarks.py"
@@ -65,3 +67,38 @@ def test_the_predictions_of_every_result_are_made_only_once_asked(
     no_exception(at)
     (chart,) = [c for c in at.get("plotly_chart") if "chart_predicted" in c.proto.id]
     assert "L40S" in chart.proto.spec
+
+
+def test_the_results_held_out_by_source_row_by_row(app: Callable[..., AppTest]) -> None:
+    """Each public result as a fit that never saw its publisher predicted it: the figures of the
+    stored leave-one-source-out rows, narrowed by the page's filters, with no fit at all."""
+    at = app(PAGE)
+    summary = frame_with(at, "metric", "rows", "median error", "80% interval coverage")
+    figures = summary.set_index("metric")
+    assert list(figures.index) == ["output tok/s", "TTFT", "TPOT", "TTFT p99", "TPOT p99"]
+    stored = validation_summary()
+    assert stored is not None
+    source = stored["schemes"]["source"]
+    assert figures.loc["output tok/s", "median error"] == pytest.approx(
+        source["median_ape_output_tok_per_s"], abs=5e-4
+    )
+    assert figures.loc["output tok/s", "80% interval coverage"] == pytest.approx(
+        source["interval_coverage_80"], abs=5e-4
+    )
+    (chart,) = [c for c in at.get("plotly_chart") if "chart_held_out" in c.proto.id]
+    assert "held out by source" in chart.proto.spec
+    # narrowed by the filters: L40S only, fewer rows, the same figures the file has for them
+    at.multiselect(key="bm_gpu").set_value(["L40S"]).run()
+    no_exception(at)
+    rows = frame_with(at, "fold", "model", "gpu", "output_tok_per_s_measured")
+    assert set(rows["gpu"]) == {"L40S"}
+    l40s = frame_with(at, "metric", "rows", "median error").set_index("metric")
+    assert 0 < l40s.loc["output tok/s", "rows"] < figures.loc["output tok/s", "rows"]
+    assert l40s.loc["output tok/s", "rows"] == rows["output_tok_per_s_measured"].notna().sum()
+    (chart,) = [c for c in at.get("plotly_chart") if "chart_held_out" in c.proto.id]
+    assert "L40S" in chart.proto.spec and "H100-SXM" not in chart.proto.spec
+    # the user's own runs are never held-out rows
+    at.multiselect(key="bm_gpu").set_value([]).run()
+    at.multiselect(key="bm_origin").set_value(["user"]).run()
+    no_exception(at)
+    assert any(c.value.startswith("0 of the ") for c in at.caption)
