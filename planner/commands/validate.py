@@ -339,8 +339,9 @@ def run(args: argparse.Namespace) -> int:
             calibration = calibrate_intervals(held)
             _write_calibration(calibration, held, report)
             reload_calibration()
-            # the rows it was calibrated on, with the new intervals: the Benchmarks page's
-            write_held_out_rows(held_out_rows(held, scheme), HELD_OUT_ROWS_FILE)
+            # the rows it was calibrated on, with the new intervals (the Benchmarks page shows
+            # them row by row)
+            write_held_out_rows(held_out_rows(held, scheme), HELD_OUT_ROWS_FILE, "data file")
             report["held_out_rows_file"] = str(HELD_OUT_ROWS_FILE)
         records += held_out_rows(held, scheme)
         by = {"source": "class", "class": "fold"}.get(scheme, "gpu")

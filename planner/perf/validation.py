@@ -1049,9 +1049,11 @@ def held_out_rows(held: Sequence[HeldOut], scheme: str) -> list[dict[str, Any]]:
     return records
 
 
-def write_held_out_rows(records: Sequence[dict[str, Any]], path: Path) -> None:
+def write_held_out_rows(
+    records: Sequence[dict[str, Any]], path: Path, field: str = "--rows-csv"
+) -> None:
     """:func:`held_out_rows`' records to a CSV file (an unwritable path raises
-    :class:`planner.errors.InvalidInputError` naming ``--rows-csv``)."""
+    :class:`planner.errors.InvalidInputError` naming ``field``)."""
     columns = list(records[0]) if records else ["scheme", "fold"]
     try:
         with path.open("w", newline="", encoding="utf-8") as out:
@@ -1059,9 +1061,7 @@ def write_held_out_rows(records: Sequence[dict[str, Any]], path: Path) -> None:
             writer.writeheader()
             writer.writerows(records)
     except OSError as exc:
-        raise InvalidInputError(
-            "--rows-csv", str(path), f"a writable file path ({exc.strerror})"
-        ) from exc
+        raise InvalidInputError(field, str(path), f"a writable file path ({exc.strerror})") from exc
 
 
 def read_held_out_rows(path: Path | None = None) -> list[dict[str, str]]:
