@@ -390,6 +390,10 @@ def _error(status: int, message: str) -> web.Response:
     )
 
 
+#: the application's router (aiohttp's typed application key)
+ROUTER_KEY = web.AppKey("router", Router)
+
+
 def router_app(router: Router) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
 
@@ -408,7 +412,7 @@ def router_app(router: Router) -> web.Application:
     app.router.add_get("/health", router.health)
     app.router.add_get("/metrics", router.metrics)
     app.router.add_get("/pools", router.pools)
-    app["router"] = router
+    app[ROUTER_KEY] = router
     return app
 
 

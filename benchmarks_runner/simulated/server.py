@@ -597,6 +597,10 @@ class PreciseEpollSelector(selectors.EpollSelector):
         return ready
 
 
+#: the application's simulated server (aiohttp's typed application key)
+SERVER_KEY = web.AppKey("server", SimulatedServer)
+
+
 def create_app(options: ServerOptions, timing: TimingModel | None = None) -> web.Application:
     """The aiohttp application; ``timing`` defaults to ``FixedTiming()``."""
     server = SimulatedServer(options, timing or FixedTiming())
@@ -612,7 +616,7 @@ def create_app(options: ServerOptions, timing: TimingModel | None = None) -> web
     app.router.add_get("/version", server.version)
     app.router.add_get("/health", server.health)
     app.router.add_get("/metrics", server.metrics)
-    app["server"] = server
+    app[SERVER_KEY] = server
     return app
 
 
