@@ -305,3 +305,13 @@ def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: Perfor
     assert got["unmeasured"]["pred_release"] == ""
     assert "TensorRT-LLM 0.9" in got["unmeasured"]["pred_uncertain_because"]
     assert "pooled" in got["none"]["pred_release"]
+
+
+def test_validate_refuses_a_rows_csv_it_cannot_write_before_fitting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for path in (tmp_path / "missing" / "rows.csv", tmp_path):
+        code = main(["validate", "--scheme", "gpu", "--public-only", "--rows-csv", str(path)])
+        err = capsys.readouterr().err
+        assert code != 0
+        assert "--rows-csv" in err and "a file path in an existing folder" in err
