@@ -335,15 +335,19 @@ def run(args: argparse.Namespace) -> int:
         if scheme == "class":  # a row is held out once for each class of its model
             fitted_rows = {id(s) for s in model.samples}
             held = [h for h in everything if id(h.sample) in fitted_rows]
-        if scheme == "source" and args.calibrate_intervals and calibration is None:
+        calibrating = scheme == "source" and args.calibrate_intervals and calibration is None
+        if calibrating:
             calibration = calibrate_intervals(held)
             _write_calibration(calibration, held, report)
             reload_calibration()
+        # each row's record (its five intervals) only where a file takes them, built once
+        scheme_records = held_out_rows(held, scheme) if calibrating or rows_csv else []
+        if calibrating:
             # the rows it was calibrated on, with the new intervals (the Benchmarks page shows
             # them row by row)
-            write_held_out_rows(held_out_rows(held, scheme), HELD_OUT_ROWS_FILE, "data file")
+            write_held_out_rows(scheme_records, HELD_OUT_ROWS_FILE, "data file")
             report["held_out_rows_file"] = str(HELD_OUT_ROWS_FILE)
-        records += held_out_rows(held, scheme)
+        records += scheme_records
         by = {"source": "class", "class": "fold"}.get(scheme, "gpu")
         rows = error_table(held, by=by)
         entry = {"title": SCHEMES[scheme], **scheme_summary(held)}
