@@ -12,9 +12,15 @@ from hypothesis import strategies as st
 from planner.catalog import Catalog, load_catalog
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.metrics import run_metrics, weighted_percentile
-from planner.perf.scenario import Scenario, TraceRequest
+from planner.perf.scenario import Scenario, TraceRequest, dataset_lengths
 from planner.perf.simulator import LiveEngine, request_arrivals, simulate
-from planner.perf.step_time import IDX, StepBatch, full_coefficients, step_time_s
+from planner.perf.step_time import (
+    FORWARD_UNIT_S,
+    IDX,
+    StepBatch,
+    full_coefficients,
+    step_time_s,
+)
 from planner.workload import LengthDistribution
 
 #: a coefficient per fitted term, in the order of step_time.FITTED
@@ -193,6 +199,31 @@ def test_trace_replay_and_length_distributions(catalog: Catalog) -> None:
     )
     sim = simulate(dep)
     assert sim.output_tokens / sim.requests == pytest.approx(dist.mean(), rel=0.05)
+
+
+def test_a_closed_loop_of_uniform_lengths_does_not_arrive_in_bursts(catalog: Catalog) -> None:
+    """SGLang bench_serving's uniform lengths are drawn as it draws them, not as a handful of
+    binned lengths: requests of one answer length finish in one step, and in a closed loop their
+    successors then arrive together and queue for one prefill batch after another (nine bins:
+    13 requests arrived in one step of this run)."""
+    scenario = Scenario(
+        engine="sglang",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpu="H100-SXM",
+        load="concurrency",
+        concurrency=64,
+        num_requests=320,
+        **dataset_lengths("uniform", 1000, 200),
+    )
+    trace = simulate(resolve_deployment(scenario, catalog))
+    assert len(np.unique(trace.output_len)) > 100
+    # requests arriving in each step after the first wave's (step 0)
+    steps = np.round(np.asarray(trace.arrival)[:, IDX["forward_passes"]] / FORWARD_UNIT_S)
+    later = steps > 0
+    _, step_of = np.unique(steps[later], return_inverse=True)
+    arrivals = np.bincount(step_of, weights=np.asarray(trace.count)[later])
+    assert arrivals.sum() == 320 - 64
+    assert arrivals.max() <= 4
 
 
 def test_data_parallel_replicas_share_the_load(catalog: Catalog) -> None:
