@@ -65,6 +65,17 @@ def test_every_row_has_source_and_date(catalog: Catalog) -> None:
         assert card.source.strip() and card.as_of.year >= 2023
 
 
+def test_every_scale_up_gpu_states_its_link_bandwidth(catalog: Catalog) -> None:
+    """A GPU on NVLink or Infinity Fabric without its bandwidth would be planned at a fallback
+    (600 GB/s) that no datasheet gave it: the MI325X was, until its MI300X link rate was
+    entered (data/gpus.csv notes why)."""
+    for gpu in catalog.gpus.values():
+        if gpu.interconnect in ("nvlink", "infinity_fabric"):
+            assert gpu.interconnect_bw_gbps, gpu.gpu_id
+    mi325x, mi300x = catalog.gpus["MI325X"], catalog.gpus["MI300X"]
+    assert mi325x.interconnect_bw_gbps == mi300x.interconnect_bw_gbps
+
+
 def test_required_instance_families_have_prices(catalog: Catalog) -> None:
     families = ["g5.", "g6.", "g6e.", "p4d.", "p4de.", "p5.", "p5e.", "p5en.", "p6-b200."]
     for family in families:
