@@ -12,7 +12,7 @@ TTFT 0.35), plus Gaussian priors on a hierarchy of log-coefficients:
 
     log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
                                   + d_family/gpu + d_entrypoint + d_family/kind
-                                  + d_release/kind + d_model@gpu (MoE kernel terms only)
+                                  + d_release/kind + d_model@gpu (MoE kernel terms, roofline)
                                   + b_kind x age (release age, below)
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1), every other d ~ N(0, 0.5^2)
 
@@ -28,8 +28,9 @@ coefficients gave it while GLM-4.6 (also 1,536-wide experts, 160 of them) and Mi
 took 1.3-1.4x; without a level of their own those shape effects went into the SGLang/B200 level
 that every model on it shares. Keyed by the weights (total and active parameters: a
 re-release of the architecture shares its kernels) and the GPU, fitted on the routed-expert
-terms only. Held out by source, with the other levels' prior (0.5): output tok/s 29.2 -> 28.0%
-median, TTFT 37.4 -> 36.4% (mean 63.9 -> 60.8%), TPOT 26.9 -> 24.9%; the 2025-07+ closed loops'
+terms (and, since session 42, the roofline: :data:`MODEL_TERMS`). Held out by source, with
+the other levels' prior (0.5), on the expert terms: output tok/s 29.2 -> 28.0% median, TTFT
+37.4 -> 36.4% (mean 63.9 -> 60.8%), TPOT 26.9 -> 24.9%; the 2025-07+ closed loops'
 TPOT 20 -> 18%, tok/s 15 -> 14%. Keyed by the model alone it moved DeepSeek everywhere by its
 early-2025 rows (a DeepSeek-wide expert GEMM 1.4x the shared one); keyed by model, GPU and
 engine it shared nothing across engines and gained a quarter as much. Its prior is wider than
@@ -262,15 +263,24 @@ TREND_LEVEL = "trend"
 _TREND_MASK = np.array([f in TREND_TERMS for f in FITTED])
 #: the terms the model@gpu level fits: the same MoE kernel terms as the release slope's, the
 #: routed experts' GEMMs and streams, whose kernels are tuned per expert shape and GPU
-#: (module docstring)
-MODEL_TERMS = TREND_TERMS
+#: (module docstring), and the plain roofline, which an MoE decode step's routed-expert bytes
+#: dominate (DeepSeek-R1 on 8 x B200 at 64 sequences: ~70 of ~83 GB a GPU). With the expert
+#: terms alone the level could only trim a small additive share: a model whose experts stream
+#: faster than the engine's other models on the GPU stayed at the shared roofline coefficient
+#: (SGLang on B200: 2.0x spec, its DeepSeek-R1 decode step at 64 sequences 40 ms held out where
+#: the SGLang docs measured ~26). With the roofline, held out by source (session 42, 1,218
+#: rows): throughput 24.4 -> 24.0%, TTFT 36.4 -> 37.3% median but 61.0 -> 59.5% mean, TPOT
+#: 23.5 -> 22.7%, p99 TTFT 29.2 -> 28.5%; the 2025-07+ closed loops' TTFT 29.5 -> 28.6% and
+#: TPOT 24.6 -> 22.8%
+MODEL_TERMS: tuple[str, ...] = (*TREND_TERMS, "roofline")
+_MODEL_MASK = np.array([f in MODEL_TERMS for f in FITTED])
 
 
 def level_fits(level: str) -> np.ndarray:
     """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`; the model@gpu
     level :data:`MODEL_TERMS` only), over FITTED."""
     if level == "model":
-        return _TREND_MASK.copy()
+        return _MODEL_MASK.copy()
     fits = np.ones(N_FITTED, dtype=bool)
     for term, levels in TERM_LEVELS.items():
         if level not in levels:

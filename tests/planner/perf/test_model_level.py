@@ -1,5 +1,6 @@
 """The model@gpu level of the fit (planner.perf.calibration, MODEL_TERMS): an MoE model's expert
-kernels on a GPU, learnt from the shipped rows and lent to every engine on that GPU."""
+kernels on a GPU (and the roofline its expert bytes dominate), learnt from the shipped rows and
+lent to every engine on that GPU."""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def _tp8(
     )
 
 
-def test_the_level_fits_the_routed_expert_terms_only() -> None:
+def test_the_level_fits_the_routed_expert_terms_and_the_roofline() -> None:
     fits = level_fits("model")
     assert {t for t, f in zip(FITTED, fits, strict=True) if f} == set(MODEL_TERMS)
-    assert set(MODEL_TERMS) == {"expert_gemm", "expert_read", "expert_activation"}
+    assert set(MODEL_TERMS) == {"expert_gemm", "expert_read", "expert_activation", "roofline"}
 
 
 def test_an_moe_model_is_keyed_by_its_weights_and_gpu_and_a_dense_one_not_at_all(
@@ -55,11 +56,11 @@ def test_an_moe_model_is_keyed_by_its_weights_and_gpu_and_a_dense_one_not_at_all
     assert level_keys(coefficient_key(dense, model.deployment(dense)))["model"] is None
 
 
-def test_two_moe_models_on_one_gpu_differ_in_their_expert_kernels_only(
+def test_two_moe_models_on_one_gpu_differ_in_their_expert_kernels_and_roofline_only(
     model: PerformanceModel,
 ) -> None:
-    """DeepSeek and Qwen3-235B-A22B, both measured on 8 x H200, get expert terms of their own;
-    every other coefficient is the engine's and GPU's."""
+    """DeepSeek and Qwen3-235B-A22B, both measured on 8 x H200, get expert terms and a roofline
+    of their own; every other coefficient is the engine's and GPU's."""
     fitted = model.fitted
     assert fitted is not None
     deepseek = _tp8("deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200")
@@ -72,6 +73,7 @@ def test_two_moe_models_on_one_gpu_differ_in_their_expert_kernels_only(
     others = [i for i in range(len(cd)) if i not in expert]
     np.testing.assert_array_equal(cd[others], cq[others])
     assert abs(np.log(cd[IDX["expert_gemm"]] / cq[IDX["expert_gemm"]])) > 0.1
+    assert abs(np.log(cd[IDX["roofline"]] / cq[IDX["roofline"]])) > 0.05
 
 
 def test_the_models_expert_kernels_are_lent_to_every_engine_on_the_gpu(
