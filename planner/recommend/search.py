@@ -699,12 +699,16 @@ def _reuse_below_ceiling(
 def _rank_key(rec: Recommendation | Quote) -> tuple[float, ...]:
     # Equal bills (same instances bought) are told apart by the memory share (a plan at its
     # engine's default first: a raised one leaves less room for activation spikes and CUDA
-    # graphs), then headroom, then latency.
+    # graphs), then by speculation (a plan without it first: a speculating plan's capacity
+    # rests on the acceptance the workload gives, which may fall short of the one assumed),
+    # then headroom, then latency.
     headroom = rec.replicas * rec.max_rps_per_replica
+    spec_method = rec.settings.spec_method if isinstance(rec, Quote) else rec.spec_method
     return (
         rec.usd_per_million_output_tokens,
         rec.usd_per_hour,
         float(rec.memory_raised),
+        float(spec_method != "none"),
         -headroom,
         rec.pred_ttft_ms_p99,
     )
