@@ -172,6 +172,7 @@ def test_at_an_equal_cost_the_plan_at_the_default_ranks_first() -> None:
         "usd_per_hour": 10.0,
         "replicas": 2,
         "pred_ttft_ms_p99": 500.0,
+        "spec_method": "none",
     }
     raised = SimpleNamespace(**common, max_rps_per_replica=3.0, memory_raised=True)
     default = SimpleNamespace(**common, max_rps_per_replica=2.0, memory_raised=False)
