@@ -60,6 +60,11 @@ class Quote:
         """The layout starts only at a memory share raised above its engine's default."""
         return self.layout.raised_memory_fraction is not None
 
+    @property
+    def spec_method(self) -> str:
+        """The layout's speculative method ("none" without one)."""
+        return self.layout.spec_method
+
 
 def quote(
     catalog: Catalog,

@@ -703,12 +703,11 @@ def _rank_key(rec: Recommendation | Quote) -> tuple[float, ...]:
     # rests on the acceptance the workload gives, which may fall short of the one assumed),
     # then headroom, then latency.
     headroom = rec.replicas * rec.max_rps_per_replica
-    spec_method = rec.settings.spec_method if isinstance(rec, Quote) else rec.spec_method
     return (
         rec.usd_per_million_output_tokens,
         rec.usd_per_hour,
         float(rec.memory_raised),
-        float(spec_method != "none"),
+        float(rec.spec_method != "none"),
         -headroom,
         rec.pred_ttft_ms_p99,
     )
