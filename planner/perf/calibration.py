@@ -27,7 +27,8 @@ GPU, under every engine that shares those kernels. Held out by source, on 8 x B2
 coefficients gave it while GLM-4.6 (also 1,536-wide experts, 160 of them) and MiniMax-M2.5
 took 1.3-1.4x; without a level of their own those shape effects went into the SGLang/B200 level
 that every model on it shares. Keyed by the weights (total and active parameters: a
-re-release of the architecture shares its kernels) and the GPU, fitted on the routed-expert
+re-release of the architecture shares its kernels), their format (FP8, NVFP4 and 16-bit
+experts run different kernels: :func:`moe_weights_key`) and the GPU, fitted on the routed-expert
 terms (and, since session 42, the roofline: :data:`MODEL_TERMS`). Held out by source, with
 the other levels' prior (0.5), on the expert terms: output tok/s 29.2 -> 28.0% median, TTFT
 37.4 -> 36.4% (mean 63.9 -> 60.8%), TPOT 26.9 -> 24.9%; the 2025-07+ closed loops'
@@ -129,7 +130,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planner.catalog import GPU, MEASURED_ENGINE_SETTINGS, Catalog, MeasuredResult
+from planner.catalog import (
+    GPU,
+    MEASURED_ENGINE_SETTINGS,
+    Catalog,
+    MeasuredResult,
+    ModelArchitecture,
+)
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.latency_stats import (
     HISTOGRAM_ITL,
@@ -608,8 +615,9 @@ class CoefficientKey(NamedTuple):
     #: the release's date (:func:`planner.perf.releases.release_date`, patch-level for SGLang
     #: 0.4); None: the series' date from ``version`` when the table has it (:func:`release_age`)
     released: date | None = None
-    #: an MoE model's weights, ``<total>/<active>`` parameters (re-releases of an architecture
-    #: share it); None for a dense model: the key of the model@gpu level (MODEL_TERMS)
+    #: an MoE model's weights and their format, ``<total>/<active>:<precision>`` (re-releases
+    #: of an architecture share it); None for a dense model: the key of the model@gpu level
+    #: (MODEL_TERMS)
     model: str | None = None
 
 
@@ -653,6 +661,21 @@ def gpu_generation(gpu: GPU) -> str:
     return f"{gpu.vendor}:{native}:{memory}"
 
 
+def moe_weights_key(arch: ModelArchitecture, precision: str) -> str:
+    """The model@gpu level's name for an MoE model's weights: its total and active parameters
+    and the format they are stored in. The format picks the expert kernels as much as the shape
+    does: TensorRT-LLM runs DeepSeek-R1's experts on B200 with DeepGEMM for the FP8 checkpoint
+    and CUTLASS or its TRTLLM kernels for NVFP4, and Hopper's FP8 through CUTLASS only (the MoE
+    backend support matrix of docs/source/deployment-guide/quick-start-recipe-for-deepseek-r1-
+    on-trtllm.md, NVIDIA/TensorRT-LLM@0d2a785, read 2026-12-04); vLLM's and SGLang's Triton
+    fused MoE run FP8 block-scaled weights with a per-group activation quantisation a 16-bit
+    model has not. Keyed without it, DeepSeek-R1 on 8 x B200 took one deviation for the
+    TensorRT-LLM tables' NVFP4 rows, which ran 1.2x slower than the shared coefficients gave
+    them, and the SGLang documentation's FP8 rows, which ran faster: the FP8 rows' TPOT at 64 in
+    flight came out 1.27-1.31x the measured in sample (1.22-1.25x keyed by the format)."""
+    return f"{arch.total_params}/{arch.active_params}:{precision.strip().lower()}"
+
+
 def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
     version = version_key(scenario)
     family = dep.family
@@ -668,7 +691,7 @@ def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
         kind="moe" if arch.is_moe else "dense",
         generation=gpu_generation(dep.gpu),
         released=release_date(family, scenario.engine_version) if dated else None,
-        model=f"{arch.total_params}/{arch.active_params}" if arch.is_moe else None,
+        model=moe_weights_key(arch, scenario.precision) if arch.is_moe else None,
     )
 
 

@@ -43,14 +43,14 @@ def test_the_level_fits_the_routed_expert_terms_and_the_roofline() -> None:
     assert set(MODEL_TERMS) == {"expert_gemm", "expert_read", "expert_activation", "roofline"}
 
 
-def test_an_moe_model_is_keyed_by_its_weights_and_gpu_and_a_dense_one_not_at_all(
+def test_an_moe_model_is_keyed_by_its_weights_their_format_and_gpu_and_a_dense_one_not_at_all(
     model: PerformanceModel,
 ) -> None:
     moe = _tp8(QWEN)
     dep = model.deployment(moe)
     key = coefficient_key(moe, dep)
     arch = dep.card.architecture
-    assert key.model == f"{arch.total_params}/{arch.active_params}"
+    assert key.model == f"{arch.total_params}/{arch.active_params}:bf16"
     assert level_keys(key)["model"] == f"{key.model}@B200"
     dense = _tp8("meta-llama/Llama-3.3-70B-Instruct")
     assert level_keys(coefficient_key(dense, model.deployment(dense)))["model"] is None
@@ -92,3 +92,23 @@ def test_the_models_expert_kernels_are_lent_to_every_engine_on_the_gpu(
         ratios.append(model.coefficients_of(qwen)[IDX["expert_gemm"]] / bare[IDX["expert_gemm"]])
     assert abs(np.log(ratios[0])) > 0.05
     assert ratios[0] == pytest.approx(ratios[1], rel=1e-9)
+
+
+def test_one_model_in_two_weight_formats_on_one_gpu_has_two_sets_of_expert_kernels(
+    model: PerformanceModel,
+) -> None:
+    """DeepSeek-R1 on 8 x B200 is measured in FP8 (the SGLang documentation) and in NVFP4 (the
+    TensorRT-LLM tables): each format is a key of its own that the fit has seen, and the two
+    differ in the model terms only (the format picks the MoE kernels)."""
+    fitted = model.fitted
+    assert fitted is not None
+    fp8 = _tp8("deepseek-ai/DeepSeek-R1-0528", engine="trtllm", precision="fp8")
+    fp4 = _tp8("deepseek-ai/DeepSeek-R1-0528", engine="trtllm", precision="fp4")
+    names = [level_keys(coefficient_key(s, model.deployment(s)))["model"] for s in (fp8, fp4)]
+    assert names[0] != names[1]
+    assert all(fitted.known("model", name) for name in names)
+    c8, c4 = model.coefficients_of(fp8), model.coefficients_of(fp4)
+    terms = [IDX[t] for t in MODEL_TERMS]
+    others = [i for i in range(len(c8)) if i not in terms]
+    np.testing.assert_array_equal(c8[others], c4[others])
+    assert abs(np.log(c8[IDX["roofline"]] / c4[IDX["roofline"]])) > 0.05
