@@ -281,6 +281,42 @@ def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes()
     assert bad.value.field == "dataset" and "sharegpt" in bad.value.allowed
 
 
+def test_a_predict_row_states_the_random_range_ratio_its_benchmark_ran_with() -> None:
+    """``random_range_ratio`` r (vLLM bench's --random-range-ratio): lengths uniform on
+    [L (1 - r), L (1 + r)] around the stated ones; blank or 0: fixed; anything else, or a
+    ratio on another dataset, is an error naming the column."""
+    from planner.errors import InvalidInputError
+    from planner.perf.scenario import Scenario
+
+    row = {
+        "engine": "sglang",
+        "model": "deepseek-ai/DeepSeek-R1-0528",
+        "gpu": "B200",
+        "tp": "8",
+        "precision": "fp8",
+        "input_len": "1024",
+        "output_len": "1000",
+        "load": "concurrency",
+        "concurrency": "64",
+    }
+    spread = Scenario.from_row({**row, "random_range_ratio": "0.2"})
+    assert spread.input_len is None and spread.input_dist is not None
+    assert spread.output_dist is not None
+    assert (spread.input_dist.low, spread.input_dist.high) == (819, 1229)
+    assert (spread.output_dist.low, spread.output_dist.high) == (800, 1200)
+    assert spread.mean_input_len == pytest.approx(1024, abs=1)
+    for blank in ("", "0"):
+        fixed = Scenario.from_row({**row, "dataset": "random", "random_range_ratio": blank})
+        assert (fixed.input_len, fixed.output_len, fixed.input_dist) == (1024, 1000, None)
+    for bad_ratio in ("1", "-0.1", "wide", "nan"):
+        with pytest.raises(InvalidInputError) as bad:
+            Scenario.from_row({**row, "random_range_ratio": bad_ratio})
+        assert bad.value.field == "random_range_ratio" and "0" in bad.value.allowed
+    with pytest.raises(InvalidInputError) as bad:
+        Scenario.from_row({**row, "dataset": "sharegpt", "random_range_ratio": "0.2"})
+    assert bad.value.field == "random_range_ratio" and "random dataset" in bad.value.allowed
+
+
 def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: PerformanceModel) -> None:
     """A measured release is fitted on and said so; an unmeasured one is a reason the
     prediction is uncertain ("the release can move 2x")."""

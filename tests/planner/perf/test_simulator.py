@@ -226,6 +226,33 @@ def test_a_closed_loop_of_uniform_lengths_does_not_arrive_in_bursts(catalog: Cat
     assert arrivals.max() <= 4
 
 
+def test_a_closed_loop_of_fixed_lengths_queues_in_waves_and_a_range_ratio_dissolves_them(
+    catalog: Catalog,
+) -> None:
+    """Every answer of one length: the requests that started together finish together, and
+    their successors queue behind one another's prefills wave after wave (SGLang runs a
+    waiting prefill before the running decode). Drawn within 5% of the stated lengths (vLLM
+    bench's --random-range-ratio 0.05), the answers end in different steps and a successor
+    waits for little more than its own prefill, while the first wave, which arrives at once
+    either way, keeps the p99."""
+    base = {
+        "engine": "sglang",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "load": "concurrency",
+        "concurrency": 64,
+        "num_requests": 640,
+        "max_num_batched_tokens": 8192,
+    }
+    runs = {}
+    for ratio in (None, 0.05):
+        scenario = Scenario(**base, **dataset_lengths("random", 1024, 256, ratio))
+        runs[ratio] = run_metrics(simulate(resolve_deployment(scenario, catalog), C), C, 1)
+    fixed, spread = runs[None], runs[0.05]
+    assert fixed.ttft_ms("mean") > 2.5 * spread.ttft_ms("mean")
+    assert spread.ttft_ms("p99") == pytest.approx(fixed.ttft_ms("p99"), rel=0.15)
+
+
 def test_data_parallel_replicas_share_the_load(catalog: Catalog) -> None:
     kw = {
         "load": "offline_batch",
