@@ -154,6 +154,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN kv_cache_dtype VARCHAR",
         ],
     ),
+    (
+        7,
+        [
+            # a random-dataset run's length spread (vLLM bench's --random-range-ratio)
+            "ALTER TABLE measured_results ADD COLUMN random_range_ratio DOUBLE",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

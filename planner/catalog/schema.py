@@ -390,6 +390,10 @@ class MeasuredResult(BaseModel):
     #: drawn uniformly from 1 to twice the stated mean (SGLang bench_serving's random dataset
     #: at its default --random-range-ratio 0)
     dataset: Literal["random", "sharegpt", "uniform"] | None = None
+    #: a random-dataset run's length spread, vLLM bench's ``--random-range-ratio`` r: lengths
+    #: drawn uniformly from [L (1 - r), L (1 + r)] around the stated ones (blank or 0: fixed;
+    #: :func:`planner.perf.scenario.dataset_lengths`)
+    random_range_ratio: float | None = Field(default=None, ge=0, lt=1)
     #: "serve": the engine's own HTTP server and a streaming client (vllm bench serve, AIPerf,
     #: sglang bench_serving against vllm serve, sglang.launch_server, trtllm-serve); "offline":
     #: the engine driven directly (trtllm-bench, vLLM's LLM class); "triton": Triton Inference
@@ -404,6 +408,14 @@ class MeasuredResult(BaseModel):
     spec_accept_len: float | None = Field(default=None, ge=1, le=MAX_REQUEST_TOKENS)
     spec_baseline_ref: Reference | None = None
     notes: Reference | None = None
+
+    @model_validator(mode="after")
+    def _range_ratio_of_a_random_run(self) -> MeasuredResult:
+        if self.random_range_ratio and self.dataset not in (None, "random"):
+            raise ValueError(
+                f"random_range_ratio applies to the random dataset only, not {self.dataset}"
+            )
+        return self
 
     @field_validator("ttft_stat")
     @classmethod

@@ -371,7 +371,9 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
     its entrypoint, engine knobs, attention data parallelism or expert parallelism keeps them;
     a ShareGPT or uniform-random row is simulated with varying lengths of its stated means.
     """
-    lengths = dataset_lengths(result.dataset, result.input_len, result.output_len)
+    lengths = dataset_lengths(
+        result.dataset, result.input_len, result.output_len, result.random_range_ratio
+    )
     knobs = {
         name: getattr(result, name)
         for name in (*MEASURED_ENGINE_SETTINGS, "spec_method", "num_spec_tokens", "spec_accept_len")

@@ -317,6 +317,46 @@ def test_a_predict_row_states_the_random_range_ratio_its_benchmark_ran_with() ->
     assert bad.value.field == "random_range_ratio" and "random dataset" in bad.value.allowed
 
 
+def test_a_measured_row_with_a_random_range_ratio_is_fitted_as_the_lengths_it_drew() -> None:
+    """The same column on a measured row (a user's CSV, the store): the fit simulates the
+    spread a predict row of the same cells gets; on another dataset it is refused."""
+    from pydantic import ValidationError
+
+    from planner.catalog import MeasuredResult
+    from planner.perf.calibration import scenario_from_measured
+    from planner.perf.scenario import Scenario
+
+    cells = {
+        "source": "test",
+        "engine": "vllm",
+        "model": "Qwen/Qwen3-30B-A3B",
+        "precision": "bf16",
+        "gpu": "H100-SXM",
+        "num_gpus": 1,
+        "tp": 1,
+        "pp": 1,
+        "input_len": 1000,
+        "output_len": 500,
+        "load": "concurrency",
+        "concurrency": 32,
+        "num_requests": 320,
+        "output_tok_per_s": 1000.0,
+    }
+    measured = scenario_from_measured(MeasuredResult(**cells, random_range_ratio=0.5))
+    predicted = Scenario.from_row(
+        {k: str(v) for k, v in cells.items() if k in Scenario.model_fields}
+        | {"random_range_ratio": "0.5"}
+    )
+    assert measured.input_dist is not None and measured.output_dist is not None
+    assert (measured.input_dist.low, measured.input_dist.high) == (500, 1500)
+    assert measured.input_dist == predicted.input_dist
+    assert measured.output_dist == predicted.output_dist
+    with pytest.raises(ValidationError, match="random dataset only"):
+        MeasuredResult(**cells, dataset="sharegpt", random_range_ratio=0.5)
+    with pytest.raises(ValidationError, match="random_range_ratio"):
+        MeasuredResult(**cells, random_range_ratio=1.0)
+
+
 def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: PerformanceModel) -> None:
     """A measured release is fitted on and said so; an unmeasured one is a reason the
     prediction is uncertain ("the release can move 2x")."""
