@@ -383,8 +383,8 @@ def engine_fields(config: EngineConfig) -> dict[str, Any]:
 
 
 def _range_ratio(raw: Any) -> float | None:
-    """A row's ``random_range_ratio`` cell as a number (blank: None); the range is checked by
-    :func:`dataset_lengths`."""
+    """A row's ``random_range_ratio`` cell as a number in [0, MAX_RANGE_RATIO) (blank: None);
+    anything else is an error naming the column."""
     text = "" if raw is None else str(raw).strip()
     if text == "":
         return None
