@@ -5,7 +5,10 @@ precision, gpu, num_gpus, tp, pp, input_len, output_len, load, concurrency, requ
 num_requests, instance, nodes; blank optional cells take the engine's defaults; engine
 settings as in the Scenario: max_num_seqs, max_num_batched_tokens, data_parallel_size (attention
 data-parallel ranks), enable_expert_parallel, entrypoint, ...; ``dataset`` sharegpt or uniform:
-the lengths are means that vary per request, as when the same row is fitted; speculative
+the lengths are means that vary per request, as when the same row is fitted;
+``random_range_ratio`` r: a random run's lengths uniform on [L (1 - r), L (1 + r)] (vLLM bench's
+``--random-range-ratio``; blank or 0: fixed, and a closed loop of fixed lengths queues in waves,
+:func:`planner.perf.scenario.dataset_lengths`); speculative
 decoding: ``spec_method`` none, mtp, eagle3 or ngram (blank: none), ``num_spec_tokens`` (blank:
 the engine's default for the method) and ``spec_accept_len``, the workload's mean accepted tokens
 a step (blank: the method's published default for the model)) and any other columns, which pass
