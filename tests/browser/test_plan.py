@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -30,12 +31,27 @@ def test_moving_the_utilisation_changes_the_top_recommendation(
     slider = sidebar.locator(".st-key-util").get_by_role("slider")
     slider.focus()
 
-    def moved(key: str, current: str, util: int) -> str:
-        for _ in range(6):  # 60% <-> 30% in steps of 5
-            slider.press(key)
-        # each press reruns the page: the top figure changes at the first of them, so wait
-        # for the last one's value in the address before reading (a loaded machine lags); the
-        # default, 60%, is left out of the address
+    def address_util() -> int:
+        found = re.search(r"[?&]util=(\d+)", page.url)
+        return int(found.group(1)) if found else 60  # the default is left out of the address
+
+    def moved(current: str, util: int) -> str:
+        # 60% <-> 30% in steps of 5, one press at a time: each press reruns the page, and a
+        # press sent while it reruns can be lost on a loaded machine (two of six were, the
+        # address stuck at util=40), so the value in the address is read before every press
+        # and the press repeated (towards the target, should a slow one land late) until the
+        # address shows the target
+        for _ in range(30):
+            now = address_util()
+            if now == util:
+                break
+            address = page.url
+            slider.focus()
+            slider.press("ArrowLeft" if now > util else "ArrowRight")
+            with contextlib.suppress(AssertionError):
+                expect(page).not_to_have_url(address, timeout=20_000)
+        # the top figure changes at the first press, so wait for the last one's value in the
+        # address before reading (a loaded machine lags); the default, 60%, is left out of it
         if util == 60:
             expect(page).not_to_have_url(re.compile(r"[?&]util=\d"), timeout=PATIENT_MS)
         else:
@@ -52,9 +68,9 @@ def test_moving_the_utilisation_changes_the_top_recommendation(
     # before and after it, and the pair is taken again until both 60% reads agree: one fit.
     at_60 = top_cost(page)
     for _ in range(3):
-        at_30 = moved("ArrowLeft", at_60, 30)
+        at_30 = moved(at_60, 30)
         assert "util=30" in page.url and "util_manual=true" in page.url
-        again_60 = moved("ArrowRight", at_30, 60)
+        again_60 = moved(at_30, 60)
         if again_60 == at_60:
             break
         at_60 = again_60
