@@ -124,8 +124,12 @@ def dataset_lengths(
         )
     if range_ratio:
         return {
-            "input_dist": _range_lengths(input_len, range_ratio),
-            "output_dist": _range_lengths(output_len, range_ratio),
+            "input_dist": LengthDistribution.from_mean_spread(
+                "uniform", input_len, input_len * range_ratio
+            ),
+            "output_dist": LengthDistribution.from_mean_spread(
+                "uniform", output_len, output_len * range_ratio
+            ),
         }
     if dataset == "uniform":
         return {
@@ -150,13 +154,6 @@ def dataset_lengths(
             ),
         }
     return {"input_len": input_len, "output_len": output_len}
-
-
-def _range_lengths(length: int, ratio: float) -> LengthDistribution:
-    """vLLM bench's random lengths around ``length``: uniform on [floor(L (1 - r)), ceil(L (1 +
-    r))], at least 1 token."""
-    low = max(1, math.floor(length * (1.0 - ratio)))
-    return LengthDistribution.uniform(low, max(low, math.ceil(length * (1.0 + ratio))))
 
 
 class TraceRequest(BaseModel):
