@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import Catalog
+from planner.catalog import Catalog, MeasuredResult
+from planner.perf.calibration import scenario_from_measured
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 
@@ -87,3 +88,59 @@ def test_deepseek_on_four_b200_as_dep4_is_predicted_near_its_measured_throughput
     tp = model.predict(as_tp).output_tok_per_s
     # TP 4 keeps MLA's latent cache on every GPU: a quarter of DEP4's KV room, far fewer tokens
     assert tp < 0.6 * row.output_tok_per_s and dep > 1.5 * tp, (dep, tp)
+
+
+#: dstack's DeepSeek-R1 serving runs on 8 x H200 with SGLang 0.4.3.post2
+DSTACK_ONLINE = "dstackai/benchmarks Deepseek-R1/raw_data/online_results.csv"
+
+
+def _dstack_sglang_h200(catalog: Catalog) -> list[MeasuredResult]:
+    return [
+        m
+        for m in catalog.measured
+        if m.source == DSTACK_ONLINE and m.engine == "sglang" and m.gpu == "H200"
+    ]
+
+
+def test_dstacks_sglang_h200_server_ran_attention_dp_over_its_eight_gpus(
+    catalog: Catalog,
+) -> None:
+    """dstack's sg-h200 task (Deepseek-R1/README.md, dstackai/benchmarks) launched
+    ``sglang.launch_server --tp 8 --enable-dp-attention``: SGLang 0.4.x then sets the DP size
+    to the TP size and halves the chunked prefill for each rank (4,096 tokens a rank, 32,768
+    over the eight). Its other servers (SGLang on MI300X, vLLM, TensorRT-LLM) ran plain TP 8."""
+    rows = _dstack_sglang_h200(catalog)
+    assert len(rows) == 9
+    for m in rows:
+        assert (m.tp, m.data_parallel_size, m.max_num_batched_tokens) == (1, 8, 32768)
+        assert not m.enable_expert_parallel
+        assert "--enable-dp-attention" in (m.notes or "")
+    others = [m for m in catalog.measured if m.source == DSTACK_ONLINE and m not in rows]
+    assert len(others) == 36
+    assert all(m.tp == 8 and m.data_parallel_size in (None, 1) for m in others)
+
+
+def test_dstacks_sglang_h200_rows_as_attention_dp_are_predicted_near_their_ttft(
+    catalog: Catalog, model: PerformanceModel
+) -> None:
+    """Entered as TP 8, the fit could not place these rows' TTFT: at 4 in flight (3,200-token
+    prompts) the shipped fit gives TP 8 under half the 3.9 s measured, and with 6,400-token
+    answers at 128 in flight over three times the 32 s measured (TP 8 keeps MLA's latent cache
+    on every GPU: an eighth of the KV room, so requests queue). As attention DP 8 both are
+    within 1.5x."""
+    rows = {(m.output_len, m.concurrency): m for m in _dstack_sglang_h200(catalog)}
+    for cell, tp_bound in (((800, 4), ("under", 0.5)), ((6400, 128), ("over", 3.0))):
+        row = rows[cell]
+        scenario = scenario_from_measured(row)
+        as_dp = model.predict(scenario).ttft_ms_mean
+        assert 1 / 1.5 <= as_dp / row.ttft_ms <= 1.5, (cell, as_dp, row.ttft_ms)
+        as_tp = model.predict(
+            scenario.model_copy(
+                update={"tp": 8, "data_parallel_size": None, "max_num_batched_tokens": None}
+            )
+        ).ttft_ms_mean
+        side, bound = tp_bound
+        if side == "under":
+            assert as_tp < bound * row.ttft_ms, (cell, as_tp, row.ttft_ms)
+        else:
+            assert as_tp > bound * row.ttft_ms, (cell, as_tp, row.ttft_ms)
