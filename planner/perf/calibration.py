@@ -205,10 +205,10 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
 #: position of the request path among the fitted terms
 _PATH_FITTED = FITTED.index("request_path")
 #: the request path's prior (log units, global and per family): a fixed path of tens of ms is
-#: what low-load TTFTs show; left as free as the step terms (before the rank-scaled path and
-#: the eager floor took their shares), a fold without low-load rows of an engine fitted it to
-#: whatever queueing its high-load rows missed (seconds: leave-one-source-out vLLM TTFT at 1-4
-#: in flight went to 1,433% median error). At 0.3 (until session 44) it held the path at the
+#: what low-load TTFTs show; left as free as the step terms in an earlier design, a fold
+#: without low-load rows of an engine fitted it to whatever queueing its high-load rows missed
+#: (seconds: leave-one-source-out vLLM TTFT at 1-4 in flight went to 1,433% median error; at
+#: 1.0 it is 62%, below). At 0.3 (until session 44) it held the path at the
 #: 30 ms prior (31 ms fitted) while current releases' TTFT at 1-4 in flight came out 0.88x the
 #: measured held out by source, and issue 26's independent runs saw ~100 ms missing there on
 #: every engine. At 1.0 the fit sets 35 ms (SGLang 41 ms with its family deviation), and held
