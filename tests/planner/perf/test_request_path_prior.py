@@ -13,6 +13,7 @@ import math
 
 from planner.perf.calibration import CoefficientKey, FitSample, fit_coefficients
 from planner.perf.model import PerformanceModel
+from planner.perf.scenario import has_request_path
 from planner.perf.step_time import request_path_s
 
 #: seconds added to every low-load TTFT the fit sees
@@ -25,7 +26,7 @@ def _low_load_served(sample: FitSample) -> bool:
         r.load == "concurrency"
         and r.concurrency is not None
         and r.concurrency <= 2
-        and sample.scenario.entrypoint in (None, "serve")
+        and has_request_path(sample.scenario)
         and any(t.metric == "ttft" for t in sample.targets)
     )
 
