@@ -75,6 +75,8 @@ ENGINE_FAMILIES: dict[str, str] = {
     "tensorrt-llm": "trtllm",
     "trtllm": "trtllm",
     "tensorrt_llm": "trtllm",
+    "trt-llm": "trtllm",
+    "trt": "trtllm",
     "nim-tensorrt-llm": "trtllm",
     "nim": "trtllm",
     "sglang": "sglang",
@@ -94,6 +96,24 @@ VLLM_SERVE_SMALL_GPU = (256, 2048)
 VLLM_SERVE_LARGE_GPU = (1024, 8192)
 #: TensorRT-LLM LLM API / trtllm-bench: max_batch_size, max_num_tokens.
 TRTLLM_LIMITS = (2048, 8192)
+
+
+#: other spellings of an engine's name -> the name the planner uses for it (a spelling left
+#: out would count as a packaged variant with releases of its own:
+#: :func:`planner.perf.calibration.version_key`)
+ENGINE_SPELLINGS: dict[str, str] = {
+    "trtllm": "tensorrt-llm",
+    "tensorrt_llm": "tensorrt-llm",
+    "trt-llm": "tensorrt-llm",
+    "trt": "tensorrt-llm",
+    "nim": "nim-tensorrt-llm",
+}
+
+
+def canonical_engine(engine: str) -> str:
+    """The planner's name for an engine name (``TRT-LLM`` -> ``tensorrt-llm``)."""
+    name = engine.strip().lower()
+    return ENGINE_SPELLINGS.get(name, name)
 
 
 def engine_family(engine: str) -> str:
@@ -378,6 +398,7 @@ __all__ = [
     "BLOCK_SIZES",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "ENGINE_FAMILIES",
+    "ENGINE_SPELLINGS",
     "FAMILIES",
     "KV_CACHE_DTYPES",
     "SGLANG_MAX_PREFILL_TOKENS",

@@ -26,10 +26,13 @@ class InvalidInputError(PlannerError, ValueError):
 class UnknownEntityError(InvalidInputError, KeyError):
     """A GPU, model, instance or region that the catalog does not hold."""
 
-    def __init__(self, field: str, value: Any, known: list[str]) -> None:
+    def __init__(
+        self, field: str, value: Any, known: list[str], suggestions: list[str] | None = None
+    ) -> None:
         shown = ", ".join(sorted(known)[:12])
         more = f" (and {len(known) - 12} more)" if len(known) > 12 else ""
-        super().__init__(field, value, f"one of {shown}{more}")
+        hint = f"; did you mean {' or '.join(suggestions)}?" if suggestions else ""
+        super().__init__(field, value, f"one of {shown}{more}{hint}")
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])

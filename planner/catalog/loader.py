@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from planner.catalog.architecture import architecture_from_config
+from planner.catalog.names import close_names, gpu_candidates, model_candidates
 from planner.catalog.schema import (
     GPU,
     Instance,
@@ -224,19 +225,30 @@ class Catalog:
     )
 
     def gpu(self, gpu_id: str) -> GPU:
+        """The GPU of a catalog id, or of a name that means one GPU (``nvidia-smi``'s, the
+        vendor's: :mod:`planner.catalog.names`); UnknownEntityError with the likely ones."""
         found = self.gpus.get(gpu_id)
-        if found is None:
-            lowered = {k.lower(): v for k, v in self.gpus.items()}
-            found = lowered.get(gpu_id.lower())
-        if found is None:
-            raise UnknownEntityError("gpu", gpu_id, list(self.gpus))
-        return found
+        if found is not None:
+            return found
+        candidates = gpu_candidates(gpu_id, self.gpus)
+        if len(candidates) == 1:
+            return self.gpus[candidates[0]]
+        raise UnknownEntityError(
+            "gpu", gpu_id, list(self.gpus), candidates or close_names(gpu_id, self.gpus)
+        )
 
     def model(self, hf_id: str) -> ModelCard:
+        """The model of a Hugging Face id (any case) or of its last part where one model has
+        it (:mod:`planner.catalog.names`); UnknownEntityError with the likely ones."""
         found = self.models.get(hf_id.lower())
-        if found is None:
-            raise UnknownEntityError("model", hf_id, [m.hf_id for m in self.models.values()])
-        return found
+        if found is not None:
+            return found
+        cards = list(self.models.values())
+        candidates = model_candidates(hf_id, cards)
+        if len(candidates) == 1:
+            return self.models[candidates[0].lower()]
+        known = [m.hf_id for m in cards]
+        raise UnknownEntityError("model", hf_id, known, candidates or close_names(hf_id, known))
 
     def instance(self, name: str) -> Instance:
         found = self.instances.get(name)

@@ -43,6 +43,7 @@ from typing import Any
 from planner.catalog import Catalog, MeasuredResult, load_catalog
 from planner.commands.args import output_file
 from planner.csv_export import write_rows_csv
+from planner.engine import canonical_engine
 from planner.errors import InvalidInputError, PlannerError
 from planner.perf.disaggregated import (
     DisaggregatedPrediction,
@@ -168,12 +169,29 @@ def prediction_cells(row_result: RowResult) -> dict[str, str]:
     }
 
 
+def canonical_names(scenario: Scenario, catalog: Catalog) -> Scenario:
+    """The scenario with the catalog's own GPU and model ids and the planner's engine name for
+    the names its row gave ("NVIDIA H100 80GB HBM3" -> H100-SXM, "DeepSeek-R1-0528" ->
+    deepseek-ai/DeepSeek-R1-0528, "TRT-LLM" -> tensorrt-llm: :mod:`planner.catalog.names`,
+    :func:`planner.engine.canonical_engine`), so every lookup after it, the release level and
+    the distance to the measured data included, sees one name; a GPU or model name that means
+    none or several raises UnknownEntityError with the likely ones."""
+    names = {
+        "engine": canonical_engine(scenario.engine),
+        "gpu": catalog.gpu(scenario.gpu).gpu_id,
+        "model": catalog.model(scenario.model).hf_id,
+    }
+    if all(getattr(scenario, field) == name for field, name in names.items()):
+        return scenario
+    return scenario.model_copy(update=names)
+
+
 def predict_rows(model: PerformanceModel, rows: list[dict[str, str]]) -> list[RowResult]:
     """One prediction (or the error that stopped it) per CSV row."""
     out: list[RowResult] = []
     for line_no, row in enumerate(rows, start=2):
         try:
-            scenario = Scenario.from_row(row)
+            scenario = canonical_names(Scenario.from_row(row), model.catalog)
             layout = layout_from_row(row)
         except PlannerError as exc:
             out.append(exc)

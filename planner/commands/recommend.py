@@ -190,6 +190,23 @@ def build_request(args: argparse.Namespace) -> RecommendRequest:
         raise invalid_input(exc) from None
 
 
+def canonical_request(request: RecommendRequest, catalog: Catalog) -> RecommendRequest:
+    """The request with the catalog's ids for the model and the ``--gpu`` names it was given
+    as people write them (:mod:`planner.catalog.names`); an unknown model or GPU is one clear
+    line naming the option, before any work."""
+    model = catalog.model(request.model).hf_id
+    search = request.search
+    if search.gpus:
+        gpus: list[str] = []
+        for name in search.gpus:
+            try:
+                gpus.append(catalog.gpu(name).gpu_id)
+            except InvalidInputError as exc:
+                raise InvalidInputError("--gpu", name, exc.allowed) from None
+        search = search.model_copy(update={"gpus": tuple(dict.fromkeys(gpus))})
+    return request.model_copy(update={"model": model, "search": search})
+
+
 def _engine(args: argparse.Namespace) -> EngineConfig:
     """The engine settings every candidate starts from (the options' names on error)."""
     try:
@@ -249,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
             )
         check_target_folder(Path(args.emit[1]), force=args.force)
     catalog = load_catalog(user_dir=get_settings().user_data_dir / "catalog")
-    catalog.model(request.model)  # unknown model: one clear line, before any work
+    request = canonical_request(request, catalog)
     search = request.search
     try:
         check_search_names(

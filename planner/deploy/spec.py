@@ -36,6 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.catalog import Catalog
+from planner.catalog.names import NVIDIA_SMI_NAMES
 from planner.errors import InvalidInputError
 from planner.plan import Plan
 
@@ -58,21 +59,10 @@ CHECKPOINT_BYTES_PER_PARAM = {
     "fp4": 0.5,
 }
 
-#: NVIDIA GPU feature discovery labels ``nvidia.com/gpu.product``: the name nvidia-smi reports,
-#: spaces replaced by dashes (the nvidia-smi names are those quoted in data/gpus.csv's sources
-#: and in the outputs found for them). GPUs without a confirmed name get no product selector.
-GPU_PRODUCT_LABELS = {
-    "A10G": "NVIDIA-A10G",
-    "L4": "NVIDIA-L4",
-    "L40S": "NVIDIA-L40S",
-    "A100-40GB-SXM": "NVIDIA-A100-SXM4-40GB",
-    "A100-80GB-SXM": "NVIDIA-A100-SXM4-80GB",
-    "H100-SXM": "NVIDIA-H100-80GB-HBM3",
-    "H200": "NVIDIA-H200",
-    "B200": "NVIDIA-B200",
-    "B300": "NVIDIA-B300-SXM6-AC",
-    "RTXPRO6000": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-}
+#: NVIDIA GPU feature discovery labels ``nvidia.com/gpu.product``: the name nvidia-smi reports
+#: (:data:`planner.catalog.names.NVIDIA_SMI_NAMES`), spaces replaced by dashes. GPUs without a
+#: confirmed name get no product selector.
+GPU_PRODUCT_LABELS = {gpu: name.replace(" ", "-") for gpu, name in NVIDIA_SMI_NAMES.items()}
 
 
 class ColdStart(BaseModel):

@@ -137,6 +137,7 @@ from planner.catalog import (
     MeasuredResult,
     ModelArchitecture,
 )
+from planner.engine import canonical_engine
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.latency_stats import (
     HISTOGRAM_ITL,
@@ -341,8 +342,8 @@ def version_key(scenario: Scenario) -> str | None:
     """The engine-release level of the hierarchy: ``family:major.minor`` (``trtllm:0.17``), the
     engine name for a packaged variant (``trtllm:nim-tensorrt-llm``), None when unknown."""
     family = scenario.engine_family
-    engine = scenario.engine.strip().lower()
-    if engine not in (family, "tensorrt-llm", "vllm", "sglang"):
+    engine = canonical_engine(scenario.engine)
+    if engine not in ("tensorrt-llm", "vllm", "sglang"):
         return f"{family}:{engine}"
     parts = (scenario.engine_version or "").strip().lstrip("v").split(".")
     if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
