@@ -89,7 +89,11 @@ PLANNER_CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "prefix share of 1": ([*RECOMMEND, "--rate", "1", "--prefix-share", "1"], ("below 1",)),
     "too many nodes": ([*RECOMMEND, "--rate", "1", "--max-nodes", "17"], ("--max-nodes=17",)),
     "negative spares": ([*RECOMMEND, "--rate", "1", "--spare-replicas", "-1"], ("-1",)),
-    "GPU in the wrong case": ([*RECOMMEND, "--rate", "1", "--gpu", "h100-sxm"], ("H100-SXM",)),
+    # a GPU name that means two catalog GPUs (the wrong case alone is taken: h100-sxm is H100-SXM)
+    "GPU of two form factors": (
+        [*RECOMMEND, "--rate", "1", "--gpu", "h100"],
+        ("--gpu='h100'", "did you mean H100-SXM or H100-PCIe"),
+    ),
     "unknown region": (
         [*RECOMMEND, "--rate", "1", "--region", "us-east-9"],
         ("--region='us-east-9'", "one of"),
