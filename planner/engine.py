@@ -69,16 +69,12 @@ SPECULATIVE_CHOICES: tuple[str, ...] = ("off", "auto", "mtp", "eagle3", "ngram")
 #: (:func:`planner.perf.scenario.has_request_path`).
 Entrypoint = Literal["serve", "offline", "triton"]
 
-#: engine name (lower-case) -> family whose scheduler, defaults and coefficients it uses.
+#: engine name (the planner's, :data:`ENGINE_SPELLINGS`) -> family whose scheduler, defaults
+#: and coefficients it uses.
 ENGINE_FAMILIES: dict[str, str] = {
     "vllm": "vllm",
     "tensorrt-llm": "trtllm",
-    "trtllm": "trtllm",
-    "tensorrt_llm": "trtllm",
-    "trt-llm": "trtllm",
-    "trt": "trtllm",
     "nim-tensorrt-llm": "trtllm",
-    "nim": "trtllm",
     "sglang": "sglang",
 }
 FAMILIES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
@@ -118,7 +114,7 @@ def canonical_engine(engine: str) -> str:
 
 def engine_family(engine: str) -> str:
     """The family an engine name belongs to (``nim-tensorrt-llm`` -> ``trtllm``)."""
-    name = engine.strip().lower()
+    name = canonical_engine(engine)
     return ENGINE_FAMILIES.get(name, name)
 
 
@@ -126,7 +122,7 @@ def check_engine(engine: str) -> str:
     """The engine's family, or InvalidInputError naming the engines that are known."""
     family = engine_family(engine)
     if family not in FAMILIES:
-        known = ", ".join(sorted(set(ENGINE_FAMILIES)))
+        known = ", ".join(sorted(set(ENGINE_FAMILIES) | set(ENGINE_SPELLINGS)))
         raise InvalidInputError("engine", engine, f"one of {known}")
     return family
 

@@ -20,7 +20,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from planner.catalog.architecture import architecture_from_config
-from planner.catalog.names import close_names, gpu_candidates, model_candidates
+from planner.catalog.names import (
+    close_names,
+    gpu_candidates,
+    gpu_suggestions,
+    model_candidates,
+)
 from planner.catalog.schema import (
     GPU,
     Instance,
@@ -233,9 +238,7 @@ class Catalog:
         candidates = gpu_candidates(gpu_id, self.gpus)
         if len(candidates) == 1:
             return self.gpus[candidates[0]]
-        raise UnknownEntityError(
-            "gpu", gpu_id, list(self.gpus), candidates or close_names(gpu_id, self.gpus)
-        )
+        raise UnknownEntityError("gpu", gpu_id, list(self.gpus), gpu_suggestions(gpu_id, self.gpus))
 
     def model(self, hf_id: str) -> ModelCard:
         """The model of a Hugging Face id (any case) or of its last part where one model has

@@ -2,10 +2,11 @@
 
 People name a GPU as ``nvidia-smi`` prints it ("NVIDIA H100 80GB HBM3"), as its vendor sells it
 ("AMD Instinct MI300X", "H200 SXM") or as the catalog does ("H100-SXM"), and a model by its
-Hugging Face id or the id's last part ("DeepSeek-R1-0528"). :func:`resolve_gpu` and
-:func:`resolve_model` return the catalog's id for a name that means exactly one entry, and None
-otherwise; :func:`gpu_candidates` and :func:`model_candidates` say what an unresolved name could
-have meant, for the error message.
+Hugging Face id or the id's last part ("DeepSeek-R1-0528"). :func:`gpu_candidates` and
+:func:`model_candidates` list the catalog entries a name can mean; the catalog
+(:meth:`planner.catalog.Catalog.gpu`, :meth:`~planner.catalog.Catalog.model`) takes a name that
+means exactly one, and for any other names the likely ones (:func:`gpu_suggestions`,
+:func:`close_names`) in its error.
 
 A GPU name is read as words (runs of letters and digits): the vendor's words (``nvidia``,
 ``amd``, ``instinct``, ...) and the memory technology say nothing the rest does not; a form
@@ -118,10 +119,16 @@ def gpu_candidates(name: str, gpus: Mapping[str, GPU]) -> list[str]:
     return [gid for gid, gpu in gpus.items() if _gpu_matches(query, gpu)]
 
 
-def resolve_gpu(name: str, gpus: Mapping[str, GPU]) -> str | None:
-    """The catalog id of the one GPU ``name`` means, or None (none, or several)."""
+def gpu_suggestions(name: str, gpus: Mapping[str, GPU]) -> list[str]:
+    """What to offer for a GPU name that means no catalog GPU or several: the GPUs it can mean,
+    else those of its product whatever form factor or memory it stated ("H200 PCIe" -> H200,
+    which is the SXM card), else the ids spelled most like it."""
     found = gpu_candidates(name, gpus)
-    return found[0] if len(found) == 1 else None
+    if found:
+        return found
+    product = _gpu_words(name).product
+    same = [gid for gid in gpus if product and _gpu_words(gid).product == product]
+    return same or close_names(name, gpus)
 
 
 def model_candidates(name: str, models: Iterable[ModelCard]) -> list[str]:
@@ -133,12 +140,6 @@ def model_candidates(name: str, models: Iterable[ModelCard]) -> list[str]:
     if exact or "/" in wanted:
         return exact
     return [c.hf_id for c in cards if c.hf_id.lower().rpartition("/")[2] == wanted]
-
-
-def resolve_model(name: str, models: Iterable[ModelCard]) -> str | None:
-    """The Hugging Face id of the one catalog model ``name`` means, or None."""
-    found = model_candidates(name, models)
-    return found[0] if len(found) == 1 else None
 
 
 def close_names(name: str, known: Iterable[str], limit: int = 3) -> list[str]:

@@ -76,8 +76,11 @@ def test_a_stated_form_factor_or_memory_must_agree_with_the_catalog(
 ) -> None:
     # an H200 NVL or an H100 NVL is another card than the catalog's SXM ones
     assert gpu_candidates(written, catalog.gpus) == []
-    with pytest.raises(UnknownEntityError):
+    with pytest.raises(UnknownEntityError) as refused:
         catalog.gpu(written)
+    # the product's own cards are offered, whatever the name said of them
+    product = written.split()[0]
+    assert f"did you mean {product}" in str(refused.value)
 
 
 def test_an_unknown_gpu_names_the_closest_spellings(catalog: Catalog) -> None:
