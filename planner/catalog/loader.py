@@ -381,6 +381,23 @@ def _second_price(first: tuple[int, Price], line_no: int, price: Price) -> Catal
     )
 
 
+def _instance_gpu_named(inst: Instance, catalog: Catalog, line_no: int) -> Instance:
+    """An instance row whose ``gpu_id`` is a GPU's name as people write it ("NVIDIA H100 80GB
+    HBM3", :mod:`planner.catalog.names`) with the catalog's id in its place; CatalogError naming
+    the row when the name means no catalog GPU or several, with the likely ones."""
+    meant = gpu_candidates(inst.gpu_id, catalog.gpus)
+    if len(meant) == 1:
+        return inst.model_copy(update={"gpu_id": meant[0]})
+    offered = gpu_suggestions(inst.gpu_id, catalog.gpus)
+    hint = f"did you mean {' or '.join(offered)}? " if offered else ""
+    raise CatalogError(
+        INSTANCES_FILE,
+        line_no,
+        "gpu_id",
+        f"unknown GPU {inst.gpu_id!r}; {hint}known: {sorted(catalog.gpus)}",
+    )
+
+
 def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> Catalog:
     """Load the embedded catalog from ``data_dir`` and layer ``user_dir``'s files on top."""
     data_dir = data_dir or EMBEDDED_DATA_DIR
@@ -399,12 +416,7 @@ def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> 
                 if inst.instance in seen:
                     raise CatalogError(INSTANCES_FILE, line_no, "instance", "duplicate instance")
                 if inst.gpu_id not in catalog.gpus:
-                    raise CatalogError(
-                        INSTANCES_FILE,
-                        line_no,
-                        "gpu_id",
-                        f"unknown GPU {inst.gpu_id!r}; known: {sorted(catalog.gpus)}",
-                    )
+                    inst = _instance_gpu_named(inst, catalog, line_no)
                 seen.add(inst.instance)
                 catalog.instances[inst.instance] = inst
         if (directory / PRICES_FILE).exists():

@@ -4,15 +4,17 @@ resolves to the catalog's id, two or none are refused with the likely ones named
 from __future__ import annotations
 
 import argparse
+import csv
+from pathlib import Path
 
 import pytest
 
-from planner.catalog import Catalog
+from planner.catalog import EMBEDDED_DATA_DIR, Catalog, load_catalog
 from planner.catalog.names import NVIDIA_SMI_NAMES, close_names, gpu_candidates
 from planner.cli import build_parser
 from planner.commands.recommend import build_request, canonical_request
 from planner.engine import canonical_engine, check_engine
-from planner.errors import InvalidInputError, UnknownEntityError
+from planner.errors import CatalogError, InvalidInputError, UnknownEntityError
 from planner.perf.calibration import version_key
 from planner.perf.scenario import Scenario
 
@@ -134,3 +136,28 @@ def test_recommend_takes_gpu_and_model_names_as_people_write_them(catalog: Catal
         canonical_request(build_request(_recommend_args("H100")), catalog)
     assert refused.value.field == "--gpu"
     assert "did you mean H100-SXM or H100-PCIe" in str(refused.value)
+
+
+def _user_instance(tmp_path: Path, gpu_id: str) -> Path:
+    """A user catalog folder with one instance row (a copy of the first embedded row under a
+    new name) whose gpu_id cell is ``gpu_id``."""
+    embedded = (EMBEDDED_DATA_DIR / "instances.csv").read_text(encoding="utf-8").splitlines()
+    header = embedded[0].split(",")
+    row = next(csv.reader([embedded[1]]))
+    row[header.index("instance")] = "our-rack-1"
+    row[header.index("gpu_id")] = gpu_id
+    user = tmp_path / "user"
+    user.mkdir(parents=True)
+    with (user / "instances.csv").open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([header, row])
+    return user
+
+
+def test_a_user_instance_may_name_its_gpu_as_nvidia_smi_does(tmp_path: Path) -> None:
+    catalog = load_catalog(user_dir=_user_instance(tmp_path, "NVIDIA H100 80GB HBM3"))
+    assert catalog.instance("our-rack-1").gpu_id == "H100-SXM"
+    with pytest.raises(CatalogError) as refused:
+        load_catalog(user_dir=_user_instance(tmp_path / "two", "H100"))
+    message = str(refused.value)
+    assert message.startswith("instances.csv, row 2, field 'gpu_id': unknown GPU 'H100'")
+    assert "did you mean H100-SXM or H100-PCIe?" in message
