@@ -383,19 +383,13 @@ def _second_price(first: tuple[int, Price], line_no: int, price: Price) -> Catal
 
 def _instance_gpu_named(inst: Instance, catalog: Catalog, line_no: int) -> Instance:
     """An instance row whose ``gpu_id`` is a GPU's name as people write it ("NVIDIA H100 80GB
-    HBM3", :mod:`planner.catalog.names`) with the catalog's id in its place; CatalogError naming
-    the row when the name means no catalog GPU or several, with the likely ones."""
-    meant = gpu_candidates(inst.gpu_id, catalog.gpus)
-    if len(meant) == 1:
-        return inst.model_copy(update={"gpu_id": meant[0]})
-    offered = gpu_suggestions(inst.gpu_id, catalog.gpus)
-    hint = f"did you mean {' or '.join(offered)}? " if offered else ""
-    raise CatalogError(
-        INSTANCES_FILE,
-        line_no,
-        "gpu_id",
-        f"unknown GPU {inst.gpu_id!r}; {hint}known: {sorted(catalog.gpus)}",
-    )
+    HBM3"), with the catalog's id in its place (:meth:`Catalog.gpu`); CatalogError naming the
+    row when the name means no catalog GPU or several, with the likely ones."""
+    try:
+        return inst.model_copy(update={"gpu_id": catalog.gpu(inst.gpu_id).gpu_id})
+    except UnknownEntityError as exc:
+        problem = f"unknown GPU {inst.gpu_id!r}: {exc.allowed}"
+        raise CatalogError(INSTANCES_FILE, line_no, "gpu_id", problem) from None
 
 
 def load_catalog(data_dir: Path | None = None, user_dir: Path | None = None) -> Catalog:
