@@ -14,7 +14,10 @@ weight_read            non-expert weight bytes / memory BW (streamed once per ch
 expert_read            routed-expert bytes touched / memory BW; with T tokens reaching a layer
                        (all attention-DP ranks' tokens), each of its E experts is touched with
                        probability 1 - (1 - k/E)^T (top-k routing), so at decode batches of a few
-                       dozen every expert's weights are read (domain.md, MoE section)
+                       dozen every expert's weights are read (domain.md, MoE section). A skewed
+                       routing (Zipf popularity, exponent 0.5 or 1) in its place was no better
+                       held out by source (session 46; exponent 1: TTFT 36.3 -> 34.8% median,
+                       output tok/s 23.0 -> 24.5%, p99 TTFT 28.3 -> 30.0%)
 expert_activation      activation bytes the fused-MoE kernels move for the T x k routed rows
                        (gather, intermediate caches, combine; 2 B x (3 hidden + 6 I / group) a
                        row when the experts are sliced over the group, whole rows over the
