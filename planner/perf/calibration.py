@@ -40,16 +40,16 @@ deviation from the GPU's. Once the TensorRT-LLM tables' attention-DP rows had th
 (session 38), held out by source, prior 0.5 / 0.8 / 1.2 gave output tok/s 26.5 / 25.5 / 24.9%,
 TPOT 25.0 / 24.0 / 23.4%, p99 TTFT 33.3 / 32.4 / 30.7%, TTFT 36.7 / 36.7 / 37.6%, and GPUStack
 and the two SGLang sources held out together 29.4 / 26.8 / 24.8%.
-Tried against it and not kept (session 46; held out by source, 1,218 rows: output tok/s, TTFT
-median (mean), TPOT and p99 TTFT, from 23.0, 36.3 (59.1), 22.6 and 28.3%): the level keyed per
+Tried in session 46 and not kept (held out by source, 1,218 rows: output tok/s, TTFT median
+(mean), TPOT and p99 TTFT, from 23.0, 36.3 (59.1), 22.6 and 28.3%). At this level: keyed per
 engine family instead of shared (24.1, 36.5 (62.3), 22.4, 32.2%); a per-engine level under the
 shared one, prior 0.5 (23.4, 36.0 (61.0), 22.2, 28.7%); DeepSeek Sparse Attention models keyed
-apart from the dense-attention releases of the same weights (23.7, 36.3 (58.3), 23.3, 29.3%); the
-roofline's memory- and compute-bound sides as two terms (23.6, 36.1 (62.3), 22.7, 29.0%); TTFT of
-the all-at-once rows (``max_throughput``) weighted 0.3x (23.0, 36.2 (57.7), 22.1, 29.5%); a
-publisher level (every term, the request path included, one key a source: a held-out source
-takes 0), prior 0.3 (23.1, 36.7 (57.5), 23.1, 28.7%) or 0.6 (23.7, 36.5 (55.8), 23.2, 29.3%).
-Each moved the figures by what one fold's noise moves them.
+apart from the dense-attention releases of the same weights (23.7, 36.3 (58.3), 23.3, 29.3%).
+Elsewhere in the fit: the roofline's memory- and compute-bound sides as two terms (23.6, 36.1
+(62.3), 22.7, 29.0%); TTFT of the all-at-once rows (``max_throughput``) weighted 0.3x (23.0, 36.2
+(57.7), 22.1, 29.5%); a publisher level (every term, the request path included, one key a
+source: a held-out source takes 0), prior 0.3 (23.1, 36.7 (57.5), 23.1, 28.7%) or 0.6 (23.7,
+36.5 (55.8), 23.2, 29.3%). Each moved the figures by what one fold's noise moves them.
 
 ``kind`` is dense or MoE. The release/kind level exists because an engine's MoE kernels mature
 on their own clock: vLLM 0.7 and SGLang 0.4.3 served Llama at today's speed but DeepSeek-R1 at
