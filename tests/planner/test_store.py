@@ -43,8 +43,8 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert counts["catalog_gpus"] == len(catalog.gpus)
     assert counts["catalog_prices"] == len(catalog.prices)
     assert counts["catalog_models"] == len(catalog.models)
-    assert counts["measured_results"] == len(catalog.measured) == 1239
-    assert len(store.measured_results()) == 1239
+    assert counts["measured_results"] == len(catalog.measured) == 1259
+    assert len(store.measured_results()) == 1259
 
     # the columns added after the first schema come back as stored
     def layouts(rows: list[MeasuredResult]) -> list[tuple[object, ...]]:
@@ -60,7 +60,8 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert {row[5] for row in stored} == {2, 4, 8} and any(row[6] for row in stored)
     # and the KV cache dtype (schema 6): the rows that ran an FP8 cache keep saying so
     fp8 = sorted(m.source_ref or "" for m in store.measured_results() if m.kv_cache_dtype)
-    assert len(fp8) == 3 + 23 + 19  # ROCm recipes 2, vLLM PR 43232, CloudRift GLM-4.6-FP8 and Kimi
+    # ROCm recipes 2, vLLM PR 43232, CloudRift GLM-4.6-FP8 and Kimi, MLPerf v4.1 and v5.0's 15
+    assert len(fp8) == 3 + 23 + 19 + 15
     assert fp8 == sorted(m.source_ref or "" for m in catalog.measured if m.kv_cache_dtype)
 
 
@@ -227,11 +228,11 @@ def test_second_process_falls_back_to_an_in_memory_store(tmp_path: Path, catalog
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert out.stdout.split() == ["None", "1240"]  # in-memory, 1239 public + the run
+    assert out.stdout.split() == ["None", "1260"]  # in-memory, 1259 public + the run
     holder.close()
     store = open_store(db, runs_dir=runs)
     assert store.path == db
-    assert len(store.measured_results()) == 1240
+    assert len(store.measured_results()) == 1260
 
 
 def test_a_run_with_many_failures_is_kept_but_not_calibrated_on(

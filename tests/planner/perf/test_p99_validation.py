@@ -36,7 +36,8 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
     # GPUStack's 204 rows and 29 tuning runs, Tandemn's 126 + 43, dstack's 18 vLLM 405B runs,
     # the SGLang cookbook's 17 docs_new rows and 29 sgl-cookbook rows, measured_rocm.csv's 3 + 3
     # the vLLM recipe's and four vLLM pull requests' result blocks (measured_github_vllm.csv),
-    # CloudRift's 6 + 38 (measured_cloudrift.csv)
+    # CloudRift's 6 + 38 (measured_cloudrift.csv), MLPerf's 12 Server runs of three rounds
+    # (measured_mlperf.csv: LoadGen's p99 first-token latency and time to output token)
     assert by_source == {
         "gpustack/gpustack": 233,
         "Tandemn-Labs/tandemn-profiling": 169,
@@ -47,6 +48,9 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
         "vllm-project/vllm": 4,
         "cloudrift-ai/server-benchmark": 6,
         "cloudrift-ai/deplodock": 38,
+        "mlcommons/inference_results_v4.0": 2,
+        "mlcommons/inference_results_v4.1": 3,
+        "ntuhpc/mlperf_inference_results_v5.0": 7,
     }
     # every p99 is at least its row's median or mean TTFT, and a p99 TPOT comes with it
     assert all(m.ttft_p99_ms >= 0.99 * (m.ttft_ms or 0) for m in with_p99 if m.ttft_p99_ms)
