@@ -58,9 +58,11 @@ from planner.perf.uncertainty import (
     interval_factors,
     latency_term_vectors,
     layouts_of,
+    near_saturation,
     novelty,
     point_of,
     release_unmeasured,
+    saturation_note,
     term_shares,
     version_note,
     widen,
@@ -413,9 +415,12 @@ class PerformanceModel:
         new_release = release_unmeasured(key, self._seen)
         classes = dep.card.architecture.model_classes
         load = scenario.load  # the load shape's interval factor (uncertainty.load_group)
+        utilisation = self.utilisation(scenario, dep)
 
         def factors(metric: str, widen_as: str | None = None) -> tuple[float, float]:
             own = interval_factors(self.fitted, key, metric, shares)
+            if metric != "output_tok_per_s":
+                own = near_saturation(own, utilisation)
             return widen(own, len(reasons), widen_as or metric, new_release, family, classes, load)
 
         thr_lo, thr_hi = factors("output_tok_per_s")
@@ -438,9 +443,11 @@ class PerformanceModel:
         itl_p99 = state.prefill_step_s if state.prefill_step_share > 0.01 else state.decode_step_s
         e2e_mean = state.ttft_mean_s + (scenario.mean_output_len - 1) * state.tpot_mean_s
         release = version_note(key, self._seen)
+        saturated = saturation_note(utilisation)
         notes = (
             *dep.notes,
             *([release] if release is not None else []),
+            *([saturated] if saturated is not None else []),
             "steady-state estimate (no simulation)",
         )
         return Prediction(
@@ -511,6 +518,20 @@ class PerformanceModel:
             self._seen,
         )
 
+    def utilisation(self, scenario: Scenario, dep: Deployment | None = None) -> float | None:
+        """The offered rate over the predicted saturation rate (:meth:`steady_state`), for a
+        rate load; None for the others (a closed loop or a burst offers no rate). Near 1 the
+        latencies are ill-conditioned and their intervals widen
+        (:func:`planner.perf.uncertainty.saturation_spread`)."""
+        if scenario.load != "rate" or not scenario.request_rate:
+            return None
+        if dep is None:
+            dep = self.deployment(scenario)
+        saturation = self.steady_state(scenario).saturation_rate()
+        if not saturation > 0.0:
+            return None
+        return scenario.request_rate / dep.loaded_replicas / saturation
+
     def _prediction(
         self, scenario: Scenario, dep: Deployment, trace: SimTrace, c: np.ndarray
     ) -> Prediction:
@@ -522,11 +543,14 @@ class PerformanceModel:
         new_release = release_unmeasured(key, self._seen)
         classes = dep.card.architecture.model_classes
         load = scenario.load  # the load shape's interval factor (uncertainty.load_group)
+        utilisation = self.utilisation(scenario, dep)
 
         def factors(
             metric: str, vector: np.ndarray, widen_as: str | None = None
         ) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(vector, c))
+            if metric != "output_tok_per_s":
+                own = near_saturation(own, utilisation)
             return widen(own, len(reasons), widen_as or metric, new_release, family, classes, load)
 
         mean_ttft_vec, mean_decode_vec = latency_term_vectors(trace)
@@ -548,6 +572,9 @@ class PerformanceModel:
             notes.append(release)
         if not has_gpu:
             notes.append(f"no {family} measurements on {gpu}: shared coefficients from specs")
+        saturated = saturation_note(utilisation)
+        if saturated is not None:
+            notes.append(saturated)
         ttft = {s: m.ttft_ms(s) for s in ("mean", "p50", "p90", "p99")}
         tpot = {s: m.tpot_ms(s) for s in ("mean", "p50", "p90", "p99")}
         return Prediction(

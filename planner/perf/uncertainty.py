@@ -41,6 +41,13 @@ of log(release A / release B) over pairs of releases measured on the same engine
 precision and layout (:func:`planner.perf.validation.release_spreads`, stored with the
 multipliers).
 
+A rate near its deployment's saturation: its latencies move several-fold with a few percent of
+capacity (:func:`saturation_spread`), so a rate prediction's TTFT and TPOT (mean, p50, p99) get
+the capacity's held-out error times ``rho / (1 - rho)`` added in quadrature to their own log
+half-widths before the calibration (``rho`` the offered over the predicted saturation rate,
+:meth:`planner.perf.model.PerformanceModel.utilisation`), and the prediction says so from 80% on.
+Throughput is not widened: a rate below saturation is served as offered.
+
 Distance to data: the nearest measured row under a weighted L1 distance over engine family,
 GPU, model size and kind, lengths, layout and load (each term documented in
 :func:`scenario_distance`). ``measured nearby`` within 1, ``interpolated`` within 3,
@@ -486,6 +493,65 @@ def interval_factors(
     low = math.sqrt(min(lo, 0.0) ** 2 + param**2)
     high = math.sqrt(max(hi, 0.0) ** 2 + param**2)
     return math.exp(-low), math.exp(high)
+
+
+#: The 80% log half-width of a deployment's predicted capacity on results the fit never saw:
+#: MLPerf's Server rates, each the highest a TensorRT-LLM layout sustained inside the round's p99
+#: limits, came out 0.76-1.30x as the steady state predicts them with each round held out (median
+#: error 12.6%; ``benchmarks/mlperf_capacity_bench.py``, 2026-12-04): about exp(+-0.2).
+CAPACITY_LOG_SPREAD = 0.2
+#: Utilisation past which the widening stops growing: at or beyond the predicted saturation rate
+#: the queue grows for as long as the run lasts, and the interval says only that.
+MAX_UTILISATION = 0.95
+
+
+def saturation_spread(utilisation: float | None) -> float:
+    """The log half-width a rate's latencies gain at ``utilisation`` (the offered rate over the
+    predicted saturation rate of the same deployment).
+
+    Near saturation the latencies are ill-conditioned in the capacity: with a step of ``a + b B``
+    for a batch of ``B`` (compute-bound decode), a rate using a share ``rho`` of the asymptotic
+    throughput settles at ``B = a rho / (b (1 - rho))`` and a TPOT of ``a / (1 - rho)``, so a
+    relative capacity error ``e`` moves the latency by ``e rho / (1 - rho)`` in log. MLPerf's
+    Server runs sit at 88-99.6% of their Offline throughput, and held out by round their mean
+    TTFT came out 0.18-85x the measured, though their capacity was within 12.6% (median): the
+    capacity error, times that gain, is the latency's extra spread (0.09 at rho 0.3, 0.8 at 0.8,
+    3.8 from 0.95 on). A closed loop has no offered rate and gains nothing: it slows itself."""
+    if utilisation is None or not utilisation > 0.0:
+        return 0.0
+    rho = min(utilisation, MAX_UTILISATION)
+    return CAPACITY_LOG_SPREAD * rho / (1.0 - rho)
+
+
+def near_saturation(factors: tuple[float, float], utilisation: float | None) -> tuple[float, float]:
+    """A latency's own (low, high) interval factors with :func:`saturation_spread` added in
+    quadrature to each log half-width (before the calibrated :func:`widen`)."""
+    extra = saturation_spread(utilisation)
+    if extra <= 0.0:
+        return factors
+    low, high = factors
+    return (
+        math.exp(-math.hypot(math.log(low), extra)),
+        math.exp(math.hypot(math.log(high), extra)),
+    )
+
+
+def saturation_note(utilisation: float | None) -> str | None:
+    """What a prediction says of a rate at 80% or more of its predicted saturation rate."""
+    if utilisation is None or utilisation < 0.8:
+        return None
+    widened = math.exp(saturation_spread(utilisation))
+    if utilisation >= 1.0:
+        return (
+            f"the offered rate is {utilisation:.0%} of the predicted saturation rate: requests "
+            "queue for as long as the run lasts; latency intervals widened "
+            f"{widened:.0f}x (a few percent of capacity decides it)"
+        )
+    return (
+        f"the offered rate is {utilisation:.0%} of the predicted saturation rate: latency "
+        f"intervals widened {widened:.1f}x (near saturation a few percent of capacity moves "
+        "TTFT and TPOT several-fold)"
+    )
 
 
 @dataclass(frozen=True)

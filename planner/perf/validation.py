@@ -47,6 +47,7 @@ from planner.perf.latency_stats import HISTOGRAM_ITL, HISTOGRAM_TTFT
 from planner.perf.metrics import RunMetrics, run_metrics
 from planner.perf.releases import release_date
 from planner.perf.simulator import SimTrace, simulate
+from planner.perf.steady_state import SteadyStateModel
 from planner.perf.step_time import roofline_coefficients
 from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
@@ -64,6 +65,7 @@ from planner.perf.uncertainty import (
     latency_term_vectors,
     layouts_of,
     load_group,
+    near_saturation,
     novelty,
     release_unmeasured,
     term_shares,
@@ -340,12 +342,31 @@ def _own_factors(
     ttft_vec, decode_vec = latency_term_vectors(trace)
     vectors = {"output_tok_per_s": trace.end, "ttft": ttft_vec, "tpot": decode_vec}
     fit_metric = {"output_tok_per_s": "output_tok_per_s", "ttft": "ttft", "tpot": "itl"}
-    return {
+    own = {
         metric: interval_factors(
             fitted, sample.key, fit_metric[metric], term_shares(vectors[metric], c)
         )
         for metric in INTERVAL_METRICS
     }
+    # a rate near its predicted saturation: latencies widened as a prediction widens them
+    # (planner.perf.model.PerformanceModel.utilisation)
+    utilisation = rate_utilisation(sample, c)
+    return {
+        metric: factors if metric == "output_tok_per_s" else near_saturation(factors, utilisation)
+        for metric, factors in own.items()
+    }
+
+
+def rate_utilisation(sample: FitSample, c: np.ndarray) -> float | None:
+    """A rate row's offered rate over the saturation rate of its deployment with the
+    coefficients ``c`` (None for the other loads)."""
+    scenario = sample.scenario
+    if scenario.load != "rate" or not scenario.request_rate:
+        return None
+    saturation = SteadyStateModel(sample.dep, c).saturation_rate()
+    if not saturation > 0.0:
+        return None
+    return scenario.request_rate / sample.dep.loaded_replicas / saturation
 
 
 def _fold_keys(sample: FitSample, scheme: str, j: int) -> tuple[str, ...]:

@@ -254,3 +254,72 @@ def test_a_small_group_never_lifts_the_larger_ones_after_it() -> None:
     held = rows(3.0, 0, 3) + rows(1.5, 1, 20) + rows(1.2, 2, 10) + rows(2.0, 3, 10)
     assert calibrate_interval_multipliers(held, metric="ttft") == pytest.approx([1.5, 1.5, 1.5, 2])
     assert out == sorted(out)
+
+
+# ----- a rate near its saturation: latency intervals widen with the utilisation -----------------
+def test_saturation_spread_grows_with_the_utilisation_and_stops_at_its_cap() -> None:
+    from planner.perf.uncertainty import (
+        CAPACITY_LOG_SPREAD,
+        MAX_UTILISATION,
+        near_saturation,
+        saturation_note,
+        saturation_spread,
+    )
+
+    assert saturation_spread(None) == 0.0 and saturation_spread(0.0) == 0.0
+    spreads = [saturation_spread(u) for u in (0.3, 0.5, 0.8, 0.9, 0.95)]
+    assert spreads == sorted(spreads) and len(set(spreads)) == 5
+    # the capacity error times rho / (1 - rho): 0.2 at half load, 0.8 at 80%
+    assert saturation_spread(0.5) == pytest.approx(CAPACITY_LOG_SPREAD)
+    assert saturation_spread(0.8) == pytest.approx(4 * CAPACITY_LOG_SPREAD)
+    assert saturation_spread(3.0) == saturation_spread(MAX_UTILISATION)
+    # added in quadrature to each side's own log half-width
+    low, high = near_saturation(OWN, 0.8)
+    extra = 4 * CAPACITY_LOG_SPREAD
+    assert math.log(high) == pytest.approx(math.hypot(math.log(1.25), extra))
+    assert math.log(low) == pytest.approx(-math.hypot(math.log(0.8), extra))
+    assert near_saturation(OWN, None) == OWN
+    assert saturation_note(0.5) is None
+    assert "92% of the predicted saturation rate" in (saturation_note(0.92) or "")
+    assert "queue for as long as the run lasts" in (saturation_note(1.2) or "")
+
+
+def _rate(rate: float) -> Scenario:
+    return Scenario(
+        engine="vllm",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        precision="bf16",
+        gpu="H100-SXM",
+        num_gpus=1,
+        tp=1,
+        input_len=1024,
+        output_len=256,
+        load="rate",
+        request_rate=rate,
+        num_requests=400,
+    )
+
+
+def test_a_rate_near_saturation_predicts_wider_latency_intervals(model: PerformanceModel) -> None:
+    saturation = model.steady_state(_rate(1.0)).saturation_rate()
+    light = _rate(0.3 * saturation)
+    heavy = _rate(0.9 * saturation)
+    assert model.utilisation(light) == pytest.approx(0.3, rel=1e-6)
+    assert model.utilisation(heavy) == pytest.approx(0.9, rel=1e-6)
+    # a closed loop offers no rate
+    closed = light.model_copy(update={"load": "concurrency", "concurrency": 8.0})
+    assert model.utilisation(closed.model_copy(update={"request_rate": None})) is None
+
+    def widths(p: Prediction) -> dict[str, float]:
+        return {
+            "ttft": p.ttft_ms_p99_high / p.ttft_ms_p99,
+            "tpot": p.tpot_ms_p99_high / p.tpot_ms_p99,
+            "ttft_low": p.ttft_ms_mean / p.ttft_ms_mean_low,
+        }
+
+    for predict in (model.predict, model.predict_steady):
+        lo, hi = predict(light), predict(heavy)
+        w_lo, w_hi = widths(lo), widths(hi)
+        assert all(w_hi[k] > 1.5 * w_lo[k] for k in w_lo), (w_lo, w_hi)
+        assert any("90% of the predicted saturation rate" in n for n in hi.notes)
+        assert not any("saturation rate" in n for n in lo.notes)
