@@ -527,10 +527,7 @@ class PerformanceModel:
             return None
         if dep is None:
             dep = self.deployment(scenario)
-        saturation = self.steady_state(scenario).saturation_rate()
-        if not saturation > 0.0:
-            return None
-        return scenario.request_rate / dep.loaded_replicas / saturation
+        return self.steady_state(scenario).utilisation(scenario.request_rate / dep.loaded_replicas)
 
     def _prediction(
         self, scenario: Scenario, dep: Deployment, trace: SimTrace, c: np.ndarray

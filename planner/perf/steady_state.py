@@ -330,6 +330,12 @@ class SteadyStateModel:
     def saturation_rate(self) -> float:
         return self.rate_at(self.saturation()[0])
 
+    def utilisation(self, rate: float) -> float | None:
+        """``rate`` (requests/s offered to this scheduler) over :meth:`saturation_rate`; None
+        where the deployment absorbs nothing."""
+        saturation = self.saturation_rate()
+        return rate / saturation if saturation > 0.0 else None
+
     def u_for_rate(self, rate: float) -> float | None:
         """Arrivals per step at ``rate`` requests/s; None at or beyond capacity."""
         u_max, _ = self.saturation()

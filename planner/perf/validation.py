@@ -363,10 +363,8 @@ def rate_utilisation(sample: FitSample, c: np.ndarray) -> float | None:
     scenario = sample.scenario
     if scenario.load != "rate" or not scenario.request_rate:
         return None
-    saturation = SteadyStateModel(sample.dep, c).saturation_rate()
-    if not saturation > 0.0:
-        return None
-    return scenario.request_rate / sample.dep.loaded_replicas / saturation
+    offered = scenario.request_rate / sample.dep.loaded_replicas  # one scheduler's share
+    return SteadyStateModel(sample.dep, c).utilisation(offered)
 
 
 def _fold_keys(sample: FitSample, scheme: str, j: int) -> tuple[str, ...]:
