@@ -29,7 +29,9 @@ decode_ep, decode_attention_dp`` and ``kv_link`` (nvlink, infiniband, roce, efa;
 infiniband); all blank: aggregated, as the scenario's own tp/num_gpus say. Such a row is
 predicted by :mod:`planner.perf.disaggregated` and also gets ``pred_prefill_utilization``,
 ``pred_decode_utilization`` and ``pred_kv_transfer_ms``; every row gets
-``pred_output_tok_per_s_per_gpu``.
+``pred_output_tok_per_s_per_gpu``. A request-rate row gets ``pred_utilisation``, its rate over
+the deployment's predicted saturation rate: near 1 its latencies are ill-conditioned and their
+intervals are widened for it (:func:`planner.perf.uncertainty.saturation_spread`).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ PREDICTION_COLUMNS = (
     "pred_prefill_utilization",
     "pred_decode_utilization",
     "pred_kv_transfer_ms",
+    "pred_utilisation",
     "pred_far_from_data",
     "pred_uncertain_because",
     "pred_release",
@@ -162,6 +165,7 @@ def prediction_cells(row_result: RowResult) -> dict[str, str]:
         **{c: _fmt(getattr(result, c.removeprefix("pred_"))) for c in LATENCY_INTERVAL_COLUMNS},
         "pred_output_tok_per_s_per_gpu": _fmt(result.output_tok_per_s / gpus),
         **pools,
+        "pred_utilisation": _fmt(result.utilisation) if result.utilisation is not None else "",
         "pred_far_from_data": "true" if result.far_from_data else "false",
         "pred_uncertain_because": "; ".join(result.uncertain_because),
         "pred_release": result.release_note or "",

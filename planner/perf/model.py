@@ -497,6 +497,7 @@ class PerformanceModel:
             uncertain_because=tuple(reasons),
             release_note=release,
             spec_accept_len=_accept_len(dep),
+            utilisation=utilisation,
             notes=notes,
         )
 
@@ -621,6 +622,7 @@ class PerformanceModel:
             uncertain_because=tuple(reasons),
             release_note=release,
             spec_accept_len=_accept_len(dep),
+            utilisation=utilisation,
             notes=tuple(notes),
         )
 

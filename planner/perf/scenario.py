@@ -506,6 +506,10 @@ class Prediction(BaseModel):
     #: speculative decoding: the mean accepted tokens a step (bonus token included) the
     #: prediction used; None without speculation
     spec_accept_len: float | None = None
+    #: a rate's offered load over the deployment's predicted saturation rate; near 1 its
+    #: latency intervals widen (:func:`planner.perf.uncertainty.saturation_spread`); None for
+    #: a closed loop or a burst, which offer no rate
+    utilisation: float | None = None
     notes: tuple[str, ...] = ()
 
 

@@ -60,6 +60,8 @@ def test_predict_writes_errors_for_bad_rows_and_predicts_the_rest(
     assert brief["note"] == "the brief's case"  # other columns pass through
     assert rows["rate"]["note"] == "passes, through"
     assert float(rows["rate"]["pred_ttft_ms_mean"]) > 0 and rows["rate"]["pred_error"] == ""
+    # a rate states its share of the predicted saturation rate; an offline batch offers none
+    assert 0 < float(rows["rate"]["pred_utilisation"]) < 1 and brief["pred_utilisation"] == ""
     assert "acme/NotAModel" in rows["unknown"]["pred_error"]
     assert "tp=3" in rows["tp3"]["pred_error"] and "attention heads" in rows["tp3"]["pred_error"]
     assert "input_len" in rows["negative"]["pred_error"]

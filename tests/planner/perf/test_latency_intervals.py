@@ -306,6 +306,7 @@ def test_a_rate_near_saturation_predicts_wider_latency_intervals(model: Performa
     heavy = _rate(0.9 * saturation)
     assert model.utilisation(light) == pytest.approx(0.3, rel=1e-6)
     assert model.utilisation(heavy) == pytest.approx(0.9, rel=1e-6)
+    assert model.predict_steady(heavy).utilisation == pytest.approx(0.9, rel=1e-6)
     # a closed loop offers no rate
     closed = light.model_copy(update={"load": "concurrency", "concurrency": 8.0})
     assert model.utilisation(closed.model_copy(update={"request_rate": None})) is None
