@@ -34,6 +34,7 @@ from planner.catalog import load_catalog
 from planner.catalog.schema import MeasuredResult
 from planner.perf.calibration import scenario_from_measured
 from planner.perf.model import PerformanceModel
+from planner.perf.scenario import Scenario
 from planner.perf.validation import source_key
 from planner.plan import Slo
 from planner.recommend import max_rate_meeting_slo
@@ -69,23 +70,18 @@ def label(row: MeasuredResult) -> str:
     return f"{rnd:5} {row.gpu:8} {model}{tight} {row.precision} {layout}"
 
 
-def capacity(model: PerformanceModel, row: MeasuredResult) -> tuple[float, str, float, float]:
-    """(predicted max rate, what limits it, predicted p99 TTFT and TPOT at MLPerf's rate): the
-    bisection over simulated runs."""
-    scenario = scenario_from_measured(row)
-    replicas = row.num_gpus // (row.tp * row.pp)
-    n = REQUESTS_PER_REPLICA * replicas
-    found = max_rate_meeting_slo(model, scenario, slo_of(row), num_requests=n)
-    at_mlperf = model.predict(scenario.model_copy(update={"num_requests": n}))
-    return found.max_rate, found.limited_by, at_mlperf.ttft_ms_p99, at_mlperf.tpot_ms_p99
+def searched_capacity(
+    model: PerformanceModel, scenario: Scenario, slo: Slo, requests: int
+) -> tuple[float, str]:
+    """(predicted max rate, what limits it): the bisection over simulated runs."""
+    found = max_rate_meeting_slo(model, scenario, slo, num_requests=requests)
+    return found.max_rate, found.limited_by
 
 
-def steady_capacity(model: PerformanceModel, row: MeasuredResult) -> float:
+def steady_capacity(model: PerformanceModel, scenario: Scenario, slo: Slo) -> float:
     """The same edge as the recommender finds it: the steady state's highest rate inside the
     limits (:meth:`planner.perf.steady_state.SteadyStateModel.max_rate`), one scheduler's
     times the schedulers."""
-    scenario = scenario_from_measured(row)
-    slo = slo_of(row)
     steady = model.steady_state(scenario)
     ttft, tpot = (None if v is None else v / 1e3 for v in (slo.ttft_p99_ms, slo.tpot_p99_ms))
     return steady.max_rate(ttft, tpot).max_load * steady.dep.replicas
@@ -118,19 +114,23 @@ def main() -> None:
             continue
         model = PerformanceModel(catalog).fit([m for m in measured if source_key(m) != rnd])
         for row in rows:
-            rate, limit, ttft, tpot = capacity(model, row)
+            scenario, slo = scenario_from_measured(row), slo_of(row)
+            requests = REQUESTS_PER_REPLICA * (row.num_gpus // (row.tp * row.pp))
+            rate, limit = searched_capacity(model, scenario, slo, requests)
+            # the p99s at MLPerf's own rate, as long a run as the search's steps
+            at_mlperf = model.predict(scenario.model_copy(update={"num_requests": requests}))
+            ttft, tpot = at_mlperf.ttft_ms_p99, at_mlperf.tpot_ms_p99
             measured_rate = float(row.request_rate or 0.0)
             ratio = rate / measured_rate
             ratios.append(ratio)
-            slo = slo_of(row)
-            steady = steady_capacity(model, row) / measured_rate
+            steady = steady_capacity(model, scenario, slo) / measured_rate
             steady_ratios.append(steady)
             line = (
                 f"{label(row):52} {slo.ttft_p99_ms:>5.0f}/{slo.tpot_p99_ms:<4.0f} "
                 f"{measured_rate:>10.2f} {rate:>9.2f} {ratio:>6.2f}  {limit:<10} {steady:>6.2f}"
             )
             if full is not None:
-                own = capacity(full, row)[0] / measured_rate
+                own = searched_capacity(full, scenario, slo, requests)[0] / measured_rate
                 in_sample.append(own)
                 line += f" {own:>6.2f}"
             line += (
