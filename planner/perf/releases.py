@@ -29,6 +29,8 @@ RELEASE_DATES: dict[tuple[str, str], date] = {
     ("vllm", "0.14"): date(2026, 1, 20),
     # retrieved 2026-12-03 for session 39's rows: CloudRift's Kimi-K2.5 runs, vLLM PR 43232
     ("vllm", "0.17"): date(2026, 3, 7),
+    # retrieved 2026-12-04 for Scicom's llm-benchmaq runs (data/measured_benchmaq.csv)
+    ("vllm", "0.19"): date(2026, 4, 3),
     ("vllm", "0.22"): date(2026, 5, 29),
     ("sglang", "0.4"): date(2024, 12, 3),
     ("sglang", "0.5"): date(2025, 8, 8),

@@ -111,7 +111,8 @@ def test_an_instances_prices_follow_the_price_list(catalog: Catalog) -> None:
 
 
 def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
-    # 526 rows of measured_results.csv, then CloudRift's 44 (measured_cloudrift.csv), 5 vLLM
+    # 526 rows of measured_results.csv, then Scicom's 124 vLLM runs (measured_benchmaq.csv),
+    # CloudRift's 44 (measured_cloudrift.csv), 5 vLLM
     # runs from vllm-project GitHub pages
     # (measured_github_vllm.csv), GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv), 20 MLPerf Inference v4.0 / v4.1 / v5.0
@@ -126,17 +127,21 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1259
+    assert len(catalog.measured) == 1383
     assert all(m.source for m in catalog.measured)
-    assert all(m.source.startswith("cloudrift-ai/") for m in catalog.measured[526:570])
+    assert all(
+        m.source.startswith("Scicom-AI-Enterprise-Organization/llm-benchmaq ")
+        for m in catalog.measured[526:650]
+    )
+    assert all(m.source.startswith("cloudrift-ai/") for m in catalog.measured[650:694])
     gpustack = [
         m
         for m in catalog.measured
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
-    assert catalog.measured[575:775] == gpustack[:200]
-    assert len(gpustack) == 229 and catalog.measured[1169:1198] == gpustack[200:]
-    holdout2 = catalog.measured[775:1056]
+    assert catalog.measured[699:899] == gpustack[:200]
+    assert len(gpustack) == 229 and catalog.measured[1293:1322] == gpustack[200:]
+    holdout2 = catalog.measured[899:1180]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
         "dstackai/benchmarks",
@@ -146,16 +151,16 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     }
     assert all("reference table" in (m.source_ref or "") for m in holdout2)
     assert sum(1 for m in holdout2 if m.ttft_ms) == 64
-    mlperf = catalog.measured[1056:1076]
+    mlperf = catalog.measured[1180:1200]
     assert {m.source.split()[0] for m in mlperf} == {
         "mlcommons/inference_results_v4.0",
         "mlcommons/inference_results_v4.1",
         "ntuhpc/mlperf_inference_results_v5.0",
     }
-    rocm = catalog.measured[1076:1082]
+    rocm = catalog.measured[1200:1206]
     assert {m.gpu for m in rocm} == {"MI300X", "MI355X"}
-    cookbook = catalog.measured[1082:1128]
-    speculative = catalog.measured[1128:1157]
+    cookbook = catalog.measured[1206:1252]
+    speculative = catalog.measured[1252:1281]
     assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
     assert [m.spec_method for m in speculative[4:16]] == [None, "mtp"] * 6
@@ -171,10 +176,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     assert {m.gpu for m in cookbook} == {"B200", "H100-SXM", "MI300X"}
     # every cookbook row now carries bench_serving's P99 TTFT and P99 TPOT
     assert all(m.ttft_p99_ms and m.tpot_p99_ms for m in cookbook)
-    assert [m.source.split()[0] for m in catalog.measured[570:575]] == ["vllm-project/recipes"] + [
+    assert [m.source.split()[0] for m in catalog.measured[694:699]] == ["vllm-project/recipes"] + [
         "vllm-project/vllm"
     ] * 4
-    assert {m.source for m in catalog.measured[1157:1169]} == {
+    assert {m.source for m in catalog.measured[1281:1293]} == {
         "tenstorrent/tt-inference-server issue 356"
     }
     assert sum(1 for m in gpustack[:200] if catalog.model(m.model).architecture.is_moe) == 143

@@ -37,7 +37,8 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
     # the SGLang cookbook's 17 docs_new rows and 29 sgl-cookbook rows, measured_rocm.csv's 3 + 3
     # the vLLM recipe's and four vLLM pull requests' result blocks (measured_github_vllm.csv),
     # CloudRift's 6 + 38 (measured_cloudrift.csv), MLPerf's 12 Server runs of three rounds
-    # (measured_mlperf.csv: LoadGen's p99 first-token latency and time to output token)
+    # (measured_mlperf.csv: LoadGen's p99 first-token latency and time to output token) and
+    # Scicom's 124 vLLM runs (measured_benchmaq.csv)
     assert by_source == {
         "gpustack/gpustack": 233,
         "Tandemn-Labs/tandemn-profiling": 169,
@@ -51,6 +52,7 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
         "mlcommons/inference_results_v4.0": 2,
         "mlcommons/inference_results_v4.1": 3,
         "ntuhpc/mlperf_inference_results_v5.0": 7,
+        "Scicom-AI-Enterprise-Organization/llm-benchmaq": 124,
     }
     # every p99 is at least its row's median or mean TTFT, and a p99 TPOT comes with it
     assert all(m.ttft_p99_ms >= 0.99 * (m.ttft_ms or 0) for m in with_p99 if m.ttft_p99_ms)
