@@ -164,13 +164,17 @@ def test_a_skypilot_refresh_reranks_with_the_new_dated_price_and_undo_restores_i
     candidates = before[before["label"].str.split().str[0].isin(lambda_b200)]
     challenger = candidates[candidates["rank"] > 1].iloc[0]
     instance = challenger["label"].split()[0]
-    # Lambda's SkyPilot layout (no AvailabilityZone); its B200s at 60% of today's price
+    # a cut that makes it the cheapest a token: at most 60% of today's price, and 10% below
+    # the top plan's cost a token (the plans' costs scale with their instances' prices)
+    cost = "usd_per_million_output_tokens"
+    cut = min(0.6, 0.9 * before.iloc[0][cost] / challenger[cost])
+    # Lambda's SkyPilot layout (no AvailabilityZone); its B200s at that share of today's price
     listed = load_catalog().price(instance, "us-east-1").usd_per_hour
     vms = tmp_path / "lambda" / "vms.csv"
     vms.parent.mkdir()
     vms.write_text(
         "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,"
-        f"SpotPrice\n{instance},B200,{lambda_b200[instance]:.1f},52.0,450.0,{listed * 0.6:.4f},"
+        f"SpotPrice\n{instance},B200,{lambda_b200[instance]:.1f},52.0,450.0,{listed * cut:.4f},"
         "us-east-1,,\n",
         encoding="utf-8",
     )
@@ -182,7 +186,7 @@ def test_a_skypilot_refresh_reranks_with_the_new_dated_price_and_undo_restores_i
     top = after.iloc[0]
     assert top["label"].startswith(instance)
     assert top["price_as_of"] == "2026-11-30"
-    assert top["usd_per_hour"] == pytest.approx(challenger["usd_per_hour"] * 0.6, rel=1e-3)
+    assert top["usd_per_hour"] == pytest.approx(challenger["usd_per_hour"] * cut, rel=1e-3)
     assert any("(as of 2026-11-30)" in c.value for c in at.caption)
     assert main(["catalog", "refresh", "--undo"]) == 0
     at.run()
