@@ -241,8 +241,9 @@ def test_a_small_group_never_lifts_the_larger_ones_after_it() -> None:
     """Needs (multiples of the own half-width): 3 rows with no reason need 3.0, 20 with one
     need 0.5, 10 with two 0.2, 10 with three 2.0. The 3 rows pool with the next count (0.5 at
     the 80th percentile of the 23); the two-reason rows, surer than that, pool with them too
-    (0.5 over the 33), and no multiplier goes below 1; three reasons keep 2.0. Sorted by count
-    alone the 3 rows would have lifted every multiplier to 3.0."""
+    (0.5 over the 33), and no multiplier goes below 1; three reasons need 2.0, and their 10 rows
+    move a third of the way there in log (a pool counts as much as the one before it at 20
+    rows). Sorted by count alone the 3 rows would have lifted every multiplier to 3.0."""
 
     def rows(need: float, reasons: int, count: int) -> list[HeldOut]:
         measured = 100.0 * 1.25**need  # own half-width log(1.25): need = log ratio / that
@@ -250,9 +251,13 @@ def test_a_small_group_never_lifts_the_larger_ones_after_it() -> None:
 
     held = rows(3.0, 0, 3) + rows(0.5, 1, 20) + rows(0.2, 2, 10) + rows(2.0, 3, 10)
     out = calibrate_interval_multipliers(held, metric="ttft")
-    assert out == pytest.approx([1.0, 1.0, 1.0, 2.0])
+    assert out == pytest.approx([1.0, 1.0, 1.0, 2.0 ** (1 / 3)])
     held = rows(3.0, 0, 3) + rows(1.5, 1, 20) + rows(1.2, 2, 10) + rows(2.0, 3, 10)
-    assert calibrate_interval_multipliers(held, metric="ttft") == pytest.approx([1.5, 1.5, 1.5, 2])
+    third = 1.5 * (2.0 / 1.5) ** (1 / 3)
+    assert calibrate_interval_multipliers(held, metric="ttft") == pytest.approx([1.5] * 3 + [third])
+    # with PRIOR_ROWS of its own a pool goes half way; many rows, nearly all the way
+    many = rows(3.0, 0, 3) + rows(1.5, 1, 20) + rows(1.2, 2, 10) + rows(2.0, 3, 2000)
+    assert calibrate_interval_multipliers(many, metric="ttft")[3] == pytest.approx(2.0, rel=0.01)
     assert out == sorted(out)
 
 
