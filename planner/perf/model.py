@@ -419,8 +419,7 @@ class PerformanceModel:
 
         def factors(metric: str, widen_as: str | None = None) -> tuple[float, float]:
             own = interval_factors(self.fitted, key, metric, shares)
-            if metric != "output_tok_per_s":
-                own = near_saturation(own, utilisation)
+            own = near_saturation(own, utilisation, metric)
             return widen(own, len(reasons), widen_as or metric, new_release, family, classes, load)
 
         thr_lo, thr_hi = factors("output_tok_per_s")
@@ -547,8 +546,7 @@ class PerformanceModel:
             metric: str, vector: np.ndarray, widen_as: str | None = None
         ) -> tuple[float, float]:
             own = interval_factors(fitted, key, metric, term_shares(vector, c))
-            if metric != "output_tok_per_s":
-                own = near_saturation(own, utilisation)
+            own = near_saturation(own, utilisation, metric)
             return widen(own, len(reasons), widen_as or metric, new_release, family, classes, load)
 
         mean_ttft_vec, mean_decode_vec = latency_term_vectors(trace)

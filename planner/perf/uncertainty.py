@@ -524,11 +524,14 @@ def saturation_spread(utilisation: float | None) -> float:
     return CAPACITY_LOG_SPREAD * rho / (1.0 - rho)
 
 
-def near_saturation(factors: tuple[float, float], utilisation: float | None) -> tuple[float, float]:
+def near_saturation(
+    factors: tuple[float, float], utilisation: float | None, metric: str = "ttft"
+) -> tuple[float, float]:
     """A latency's own (low, high) interval factors with :func:`saturation_spread` added in
-    quadrature to each log half-width (before the calibrated :func:`widen`)."""
+    quadrature to each log half-width (before the calibrated :func:`widen`); throughput's
+    (``metric`` output_tok_per_s) as they are: a rate below saturation is served as offered."""
     extra = saturation_spread(utilisation)
-    if extra <= 0.0:
+    if extra <= 0.0 or metric == "output_tok_per_s":
         return factors
     low, high = factors
     return (

@@ -352,8 +352,7 @@ def _own_factors(
     # (planner.perf.model.PerformanceModel.utilisation)
     utilisation = rate_utilisation(sample, c)
     return {
-        metric: factors if metric == "output_tok_per_s" else near_saturation(factors, utilisation)
-        for metric, factors in own.items()
+        metric: near_saturation(factors, utilisation, metric) for metric, factors in own.items()
     }
 
 
@@ -873,7 +872,7 @@ def calibrate_interval_multipliers(
             out.append(value[n])
         else:
             out.append(out[-1] if out else next(iter(value.values()), 1.0))
-    return [max(m, 1.0) for m in out]
+    return out  # every pool's multiplier was raised to 1 above
 
 
 #: how many held-out rows a group's own factor counts as much as the level above it
