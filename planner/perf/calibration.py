@@ -120,8 +120,9 @@ the request path, globally and per family, with a wider prior (SIGMA_PATH_RANKS 
 the ranks is 0 on one GPU, so only multi-GPU served rows see it).
 Coefficients are exp() of the parameters, hence non-negative. The optimiser is an iteratively
 reweighted Levenberg-Marquardt on the small normal equations. Rows whose arrivals follow the
-clock (Poisson rate) are re-simulated with the fitted coefficients and the fit repeated (fixed
-point, two rounds).
+clock (a Poisson rate; a served closed loop, whose replacements reach the engine the fitted
+request path after their predecessors finish) are re-simulated with the fitted coefficients and
+the fit repeated (fixed point, two rounds).
 
 Uncertainty: a Laplace approximation (the inverse Gauss-Newton Hessian at the optimum, with the
 robust weights and residual scale) gives each prediction's parameter spread; a level key absent
@@ -158,7 +159,7 @@ from planner.perf.latency_stats import (
 )
 from planner.perf.releases import release_date
 from planner.perf.scenario import Scenario, dataset_lengths, entrypoint_of
-from planner.perf.simulator import SimTrace, simulate
+from planner.perf.simulator import SimTrace, needs_clock, simulate
 from planner.perf.step_time import (
     FEATURES,
     FITTED,
@@ -600,9 +601,10 @@ def build_sample(
         trace = simulated
     else:
         c = coefficients(coefficient_key(scenario, dep)) if coefficients is not None else None
-        if scenario.load in ("rate", "trace") and c is None:
+        clock = needs_clock(dep)
+        if clock and c is None:
             c = full_from_theta(prior_theta())
-        trace = simulate(dep, c if scenario.load in ("rate", "trace") else None, timeline=False)
+        trace = simulate(dep, c if clock else None, timeline=False)
     return FitSample(result, scenario, dep, trace, targets_for(result, trace, dep.loaded_replicas))
 
 

@@ -41,7 +41,14 @@ engine step (at rate ``lambda``, ``u = lambda x T``):
 A closed loop of ``N`` requests in flight has ``d + u k = N`` (no arrival queue: a request
 arrives as one finishes). A finite run starts with all ``N`` at once: that first wave queues
 for the prefill; with SGLang and answers of one length every later wave does too (they were
-prefilled before any of them decoded, so they finish, and are replaced, together).
+prefilled before any of them decoded, so they finish, and are replaced, together). A served
+engine's replacement reaches it the request path ``tau`` after its predecessor's last token
+(the simulator's ``closed_loop_turnaround_s``): a seat stands empty ``tau`` of each cycle of
+``R + tau`` (``R`` the request's residence), so the rate is ``R / (R + tau)`` of the full
+loop's; and with answers of one length on vLLM or TensorRT-LLM, the groups that finish within
+``tau`` of each other (``1 + floor(tau / (k T_d))`` of them, ``k T_d`` apart) send their
+replacements together, and those queue behind each other's prefills as the first wave's
+groups did.
 
 SGLang (prefill first, as :mod:`planner.perf.simulator` schedules it: scheduler.py
 ``get_next_batch_to_run`` runs a prefill batch *instead of* the decode step, never mixed by
@@ -445,6 +452,14 @@ class SteadyStateModel:
         # its own steps to the first token (SGLang's: the batches alone)
         own = group_steps * (t_p - t_d if self.prefill_first else t_p)
         residence = own + n_dec * step
+        # a served loop's replacement reaches the engine the request path after its
+        # predecessor's last token (the simulator's closed_loop_turnaround_s): each seat
+        # stands empty that long a cycle (Little's law), and with answers of one length
+        # the replacements of the groups that finish within it arrive together and queue
+        # as the first wave did (below)
+        turnaround = self.path_s
+        if turnaround > 0 and residence > 0:
+            rate *= residence / (residence + turnaround)
         waiting = max(in_flight - held, 0.0) / held * residence
         ttft_q, ttft_mean = own, own
         # the decode steps a request lives through: a share of them hold a group's prefill
@@ -460,15 +475,25 @@ class SteadyStateModel:
             ends = np.cumsum([group_steps * self._wave_step_s(size, group_steps) for size in sizes])
             wave = np.repeat(ends, [max(1, round(size)) for size in sizes])
             rest = np.full(max(run_requests - wave.size, 0), own)
+            clump = 0
             if self.prefill_first and w.fixed_output:
                 # SGLang: every prompt of a wave is prefilled before any of them decodes, so
                 # answers of one length finish together and the next wave arrives together:
                 # each queues for the prefill batches as the first did
-                rest = np.resize(wave, rest.size)
+                clump = groups
+            elif w.fixed_output and n_dec > 0 and turnaround > 0 and t_d > 0:
+                # vLLM, TensorRT-LLM: the groups finish their group_steps decode steps apart;
+                # the replacements of those that finish within the turnaround arrive together
+                # and queue behind each other's prefills, as the first wave's groups did
+                clump = min(groups, 1 + math.floor(turnaround / (group_steps * t_d)))
+            queued = clump > 1 or (self.prefill_first and w.fixed_output)
+            if queued:
+                counts = [max(1, round(size)) for size in sizes[:clump]]
+                rest = np.resize(wave[: sum(counts)], rest.size)
             ttfts = np.concatenate([wave, rest])
             ttft_q = max(own, _linear_quantile(np.sort(ttfts), quantile))
             ttft_mean = float(ttfts.sum()) / ttfts.size
-            if self.prefill_first and w.fixed_output:
+            if queued:
                 own = _linear_quantile(np.sort(ttfts), 0.5)  # the p50 below
             if w.fixed_output:
                 # it stays a wave: a request decodes beside the later groups' prefills only

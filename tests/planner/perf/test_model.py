@@ -111,9 +111,11 @@ def test_a_closed_loop_keeps_no_more_schedulers_busy_than_requests_in_flight(
         single, shared = predict(one), predict(two)
         assert shared.output_tok_per_s == pytest.approx(single.output_tok_per_s, rel=1e-9)
         assert shared.tpot_ms_mean == pytest.approx(single.tpot_ms_mean, rel=1e-9)
-        # two in flight on two replicas: each busy, twice the one-replica stream
+        # two in flight on two replicas: each busy, twice the one-replica stream (to 0.1%:
+        # a replica's 20 requests wait for 19 replacements' turnarounds, the one replica's 40
+        # for 39; the first of a run is sent at once)
         both = predict(two.model_copy(update={"concurrency": 2}))
-        assert both.output_tok_per_s == pytest.approx(2 * single.output_tok_per_s, rel=1e-9)
+        assert both.output_tok_per_s == pytest.approx(2 * single.output_tok_per_s, rel=1e-3)
     dep = model.deployment(two)
     assert (dep.replicas, dep.loaded_replicas) == (2, 1)
     rate = two.model_copy(update={"load": "rate", "concurrency": None, "request_rate": 0.5})

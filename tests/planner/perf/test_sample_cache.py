@@ -25,7 +25,7 @@ from planner.perf.model import (
     catalog_fingerprint,
     simulate_measured,
 )
-from planner.perf.simulator import SimTrace
+from planner.perf.simulator import SimTrace, needs_clock
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +99,12 @@ def _same(a: SimTrace, b: SimTrace) -> None:
 
 def test_a_second_fit_reads_every_row_from_disk_and_fits_the_same(disk: Disk) -> None:
     catalog, rows = disk.catalog, disk.rows
-    clocked = sum(1 for r in rows if r.request_rate is not None)
     first = PerformanceModel(catalog, cache_dir=disk.directory).fit(rows)
+    # the fitted rows that follow the clock: a rate's and the served closed loops' (their
+    # replacements' turnaround), as their traces say and as the deployment says
+    clocked = sum(s.time_driven for s in first.samples)
+    assert clocked == sum(needs_clock(s.dep) for s in first.samples)
+    assert 0 < clocked <= len(first.samples)
     assert len(disk.simulations) == len(rows) + clocked  # calibrate's round re-simulates clocked
     assert len(list(disk.directory.glob("sim-rows-*.npz"))) == 1
 

@@ -372,12 +372,14 @@ def test_sglang_admission_reserves_room_for_the_running_outputs(catalog: Catalog
 def _drive(
     engine: LiveEngine, scenario: Scenario, n: int
 ) -> tuple[list[float], list[float], float]:
-    """A virtual clock: a closed loop replaces every finished request at the step's end; a rate
-    load submits each arrival at the first step boundary after it (as :func:`simulate`)."""
+    """A virtual clock: a closed loop's client sends a finished request's replacement, which
+    reaches the engine the request path after the step that finished it; a rate load submits
+    each arrival at the first step boundary after it (as :func:`simulate`)."""
     lengths = (int(scenario.input_len or 1), int(scenario.output_len or 1))
     arrivals = request_arrivals(scenario)
     now, issued, next_arrival = 0.0, 0, 0
     arrived: dict[int, float] = {}
+    on_the_way: list[float] = []  # a closed loop's replacements, when they reach the engine
     first: set[int] = set()
     ttft: list[float] = []
     e2e: list[float] = []
@@ -389,9 +391,10 @@ def _drive(
         while arrivals is not None and next_arrival < n and arrivals[next_arrival] <= now:
             arrived[engine.submit(*lengths)] = float(arrivals[next_arrival])
             next_arrival += 1
+        while on_the_way and on_the_way[0] <= now:
+            arrived[engine.submit(*lengths)] = on_the_way.pop(0)
         if engine.idle:
-            assert arrivals is not None
-            now = float(arrivals[next_arrival])
+            now = float(arrivals[next_arrival]) if arrivals is not None else on_the_way[0]
             continue
         seconds = engine.step()
         assert seconds is not None
@@ -405,7 +408,7 @@ def _drive(
                 e2e.append(now + engine.request_path_s - arrived.pop(rid))
                 engine.forget(rid)
                 if arrivals is None and issued < n:
-                    arrived[engine.submit(*lengths)] = now
+                    on_the_way.append(now + engine.request_path_s)
                     issued += 1
     return ttft, e2e, now
 
