@@ -194,6 +194,7 @@ def agreement(
     many requests), and the p99s at the steady-state capacity."""
     from planner.layouts import enumerate_layouts
     from planner.recommend.search import SHORTLIST
+    from planner.recommend.startup import at_startup_memory
 
     kind = "concurrency" if request.demand.concurrency is not None else "rate"
     steady = perf_predictor(catalog, request, perf)
@@ -201,18 +202,22 @@ def agreement(
     card = catalog.model(request.model)
     rows = []
     for rec in result.ranked[:SHORTLIST]:
+        # judged as the search judges them: at the request's engine and context, each at the
+        # memory share its engine starts with (a layout the default share does not start,
+        # an owned MI355X's TP 4 among them, ranks at a raised one)
+        engine = request.engine.model_copy(update={"max_model_len": request.max_model_len})
+        candidates = enumerate_layouts(
+            catalog,
+            card,
+            instances=[rec.instance],
+            max_nodes=request.search.max_nodes,
+            precisions=(rec.precision,),
+            kv_cache_dtypes=(rec.kv_cache_dtype,),
+            engine=engine,
+        )
         layout = next(
             layout
-            for layout in enumerate_layouts(
-                catalog,
-                card,
-                instances=[rec.instance],
-                max_nodes=request.search.max_nodes,
-                precisions=(rec.precision,),
-                kv_cache_dtypes=(rec.kv_cache_dtype,),
-                # judged as the search judges them: at the request's engine and context
-                engine=request.engine.model_copy(update={"max_model_len": request.max_model_len}),
-            )
+            for layout in at_startup_memory(catalog, card, candidates, engine)
             if (layout.tp, layout.pp, layout.attention_dp) == (rec.tp, rec.pp, rec.attention_dp)
             and layout.feasible
         )
