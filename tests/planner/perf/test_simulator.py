@@ -631,3 +631,36 @@ def test_vllm_pipeline_macro_step_holds_a_budget_a_micro_batch_but_one_of_a_prom
     m = run_metrics(wave, C, 1)
     chain = step_time_s(StepBatch.of(prefill_chunks=[(2000, 0)] * 4), four, C)
     assert m.ttft_ms("p50") == pytest.approx(chain * 1e3 + 50.0, rel=1e-9)
+
+
+def test_a_served_closed_loops_replacements_queue_behind_each_others_prefills(
+    catalog: Catalog,
+) -> None:
+    """The shape of Scicom's vLLM 0.19 runs (``data/measured_benchmaq.csv``: one-length
+    prompts of 4,096 tokens, 128 out, 10 in flight): a replacement reaches the engine the
+    request path (50 ms here) after its predecessor's last token, so a wave's replacements
+    arrive together and queue for the prefill. Against each replaced at its predecessor's very
+    step (the loop simulated in terms alone, no clock): TTFT longer, TPOT shorter, fewer
+    tokens a second (each seat stands empty a path a request); the steady state agrees."""
+    from planner.perf.simulator import closed_loop_turnaround_s
+    from planner.perf.steady_state import SteadyStateModel
+
+    dep = resolve_deployment(
+        _scenario(input_len=4096, output_len=128, concurrency=10, num_requests=200), catalog
+    )
+    assert closed_loop_turnaround_s(dep, C) == pytest.approx(0.05)
+    assert closed_loop_turnaround_s(dep, None) == 0.0
+    at_once = run_metrics(simulate(dep), C, 1)
+    trace = simulate(dep, C)
+    assert trace.time_driven
+    turned = run_metrics(trace, C, 1)
+    assert turned.ttft_ms("mean") > 1.5 * at_once.ttft_ms("mean")
+    assert turned.tpot_ms("mean") < 0.9 * at_once.tpot_ms("mean")
+    assert turned.output_tok_per_s < at_once.output_tok_per_s
+    steady = SteadyStateModel(dep, C).at_concurrency(10, run_requests=200)
+    assert steady.ttft_mean_s * 1e3 == pytest.approx(turned.ttft_ms("mean"), rel=0.25)
+    assert steady.output_tok_per_s == pytest.approx(turned.output_tok_per_s, rel=0.1)
+    # offline (no request path) keeps replacing at the step, clock or not
+    offline = resolve_deployment(dep.scenario.model_copy(update={"entrypoint": "offline"}), catalog)
+    assert closed_loop_turnaround_s(offline, C) == 0.0
+    assert not simulate(offline, C).time_driven
