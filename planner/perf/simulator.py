@@ -1281,19 +1281,20 @@ def closed_loop_turnaround_s(dep: Deployment, coefficients: np.ndarray | None) -
     8 x H100 (4,096 tokens in, 10-50 in flight) measured TTFT 2-3x and TPOT 0.7-0.8x what the
     simulator gave without it; with it, in sample, the TTFTs' median error went 49% -> 24%
     and the TPOTs' 10% -> 5% before any refit (session script, 2026-12-04)."""
-    if coefficients is None or dep.scenario.load != "concurrency":
-        return 0.0
-    if not has_request_path(dep.scenario):
+    if coefficients is None or not _served_closed_loop(dep.scenario):
         return 0.0
     return deployment_request_path_s(coefficients, dep)
+
+
+def _served_closed_loop(scenario: Scenario) -> bool:
+    return scenario.load == "concurrency" and has_request_path(scenario)
 
 
 def needs_clock(dep: Deployment) -> bool:
     """Whether :func:`simulate` needs coefficients to run ``dep``'s load as it ran: arrivals
     at set times (a rate, a trace) or a served closed loop (its turnaround,
     :func:`closed_loop_turnaround_s`)."""
-    sc = dep.scenario
-    return sc.load in ("rate", "trace") or (sc.load == "concurrency" and has_request_path(sc))
+    return dep.scenario.load in ("rate", "trace") or _served_closed_loop(dep.scenario)
 
 
 def _trace(eng: _Engine, dep: Deployment, time_driven: bool, arrivals: _Arrivals) -> SimTrace:
