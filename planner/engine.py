@@ -29,6 +29,12 @@ Defaults and where they come from:
   (B200, MI300X), divided by the DP size with DP attention; max_running_requests from its
   request pool, at least 2048; radix (prefix) cache on; ``mem_fraction_static`` and the CUDA
   graph batch limit depend on the layout (:func:`sglang_runtime`).
+- vLLM's async scheduling (``--async-scheduling``; ``--no-async-scheduling`` turns it off):
+  the engine core schedules step n + 1 while the GPU runs step n, so the scheduler's and the
+  input preparation's CPU time no longer sits between two steps. On by default from vLLM 0.14
+  (release notes of v0.14.0, 2026-01-20, "Async scheduling is now enabled by default", pull
+  request 27614), except with pipeline parallelism and with speculation other than EAGLE/MTP;
+  opt-in since 0.10 (pull request 19970, 2025-06). :func:`vllm_schedules_async`.
 
 Expert and attention data parallelism (MoE models): ``enable_expert_parallel`` shards whole
 experts over the ranks instead of slicing each one by TP (vLLM ``--enable-expert-parallel``,
@@ -39,6 +45,7 @@ requests' KV. Replicas behind a load balancer are not counted here (a layout's D
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import (
@@ -55,6 +62,7 @@ from planner.errors import InvalidInputError
 from planner.memo import memoised
 
 GIB = 2**30
+_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)")
 
 #: speculative decoding methods (planner.perf.speculative holds their arithmetic)
 SpecMethod = Literal["none", "mtp", "eagle3", "ngram"]
@@ -155,6 +163,9 @@ class EngineConfig(BaseModel):
     #: a step (None: the engine's default for the method)
     spec_method: SpecMethod = "none"
     num_spec_tokens: int | None = Field(default=None, ge=1)
+    #: vLLM's ``--async-scheduling`` (True) or ``--no-async-scheduling`` (False); None: what
+    #: the release does by default (:func:`vllm_schedules_async`)
+    async_scheduling: bool | None = None
 
     @field_validator("engine")
     @classmethod
@@ -195,6 +206,12 @@ class EngineConfig(BaseModel):
         SGLang plan launches as ``--mem-fraction-static`` and a TensorRT-LLM one as
         ``--kv_cache_free_gpu_memory_fraction``) rather than leaving it to the engine."""
         return "gpu_memory_utilization" in self.model_fields_set
+
+    @property
+    def release_number(self) -> tuple[int, int] | None:
+        """(major, minor) of ``version`` (``0.19.0`` -> (0, 19)), None when it names no number."""
+        match = _RELEASE.match(self.version or "")
+        return (int(match.group(1)), int(match.group(2))) if match else None
 
     @property
     def is_resolved(self) -> bool:
@@ -266,6 +283,30 @@ _ALLOWED: dict[str, str] = {
     "spec_method": "one of none, mtp, eagle3, ngram",
     "num_spec_tokens": "an integer >= 1 (draft tokens a step)",
 }
+
+
+#: the first vLLM release that schedules asynchronously unless told not to (module docstring)
+VLLM_ASYNC_DEFAULT_RELEASE = (0, 14)
+#: speculation methods vLLM 0.14+ keeps async scheduling on with (the others turn it off)
+VLLM_ASYNC_SPEC_METHODS = frozenset({"none", "mtp", "eagle3"})
+
+
+def vllm_schedules_async(engine: EngineConfig, *, pp: int = 1) -> bool:
+    """Whether a vLLM engine overlaps its scheduling with the GPU's step (module docstring):
+    the stated ``async_scheduling``, else the release's default, on from 0.14 (``version``
+    None is the pinned release, :mod:`planner.deploy.engines`, which does). Off with pipeline
+    parallelism and with n-gram speculation, stated or not, as vLLM switches it off there; a
+    release before 0.14, or one whose number cannot be read, is off unless stated.
+    Other engines: False (SGLang's overlap scheduler and TensorRT-LLM's are their own and
+    always on; their fitted per-step terms already hold it)."""
+    if engine.family != "vllm" or pp > 1 or engine.spec_method not in VLLM_ASYNC_SPEC_METHODS:
+        return False
+    if engine.async_scheduling is not None:
+        return engine.async_scheduling
+    if engine.version is None:
+        return True
+    release = engine.release_number
+    return release is not None and release >= VLLM_ASYNC_DEFAULT_RELEASE
 
 
 def vllm_serve_defaults(gpu: GPU) -> tuple[int, int]:

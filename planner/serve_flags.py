@@ -55,7 +55,8 @@ class ServeFlags(BaseModel):
     gpu_memory_utilization: float | None = None
     kv_cache_dtype: str | None = None
     enable_prefix_caching: bool | None = None
-    async_scheduling: bool = False
+    #: --async-scheduling (True), --no-async-scheduling (False); None: the release's default
+    async_scheduling: bool | None = None
     quantization: str | None = None
     ignored: tuple[str, ...] = ()
 
@@ -186,6 +187,8 @@ def parse_serve_command(command: str) -> ServeFlags:
             values["enable_prefix_caching"] = False
         elif flag == "--async-scheduling":
             values["async_scheduling"] = True
+        elif flag == "--no-async-scheduling":
+            values["async_scheduling"] = False
         elif flag.startswith("-"):
             ignored.append(flag)
             # a following word that is not a flag is this flag's value
@@ -225,7 +228,7 @@ def parse_serve_command(command: str) -> ServeFlags:
         gpu_memory_utilization=values.get("gpu_memory_utilization"),
         kv_cache_dtype=values.get("kv_cache_dtype"),
         enable_prefix_caching=values.get("enable_prefix_caching"),
-        async_scheduling=bool(values.get("async_scheduling")),
+        async_scheduling=values.get("async_scheduling"),
         quantization=values.get("quantization"),
         ignored=tuple(ignored),
     )

@@ -82,6 +82,8 @@ def vllm_serve_args(config: VllmServeConfig) -> list[str]:
     )
     if engine.enforce_eager:
         args.append("--enforce-eager")
+    if engine.async_scheduling is not None:  # None: the release's default (on from 0.14)
+        args.append("--async-scheduling" if engine.async_scheduling else "--no-async-scheduling")
     if engine.spec_method != "none":
         from planner.perf.speculative import vllm_speculative_config
 

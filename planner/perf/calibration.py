@@ -148,7 +148,7 @@ from planner.catalog import (
     MeasuredResult,
     ModelArchitecture,
 )
-from planner.engine import canonical_engine
+from planner.engine import canonical_engine, engine_family
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.latency_stats import (
     HISTOGRAM_ITL,
@@ -207,6 +207,9 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     # (planner.perf.speculative, "draft"); fitted where vLLM speculative rows measure it
     "draft_passes": 0.5,
     "sequences": 0.5,
+    # a tenth of the host's per-step work left on the path when vLLM schedules asynchronously
+    # (planner.perf.step_time)
+    "host_overlapped": 0.1,
     # 3 x 10 ms: a served request's tokenisation, hand-off, first-token detokenisation and SSE
     # chunk on a local server (planner.perf.step_time); the fit moves it to what the measured
     # TTFTs at low load show beyond their prefill steps
@@ -257,12 +260,14 @@ FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
 #: request path is the engine family's; the layer floor an engine release's for a model kind;
 #: the eager floor the engine family's: how its Python model code launches an MoE layer's
-#: kernels, with a wide prior, SIGMA_EAGER_FLOOR)
+#: kernels, with a wide prior, SIGMA_EAGER_FLOOR; the host's work under vLLM's async
+#: scheduling is fitted globally only: one engine's releases run it, planner.perf.step_time)
 TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path": REQUEST_PATH_LEVELS,
     "layer_floor": frozenset({"release_kind"}),
     "eager_floor": frozenset({"family"}),
     "request_path_ranks": REQUEST_PATH_LEVELS,
+    "host_overlapped": frozenset(),
 }
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
@@ -401,6 +406,11 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
     }
     if result.load == "offline_batch" and "entrypoint" not in knobs:
         knobs["entrypoint"] = "offline"
+    if result.engine_version is None and engine_family(result.engine) == "vllm":
+        # a scenario without a release is the pinned one, which schedules asynchronously; a
+        # measured row that names none ran some release of its own, the shipped ones before
+        # 0.14 (vLLM issue 20780's of 2025-07), so it is not taken to
+        knobs["async_scheduling"] = False
     return Scenario(
         engine=result.engine,
         engine_version=result.engine_version,

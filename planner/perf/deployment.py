@@ -25,6 +25,7 @@ from planner.engine import (
     TRTLLM_FREE_GPU_MEMORY_FRACTION,
     EngineConfig,
     sglang_defaults,
+    vllm_schedules_async,
 )
 from planner.errors import InvalidInputError
 from planner.perf.capacity import CapacityPlan, plan_capacity
@@ -182,6 +183,9 @@ class Deployment:
     notes: tuple[str, ...] = ()
     #: speculative decoding's draft and acceptance (None: none), :mod:`planner.perf.speculative`
     speculation: SpeculativeStep | None = None
+    #: vLLM schedules step n + 1 while the GPU runs step n (:func:`planner.engine.
+    #: vllm_schedules_async`): the per-step host terms run beside the GPU's
+    async_scheduling: bool = False
 
     @property
     def loaded_replicas(self) -> int:
@@ -643,6 +647,7 @@ def resolve_deployment(
         new_token_ratio=new_token_ratio,
         notes=tuple(notes),
         speculation=speculation,
+        async_scheduling=vllm_schedules_async(engine, pp=pp),
     )
 
 

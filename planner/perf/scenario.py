@@ -38,6 +38,7 @@ ENGINE_FIELDS: tuple[str, ...] = (
     "data_parallel_size",
     "entrypoint",
     "block_size",
+    "async_scheduling",
     "spec_method",
     "num_spec_tokens",
 )
@@ -207,6 +208,9 @@ class Scenario(BaseModel):
     data_parallel_size: int | None = Field(default=None, gt=0, le=MAX_SCENARIO_GPUS)
     entrypoint: Entrypoint | None = None
     block_size: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
+    # vLLM's --async-scheduling / --no-async-scheduling (None: the release's default, on from
+    # 0.14: planner.engine.vllm_schedules_async)
+    async_scheduling: bool | None = None
     # speculative decoding (planner.perf.speculative): method (None: none), draft tokens a step
     # (None: the engine's default for the method) and the workload's mean accepted tokens a
     # step, the bonus token included (None: the method's published default for the model)

@@ -720,7 +720,7 @@ DRAFT_LOOP_LAUNCHED_PER_PASS: frozenset[str] = frozenset({"vllm"})
 SPEC_STEP_FORWARD_PASSES = 1.0
 #: step terms a draft pass does not add: the step's scheduling and per-sequence work are
 #: counted once per engine step, by the verification
-_PER_STEP_TERMS = ("forward_passes", "sequences", "idle")
+_PER_STEP_TERMS = ("forward_passes", "sequences", "host_overlapped", "idle")
 
 
 def fill_speculative_features(
@@ -754,7 +754,8 @@ def fill_speculative_features(
         out += k * draft_terms
     # the speculation's own per-step pass: one more forward pass's fixed cost (scheduling,
     # launch, sampling) a step, whatever k (module docstring, "bookkeeping")
-    out[IDX["forward_passes"]] += SPEC_STEP_FORWARD_PASSES * FORWARD_UNIT_S
+    host = "host_overlapped" if dep.async_scheduling else "forward_passes"
+    out[IDX[host]] += SPEC_STEP_FORWARD_PASSES * FORWARD_UNIT_S
     if spec.draft_layers and dep.family in DRAFT_LOOP_LAUNCHED_PER_PASS:
         # each of the k draft passes launched on its own (module docstring, "draft")
         out[IDX["draft_passes"]] += k * FORWARD_UNIT_S

@@ -94,6 +94,19 @@ draft_passes           draft passes a speculating engine launches one by one x 1
                        update, graph replay and argmax, :mod:`planner.perf.speculative`); 0
                        where the draft loop is one captured graph (SGLang, TensorRT-LLM)
 sequences              sequences in the step x 100 us (per-request CPU work)
+host_overlapped        forward_passes' and sequences' units, in their place, of a vLLM engine
+                       that schedules asynchronously (on by default from 0.14, :func:`planner.
+                       engine.vllm_schedules_async`): the engine core schedules step n + 1 and
+                       its inputs are prepared while the GPU runs step n (vLLM pull request
+                       19970, after NanoFlow), so that CPU work no longer sits between the
+                       steps; what is left of it on the step's path is this term's coefficient.
+                       Prior 0.1 (a tenth of it left), fitted globally only: only vLLM's async
+                       releases run it. SGLang's overlap scheduler and TensorRT-LLM's have
+                       always been on, and their families' fitted per-step terms hold them.
+                       Held out by source, the per-step terms of vLLM's sync releases took
+                       vLLM 0.19's TPOT to 1.46x the measured (Scicom's dense H100 rows,
+                       4.4 ms measured at ten in flight on Qwen3-14B over TP 8, 6.9 ms
+                       predicted, 1.5 ms of it the two host terms)
 eager_layers           layers x 10 us when the step runs without CUDA graphs: enforce_eager, or
                        more tokens than the engine captures graphs for (vLLM V1 captures up to
                        512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs), and every
@@ -226,6 +239,7 @@ FEATURES: tuple[str, ...] = (
     "forward_passes",
     "draft_passes",
     "sequences",
+    "host_overlapped",
     "eager_layers",
     "eager_floor",
     "request_path",
@@ -268,6 +282,7 @@ _GEMM, _EXPERT_GEMM, _ATTENTION = IDX["gemm"], IDX["expert_gemm"], IDX["attentio
 _PP_HOPS, _NET_HOPS, _NET_TRANSFER = IDX["pp_hops"], IDX["net_hops"], IDX["net_transfer"]
 _LAYERS, _MOE_LAYERS, _FORWARD = IDX["layers"], IDX["moe_layers"], IDX["forward_passes"]
 _SEQUENCES, _EAGER = IDX["sequences"], IDX["eager_layers"]
+_HOST_OVERLAPPED = IDX["host_overlapped"]
 _EAGER_FLOOR = IDX["eager_floor"]
 _LAYER_FLOOR = IDX["layer_floor"]
 _AR_BYTES = {
@@ -504,8 +519,11 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     out[_MOE_LAYERS] = n_moe * MOE_LAYER_UNIT_S
     # the floor's excess over the step's roofline work: it fades as the batch's work grows
     out[_LAYER_FLOOR] = max(0.0, layers * LAYER_FLOOR_UNIT_S - out[_ROOFLINE])
-    out[_FORWARD] = pp * FORWARD_UNIT_S
-    out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
+    if dep.async_scheduling:  # the host's work runs beside the GPU's (docstring)
+        out[_HOST_OVERLAPPED] = pp * FORWARD_UNIT_S + seqs * SEQUENCE_UNIT_S
+    else:
+        out[_FORWARD] = pp * FORWARD_UNIT_S
+        out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
     graphs = dep.cuda_graph_max_tokens
     prefill = batch.prefill_tokens > 0
     # SGLang captures decode steps only: its extend (prefill) steps always run eagerly

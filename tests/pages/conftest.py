@@ -107,7 +107,7 @@ def write_kv_run(runs_dir: Path) -> None:
     rows = []
     for i in range(64):
         start = (i // 32) * 2.0 + 0.01 * (i % 32)
-        chunks = [start + 0.3 + 0.015 * k for k in range(100)]
+        chunks = [start + 0.3 + 0.012 * k for k in range(100)]
         rows.append(
             RequestRecord(
                 request_id=f"kv-{i}", request_index=i, scheduled_s=start, start_s=start,

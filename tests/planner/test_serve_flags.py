@@ -17,7 +17,13 @@ def test_vllm_tensor_parallel_and_knobs() -> None:
     layout = (flags.tp, flags.pp, flags.attention_dp, flags.ep_size, flags.replicas)
     assert layout == (4, 1, 1, 1, 1)
     assert flags.max_num_batched_tokens == 16384 and flags.max_model_len == 32768
-    assert flags.gpu_memory_utilization == 0.85 and flags.async_scheduling
+    assert flags.gpu_memory_utilization == 0.85 and flags.async_scheduling is True
+
+
+def test_vllm_async_scheduling_is_stated_either_way_or_left_to_the_release() -> None:
+    off = parse_serve_command("vllm serve Qwen/Qwen3-8B --no-async-scheduling")
+    assert off.async_scheduling is False and "--no-async-scheduling" not in off.ignored
+    assert parse_serve_command("vllm serve Qwen/Qwen3-8B").async_scheduling is None
 
 
 def test_vllm_expert_parallel_is_tp_times_dp() -> None:

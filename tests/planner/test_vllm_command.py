@@ -17,6 +17,7 @@ import pytest
 from planner.engine import DEFAULT_GPU_MEMORY_UTILIZATION, EngineConfig
 from planner.engine_command import launch_command
 from planner.plan import Plan
+from planner.serve_flags import parse_serve_command
 from planner.vllm_command import VllmServeConfig, vllm_serve_args, vllm_serve_command
 
 DOCUMENTED_FLAGS_0_27_1 = {
@@ -141,6 +142,22 @@ def test_every_engine_setting_reaches_the_command_line() -> None:
     ):
         assert args[args.index(flag) + 1] == value
     assert {"--no-enable-chunked-prefill", "--enable-expert-parallel"} <= flags
+
+
+#: vLLM's async scheduling switch: --async-scheduling (pull request 19970, 2025-06) and the
+#: --no-async-scheduling the v0.14.0 release notes (2026-01-20) name for turning the default off
+ASYNC_FLAGS = {"--async-scheduling", "--no-async-scheduling"}
+
+
+def test_a_stated_async_scheduling_reaches_the_command_and_reads_back() -> None:
+    for stated, flag in ((True, "--async-scheduling"), (False, "--no-async-scheduling")):
+        engine = EngineConfig(async_scheduling=stated)
+        args = vllm_serve_args(VllmServeConfig(model="Qwen/Qwen3-8B", engine=engine))
+        assert flag in args and (ASYNC_FLAGS - {flag}).isdisjoint(args)
+        assert parse_serve_command(shlex.join(["vllm", *args])).async_scheduling is stated
+    # left to the release (the pinned one schedules asynchronously): no flag either way
+    default = vllm_serve_args(VllmServeConfig(model="Qwen/Qwen3-8B"))
+    assert ASYNC_FLAGS.isdisjoint(default)
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "forward_passes",
         "draft_passes",
         "sequences",
+        "host_overlapped",
         "eager_layers",
         "eager_floor",
     ),

@@ -111,6 +111,8 @@ def test_pipeline_stages_stream_the_whole_model_once_per_token(catalog: Catalog)
         gpu="L40S",
         tp=4,
         instance="g6e.48xlarge",
+        # vLLM schedules synchronously with pipeline stages: the same scheduler for both
+        async_scheduling=False,
     )
     two = _dep(
         catalog,
@@ -128,6 +130,39 @@ def test_pipeline_stages_stream_the_whole_model_once_per_token(catalog: Catalog)
     assert x2[IDX["allreduce_pcie_host"]] == pytest.approx(x1[IDX["allreduce_pcie_host"]] / 2)
     assert x2[IDX["forward_passes"]] == 2 * x1[IDX["forward_passes"]]
     assert x2[IDX["pp_hops"]] > 0 and x2[IDX["net_hops"]] == 0  # one node
+
+
+def test_async_scheduling_moves_the_host_terms_beside_the_step(catalog: Catalog) -> None:
+    """vLLM 0.14+ (and the pinned release) schedule step n + 1 while the GPU runs step n: the
+    forward pass's and the sequences' host units go to ``host_overlapped``, with its own
+    coefficient; earlier releases, pipeline stages, n-gram speculation, a stated
+    ``--no-async-scheduling`` and the other engines keep them in their own terms."""
+    batch = StepBatch.of(decode_contexts=[600] * 10)
+    host = (IDX["forward_passes"], IDX["sequences"], IDX["host_overlapped"])
+
+    def host_terms(**kw: object) -> tuple[float, ...]:
+        x = step_features(batch, _dep(catalog, **kw))
+        return tuple(round(float(x[i]) * 1e6, 6) for i in host)  # microseconds
+
+    overlapped = (0.0, 0.0, 2000.0)  # 1 ms a pass + 10 x 100 us
+    synchronous = (1000.0, 1000.0, 0.0)
+    assert host_terms() == overlapped  # the pinned release
+    assert host_terms(engine_version="0.14.1") == overlapped
+    assert host_terms(engine_version="v0.19.0") == overlapped
+    assert host_terms(engine_version="0.13.0") == synchronous
+    assert host_terms(engine_version="0.11.0", async_scheduling=True) == overlapped
+    assert host_terms(async_scheduling=False) == synchronous
+    assert not _dep(catalog, spec_method="ngram").async_scheduling
+    assert _dep(catalog, spec_method="mtp", model="deepseek-ai/DeepSeek-V3", gpu="H200", tp=8,
+                precision="fp8").async_scheduling  # fmt: skip
+    assert host_terms(engine="sglang") == synchronous
+    assert host_terms(engine="tensorrt-llm") == synchronous
+    assert host_terms(engine_version="vllm") == synchronous  # no release number: not assumed
+    # every other term is the same either way
+    a = step_features(batch, _dep(catalog))
+    b = step_features(batch, _dep(catalog, async_scheduling=False))
+    rest = [i for i in range(len(a)) if i not in host]
+    assert np.array_equal(a[rest], b[rest])
 
 
 def test_pipeline_across_nodes_crosses_the_network(catalog: Catalog) -> None:
