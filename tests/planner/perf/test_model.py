@@ -291,6 +291,13 @@ def test_scenario_rows_validate_fields() -> None:
     assert "request_rate" in str(no_rate.value)
     with pytest.raises(InvalidInputError):
         Scenario.from_row({"model": "x", "gpu": "L4", "input_len": "1.5", "output_len": "1"})
+    # vLLM's async scheduling: a column of its own, read as a switch, blank for the release's
+    row = {k: str(v) for k, v in BRIEF.items()}
+    assert Scenario.from_row({**row, "async_scheduling": "false"}).async_scheduling is False
+    assert Scenario.from_row({**row, "async_scheduling": ""}).async_scheduling is None
+    with pytest.raises(InvalidInputError) as bad_switch:
+        Scenario.from_row({**row, "async_scheduling": "maybe"})
+    assert bad_switch.value.field == "async_scheduling"
 
 
 # ----- the fast paths the recommendation search and the simulated server use ----------------
