@@ -266,6 +266,8 @@ class EngineConfig(BaseModel):
         if self.spec_method != "none":
             k = f" k={self.num_spec_tokens}" if self.num_spec_tokens else ""
             parts.append(f"{SPEC_LABELS[self.spec_method]}{k}")
+        if self.async_scheduling is not None:  # stated against the release's default
+            parts.append("async scheduling" if self.async_scheduling else "no async scheduling")
         return ", ".join(parts)
 
 
@@ -282,6 +284,7 @@ _ALLOWED: dict[str, str] = {
     "entrypoint": "serve, offline or triton (Triton's TensorRT-LLM backend: tensorrt-llm only)",
     "spec_method": "one of none, mtp, eagle3, ngram",
     "num_spec_tokens": "an integer >= 1 (draft tokens a step)",
+    "async_scheduling": "true or false (vLLM's --async-scheduling; blank: the release's default)",
 }
 
 

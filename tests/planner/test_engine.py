@@ -74,6 +74,10 @@ def test_an_engine_config_round_trips_through_json() -> None:
     )
     assert EngineConfig.model_validate(config.model_dump(mode="json")) == config
     assert "expert parallel" in config.label and "attention DP 4" in config.label
+    # async scheduling shows only where stated against the release's default
+    assert "async" not in EngineConfig().label
+    assert EngineConfig(async_scheduling=False).label.endswith(", no async scheduling")
+    assert EngineConfig(async_scheduling=True).label.endswith(", async scheduling")
 
 
 @pytest.mark.parametrize(
@@ -85,6 +89,7 @@ def test_an_engine_config_round_trips_through_json() -> None:
         ({"kv_cache_dtype": "int2"}, "kv_cache_dtype", "one of auto, bf16"),
         ({"engine": "tgi"}, "engine", "one of nim, nim-tensorrt-llm, sglang"),
         ({"max_num_sequences": 8}, "max_num_sequences", "Extra inputs are not permitted"),
+        ({"async_scheduling": "sometimes"}, "async_scheduling", "true or false"),
     ],
 )
 def test_bad_settings_name_the_field_the_value_and_what_is_allowed(
