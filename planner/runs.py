@@ -7,6 +7,7 @@ reader live in :mod:`planner.run_files`).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import mean
@@ -18,6 +19,9 @@ from planner.catalog import MEASURED_ENGINE_SETTINGS, MeasuredResult
 from planner.errors import InvalidInputError
 from planner.plan import read_plan
 from planner.run_files import RequestRecord, RunFiles
+
+#: a reported release number: ``0.19.0``, ``v0.5.6.post1``
+_RELEASE_TEXT = re.compile(r"^v?\d+\.\d+")
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,18 @@ def run_to_measured_result(run: RunFiles) -> MeasuredResult | None:
     return measured_result_of(run.run_id, run.meta, RequestCounts.of(run.requests))
 
 
+def _served_release(meta: dict[str, Any]) -> str | None:
+    """The release the server reported (``/version``, as the runner's preflight reads it) when
+    it reads as one (``0.19.0``) and the server was a real one: the engine's own release
+    decides defaults the fit must simulate (vLLM's async scheduling from 0.14,
+    :func:`planner.engine.vllm_schedules_async`). None otherwise: then the plan's pinned
+    release stands, as it does for the prediction."""
+    if meta.get("simulated"):
+        return None
+    reported = str((meta.get("endpoint") or {}).get("server_version") or "").strip()
+    return reported if _RELEASE_TEXT.match(reported) else None
+
+
 def measured_result_of(
     run_id: str, meta: dict[str, Any], counts: RequestCounts
 ) -> MeasuredResult | None:
@@ -134,7 +150,7 @@ def measured_result_of(
         "source": "user benchmark run" + (" (simulated endpoint)" if meta.get("simulated") else ""),
         "source_ref": f"run {run_id} against {(meta.get('endpoint') or {}).get('base_url')}",
         "engine": plan.engine.engine,
-        "engine_version": plan.engine.version,
+        "engine_version": plan.engine.version or _served_release(meta),
         "model": plan.model,
         "precision": plan.precision,
         "gpu": plan.gpu,

@@ -406,10 +406,15 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
     }
     if result.load == "offline_batch" and "entrypoint" not in knobs:
         knobs["entrypoint"] = "offline"
-    if result.engine_version is None and engine_family(result.engine) == "vllm":
+    if (
+        result.engine_version is None
+        and result.origin == "public"
+        and engine_family(result.engine) == "vllm"
+    ):
         # a scenario without a release is the pinned one, which schedules asynchronously; a
-        # measured row that names none ran some release of its own, the shipped ones before
-        # 0.14 (vLLM issue 20780's of 2025-07), so it is not taken to
+        # public row that names none ran some release of its own, the shipped ones before
+        # 0.14 (vLLM issue 20780's of 2025-07), so it is not taken to. A user's run without
+        # one ran the plan's pinned release (or the release its server reported, planner.runs)
         knobs["async_scheduling"] = False
     return Scenario(
         engine=result.engine,

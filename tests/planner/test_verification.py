@@ -191,6 +191,39 @@ def test_a_run_is_fitted_with_the_engine_settings_its_plan_launched(catalog: Cat
     assert (vllm_result.gpu_memory_utilization, vllm_result.kv_cache_dtype) == (0.95, "fp8")
 
 
+def test_a_run_is_fitted_with_the_release_its_server_reported(catalog: Catalog) -> None:
+    """A plan without a release is predicted as the pinned one; its run is fitted as the release
+    the server's /version reported when it reads as one (vLLM 0.14+ schedules one step ahead,
+    earlier releases do not), as the pinned one when the server reported none, and never as
+    the simulated endpoint's placeholder."""
+    from planner.perf.calibration import scenario_from_measured
+    from planner.perf.deployment import resolve_deployment
+
+    plan = custom_plan(MODEL, catalog.gpu("H100-SXM"), tp=2, engine=EngineConfig())
+    config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32}
+    summary = {"output_throughput": 10.0, "median_ttft_ms": 5.0, "median_tpot_ms": 2.0}
+    requests = [
+        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
+                      input_len_target=256, output_len_target=32, status="ok")
+        for i in range(3)
+    ]  # fmt: skip
+
+    def fitted(reported: str | None, simulated: bool = False) -> tuple[str | None, bool]:
+        meta = {"run_id": "r1", "status": "completed", "plan": plan.model_dump(mode="json"),
+                "config": config, "summary": summary, "simulated": simulated,
+                "endpoint": {"base_url": "http://127.0.0.1:8000", "server_version": reported}}  # fmt: skip
+        result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
+        assert result is not None and result.origin == "user"
+        dep = resolve_deployment(scenario_from_measured(result), catalog)
+        return result.engine_version, dep.async_scheduling
+
+    assert fitted("0.19.0") == ("0.19.0", True)
+    assert fitted("0.11.0") == ("0.11.0", False)
+    assert fitted(None) == (None, True)  # the plan's pinned release
+    assert fitted("unknown") == (None, True)
+    assert fitted("0.0.0-servewise-simulated", simulated=True) == (None, True)
+
+
 def test_failures_defaults_and_loads() -> None:
     shapes: list[dict[str, Any]] = [
         {"status": "ok", "first_chunk_s": 0.1},
