@@ -209,9 +209,10 @@ def test_a_run_is_fitted_with_the_release_its_server_reported(catalog: Catalog) 
     ]  # fmt: skip
 
     def fitted(reported: str | None, simulated: bool = False) -> tuple[str | None, bool]:
+        endpoint = {"base_url": "http://127.0.0.1:8000", "server_version": reported}
         meta = {"run_id": "r1", "status": "completed", "plan": plan.model_dump(mode="json"),
                 "config": config, "summary": summary, "simulated": simulated,
-                "endpoint": {"base_url": "http://127.0.0.1:8000", "server_version": reported}}  # fmt: skip
+                "endpoint": endpoint}  # fmt: skip
         result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
         assert result is not None and result.origin == "user"
         dep = resolve_deployment(scenario_from_measured(result), catalog)
