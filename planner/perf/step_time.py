@@ -101,8 +101,10 @@ host_overlapped        forward_passes' and sequences' units, in their place, of 
                        19970, after NanoFlow), so that CPU work no longer sits between the
                        steps; what is left of it on the step's path is this term's coefficient.
                        Prior 0.1 (a tenth of it left), fitted globally only: only vLLM's async
-                       releases run it. SGLang's overlap scheduler and TensorRT-LLM's have
-                       always been on, and their families' fitted per-step terms hold them.
+                       releases run it. SGLang's overlap scheduler (on unless it speculates)
+                       and TensorRT-LLM's (its PyTorch backend's, the default from 1.0) are
+                       left to their families' fitted per-step terms: TensorRT-LLM 1.x as this
+                       term held out a point worse on every fold but one (README).
                        Held out by source, the per-step terms of vLLM's sync releases took
                        vLLM 0.19's TPOT to 1.46x the measured (Scicom's dense H100 rows,
                        4.4 ms measured at ten in flight on Qwen3-14B over TP 8, 6.9 ms

@@ -152,6 +152,19 @@ def test_the_run_of_a_plan_round_trips_to_its_scenario_and_measured_result(
     assert newest_run_id([earlier, later]) == later.run_id and newest_run_id([]) is None
 
 
+#: a small closed-loop run's config and summary, for the runs that become measured rows
+RUN_CONFIG = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32}
+RUN_SUMMARY = {"output_throughput": 10.0, "median_ttft_ms": 5.0, "median_tpot_ms": 2.0}
+
+
+def _three_requests() -> list[RequestRecord]:
+    return [
+        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
+                      input_len_target=256, output_len_target=32, status="ok")
+        for i in range(3)
+    ]  # fmt: skip
+
+
 def test_a_run_is_fitted_with_the_engine_settings_its_plan_launched(catalog: Catalog) -> None:
     """A plan's max_num_seqs, token budget, memory share and FP8 KV cache travel into the run's
     measured row, so the fit simulates the engine that ran, not the engine's defaults; an
@@ -160,13 +173,7 @@ def test_a_run_is_fitted_with_the_engine_settings_its_plan_launched(catalog: Cat
 
     settings = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
                 "kv_cache_dtype", "data_parallel_size", "enable_expert_parallel")  # fmt: skip
-    config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32}
-    summary = {"output_throughput": 10.0, "median_ttft_ms": 5.0, "median_tpot_ms": 2.0}
-    requests = [
-        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
-                      input_len_target=256, output_len_target=32, status="ok")
-        for i in range(3)
-    ]  # fmt: skip
+    config, summary, requests = RUN_CONFIG, RUN_SUMMARY, _three_requests()
     engines = {
         "vllm": EngineConfig(max_num_seqs=96, max_num_batched_tokens=4096,
                              gpu_memory_utilization=0.95, kv_cache_dtype="fp8"),
@@ -200,13 +207,7 @@ def test_a_run_is_fitted_with_the_release_its_server_reported(catalog: Catalog) 
     from planner.perf.deployment import resolve_deployment
 
     plan = custom_plan(MODEL, catalog.gpu("H100-SXM"), tp=2, engine=EngineConfig())
-    config = {"load": "concurrency", "concurrency": 4, "input_len": 256, "output_len": 32}
-    summary = {"output_throughput": 10.0, "median_ttft_ms": 5.0, "median_tpot_ms": 2.0}
-    requests = [
-        RequestRecord(request_id=f"r{i}", request_index=i, start_s=0.0, first_chunk_s=0.1,
-                      input_len_target=256, output_len_target=32, status="ok")
-        for i in range(3)
-    ]  # fmt: skip
+    config, summary, requests = RUN_CONFIG, RUN_SUMMARY, _three_requests()
 
     def fitted(reported: str | None, simulated: bool = False) -> tuple[str | None, bool]:
         endpoint = {"base_url": "http://127.0.0.1:8000", "server_version": reported}
