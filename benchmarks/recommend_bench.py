@@ -201,11 +201,11 @@ def agreement(
     simulated = perf_predictor(catalog, request, perf, steady=False)
     card = catalog.model(request.model)
     rows = []
+    # judged as the search judges them: at the request's engine and context, each at the
+    # memory share its engine starts with (a layout the default share does not start, an
+    # owned MI355X's TP 4 among them, ranks at a raised one)
+    engine = request.engine.model_copy(update={"max_model_len": request.max_model_len})
     for rec in result.ranked[:SHORTLIST]:
-        # judged as the search judges them: at the request's engine and context, each at the
-        # memory share its engine starts with (a layout the default share does not start,
-        # an owned MI355X's TP 4 among them, ranks at a raised one)
-        engine = request.engine.model_copy(update={"max_model_len": request.max_model_len})
         candidates = enumerate_layouts(
             catalog,
             card,

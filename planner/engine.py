@@ -64,6 +64,14 @@ from planner.memo import memoised
 GIB = 2**30
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)")
 
+
+def release_number(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a release as an engine or a row states it (``0.19.0`` -> (0, 19),
+    ``v0.5.6.post1`` -> (0, 5)); None when it names no number (``NIM``, a placeholder)."""
+    match = _RELEASE.match(version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 #: speculative decoding methods (planner.perf.speculative holds their arithmetic)
 SpecMethod = Literal["none", "mtp", "eagle3", "ngram"]
 SPEC_LABELS: dict[str, str] = {"none": "", "mtp": "MTP", "eagle3": "EAGLE-3", "ngram": "n-gram"}
@@ -209,9 +217,8 @@ class EngineConfig(BaseModel):
 
     @property
     def release_number(self) -> tuple[int, int] | None:
-        """(major, minor) of ``version`` (``0.19.0`` -> (0, 19)), None when it names no number."""
-        match = _RELEASE.match(self.version or "")
-        return (int(match.group(1)), int(match.group(2))) if match else None
+        """(major, minor) of ``version`` (:func:`release_number`)."""
+        return release_number(self.version)
 
     @property
     def is_resolved(self) -> bool:

@@ -7,7 +7,6 @@ reader live in :mod:`planner.run_files`).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import mean
@@ -16,12 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.catalog import MEASURED_ENGINE_SETTINGS, MeasuredResult
+from planner.engine import release_number
 from planner.errors import InvalidInputError
 from planner.plan import read_plan
 from planner.run_files import RequestRecord, RunFiles
-
-#: a reported release number: ``0.19.0``, ``v0.5.6.post1``
-_RELEASE_TEXT = re.compile(r"^v?\d+\.\d+")
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +114,7 @@ def _served_release(meta: dict[str, Any]) -> str | None:
     if meta.get("simulated"):
         return None
     reported = str((meta.get("endpoint") or {}).get("server_version") or "").strip()
-    return reported if _RELEASE_TEXT.match(reported) else None
+    return reported if release_number(reported) is not None else None
 
 
 def measured_result_of(
