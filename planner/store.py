@@ -161,6 +161,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN random_range_ratio DOUBLE",
         ],
     ),
+    (
+        8,
+        [
+            # prompts a run repeated from an earlier run on the same server (a warm prefix cache)
+            "ALTER TABLE measured_results ADD COLUMN warm_prompts INTEGER",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

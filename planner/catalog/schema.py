@@ -407,6 +407,10 @@ class MeasuredResult(BaseModel):
     num_spec_tokens: Annotated[int, Field(gt=0, le=MAX_REQUEST_TOKENS)] | None = None
     spec_accept_len: float | None = Field(default=None, ge=1, le=MAX_REQUEST_TOKENS)
     spec_baseline_ref: Reference | None = None
+    #: how many of the run's first requests repeated prompts an earlier run on the same server
+    #: had sent (a synthetic dataset drawn again with the same seed); blank: none, a cold cache
+    #: (:attr:`planner.perf.scenario.Scenario.warm_prompts`)
+    warm_prompts: Annotated[int, Field(ge=0, le=MAX_INDEX)] | None = None
     notes: Reference | None = None
 
     @model_validator(mode="after")

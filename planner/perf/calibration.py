@@ -401,7 +401,13 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
     )
     knobs = {
         name: getattr(result, name)
-        for name in (*MEASURED_ENGINE_SETTINGS, "spec_method", "num_spec_tokens", "spec_accept_len")
+        for name in (
+            *MEASURED_ENGINE_SETTINGS,
+            "spec_method",
+            "num_spec_tokens",
+            "spec_accept_len",
+            "warm_prompts",
+        )
         if getattr(result, name) is not None
     }
     if result.load == "offline_batch" and "entrypoint" not in knobs:

@@ -218,6 +218,12 @@ class Scenario(BaseModel):
     num_spec_tokens: int | None = Field(default=None, gt=0, le=64)
     spec_accept_len: float | None = Field(default=None, ge=1.0, le=65.0, allow_inf_nan=False)
     prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    # the first warm_prompts requests (in the order sent) repeat prompts an earlier benchmark run
+    # sent to the same server: a benchmark's synthetic dataset drawn with the same seed (vLLM
+    # bench serve's --seed 0, SGLang bench_serving's --seed 1) sends the same prompts again, and
+    # a server with its prefix cache on still holds them when they fit its KV cache
+    # (planner.perf.simulator: warm_prompts_held). A measured row's artefact: plans are cold
+    warm_prompts: int = Field(default=0, ge=0, le=MAX_SIMULATED_REQUESTS)
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves
     burstiness_cv: float = Field(default=1.0, gt=0.0)

@@ -359,6 +359,36 @@ def test_a_measured_row_with_a_random_range_ratio_is_fitted_as_the_lengths_it_dr
         MeasuredResult(**cells, random_range_ratio=1.0)
 
 
+def test_a_measured_row_that_repeated_an_earlier_runs_prompts_is_fitted_warm() -> None:
+    """A row's warm_prompts reaches the scenario the fit simulates; a negative count is
+    refused naming the field."""
+    from pydantic import ValidationError
+
+    from planner.catalog import MeasuredResult
+    from planner.perf.calibration import scenario_from_measured
+
+    cells = {
+        "source": "test",
+        "engine": "sglang",
+        "model": "Qwen/Qwen3-30B-A3B",
+        "precision": "bf16",
+        "gpu": "H100-SXM",
+        "num_gpus": 1,
+        "tp": 1,
+        "pp": 1,
+        "input_len": 4000,
+        "output_len": 500,
+        "load": "concurrency",
+        "concurrency": 64,
+        "num_requests": 320,
+        "output_tok_per_s": 1000.0,
+    }
+    assert scenario_from_measured(MeasuredResult(**cells, warm_prompts=80)).warm_prompts == 80
+    assert scenario_from_measured(MeasuredResult(**cells)).warm_prompts == 0
+    with pytest.raises(ValidationError, match="warm_prompts"):
+        MeasuredResult(**cells, warm_prompts=-1)
+
+
 def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: PerformanceModel) -> None:
     """A measured release is fitted on and said so; an unmeasured one is a reason the
     prediction is uncertain ("the release can move 2x")."""

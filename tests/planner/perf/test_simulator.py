@@ -669,3 +669,50 @@ def test_a_served_closed_loops_replacements_queue_behind_each_others_prefills(
     offline = resolve_deployment(dep.scenario.model_copy(update={"entrypoint": "offline"}), catalog)
     assert closed_loop_turnaround_s(offline, C) == 0.0
     assert not simulate(offline, C).time_driven
+
+
+def test_prompts_an_earlier_run_sent_come_from_the_prefix_cache_while_it_holds_them(
+    catalog: Catalog,
+) -> None:
+    """A benchmark run repeating an earlier run's prompts on the same server (the same seed,
+    no flush): its first wave, 64 prompts of about 4,000 tokens sent at once, would queue
+    behind 250K tokens of prefill cold; warm, each prefills its last block only. Only the
+    repeated requests gain, only on an engine caching prefixes, and only when they fit the
+    KV cache (repeated in order, prompts that did not fit were evicted before the run gets
+    to them)."""
+    base = {
+        "engine": "sglang",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "load": "concurrency",
+        "concurrency": 64,
+        "num_requests": 320,
+        **dataset_lengths("uniform", 4000, 500),
+    }
+
+    def run(warm: int, **kw: object) -> tuple[np.ndarray, float, float, int]:
+        """TTFTs of the first wave (the requests sent at the start), the run's mean and p99
+        TTFT, and the KV cache's tokens."""
+        dep = resolve_deployment(Scenario(**base, **kw, warm_prompts=warm), catalog)
+        trace = simulate(dep, C)
+        ttft = trace.first @ C - trace.arrival @ C - trace.arrival_time
+        sent = trace.arrival @ C + trace.arrival_time
+        metrics = run_metrics(trace, C, 1)
+        return (
+            ttft[sent <= sent.min() + 1e-9],
+            metrics.ttft_ms("mean"),
+            metrics.ttft_ms("p99"),
+            dep.kv_capacity_tokens,
+        )
+
+    cold_wave, cold_mean, cold_p99, capacity = run(0)
+    assert capacity > 80 * 4500
+    warm_wave, warm_mean, warm_p99, _ = run(80)
+    assert warm_wave.max() < 0.2 * np.median(cold_wave)
+    assert warm_p99 < 0.5 * cold_p99 and warm_mean < 0.7 * cold_mean
+    # the same prompts on a server without a prefix cache, or repeated beyond what the KV
+    # cache holds, are prefilled whole
+    assert run(80, enable_prefix_caching=False)[1:3] == pytest.approx((cold_mean, cold_p99))
+    small = run(0, gpu_memory_utilization=0.3)
+    assert small[3] < 320 * 4500
+    assert run(320, gpu_memory_utilization=0.3)[1:3] == pytest.approx(small[1:3])
