@@ -7,7 +7,9 @@ Schedulers
   admitted request is preempted (its blocks freed, recomputed from scratch later). Only when
   nothing was preempted does it admit waiting requests first-come-first-served, while
   ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
-  caching the shared prefix's full blocks are computed once and reused. With pipeline
+  caching the shared prefix's full blocks are computed once and reused, and a benchmark's
+  repeated prompts (the scenario's ``warm_prompts``, :func:`warm_prompts_held`) are found
+  whole. With pipeline
   parallelism ``p`` a step is ``p`` batches in flight, each scheduled with the whole budget
   ``B``: ``p B`` tokens a step, at most ``B`` of one request (a request is in one batch at a
   time), the fullest micro-batch a whole budget
