@@ -166,6 +166,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         [
             # prompts a run repeated from an earlier run on the same server (a warm prefix cache)
             "ALTER TABLE measured_results ADD COLUMN warm_prompts INTEGER",
+            "ALTER TABLE measured_results ADD COLUMN warm_prompt_tokens INTEGER",
         ],
     ),
 ]

@@ -411,7 +411,16 @@ class MeasuredResult(BaseModel):
     #: had sent (a synthetic dataset drawn again with the same seed); blank: none, a cold cache
     #: (:attr:`planner.perf.scenario.Scenario.warm_prompts`)
     warm_prompts: Annotated[int, Field(ge=0, le=MAX_INDEX)] | None = None
+    #: how many tokens of each of them the earlier run had sent, when it drew shorter prompts
+    #: from the same seed; blank: the whole prompt
+    warm_prompt_tokens: TokenBudget | None = None
     notes: Reference | None = None
+
+    @model_validator(mode="after")
+    def _warm_tokens_of_warm_prompts(self) -> MeasuredResult:
+        if self.warm_prompt_tokens is not None and not self.warm_prompts:
+            raise ValueError("warm_prompt_tokens needs warm_prompts (the requests it applies to)")
+        return self
 
     @model_validator(mode="after")
     def _range_ratio_of_a_random_run(self) -> MeasuredResult:

@@ -222,8 +222,12 @@ class Scenario(BaseModel):
     # sent to the same server: a benchmark's synthetic dataset drawn with the same seed (vLLM
     # bench serve's --seed 0, SGLang bench_serving's --seed 1) sends the same prompts again, and
     # a server with its prefix cache on still holds them when they fit its KV cache
-    # (planner.perf.simulator: warm_prompts_held). A measured row's artefact: plans are cold
+    # (planner.perf.simulator: warm_prompts_held). A measured row's artefact: plans are cold.
+    # warm_prompt_tokens: how much of each such prompt the earlier run sent, when it drew
+    # shorter prompts from the same seed (vLLM bench's random prompt i is a run of token ids from
+    # one offset, so a shorter draw is the longer one's prefix); None: the whole prompt
     warm_prompts: int = Field(default=0, ge=0, le=MAX_SIMULATED_REQUESTS)
+    warm_prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
     # arrivals for load='rate': gamma-distributed gaps with this coefficient of variation
     # (1.0 = Poisson); for load='trace', the requests themselves
     burstiness_cv: float = Field(default=1.0, gt=0.0)
@@ -244,6 +248,8 @@ class Scenario(BaseModel):
             raise ValueError("request_rate is required for load='rate'")
         if self.load == "trace" and not self.trace:
             raise ValueError("trace is required for load='trace'")
+        if self.warm_prompt_tokens is not None and not self.warm_prompts:
+            raise ValueError("warm_prompt_tokens needs warm_prompts (the requests it applies to)")
         if self.num_requests is None and self.effective_num_requests() > MAX_SIMULATED_REQUESTS:
             raise InvalidInputError(
                 "concurrency",

@@ -1152,6 +1152,7 @@ def simulate(
     )
     issued = 0
     warm = warm_prompts_held(dep, n)
+    warm_tokens = sc.warm_prompt_tokens
 
     def issue(count: int, at_vec: np.ndarray | None, at_time: float) -> None:
         nonlocal issued, order
@@ -1174,7 +1175,7 @@ def simulate(
                 at_time,
             )
             if cached:
-                co.cached_prompt = co.prompt
+                co.cached_prompt = min(co.prompt, warm_tokens or co.prompt)
             eng.waiting.append(co)
             order += 1
         else:
@@ -1187,7 +1188,7 @@ def simulate(
             for (prompt, output), members in groups.items():
                 co = _Cohort(members, prompt, output, order, at_vec, at_time)
                 if cached:
-                    co.cached_prompt = prompt
+                    co.cached_prompt = min(prompt, warm_tokens or prompt)
                 eng.waiting.append(co)
                 order += 1
         issued += count
@@ -1284,7 +1285,9 @@ def warm_prompts_held(dep: Deployment, n: int) -> int:
     """How many of a replica's ``n`` requests, from the first, find their whole prompt in the
     prefix cache: the scenario's ``warm_prompts`` (prompts an earlier run on the same server
     sent, a synthetic dataset drawn again with the same seed), this replica's share of them,
-    when the engine caches prefixes and the earlier run's requests fit its KV cache.
+    when the engine caches prefixes and the earlier run's requests fit its KV cache. Each finds
+    its prompt, or the first ``warm_prompt_tokens`` of it where the earlier run drew shorter
+    prompts from the same seed, there.
 
     Both engines evict the least recently used cached blocks first (vLLM's free block queue,
     SGLang's radix cache). An earlier run that sent the prompts in the same order and filled
@@ -1298,7 +1301,8 @@ def warm_prompts_held(dep: Deployment, n: int) -> int:
     if not sc.warm_prompts or not dep.engine.enable_prefix_caching:
         return 0
     warm = min(n, math.ceil(sc.warm_prompts / dep.loaded_replicas))
-    footprint = warm * (sc.mean_input_len + sc.mean_output_len)
+    sent = min(sc.mean_input_len, sc.warm_prompt_tokens or sc.mean_input_len)
+    footprint = warm * (sent + sc.mean_output_len)
     return warm if footprint <= dep.kv_capacity_tokens else 0
 
 

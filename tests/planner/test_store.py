@@ -63,11 +63,18 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     # ROCm recipes 2, vLLM PR 43232, CloudRift GLM-4.6-FP8 and Kimi, MLPerf v4.1 and v5.0's 15
     assert len(fp8) == 3 + 23 + 19 + 15
     assert fp8 == sorted(m.source_ref or "" for m in catalog.measured if m.kv_cache_dtype)
+
     # and the prompts a run repeated from an earlier one on its server (schema 8): the SGLang
-    # cookbook's Qwen3-235B and GLM-4.6 summarization runs at concurrency 16 and 64
-    warm = sorted((m.source_ref or "", m.warm_prompts) for m in store.measured_results())
-    assert warm == sorted((m.source_ref or "", m.warm_prompts) for m in catalog.measured)
-    assert sorted(w for _, w in warm if w is not None) == [10, 10, 80, 80]
+    # cookbook's Qwen3-235B and GLM-4.6 summarization runs at concurrency 16 and 64, and
+    # tt-inference-server's two concurrency-1 tables, whole or their first tokens
+    def warm(rows: list[MeasuredResult]) -> list[tuple[str, int | None, int | None]]:
+        return sorted((m.source_ref or "", m.warm_prompts, m.warm_prompt_tokens) for m in rows)
+
+    stored_warm = warm(store.measured_results())
+    assert stored_warm == warm(list(catalog.measured))
+    assert sorted(w for _, w, _ in stored_warm if w is not None) == [2, 2, *[4] * 8, 10, 10, 80, 80]
+    tokens = sorted(t for _, _, t in stored_warm if t)
+    assert tokens == [128, 128, 1024, 1024, 2048, 2048, 3072, 3072]
 
 
 def write_run(

@@ -716,3 +716,35 @@ def test_prompts_an_earlier_run_sent_come_from_the_prefix_cache_while_it_holds_t
     small = run(0, gpu_memory_utilization=0.3)
     assert small[3] < 320 * 4500
     assert run(320, gpu_memory_utilization=0.3)[1:3] == pytest.approx(small[1:3])
+
+
+def test_a_prompt_an_earlier_run_sent_shorter_prefills_only_what_it_adds(
+    catalog: Catalog,
+) -> None:
+    """One request at a time, 4,096-token prompts whose first 3,072 tokens an earlier run sent
+    (the same seed drew it shorter): each prefills the 1,024 it adds, as a cold 1,024-token
+    prompt does, and a whole repeated prompt only its last token. vLLM serving them caches
+    prefixes (the model's vLLM default leaves it off)."""
+    base = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu": "H100-SXM",
+        "output_len": 64,
+        "load": "concurrency",
+        "concurrency": 1,
+        "num_requests": 4,
+        "enable_prefix_caching": True,
+    }
+
+    def ttft(input_len: int, **kw: object) -> float:
+        scenario = Scenario(**base, input_len=input_len, **kw)
+        return run_metrics(simulate(resolve_deployment(scenario, catalog), C), C, 1).ttft_ms("mean")
+
+    cold, short = ttft(4096), ttft(1024)
+    prefix = ttft(4096, warm_prompts=4, warm_prompt_tokens=3072)
+    whole = ttft(4096, warm_prompts=4)
+    assert whole < prefix < cold
+    # the prefix's 3,072 tokens are cached in whole 16-token blocks: the rest as a 1,024-token
+    # prompt's prefill attends to 3,072 more keys
+    assert prefix == pytest.approx(short, rel=0.15)
+    with pytest.raises(ValueError, match="warm_prompt_tokens needs warm_prompts"):
+        Scenario(**base, input_len=4096, warm_prompt_tokens=3072)
