@@ -411,10 +411,6 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
         )
         if getattr(result, name) is not None
     }
-    if result.warm_prompts:
-        # prompts found in the prefix cache say the server kept one (vLLM V1's default; the
-        # model's vLLM engine leaves it off where no prompt shares a prefix)
-        knobs["enable_prefix_caching"] = True
     if result.load == "offline_batch" and "entrypoint" not in knobs:
         knobs["entrypoint"] = "offline"
     if (

@@ -1285,9 +1285,11 @@ def warm_prompts_held(dep: Deployment, n: int) -> int:
     """How many of a replica's ``n`` requests, from the first, find their whole prompt in the
     prefix cache: the scenario's ``warm_prompts`` (prompts an earlier run on the same server
     sent, a synthetic dataset drawn again with the same seed), this replica's share of them,
-    when the engine caches prefixes and the earlier run's requests fit its KV cache. Each finds
-    its prompt, or the first ``warm_prompt_tokens`` of it where the earlier run drew shorter
-    prompts from the same seed, there.
+    unless the scenario turns prefix caching off, and when the earlier run's requests fit the
+    KV cache. Each finds its prompt, or the first ``warm_prompt_tokens`` of it where the earlier
+    run drew shorter prompts from the same seed, there. Prefix caching is on by default in
+    vLLM V1 and SGLang; the model's vLLM engine leaves it off where no prompt shares a prefix,
+    which a repeated prompt does.
 
     Both engines evict the least recently used cached blocks first (vLLM's free block queue,
     SGLang's radix cache). An earlier run that sent the prompts in the same order and filled
@@ -1298,7 +1300,7 @@ def warm_prompts_held(dep: Deployment, n: int) -> int:
     (:meth:`_Engine._cached_prefix`); vLLM issue 54227 measured a 16K-token cell with a warm
     cache at a 49x shorter TTFT and a 2.3x higher throughput than cold."""
     sc = dep.scenario
-    if not sc.warm_prompts or not dep.engine.enable_prefix_caching:
+    if not sc.warm_prompts or sc.enable_prefix_caching is False:
         return 0
     warm = min(n, math.ceil(sc.warm_prompts / dep.loaded_replicas))
     sent = min(sc.mean_input_len, sc.warm_prompt_tokens or sc.mean_input_len)

@@ -387,13 +387,10 @@ def test_a_measured_row_that_repeated_an_earlier_runs_prompts_is_fitted_warm() -
     assert scenario_from_measured(MeasuredResult(**cells)).warm_prompts == 0
     with pytest.raises(ValidationError, match="warm_prompts"):
         MeasuredResult(**cells, warm_prompts=-1)
-    # a vLLM row whose prompts began with an earlier run's shorter ones: the scenario caches
-    # prefixes, as the server that found them did
+    # a vLLM row whose prompts began with an earlier run's shorter ones
     vllm = {**cells, "engine": "vllm"}
     warm = scenario_from_measured(MeasuredResult(**vllm, warm_prompts=4, warm_prompt_tokens=3072))
     assert (warm.warm_prompts, warm.warm_prompt_tokens) == (4, 3072)
-    assert warm.enable_prefix_caching is True
-    assert scenario_from_measured(MeasuredResult(**vllm)).enable_prefix_caching is None
     with pytest.raises(ValidationError, match="warm_prompt_tokens needs warm_prompts"):
         MeasuredResult(**vllm, warm_prompt_tokens=3072)
 
