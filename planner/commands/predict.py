@@ -14,9 +14,9 @@ the engine's default for the method) and ``spec_accept_len``, the workload's mea
 a step (blank: the method's published default for the model); ``warm_prompts`` and
 ``warm_prompt_tokens``: requests that repeat an earlier run's prompts, found in the prefix cache,
 as a measured row states them (:func:`planner.perf.simulator.warm_prompts_held`)) and any other
-columns, which pass through. ``pred_spec_accept_len`` is the mean accepted length a speculative row was predicted
-with. OUT is IN plus the prediction columns: throughput, TTFT and TPOT (mean, p50, p99), each
-with the low and high ends of its 80% interval (``pred_ttft_ms_p99_low``,
+columns, which pass through. ``pred_spec_accept_len`` is the mean accepted length a speculative
+row was predicted with. OUT is IN plus the prediction columns: throughput, TTFT and TPOT (mean,
+p50, p99), each with the low and high ends of its 80% interval (``pred_ttft_ms_p99_low``,
 ``pred_ttft_ms_p99_high``, ...; calibrated on leave-one-source-out held-out rows, see
 :mod:`planner.perf.uncertainty`); ``pred_uncertain_because``
 says in words what about a row the measured data do not cover (each reason widens its interval:
