@@ -7,9 +7,9 @@ Schedulers
   admitted request is preempted (its blocks freed, recomputed from scratch later). Only when
   nothing was preempted does it admit waiting requests first-come-first-served, while
   ``max_num_seqs``, the token budget (chunked prefill) and free blocks allow. With prefix
-  caching the shared prefix's full blocks are computed once and reused, and a benchmark's
-  repeated prompts (the scenario's ``warm_prompts``, :func:`warm_prompts_held`) are found
-  whole. With pipeline
+  caching the shared prefix's full blocks are computed once and reused, and the prompts a
+  benchmark repeats from an earlier run (the scenario's ``warm_prompts``,
+  :func:`warm_prompts_held`) are found cached. With pipeline
   parallelism ``p`` a step is ``p`` batches in flight, each scheduled with the whole budget
   ``B``: ``p B`` tokens a step, at most ``B`` of one request (a request is in one batch at a
   time), the fullest micro-batch a whole budget
@@ -1282,14 +1282,14 @@ def simulate(
 
 
 def warm_prompts_held(dep: Deployment, n: int) -> int:
-    """How many of a replica's ``n`` requests, from the first, find their whole prompt in the
-    prefix cache: the scenario's ``warm_prompts`` (prompts an earlier run on the same server
-    sent, a synthetic dataset drawn again with the same seed), this replica's share of them,
-    unless the scenario turns prefix caching off, and when the earlier run's requests fit the
-    KV cache. Each finds its prompt, or the first ``warm_prompt_tokens`` of it where the earlier
-    run drew shorter prompts from the same seed, there. Prefix caching is on by default in
-    vLLM V1 and SGLang; the model's vLLM engine leaves it off where no prompt shares a prefix,
-    which a repeated prompt does.
+    """How many of a replica's ``n`` requests, from the first, find their prompt in the prefix
+    cache: the scenario's ``warm_prompts`` (prompts an earlier run on the same server sent, a
+    synthetic dataset drawn again with the same seed), this replica's share of them, when the
+    earlier run's requests fit the KV cache and the scenario does not turn prefix caching off.
+    Each finds its whole prompt there, or the first ``warm_prompt_tokens`` of it where the
+    earlier run drew shorter prompts. vLLM V1 and SGLang cache prefixes by default, so a
+    scenario that leaves it unstated finds them (the model's vLLM engine otherwise keeps it off
+    unless a plan with a shared prefix states it, :mod:`planner.recommend.search`).
 
     Both engines evict the least recently used cached blocks first (vLLM's free block queue,
     SGLang's radix cache). An earlier run that sent the prompts in the same order and filled

@@ -723,9 +723,9 @@ def test_a_prompt_an_earlier_run_sent_shorter_prefills_only_what_it_adds(
 ) -> None:
     """One request at a time, 4,096-token prompts whose first 3,072 tokens an earlier run sent
     (the same seed drew it shorter): each prefills the 1,024 it adds, as a cold 1,024-token
-    prompt does, and a whole repeated prompt only its last token. vLLM finds them cached
-    (its default), though the model's vLLM engine leaves prefix caching off where no prompt
-    shares a prefix; a scenario that turns it off finds none."""
+    prompt does, and a whole repeated prompt only its last token. vLLM finds them cached (its
+    default, though the model's vLLM engine keeps prefix caching off unless a plan states it);
+    a scenario that turns it off finds none."""
     base = {
         "model": "meta-llama/Llama-3.1-8B-Instruct",
         "gpu": "H100-SXM",
