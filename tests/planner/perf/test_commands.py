@@ -319,6 +319,26 @@ def test_a_predict_row_states_the_random_range_ratio_its_benchmark_ran_with() ->
     assert bad.value.field == "random_range_ratio" and "random dataset" in bad.value.allowed
 
 
+def _measured_cells(**overrides: object) -> dict[str, object]:
+    """A measured row's cells: Qwen3-30B-A3B on one H100 under vLLM, 320 requests of 500
+    tokens out, with ``overrides``."""
+    return {
+        "source": "test",
+        "engine": "vllm",
+        "model": "Qwen/Qwen3-30B-A3B",
+        "precision": "bf16",
+        "gpu": "H100-SXM",
+        "num_gpus": 1,
+        "tp": 1,
+        "pp": 1,
+        "output_len": 500,
+        "load": "concurrency",
+        "num_requests": 320,
+        "output_tok_per_s": 1000.0,
+        **overrides,
+    }
+
+
 def test_a_measured_row_with_a_random_range_ratio_is_fitted_as_the_lengths_it_drew() -> None:
     """The same column on a measured row (a user's CSV, the store): the fit simulates the
     spread a predict row of the same cells gets; on another dataset it is refused."""
@@ -328,22 +348,7 @@ def test_a_measured_row_with_a_random_range_ratio_is_fitted_as_the_lengths_it_dr
     from planner.perf.calibration import scenario_from_measured
     from planner.perf.scenario import Scenario
 
-    cells = {
-        "source": "test",
-        "engine": "vllm",
-        "model": "Qwen/Qwen3-30B-A3B",
-        "precision": "bf16",
-        "gpu": "H100-SXM",
-        "num_gpus": 1,
-        "tp": 1,
-        "pp": 1,
-        "input_len": 1000,
-        "output_len": 500,
-        "load": "concurrency",
-        "concurrency": 32,
-        "num_requests": 320,
-        "output_tok_per_s": 1000.0,
-    }
+    cells = _measured_cells(input_len=1000, concurrency=32)
     measured = scenario_from_measured(MeasuredResult(**cells, random_range_ratio=0.5))
     predicted = Scenario.from_row(
         {k: str(v) for k, v in cells.items() if k in Scenario.model_fields}
@@ -367,22 +372,7 @@ def test_a_measured_row_that_repeated_an_earlier_runs_prompts_is_fitted_warm() -
     from planner.catalog import MeasuredResult
     from planner.perf.calibration import scenario_from_measured
 
-    cells = {
-        "source": "test",
-        "engine": "sglang",
-        "model": "Qwen/Qwen3-30B-A3B",
-        "precision": "bf16",
-        "gpu": "H100-SXM",
-        "num_gpus": 1,
-        "tp": 1,
-        "pp": 1,
-        "input_len": 4000,
-        "output_len": 500,
-        "load": "concurrency",
-        "concurrency": 64,
-        "num_requests": 320,
-        "output_tok_per_s": 1000.0,
-    }
+    cells = _measured_cells(engine="sglang", input_len=4000, concurrency=64)
     assert scenario_from_measured(MeasuredResult(**cells, warm_prompts=80)).warm_prompts == 80
     assert scenario_from_measured(MeasuredResult(**cells)).warm_prompts == 0
     with pytest.raises(ValidationError, match="warm_prompts"):

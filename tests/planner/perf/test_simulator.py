@@ -229,6 +229,16 @@ def test_a_closed_loop_of_uniform_lengths_does_not_arrive_in_bursts(catalog: Cat
     assert arrivals.max() <= 4
 
 
+#: an SGLang closed loop of 64 on one H100
+SGLANG_LOOP_OF_64: dict[str, object] = {
+    "engine": "sglang",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "gpu": "H100-SXM",
+    "load": "concurrency",
+    "concurrency": 64,
+}
+
+
 def test_a_closed_loop_of_fixed_lengths_queues_in_waves_and_a_range_ratio_dissolves_them(
     catalog: Catalog,
 ) -> None:
@@ -238,15 +248,7 @@ def test_a_closed_loop_of_fixed_lengths_queues_in_waves_and_a_range_ratio_dissol
     bench's --random-range-ratio 0.05), the answers end in different steps and a successor
     waits for little more than its own prefill, while the first wave, which arrives at once
     either way, keeps the p99."""
-    base = {
-        "engine": "sglang",
-        "model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gpu": "H100-SXM",
-        "load": "concurrency",
-        "concurrency": 64,
-        "num_requests": 640,
-        "max_num_batched_tokens": 8192,
-    }
+    base = {**SGLANG_LOOP_OF_64, "num_requests": 640, "max_num_batched_tokens": 8192}
     runs = {}
     for ratio in (None, 0.05):
         scenario = Scenario(**base, **dataset_lengths("random", 1024, 256, ratio))
@@ -680,15 +682,7 @@ def test_prompts_an_earlier_run_sent_come_from_the_prefix_cache_while_it_holds_t
     repeated requests gain, only on an engine caching prefixes, and only when they fit the
     KV cache (repeated in order, prompts that did not fit were evicted before the run gets
     to them)."""
-    base = {
-        "engine": "sglang",
-        "model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gpu": "H100-SXM",
-        "load": "concurrency",
-        "concurrency": 64,
-        "num_requests": 320,
-        **dataset_lengths("uniform", 4000, 500),
-    }
+    base = {**SGLANG_LOOP_OF_64, "num_requests": 320, **dataset_lengths("uniform", 4000, 500)}
 
     def run(warm: int, **kw: object) -> tuple[np.ndarray, float, float, int]:
         """TTFTs of the first wave (the requests sent at the start), the run's mean and p99
