@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 #: A run with more failed requests than this share is not a measurement of the plan.
 MAX_FAILED_SHARE = 0.05
+#: the share of prompt tokens a run's server must report finding in its prefix cache before the
+#: run is fitted as warm (:func:`_warm_prompt_tokens`): a chat template's common opening makes
+#: a few percent of unrelated prompts' tokens hits
+MIN_WARM_HIT_RATE = 0.1
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,23 @@ def _served_release(meta: dict[str, Any]) -> str | None:
     return reported if release_number(reported) is not None else None
 
 
+def _warm_prompt_tokens(meta: dict[str, Any], input_len: int) -> int | None:
+    """Tokens of each prompt the run's server found in its prefix cache, when the run shared
+    no prefix by design: the server's reported hit share (vLLM's prefix-cache counters over the
+    run, ``server_prefix_cache_hit_rate``) of the prompt, from :data:`MIN_WARM_HIT_RATE` on.
+    Such hits come from an earlier run's prompts sent again (a stated prompt seed repeated
+    against a server that kept its cache); fitted cold, the run would teach the model a
+    prefill it never ran. None below it, without the counters, or when the workload shared a
+    prefix (its hits are the workload's own, which the measured row does not describe)."""
+    config = meta.get("config") or {}
+    if float((config.get("workload") or {}).get("prefix_share") or 0.0) > 0:
+        return None
+    rate = (meta.get("summary") or {}).get("server_prefix_cache_hit_rate")
+    if not isinstance(rate, int | float) or not MIN_WARM_HIT_RATE <= rate <= 1:
+        return None
+    return max(1, round(rate * input_len))
+
+
 def measured_result_of(
     run_id: str, meta: dict[str, Any], counts: RequestCounts
 ) -> MeasuredResult | None:
@@ -179,6 +200,12 @@ def measured_result_of(
     settings = plan.engine_scenario_fields()
     for name in MEASURED_ENGINE_SETTINGS:
         values[name] = settings.get(name)
+    warm_tokens = _warm_prompt_tokens(meta, values["input_len"])
+    if warm_tokens is not None:
+        # every request found that much of its prompt cached (planner.perf.simulator:
+        # warm_prompts_held), the whole prompt when the server reported all of it
+        values["warm_prompts"] = counts.succeeded
+        values["warm_prompt_tokens"] = warm_tokens if warm_tokens < values["input_len"] else None
     if plan.engine.spec_method != "none":
         # speculative decoding: the run calibrates the acceptance with what the server
         # measured (vLLM's spec_decode counters), else the plan's stated figure

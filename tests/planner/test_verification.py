@@ -226,6 +226,30 @@ def test_a_run_is_fitted_with_the_release_its_server_reported(catalog: Catalog) 
     assert fitted("0.0.0-servewise-simulated", simulated=True) == (None, True)
 
 
+def test_a_run_whose_server_found_its_prompts_cached_is_fitted_warm(catalog: Catalog) -> None:
+    """A run that shared no prefix by design but whose server reported finding 75% of its prompt
+    tokens in the prefix cache (a stated prompt seed sent again to a server that kept its cache)
+    is fitted with every request finding that much of its prompt cached, the whole prompt at
+    100%; a few percent of hits (a chat template's common opening), no counters, or a workload
+    that shares a prefix by design leave it cold."""
+    plan = custom_plan(MODEL, catalog.gpu("H100-SXM"), tp=2, engine=EngineConfig())
+    requests = _three_requests()
+
+    def warm(rate: float | None, config: dict[str, Any] = RUN_CONFIG) -> tuple[Any, Any]:
+        summary = {**RUN_SUMMARY, "server_prefix_cache_hit_rate": rate}
+        meta = {"run_id": "r1", "status": "completed", "plan": plan.model_dump(mode="json"),
+                "config": config, "summary": summary}  # fmt: skip
+        result = run_to_measured_result(RunFiles("r1", Path("."), meta, requests))
+        assert result is not None
+        return result.warm_prompts, result.warm_prompt_tokens
+
+    assert warm(0.75) == (3, 192)  # of the 256-token prompts
+    assert warm(1.0) == (3, None)
+    assert warm(0.05) == warm(None) == (None, None)
+    shared = {**RUN_CONFIG, "workload": {"prefix_share": 0.5}}
+    assert warm(0.75, shared) == (None, None)
+
+
 def test_failures_defaults_and_loads() -> None:
     shapes: list[dict[str, Any]] = [
         {"status": "ok", "first_chunk_s": 0.1},
