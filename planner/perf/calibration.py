@@ -148,7 +148,7 @@ from planner.catalog import (
     MeasuredResult,
     ModelArchitecture,
 )
-from planner.engine import canonical_engine, engine_family
+from planner.engine import canonical_engine, engine_family, release_number
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.latency_stats import (
     HISTOGRAM_ITL,
@@ -361,10 +361,8 @@ def version_key(scenario: Scenario) -> str | None:
     engine = canonical_engine(scenario.engine)
     if engine not in ("tensorrt-llm", "vllm", "sglang"):
         return f"{family}:{engine}"
-    parts = (scenario.engine_version or "").strip().lstrip("v").split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-        return f"{family}:{int(parts[0])}.{int(parts[1])}"
-    return None
+    release = release_number(scenario.engine_version)
+    return f"{family}:{release[0]}.{release[1]}" if release is not None else None
 
 
 def measurement_problem(result: MeasuredResult) -> str | None:

@@ -1166,31 +1166,20 @@ def simulate(
             return
         cached = issued < warm  # these requests repeat prompts the server still holds
         if fixed_lengths:
-            co = _Cohort(
-                count,
-                int(arrivals.inputs[issued]),
-                int(arrivals.outputs[issued]),
-                order,
-                at_vec,
-                at_time,
-            )
-            if cached:
-                co.cached_prompt = min(co.prompt, warm_tokens or co.prompt)
-            eng.waiting.append(co)
-            order += 1
+            groups = {(int(arrivals.inputs[issued]), int(arrivals.outputs[issued])): count}
         else:
             # requests issued at the same instant with the same lengths move as one cohort
             # (their order among themselves is arbitrary); the others keep their order
-            groups: dict[tuple[int, int], int] = {}
+            groups = {}
             for j in range(issued, issued + count):
                 pair = (int(arrivals.inputs[j]), int(arrivals.outputs[j]))
                 groups[pair] = groups.get(pair, 0) + 1
-            for (prompt, output), members in groups.items():
-                co = _Cohort(members, prompt, output, order, at_vec, at_time)
-                if cached:
-                    co.cached_prompt = min(prompt, warm_tokens or prompt)
-                eng.waiting.append(co)
-                order += 1
+        for (prompt, output), members in groups.items():
+            co = _Cohort(members, prompt, output, order, at_vec, at_time)
+            if cached:
+                co.cached_prompt = min(prompt, warm_tokens or prompt)
+            eng.waiting.append(co)
+            order += 1
         issued += count
 
     if sc.load == "concurrency":
