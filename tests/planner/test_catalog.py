@@ -124,10 +124,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 10281's pair, vLLM issue 20780's six EAGLE-3 runs and their baseline, TensorRT-LLM tech
     # blog 1's MTP sweep: 5 runs and their baseline), tenstorrent/tt-inference-server issue
     # 356's 12 DeepSeek-R1-0528 runs on H100 (measured_tenstorrent.csv), then GPUStack's
-    # 29 tuning runs (measured_tuning_gpustack.csv), dstack's 18
+    # 21 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1383
+    assert len(catalog.measured) == 1375
     assert all(m.source for m in catalog.measured)
     assert all(
         m.source.startswith("Scicom-AI-Enterprise-Organization/llm-benchmaq ")
@@ -140,7 +140,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
     assert catalog.measured[699:899] == gpustack[:200]
-    assert len(gpustack) == 229 and catalog.measured[1293:1322] == gpustack[200:]
+    assert len(gpustack) == 221 and catalog.measured[1293:1314] == gpustack[200:]
     holdout2 = catalog.measured[899:1180]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
