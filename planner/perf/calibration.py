@@ -371,7 +371,20 @@ def measurement_problem(result: MeasuredResult) -> str | None:
     Output and total throughput together fix the output share of the tokens; when that share
     contradicts the stated lengths by more than 25% the requests did not produce the stated
     lengths (truncated answers, failed requests) and the row describes another workload.
+
+    A closed loop holds each of its C slots for a request's whole latency, TTFT + (output - 1)
+    x TPOT, so it cannot produce more than C x output / that latency tokens a second (Little's
+    law: every other slot-second is a request waiting for its first token or between tokens).
+    A row whose output tokens/s exceeds that by more than 30%, with a mean TTFT and a mean TPOT
+    or ITL (a median or a histogram bucket does not add up this way), states a concurrency,
+    a throughput or a latency that its run did not have. Of the 301 such closed loops shipped
+    on 2026-12-05 one does (the SGLang cookbook's Kimi-K2 on MI300X at one in flight: 42.5
+    tok/s with a 40.4 ms mean TPOT allow at most 24.7); every other is within 5% of the bound
+    or below it (a run's ramp-up and tail leave slots idle).
     """
+    loop = closed_loop_excess(result)
+    if loop is not None:
+        return loop
     out, total = result.output_tok_per_s, result.total_tok_per_s
     if out and total:
         implied = total / out
@@ -384,6 +397,33 @@ def measurement_problem(result: MeasuredResult) -> str | None:
                 f"{effective:.0f} output tokens per request were produced"
             )
     return None
+
+
+#: how far a closed loop's output tokens/s may exceed what its slots allow (measurement_problem)
+CLOSED_LOOP_SLACK = 1.3
+
+
+def closed_loop_excess(result: MeasuredResult) -> str | None:
+    """The reason a closed-loop row's throughput exceeds what its concurrency and mean
+    latencies allow by more than CLOSED_LOOP_SLACK (:func:`measurement_problem`); None when it
+    does not, or when the row is no closed loop with a mean TTFT and a mean TPOT or ITL."""
+    if result.load != "concurrency" or not result.concurrency or not result.output_tok_per_s:
+        return None
+    if result.ttft_stat != "mean" or result.itl_stat not in ("mean_tpot", "mean_itl"):
+        return None
+    if not result.ttft_ms or not result.itl_ms:
+        return None
+    slots = min(result.concurrency, result.num_requests or result.concurrency)
+    latency_s = (result.ttft_ms + max(result.output_len - 1, 0) * result.itl_ms) / 1000.0
+    most = slots * result.output_len / latency_s
+    if result.output_tok_per_s <= CLOSED_LOOP_SLACK * most:
+        return None
+    return (
+        f"output throughput {result.output_tok_per_s:g} tok/s exceeds the {most:.1f} tok/s "
+        f"that {slots:g} requests in flight allow at its mean TTFT {result.ttft_ms:g} ms and "
+        f"{result.itl_stat} {result.itl_ms:g} ms over {result.output_len} output tokens: the "
+        "concurrency, the throughput or a latency is not the run's"
+    )
 
 
 def scenario_from_measured(result: MeasuredResult) -> Scenario:
