@@ -66,6 +66,11 @@ ACTIVE_STATES = ("starting", "running")
 
 # ----- a verification run of a plan -----------------------------------------------------------
 EndpointKind = Literal["simulated", "url", "vllm"]
+#: warm-up requests of a verification run at a request rate (VerificationRequest.warmup_requests),
+#: sent eight at a time as the runner sends a rate run's warm-up
+WARMUP_RATE_WAVE = 8
+#: the most warm-up requests a verification run sends (a closed loop of more sends this many)
+WARMUP_CAP = 256
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,25 @@ class VerificationRequest:
     log_dir: Path | None = None
     seed: int = 0
 
+    @property
+    def warmup_requests(self) -> int:
+        """Requests sent before the measured ones and left out of the run's figures: one wave
+        of a real server's load (a closed loop's concurrency, WARMUP_RATE_WAVE at a rate, at
+        most the run's own count and WARMUP_CAP), none for the simulated endpoint.
+
+        A server compiles some kernels the first time a batch needs them: SGLang's start-up
+        warm-up sends one request, so its first prefill of several requests compiled Triton's
+        generic extend-attention kernel after the server said it was ready (sglang pull
+        request 36050, 2026-08-23: 1.07 s, and a first wave's largest TTFT of 10.8 s against
+        3.0 s warmed). Measured, that one-time cost would enter the run's TTFT and the
+        recalibration would learn it as every request's. The warm-up prompts are drawn apart
+        from the measured ones (``-warmup-i`` seeds), so they leave nothing in the prefix cache
+        that a measured request could find."""
+        if self.endpoint == "simulated":
+            return 0
+        wave = WARMUP_RATE_WAVE if self.request_rate else (self.concurrency or 1)
+        return max(0, min(wave, self.num_requests, WARMUP_CAP))
+
     def run_config(self) -> RunConfig:
         """The run's configuration; raises ConfigError naming a bad field."""
         rate = self.request_rate
@@ -112,6 +136,7 @@ class VerificationRequest:
             concurrency=None if rate else self.concurrency,
             request_rate=rate,
             seed=self.seed,
+            warmup=self.warmup_requests,
             workload=workload_record(
                 self.input_len, self.output_len, prefix_share=self.prefix_share
             ),

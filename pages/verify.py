@@ -363,7 +363,10 @@ def _progress(run: ManagedRun) -> None:
         if button.button("Cancel", key=f"vf_cancel_{run.id}", disabled=run.cancel_requested):
             manager.cancel(run.id)
         total, done = (snap.requests_total, snap.requests_done) if snap else (0, 0)
-        st.progress(done / total if total else 0.0, text=f"{done} of {total or '?'} requests")
+        text = f"{done} of {total or '?'} requests"
+        if snap is not None and snap.phase == "warmup":
+            text = "warming the server up: one wave of requests, not measured"
+        st.progress(done / total if total else 0.0, text=text)
         cols = list(st.columns(5))
         cols[0].metric("Failed", snap.requests_failed if snap else 0)
         cols[1].metric("Output tokens/s", f"{snap.output_tok_per_s:,.0f}" if snap else "–")

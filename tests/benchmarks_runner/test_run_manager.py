@@ -169,6 +169,7 @@ def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) ->
     )
     cfg = request.run_config()
     assert (cfg.load, cfg.concurrency, cfg.model) == ("concurrency", 4, MODEL)
+    assert cfg.warmup == 0  # the simulated endpoint compiles nothing to warm up
     assert [s.input_len for s in request.specs()] == [256] * 20
     endpoint = request.make_endpoint()
     assert isinstance(endpoint, SimulatedEndpoint)
@@ -190,6 +191,7 @@ def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) ->
     )  # fmt: skip
     cfg = rate.run_config()
     assert (cfg.load, cfg.request_rate, cfg.concurrency, cfg.model) == ("rate", 2.5, None, "served")
+    assert cfg.warmup == 4  # a wave of eight at a rate, at most the run's own four requests
     assert rate.make_endpoint() is None
     with pytest.raises(EndpointStartError, match="URL"):
         VerificationRequest(plan=PLAN, input_len=EIGHT, output_len=EIGHT, num_requests=1,
@@ -201,6 +203,34 @@ def test_verification_request_builds_config_endpoint_and_plan(tmp_path: Path) ->
             output_len=LengthDistribution.fixed(8),
             num_requests=1,
         ).run_config()
+
+
+def test_a_verification_run_against_a_url_warms_the_server_with_one_unmeasured_wave(
+    manager: RunManager,
+) -> None:
+    """A real server (here the simulated one, reached by its URL as any endpoint is) gets one
+    wave of the run's concurrency first: stored with ``warmup`` true, apart from the measured
+    requests' prompts, and left out of the summary, so a kernel the server compiles for its
+    first batch of several requests is not measured as TTFT."""
+    server = SimulatedEndpoint([*FAST, "--model", "served"])
+    url = server.start(threading.Event())
+    try:
+        request = VerificationRequest(
+            plan=PLAN, input_len=LengthDistribution.fixed(64), output_len=EIGHT, num_requests=9,
+            concurrency=3, endpoint="url", base_url=url, served_model="served",
+        )  # fmt: skip
+        assert request.run_config().warmup == 3
+        run = manager.start_verification(request)
+        assert run.wait(PATIENT_S) and run.state == "completed", run.error
+    finally:
+        server.stop()
+    files = read_run_dir(run.run_dir)  # type: ignore[arg-type]
+    warm = [r for r in files.requests if r.warmup]
+    measured = [r for r in files.requests if not r.warmup]
+    assert len(warm) == 3 and len(measured) == 9 and all(r.ok for r in files.requests)
+    summary = run.result.summary if run.result else None
+    assert summary is not None
+    assert (summary["warmup_requests"], summary["completed"]) == (3, 9)
 
 
 def test_a_verification_run_becomes_a_simulated_user_result(
