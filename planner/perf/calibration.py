@@ -379,7 +379,7 @@ def measurement_problem(result: MeasuredResult) -> str | None:
     or ITL (a median or a histogram bucket does not add up this way), states a concurrency,
     a throughput or a latency that its run did not have. Of the 301 such closed loops shipped
     on 2026-12-05 one does (the SGLang cookbook's Kimi-K2 on MI300X at one in flight: 42.5
-    tok/s with a 40.4 ms mean TPOT allow at most 24.7); every other is within 5% of the bound
+    tok/s where its 40.4 ms mean TPOT allows at most 24.6); every other is within 5% of the bound
     or below it (a run's ramp-up and tail leave slots idle).
     """
     loop = closed_loop_excess(result)
@@ -420,7 +420,7 @@ def closed_loop_excess(result: MeasuredResult) -> str | None:
         return None
     return (
         f"output throughput {result.output_tok_per_s:g} tok/s exceeds the {most:.1f} tok/s "
-        f"that {slots:g} requests in flight allow at its mean TTFT {result.ttft_ms:g} ms and "
+        f"that a closed loop of {slots:g} allows at its mean TTFT {result.ttft_ms:g} ms and "
         f"{result.itl_stat} {result.itl_ms:g} ms over {result.output_len} output tokens: the "
         "concurrency, the throughput or a latency is not the run's"
     )
