@@ -41,6 +41,7 @@ from planner.deploy.disaggregated import pd_launch_scripts
 from planner.engine_command import launch_command
 from planner.errors import PlannerError, RunFilesError
 from planner.loads import PLAN_LOAD_KINDS
+from planner.perf.calibration import measurement_problem
 from planner.perf.model import get_performance_model
 from planner.perf.uncertainty import FAMILY_NAMES
 from planner.plan import Plan, PlanWorkload
@@ -472,6 +473,13 @@ def _recalibration() -> None:
         return
     if run_id not in {r.run_id for r in measured_results(ref, store) if r.origin == "user"}:
         st.caption("Adding the run to the store…")
+        return
+    contradiction = measurement_problem(measured)
+    if contradiction is not None:  # the fit leaves such a row out (PerformanceModel.excluded)
+        st.info(
+            "This run is kept and listed, but the model does not refit on it: its figures "
+            f"contradict each other ({md_text(contradiction)})."
+        )
         return
     if measured.simulated and not fit_simulated():
         st.info(

@@ -156,6 +156,18 @@ def test_a_simulated_run_does_not_refit_the_model_unless_asked(
     assert "simulated endpoint" in why and "Simulated runs refit the model" in why
     assert frame_with(at, "metric", "predicted", "measured")["measured"].notna().any()
 
+    # a run whose own figures contradict each other (here its total throughput, edited to the
+    # output's: no prompt tokens at all for 128-token prompts) is one the fit leaves out
+    # (planner.perf.calibration.measurement_problem); the page says so and why
+    run_json = Path(str(at.session_state["vf_result"])) / "run.json"
+    meta = json.loads(run_json.read_text())
+    meta["summary"]["total_token_throughput"] = meta["summary"]["output_throughput"]
+    run_json.write_text(json.dumps(meta))
+    at.run()
+    no_exception(at)
+    (why,) = [i.value for i in at.info if "does not refit on it" in i.value]
+    assert "figures contradict each other" in why and "contradicts the stated 128/16" in why
+
 
 def test_a_disaggregated_plan_runs_on_two_pools_behind_a_router(
     app: Callable[..., AppTest], own_user_dir: Path
