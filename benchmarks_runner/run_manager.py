@@ -38,7 +38,7 @@ from typing import Any, Literal
 from benchmarks_runner.config import RunConfig, make_run_config
 from benchmarks_runner.endpoints import Endpoint, Faults, LaunchedVllm, SimulatedEndpoint
 from benchmarks_runner.errors import BenchmarkError, ConfigError, EndpointStartError
-from benchmarks_runner.runner import ProgressSnapshot, RunResult, run_benchmark_sync
+from benchmarks_runner.runner import WARMUP_WIDTH, ProgressSnapshot, RunResult, run_benchmark_sync
 from benchmarks_runner.workload import (
     RequestSpec,
     build_synthetic_specs,
@@ -66,9 +66,6 @@ ACTIVE_STATES = ("starting", "running")
 
 # ----- a verification run of a plan -----------------------------------------------------------
 EndpointKind = Literal["simulated", "url", "vllm"]
-#: warm-up requests of a verification run at a request rate (VerificationRequest.warmup_requests),
-#: sent eight at a time as the runner sends a rate run's warm-up
-WARMUP_RATE_WAVE = 8
 #: the most warm-up requests a verification run sends (a closed loop of more sends this many)
 WARMUP_CAP = 256
 
@@ -108,8 +105,9 @@ class VerificationRequest:
     @property
     def warmup_requests(self) -> int:
         """Requests sent before the measured ones and left out of the run's figures: one wave
-        of a real server's load (a closed loop's concurrency, WARMUP_RATE_WAVE at a rate, at
-        most the run's own count and WARMUP_CAP), none for the simulated endpoint.
+        of a real server's load (a closed loop's concurrency; at a rate the runner's
+        WARMUP_WIDTH, the warm-up's width there; at most the run's own count and WARMUP_CAP),
+        none for the simulated endpoint.
 
         A server compiles some kernels the first time a batch needs them: SGLang's start-up
         warm-up sends one request, so its first prefill of several requests compiled Triton's
@@ -121,7 +119,7 @@ class VerificationRequest:
         that a measured request could find."""
         if self.endpoint == "simulated":
             return 0
-        wave = WARMUP_RATE_WAVE if self.request_rate else (self.concurrency or 1)
+        wave = WARMUP_WIDTH if self.request_rate else (self.concurrency or 1)
         return max(0, min(wave, self.num_requests, WARMUP_CAP))
 
     def run_config(self) -> RunConfig:

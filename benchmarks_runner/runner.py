@@ -60,6 +60,8 @@ from benchmarks_runner.workload import RequestSpec, arrival_times, with_arrivals
 from planner.run_files import RequestRecord, RunWriter, utc_now_iso
 
 log = logging.getLogger(__name__)
+#: requests a warm-up without a concurrency of its own (a rate run's) keeps in flight
+WARMUP_WIDTH = 8
 SIMULATED_OWNER = "servewise-simulated"
 SIMULATED_HEADER = "x-servewise-simulated"
 PROBE_WORDS = (16, 256)
@@ -787,7 +789,8 @@ async def _run_with_client(
     try:
         if warm_items and not run.stop_dispatch:
             run.phase = "warmup"
-            await run._closed_loop(warm_items, config.concurrency or min(8, len(warm_items)), True)
+            width = config.concurrency or min(WARMUP_WIDTH, len(warm_items))
+            await run._closed_loop(warm_items, width, True)
         run.stop_dispatch = run.stop_reason is not None
         run.phase = "measure"
         run.phase_start = _perf()
