@@ -199,9 +199,9 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     # kernels whose launches the `layers` term already holds; an early release's floor is its
     # release x kind deviation (TERM_LEVEL_SIGMA, planner.perf.step_time)
     "layer_floor": 0.1,
-    # 100 us a MoE layer when a step runs without CUDA graphs, the eager_layers unit; the fit
-    # moves it to what SGLang's MoE prefill steps show (planner.perf.step_time)
-    "eager_floor": 0.1,
+    # 1.6 ms a MoE layer of launches when a prefill step runs without CUDA graphs and computes
+    # little (planner.perf.step_time); the fit moves it to what eager MoE prefill steps show
+    "eager_floor": 0.4,
     "forward_passes": 1.0,
     # a vLLM draft iteration is a forward pass without the scheduler: half its unit
     # (planner.perf.speculative, "draft"); fitted where vLLM speculative rows measure it
@@ -248,8 +248,10 @@ SIGMA_MODEL = 1.2
 #: docstring), log(3 / 0.1) = 3.4 from the prior, about 1 sigma here
 SIGMA_LAYER_FLOOR = 3.0
 _FLOOR_FITTED = FITTED.index("layer_floor")
-#: the eager floor's deviation per engine family (log units): fitted alone, SGLang's MoE
-#: extend steps came out at ~3x the 100 us prior a layer (0.28 ms), log(3) = 1.1, under 1 sigma
+#: the eager floor's deviation per engine family (log units): with the 1 ms unit, fitted alone,
+#: SGLang's MoE extend steps came out at ~3x the 100 us prior a layer (0.28 ms), log(3) = 1.1,
+#: under 1 sigma; with the 4 ms unit (planner.perf.step_time) the shipped fit sets SGLang 0.20
+#: and vLLM 0.22 against the 0.4 prior
 SIGMA_EAGER_FLOOR = 1.5
 #: the rank-scaled request path's prior (log units, global and per family): the ranks' share
 #: is as uncertain as the path's, but only multi-GPU served rows see it

@@ -117,25 +117,46 @@ eager_layers           layers x 10 us when the step runs without CUDA graphs: en
                        and experimental (SGLang documentation, "Piecewise CUDA Graph", read
                        2026-12-03), and SGLang runs prefill and decode as separate steps unless
                        mixed chunks are enabled
-eager_floor            max(0, MoE layers x 1 ms - roofline) in a prefill step that runs without
+eager_floor            max(0, MoE layers x 4 ms - roofline) in a prefill step that runs without
                        CUDA graphs (the eager_layers steps): each MoE layer launches its router,
                        top-k, token sort and padding, activation quantisation, two grouped GEMMs
-                       and the combine one by one from Python, so a small eager step lasts as
-                       long as the host takes to launch its kernels, not as long as the GPU
-                       computes. SGLang 0.5.6 prefilled DeepSeek-R1-0528 on 8 x B200 in about the
-                       same time at 610 and at 4,194 prompt tokens (TTFT 153 and 166 ms at one in
-                       flight), MiniMax-M2.5 in 131 and 132 ms (sgl-project/sglang cookbook
-                       and sgl-project/sgl-cookbook, rows in data/measured_sglang_cookbook.csv),
-                       where the roofline grows 2-3x. MoE layers only: a dense layer is a handful
-                       of kernels (eager_layers holds them), and a floor over every layer cost
-                       the dense rows' TTFT (leave-one-source-out SGLang mean 58 -> 75%).
+                       and the combine one by one from Python, so an eager step lasts about the
+                       longer of the host's launches and the GPU's work, not their sum. SGLang
+                       0.5.6 prefilled DeepSeek-R1-0528 on 8 x B200 in about the same time at 610
+                       and at 4,194 prompt tokens (TTFT 153 and 166 ms at one in flight),
+                       MiniMax-M2.5 in 131 and 132 ms (sgl-project/sglang cookbook and
+                       sgl-project/sgl-cookbook, rows in data/measured_sglang_cookbook.csv), where
+                       the roofline grows 2-3x; gpt-oss-120b (36 layers, MXFP4 experts) on the same
+                       GPUs took 34 ms, so those ~130 ms are the model's launches, not the server's
+                       path. The term is that max's linear form: a fixed cost (the coefficient x 4
+                       ms a MoE layer) less the coefficient x the step's roofline, so while the
+                       host bounds the step a longer prompt adds less than its work's full price.
+                       It fades where the spec-sheet roofline reaches 4 ms a MoE layer (DeepSeek-V3
+                       on 8 x H200: a prefill of about 19,000 tokens), not 1 ms (until session 53):
+                       the GPU's real time is 0.8-2.6x its roofline (the roofline coefficients
+                       fitted), and at 1 ms the floor faded while the host still bound the step, so
+                       the fit held it at 0.15 (150 us a MoE layer) and the request path took the
+                       rest (SGLang 52 ms on 8 GPUs). Held out by source (1,232 rows both runs
+                       scored), 4 ms with prior 0.4 moved the TTFT 30.8 -> 26.9% median, output
+                       tok/s 23.8 -> 22.8%, TPOT 24.1 -> 23.5%, p99 TTFT 31.7 -> 30.3%; vLLM's too
+                       (its prefill steps past 512 tokens run without graphs), TTFT 31.1 -> 26.9%,
+                       while SGLang's TPOT went 28.5 -> 31.0% and TensorRT-LLM's TTFT 20.1 ->
+                       21.8%. TTFT median by (unit, prior): (1 ms, 0.1) 30.8%, (0.33, 0.3) 31.0,
+                       (0.33, 0.6) 31.0, (0.67, 0.3) 30.3, (1.33, 0.3) 28.7, (2.67, 0.3) 28.3, (4,
+                       0.1) 28.8, (4, 0.2) 28.0, (4, 0.8) 27.6, (8, 0.4) 27.6; a fixed cost that
+                       never fades, 30.3. Its slope never exceeds the roofline's (shipped fit:
+                       0.20-0.26, the roofline's at least 0.45 more on every GPU and family), so a
+                       longer eager prefill still takes longer
+                       (tests/planner/perf/test_eager_floor.py). MoE layers only: a dense layer is
+                       a handful of kernels (eager_layers holds them), and a floor over every layer
+                       cost the dense rows' TTFT (leave-one-source-out SGLang mean 58 -> 75%; a
+                       fixed cost on every MoE layer and 0.3 of it on every dense one: TTFT 30.9%).
                        Prefill steps only: a decode batch past the graph limit (a disaggregated
                        decode pool's hundreds of sequences) is the GPU's work, and a floor there
-                       cost the disaggregated slice's held-out TPOT 7 -> 20% median.
-                       Prior coefficient 0.1 (100 us a layer); fitted globally and per engine
-                       family only (:data:`planner.perf.calibration.TERM_LEVELS`): SGLang 0.15,
-                       vLLM 0.13 (beside ``request_path_ranks``, which took a share of what the
-                       floor alone fitted on 8-GPU rows, SGLang 0.28)
+                       cost the disaggregated slice's held-out TPOT 7 -> 20% median. Prior
+                       coefficient 0.4 (1.6 ms a MoE layer at no work); fitted globally and per
+                       engine family only (:data:`planner.perf. calibration.TERM_LEVELS`): SGLang
+                       0.20, vLLM 0.22
 request_path           not a step term: 10 ms once per request of a vLLM or SGLang server (an HTTP
                        server and a streaming client: :func:`planner.perf.scenario.
                        has_request_path`), added to its first token and its finish, never
@@ -163,8 +184,9 @@ request_path_ranks     the request path's share that grows with the GPU processe
                        the first token's step waits on the slowest rank. Held out by source,
                        SGLang's TTFT at one to four in flight was 49 ms short on 8 GPUs and 6 ms
                        long on fewer (median predicted - measured) before it. Prior 0.5 (5 ms a
-                       doubling); fitted globally and per engine family (SGLang 7.1 ms a
-                       doubling, vLLM 5.7: 53 and 48 ms of path on 8 GPUs against 31 on one)
+                       doubling); fitted globally and per engine family (shipped fit: SGLang 25 ms
+                       and 4.5 a doubling, 38 ms on 8 GPUs; vLLM 18 and 3.5, 28 ms; before the
+                       eager floor's 4 ms unit took the MoE models' launches, SGLang 52 ms)
 idle                   seconds the engine waits for work (coefficient fixed at 1)
 =====================  ==========================================================================
 
@@ -265,7 +287,7 @@ FORWARD_UNIT_S = 1e-3
 SEQUENCE_UNIT_S = 100e-6
 MOE_LAYER_UNIT_S = 10e-6
 LAYER_FLOOR_UNIT_S = 150e-6
-EAGER_FLOOR_UNIT_S = 1e-3
+EAGER_FLOOR_UNIT_S = 4e-3
 REQUEST_PATH_UNIT_S = 10e-3
 #: the hierarchy levels that get a parameter of the request path (the rest share the family's)
 REQUEST_PATH_LEVELS = frozenset({"family"})
