@@ -22,7 +22,10 @@ engine step (at rate ``lambda``, ``u = lambda x T``):
   memory-bound step compute-bound, so the two are priced apart, not averaged); a share ``f`` of
   the steps hold a chunk (the prompts' work over the budget, at least the chance that one
   arrived), and the mean step is ``T = (1 - f) T_d + f T_p``. Then ``lambda = u / T``:
-  everything follows from ``u``, no fixed point to iterate;
+  everything follows from ``u``, no fixed point to iterate. What the prompts in one step add
+  is ``F`` once and ``w`` each (:func:`_prompt_costs`: an MoE prefill run without CUDA graphs
+  is bound by its launches, which the prompts batched together pay once), and the queues
+  below price it so;
 - **capacity**: the rate grows with ``u`` until the prompts fill the budget (``f -> 1``), the
   batch reaches ``max_num_seqs``, or the KV cache is full (the mean of the running contexts,
   rounded to blocks); :func:`SteadyStateModel.saturated` is that rate;
@@ -188,6 +191,18 @@ class _Step:
     prefill_s: float  # one chunk beside the decodes
     mean_s: float
     terms: np.ndarray
+    second_s: float = 0.0  # what a second chunk adds to a step holding one (its marginal cost)
+
+
+def _prompt_costs(st: _Step) -> tuple[float, float]:
+    """(``F``, ``w``): what the prompts in a step add to it, ``F`` once and ``w`` each
+    (``F + w A`` for ``A >= 1`` prompts). ``w`` is a second prompt's cost, ``F`` what the first
+    costs beyond it: an MoE prefill run without CUDA graphs is bound by its launches
+    (:mod:`planner.perf.step_time`'s ``eager_floor``), which the prompts batched in one step
+    pay once. 0 and the whole prompt's cost where that is linear."""
+    delta = max(st.prefill_s - st.decode_s, 0.0)
+    w = min(max(st.second_s, 0.0), delta)
+    return delta - w, w
 
 
 class SteadyStateModel:
@@ -280,6 +295,7 @@ class SteadyStateModel:
         decode_terms = self._poisson_terms(decode, 0.0, 0.0, 0.0)
         prefill_terms = self._poisson_terms(decode, per_prefill_step, chunk, done)
         one_chunk = self._poisson_terms(decode, 1.0, chunk, done)
+        two_chunks = self._poisson_terms(decode, 2.0, chunk, done)
         terms = (1.0 - share) * decode_terms + share * prefill_terms
         held = _Step(
             u=u,
@@ -291,6 +307,7 @@ class SteadyStateModel:
             prefill_s=float(self.c @ one_chunk),
             mean_s=float(self.c @ terms),
             terms=terms,
+            second_s=float(self.c @ (two_chunks - one_chunk)),
         )
         if len(self._steps) < 4096:
             self._steps[u] = held
@@ -638,34 +655,53 @@ class SteadyStateModel:
         return broken, worst
 
     def _bulk(self, st: _Step, rate: float) -> _Gamma:
-        """TTFT beyond the fixed part (``T_d + delta``, one step with the prompt alone) when
+        """TTFT beyond the fixed part (``T_d + F + w``, one step with the prompt alone) when
         the prompts waiting at a step boundary are all served in the next step.
 
-        Step lengths follow ``X' = T_d + delta A``, ``A ~ Poisson(rate X)`` the prompts that
-        arrived during the step before (``delta``: what a prompt adds to a step). A prompt
+        What prompts add to a step is ``F + w A`` for ``A >= 1`` prompts: ``w`` each (a second
+        prompt's cost, :attr:`_Step.second_s`) and ``F`` once, what the first costs beyond
+        ``w`` (an eager MoE prefill step's launches, :mod:`planner.perf.step_time`'s
+        ``eager_floor``, which the prompts batched in one step pay once; 0 where a prompt's
+        cost is linear). Step lengths follow ``X' = T_d + F 1{A > 0} + w A``,
+        ``A ~ Poisson(rate X)`` the prompts that arrived during the step before. A prompt
         arrives in a step chosen by its length (length-biased, ``X*``), waits for the rest of
         it (``U X*``), then its own step holds the ``A*`` others that came during ``X*``:
-        TTFT = ``U X* + T_d + delta (1 + A*)``. The variable part is matched by its first two
-        moments to a gamma distribution."""
+        TTFT = ``U X* + T_d + F + w (1 + A*)``. The variable part is matched by its first two
+        moments to a gamma distribution; ``X``'s are taken with ``P(A > 0)`` at its mean
+        (fixed point) and its variance by the law of total variance, linearised in ``X``."""
         t_d = st.decode_s
         delta = max(st.prefill_s - t_d, 0.0)
-        load = rate * delta  # share of time prompts add to the steps
-        if load >= 1.0:
-            return _Gamma(0.0, 0.0, math.inf, load=load)
-        mean_x = t_d / (1.0 - load)
-        var_x = delta**2 * rate * mean_x / max(1.0 - (delta * rate) ** 2, 1e-12)
+        fixed, w = _prompt_costs(st)
+        if rate * w >= 1.0:
+            return _Gamma(0.0, 0.0, math.inf, load=rate * w)
+        mean_x = (t_d + fixed) / (1.0 - rate * w)
+        for _ in range(50):  # P(A > 0) at the mean step
+            busy = 1.0 - math.exp(-rate * mean_x)
+            updated = (t_d + fixed * busy) / (1.0 - rate * w)
+            if abs(updated - mean_x) <= 1e-12 * mean_x:
+                break
+            mean_x = updated
+        load = 1.0 - t_d / mean_x  # share of time prompts add to the steps
+        lam = rate * mean_x
+        idle = math.exp(-lam)
+        # Var(F 1{A>0} + w A | X = mean) and the slope of its mean in X
+        cond_var = fixed**2 * idle * (1.0 - idle) + w**2 * lam + 2.0 * fixed * w * lam * idle
+        slope = rate * (fixed * idle + w)
+        if slope >= 1.0:
+            return _Gamma(0.0, 0.0, math.inf, load=max(load, 1.0))
+        var_x = cond_var / (1.0 - slope**2)
         m2 = var_x + mean_x**2
         # third moment of X from a gamma with that mean and variance
         shape = mean_x**2 / var_x if var_x > 0 else math.inf
         m3 = m2 * mean_x * (1.0 + 2.0 / shape) if math.isfinite(shape) else mean_x**3
         biased_mean = m2 / mean_x  # E[X*]
         biased_m2 = m3 / mean_x  # E[X*^2]
-        # V = U X* + delta A*, A* ~ Poisson(rate X*)
-        mean_v = biased_mean / 2.0 + delta * rate * biased_mean
+        # V = U X* + w A*, A* ~ Poisson(rate X*)
+        mean_v = biased_mean / 2.0 + w * rate * biased_mean
         e_v2 = (
             biased_m2 / 3.0
-            + 2.0 * delta * rate * biased_m2 / 2.0
-            + delta**2 * (rate * biased_mean + rate**2 * biased_m2)
+            + 2.0 * w * rate * biased_m2 / 2.0
+            + w**2 * (rate * biased_mean + rate**2 * biased_m2)
         )
         var_v = max(e_v2 - mean_v**2, 1e-18)
         # SGLang's prompt is done when its prefill batch is, before the decode step runs
@@ -698,13 +734,23 @@ class SteadyStateModel:
         ``TPOT = a + b N``, ``a`` the decode step with the neighbours it started with,
         ``b = delta / n + slope / 2``. The arrivals ``N`` lengthen its life, during which
         more arrive: ``N`` is a Poisson branching count (immigrants ``rate n a``, offspring
-        ``rate n b`` each), the generalised Poisson distribution."""
+        ``rate n b`` each), the generalised Poisson distribution. What the prompts batched in
+        one step pay once (``F``, :func:`_prompt_costs`: an eager MoE prefill's launches) is
+        paid by the ``f`` share of steps that hold prompts, whose count over a request's ``n``
+        steps is Binomial (``n``, ``f``), less spread than its arrivals' Poisson count once
+        prompts share steps: the part of ``F f`` whose spread the arrivals would overstate
+        goes to every step (``a``), the rest stays with the arrivals (``delta``)."""
         ns = self.work.decode_bins
         if ns.size == 0:
             return st.mean_s, st.mean_s, st.mean_s
         slope = self._per_decode_seq_s(st.decode)
-        per_prompt = max(st.mean_s - st.decode_s, 0.0) / st.u if st.u > 0 else 0.0
-        base = max(st.decode_s - slope * (st.decode / 2.0 - 1.0), st.decode_s * 0.5)
+        # the steps holding prompts among a request's n are Binomial(n, f), not the Poisson
+        # count of its arrivals: of their F, the part whose variance the arrivals would
+        # overstate (by f / (u (1 - f)): none while prompts seldom share a step) is every step's
+        kept = math.sqrt(min(1.0, st.u * (1.0 - st.share) / st.share)) if st.share > 0 else 1.0
+        once = (1.0 - kept) * _prompt_costs(st)[0] * st.share
+        per_prompt = max(st.mean_s - st.decode_s - once, 0.0) / st.u if st.u > 0 else 0.0
+        base = max(st.decode_s - slope * (st.decode / 2.0 - 1.0), st.decode_s * 0.5) + once
         # one distribution per typical answer length (the request mix in bins), all at once
         b = per_prompt / ns + slope / 2.0
         if ns.size == 1:
