@@ -155,7 +155,7 @@ eager_floor            max(0, MoE layers x 4 ms - roofline) in a prefill step th
                        decode pool's hundreds of sequences) is the GPU's work, and a floor there
                        cost the disaggregated slice's held-out TPOT 7 -> 20% median. Prior
                        coefficient 0.4 (1.6 ms a MoE layer at no work); fitted globally and per
-                       engine family only (:data:`planner.perf. calibration.TERM_LEVELS`): SGLang
+                       engine family only (:data:`planner.perf.calibration.TERM_LEVELS`): SGLang
                        0.20, vLLM 0.22
 request_path           not a step term: 10 ms once per request of a vLLM or SGLang server (an HTTP
                        server and a streaming client: :func:`planner.perf.scenario.

@@ -9,6 +9,7 @@ import pytest
 
 from planner.catalog import Catalog
 from planner.perf.calibration import scenario_from_measured
+from planner.perf.deployment import Deployment
 from planner.perf.model import PerformanceModel
 from planner.perf.scenario import Scenario
 from planner.perf.step_time import IDX, StepBatch, step_features
@@ -17,7 +18,7 @@ from planner.perf.step_time import IDX, StepBatch, step_features
 PREFILL_TOKENS = (64, 256, 513, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
-def _moe_deployments(model: PerformanceModel) -> list:
+def _moe_deployments(model: PerformanceModel) -> list[Deployment]:
     """An SGLang MoE (every prefill eager) and a vLLM one (eager past 512 tokens)."""
     layouts = (
         ("deepseek-ai/DeepSeek-V3", "H200", 8, "sglang", "fp8"),
