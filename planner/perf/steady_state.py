@@ -191,7 +191,7 @@ class _Step:
     prefill_s: float  # one chunk beside the decodes
     mean_s: float
     terms: np.ndarray
-    second_s: float = 0.0  # what a second chunk adds to a step holding one (its marginal cost)
+    second_s: float  # what a second chunk adds to a step holding one (its marginal cost)
 
 
 def _prompt_costs(st: _Step) -> tuple[float, float]:
