@@ -673,6 +673,41 @@ def test_a_served_closed_loops_replacements_queue_behind_each_others_prefills(
     assert not simulate(offline, C).time_driven
 
 
+def test_a_vllm_closed_loops_waves_come_apart_over_its_data_parallel_replicas(
+    catalog: Catalog,
+) -> None:
+    """Scicom's shape on two replicas (1,024 tokens in, 128 out, one length): vLLM's front end
+    deals a wave's replacements over both replicas from counts a step behind, so the waves
+    come apart (``spreads_first_wave``). Against one replica serving its half alone (the same
+    seats, its wave kept together): TTFT far shorter, TPOT longer (the prompts now land among
+    the decodes), and as many tokens a second a replica, within the one-time cost of spreading
+    the first wave (10 / (2 x 400) here). SGLang keeps its waves: two replicas are exactly
+    twice one."""
+    from planner.perf.simulator import closed_loop_turnaround_s, spreads_first_wave
+
+    loop = {"input_len": 1024, "output_len": 128, "concurrency": 10, "num_requests": 400}
+    half = {**loop, "concurrency": 5, "num_requests": 200}
+    runs = {}
+    for engine in ("vllm", "sglang"):
+        one = resolve_deployment(_scenario(engine=engine, **half), catalog)
+        two = resolve_deployment(_scenario(engine=engine, num_gpus=2, **loop), catalog)
+        assert two.loaded_replicas == 2 and one.loaded_replicas == 1
+        turnaround = closed_loop_turnaround_s(two, C)
+        assert spreads_first_wave(two, turnaround) == (engine == "vllm")
+        assert not spreads_first_wave(one, closed_loop_turnaround_s(one, C))
+        runs[engine] = (
+            run_metrics(simulate(one, C), C, 1),
+            run_metrics(simulate(two, C), C, two.loaded_replicas),
+        )
+    alone, apart = runs["vllm"]
+    assert apart.ttft_ms("mean") < 0.6 * alone.ttft_ms("mean")
+    assert apart.tpot_ms("mean") > 1.03 * alone.tpot_ms("mean")
+    assert apart.output_tok_per_s == pytest.approx(2 * alone.output_tok_per_s, rel=0.03)
+    sg_alone, sg_two = runs["sglang"]
+    assert sg_two.ttft_ms("mean") == pytest.approx(sg_alone.ttft_ms("mean"), rel=1e-9)
+    assert sg_two.output_tok_per_s == pytest.approx(2 * sg_alone.output_tok_per_s, rel=1e-9)
+
+
 def test_prompts_an_earlier_run_sent_come_from_the_prefix_cache_while_it_holds_them(
     catalog: Catalog,
 ) -> None:
