@@ -1327,11 +1327,16 @@ def spreads_first_wave(dep: Deployment, turnaround: float) -> bool:
 
     Scicom's vLLM 0.19 runs (``data/measured_benchmaq.csv``) show it: Llama-3.1-70B on TP 4 x 2
     replicas at 10 in flight, 1,023 tokens in, measured a mean TTFT of 139 ms and TPOT of
-    17.9 ms; the waves kept together gave 390 ms and 15.8 ms, spread 119 ms and 17.9 ms (the
-    shipped fit, in sample). On TP 8 x 1, one replica, the waves stay together: 366 ms
-    measured against 402 simulated. SGLang's data-parallel attention deals requests round
-    robin over ranks that step together, and TensorRT-LLM's likewise, so theirs keep the
-    waves. The one-time delay costs the run at most half a lifetime of its first wave's
+    17.9 ms; the waves kept together gave 419 ms and 15.2 ms, spread 137 ms and 17.4 ms (the
+    shipped fit, in sample); at 25 in flight 176 and 21.7 measured, 738 and 17.3 together, 300
+    and 20.8 spread. On TP 8 x 1, one replica, the waves stay together: 366 ms measured against
+    423 simulated. Not all of it: with 4,095-token prompts at 25 in flight the spread phases
+    gather again behind the prefill budget (1,926 ms simulated, 592 measured).
+
+    SGLang's data-parallel attention deals requests round robin (its default
+    ``--load-balance-method``) over ranks that step together, so its waves stay together;
+    TensorRT-LLM's attention data parallelism is left as it was (no shipped row runs it as a
+    closed loop). The one-time delay costs the run at most half a lifetime of its first wave's
     seats, ``concurrency / (2 num_requests)`` of its work."""
     return turnaround > 0 and dep.loaded_replicas > 1 and dep.family == "vllm"
 
