@@ -1275,8 +1275,10 @@ def simulate(
                         life = max(_lifetime_s(co, eng.cum, coefficients) for co in finished)
                         for j in range(give):
                             _queue_replacement(replacements, due + j * life / give, 1)
-                    else:
-                        _queue_replacement(replacements, due, give)
+                    else:  # one after another (FRONT_END_SPACING)
+                        spacing = FRONT_END_SPACING * turnaround
+                        for j in range(give):
+                            _queue_replacement(replacements, due + j * spacing, 1)
                 elif owed > 0:
                     issue(min(done, owed), eng.cum.copy(), 0.0)
     return _trace(eng, dep, time_driven, arrivals)
@@ -1309,6 +1311,25 @@ def warm_prompts_held(dep: Deployment, n: int) -> int:
     return warm if footprint <= dep.kv_capacity_tokens else 0
 
 
+#: how far apart, as a share of the served request's fitted path (the closed loop's turnaround),
+#: the replacements of requests that finished in one step reach the engine. The server's front
+#: end streams the finished requests' last tokens and takes in their replacements one at a time
+#: (vLLM's API server and its output handler, SGLang's tokenizer manager, each one Python
+#: process), and an idle engine starts a step with the first request that reaches it: vLLM's
+#: ``EngineCoreProc._process_input_queue`` (vllm/v1/engine/core.py, read 2026-12-05) blocks
+#: for one request when there is no work and steps as soon as it has one; the rest join the
+#: steps after. So a wave's prompts are not all prefilled in one step. Scicom's vLLM 0.19 on
+#: TP 8 x 1 (``data/measured_benchmaq.csv``, 127-token prompts) measured a mean TTFT of 61, 83
+#: and 165 ms at 10, 25 and 50 in flight; prefilling 25 such prompts together takes 57 ms at the
+#: 8 H100s' dense BF16 peak, beside a ~40 ms path, so the wave did not reach the engine at once.
+#: In sample (shipped fit, refitted with it) those rows went 1.75, 2.27, 1.97x -> 1.33, 1.54,
+#: 1.24x their TTFT, and their p99 TPOT 0.93, 0.89, 0.90 -> 0.95, 0.96, 1.03x. The share was
+#: chosen held out by source among 0.03, 0.1 and 0.2 (TTFT median 24.7, 23.8, 24.2%; p99 TPOT
+#: 27.7, 27.5, 28.2%; 25.6% and 26.5% without it); the first wave, sent at once by the client,
+#: reaches the engine together (spaced too: TTFT 25.4%).
+FRONT_END_SPACING = 0.1
+
+
 def spreads_first_wave(dep: Deployment, turnaround: float) -> bool:
     """Whether the first wave of a served closed loop's replacements reaches the simulated
     replica spread over one lifetime, one request a phase, rather than all at once: a vLLM
@@ -1327,11 +1348,12 @@ def spreads_first_wave(dep: Deployment, turnaround: float) -> bool:
 
     Scicom's vLLM 0.19 runs (``data/measured_benchmaq.csv``) show it: Llama-3.1-70B on TP 4 x 2
     replicas at 10 in flight, 1,023 tokens in, measured a mean TTFT of 139 ms and TPOT of
-    17.9 ms; the waves kept together gave 419 ms and 15.2 ms, spread 137 ms and 17.4 ms (the
-    shipped fit, in sample); at 25 in flight 176 and 21.7 measured, 738 and 17.3 together, 300
-    and 20.8 spread. On TP 8 x 1, one replica, the waves stay together: 366 ms measured against
-    423 simulated. Not all of it: with 4,095-token prompts at 25 in flight the spread phases
-    gather again behind the prefill budget (1,926 ms simulated, 592 measured).
+    17.9 ms; the waves kept together gave 360 ms and 15.6 ms, spread 137 ms and 17.4 ms (the
+    shipped fit, in sample); at 25 in flight 176 and 21.7 measured, 714 and 17.5 together, 297
+    and 20.8 spread. On TP 8 x 1, one replica, the waves stay together (but for the front end's
+    spacing, :data:`FRONT_END_SPACING`): 366 ms measured against 416 simulated. Not all of
+    it: with 4,095-token prompts at 25 in flight the spread phases gather again behind the
+    prefill budget (1,928 ms simulated, 592 measured).
 
     SGLang's data-parallel attention deals requests round robin (its default
     ``--load-balance-method``) over ranks that step together, so its waves stay together;
@@ -1367,7 +1389,8 @@ def closed_loop_turnaround_s(dep: Deployment, coefficients: np.ndarray | None) -
 
     Why it matters: with answers of one length a closed loop's requests finish a few decode
     steps apart, so their replacements reach the engine within a few milliseconds of each
-    other and queue behind each other's prefills, as vLLM serves them. Replaced at the very
+    other (:data:`FRONT_END_SPACING` apart) and queue behind each other's prefills, as vLLM
+    serves them. Replaced at the very
     step boundary (no turnaround), each was prefilled at once, one step after the previous
     one, and the prefills landed in the decodes' time instead. Scicom's vLLM 0.19 runs on
     8 x H100 (4,096 tokens in, 10-50 in flight) measured TTFT 2-3x and TPOT 0.7-0.8x what the
