@@ -184,11 +184,12 @@ request_path_ranks     the request path's share that grows with the GPU processe
                        the first token's step waits on the slowest rank. Held out by source,
                        SGLang's TTFT at one to four in flight was 49 ms short on 8 GPUs and 6 ms
                        long on fewer (median predicted - measured) before it. Prior 0.5 (5 ms a
-                       doubling); fitted globally and per engine family (shipped fit: SGLang 29 ms
-                       and 4.8 a doubling, 44 ms on 8 GPUs; vLLM 27 and 4.2, 40 ms; SGLang 38 and
-                       vLLM 28 ms on 8 GPUs before vLLM's data-parallel waves came apart in the
-                       simulator, :func:`planner.perf.simulator.spreads_first_wave`; before the
-                       eager floor's 4 ms unit took the MoE models' launches, SGLang 52 ms)
+                       doubling); fitted globally and per engine family (shipped fit: SGLang 30 ms
+                       and 5.0 a doubling, 45 ms on 8 GPUs; vLLM 30 and 4.7, 44 ms; SGLang 38 and
+                       vLLM 28 ms on 8 GPUs before a closed loop's waves reached the engine apart
+                       in the simulator, :data:`planner.perf.simulator.FRONT_END_SPACING` and
+                       :func:`planner.perf.simulator.spreads_first_wave`; before the eager
+                       floor's 4 ms unit took the MoE models' launches, SGLang 52 ms)
 idle                   seconds the engine waits for work (coefficient fixed at 1)
 =====================  ==========================================================================
 
