@@ -1390,9 +1390,9 @@ def closed_loop_turnaround_s(dep: Deployment, coefficients: np.ndarray | None) -
     Why it matters: with answers of one length a closed loop's requests finish a few decode
     steps apart, so their replacements reach the engine within a few milliseconds of each
     other (:data:`FRONT_END_SPACING` apart) and queue behind each other's prefills, as vLLM
-    serves them. Replaced at the very
-    step boundary (no turnaround), each was prefilled at once, one step after the previous
-    one, and the prefills landed in the decodes' time instead. Scicom's vLLM 0.19 runs on
+    serves them. Replaced at the very step boundary (no turnaround), each was prefilled at
+    once, one step after the previous one, and the prefills landed in the decodes' time
+    instead. Scicom's vLLM 0.19 runs on
     8 x H100 (4,096 tokens in, 10-50 in flight) measured TTFT 2-3x and TPOT 0.7-0.8x what the
     simulator gave without it; with it, in sample, the TTFTs' median error went 49% -> 24%
     and the TPOTs' 10% -> 5% before any refit (session script, 2026-12-04)."""
