@@ -250,8 +250,8 @@ SIGMA_LAYER_FLOOR = 3.0
 _FLOOR_FITTED = FITTED.index("layer_floor")
 #: the eager floor's deviation per engine family (log units): with the 1 ms unit, fitted alone,
 #: SGLang's MoE extend steps came out at ~3x the 100 us prior a layer (0.28 ms), log(3) = 1.1,
-#: under 1 sigma; with the 4 ms unit (planner.perf.step_time) the shipped fit sets SGLang 0.20
-#: and vLLM 0.22 against the 0.4 prior
+#: under 1 sigma; with the 4 ms unit (planner.perf.step_time) the shipped fit sets SGLang 0.18
+#: and vLLM 0.21 against the 0.4 prior
 SIGMA_EAGER_FLOOR = 1.5
 #: the rank-scaled request path's prior (log units, global and per family): the ranks' share
 #: is as uncertain as the path's, but only multi-GPU served rows see it

@@ -1272,13 +1272,13 @@ def simulate(
                     if spread:  # one phase a request from now on (spreads_first_wave)
                         spread = False
                         assert coefficients is not None
-                        life = max(_lifetime_s(co, eng.cum, coefficients) for co in finished)
-                        for j in range(give):
-                            _queue_replacement(replacements, due + j * life / give, 1)
+                        # the wave's lifetime over its requests
+                        span = max(_lifetime_s(co, eng.cum, coefficients) for co in finished)
+                        parts = give
                     else:  # one after another (FRONT_END_SPACING)
-                        spacing = FRONT_END_SPACING * turnaround
-                        for j in range(give):
-                            _queue_replacement(replacements, due + j * spacing, 1)
+                        span, parts = FRONT_END_SPACING * turnaround, 1
+                    for j in range(give):
+                        _queue_replacement(replacements, due + j * span / parts)
                 elif owed > 0:
                     issue(min(done, owed), eng.cum.copy(), 0.0)
     return _trace(eng, dep, time_driven, arrivals)
@@ -1370,13 +1370,13 @@ def _lifetime_s(co: _Cohort, cum: np.ndarray, coefficients: np.ndarray) -> float
     return float(np.dot(coefficients, cum - co.arrival_vec)) - co.arrival_time
 
 
-def _queue_replacement(queue: deque[tuple[float, int]], due: float, count: int) -> None:
-    """Put ``count`` replacements due at ``due`` into ``queue`` in arrival order (a later one
+def _queue_replacement(queue: deque[tuple[float, int]], due: float) -> None:
+    """Put one replacement due at ``due`` into ``queue`` in arrival order (a later one
     usually: scanned from the end)."""
     i = len(queue)
     while i > 0 and queue[i - 1][0] > due:
         i -= 1
-    queue.insert(i, (due, count))
+    queue.insert(i, (due, 1))
 
 
 def closed_loop_turnaround_s(dep: Deployment, coefficients: np.ndarray | None) -> float:

@@ -156,7 +156,7 @@ eager_floor            max(0, MoE layers x 4 ms - roofline) in a prefill step th
                        cost the disaggregated slice's held-out TPOT 7 -> 20% median. Prior
                        coefficient 0.4 (1.6 ms a MoE layer at no work); fitted globally and per
                        engine family only (:data:`planner.perf.calibration.TERM_LEVELS`): SGLang
-                       0.20, vLLM 0.22
+                       0.18, vLLM 0.21 (0.20 and 0.22 before session 54's closed-loop waves)
 request_path           not a step term: 10 ms once per request of a vLLM or SGLang server (an HTTP
                        server and a streaming client: :func:`planner.perf.scenario.
                        has_request_path`), added to its first token and its finish, never
