@@ -680,7 +680,7 @@ def simulate_measured(
             continue
         samples.append(sample)
     if fresh and cache_dir is not None:
-        sample_cache.save(cache_dir, disk_key, {**(stored or {}), **fresh})
+        sample_cache.save(cache_dir, disk_key, {**(stored or {}), **fresh}, added=fresh)
     return samples, excluded
 
 

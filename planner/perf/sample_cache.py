@@ -15,11 +15,18 @@ found by a hash of its full content. As with the fit cache, the file holds only 
 JSON header (``numpy.load`` with ``allow_pickle=False``), with a SHA-256 of the arrays; a file
 that fails a check is deleted and its rows are simulated again. The rows' arrays are stored
 concatenated, field by field, with each row's length, compressed (~90 MB for the embedded
-rows, ~5 s to write, ~2 s to read).
+rows, ~7-10 s to write, ~3 s to read).
+
+Rows simulated after the file exists (a verification run's, a team's new runs) go into a small
+file of their own beside it, ``sim-rows-<key>+<rows>.npz``, so that adding one row writes one
+row's arrays, not the whole file again (which took ~10 s of each refit after a verification
+run on two cores, 2026-12-05); after :data:`MAX_ADDED` such files, the next addition writes
+them all into the main file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +52,8 @@ FORMAT_VERSION = 1
 KEEP_FILES = 2
 #: at most this many rows in one file (the embedded rows and a team's runs are ~1,300)
 MAX_ROWS = 20_000
+#: at most this many files of added rows beside a key's main file
+MAX_ADDED = 8
 
 #: a row's arrays of one entry per request (or group of identical requests)
 _RAGGED: tuple[str, ...] = (
@@ -100,6 +109,15 @@ def cache_file(cache_dir: Path, key: str) -> Path:
     return cache_dir / f"sim-rows-{key}.npz"
 
 
+def added_files(cache_dir: Path, key: str) -> list[Path]:
+    """The files of rows added beside ``key``'s main file, oldest first."""
+    files: list[tuple[float, Path]] = []
+    for path in cache_dir.glob(f"sim-rows-{key}+*.npz"):
+        with contextlib.suppress(OSError):
+            files.append((path.stat().st_mtime, path))
+    return [path for _, path in sorted(files)]
+
+
 def cacheable(trace: SimTrace) -> bool:
     return all(getattr(trace, name).size == 0 for name in _TIMELINE)
 
@@ -142,18 +160,52 @@ def _scalar(value: Any) -> float | int | bool:
     return float(value)
 
 
-def save(cache_dir: Path, key: str, traces: Mapping[str, SimTrace]) -> Path | None:
+def save(
+    cache_dir: Path,
+    key: str,
+    traces: Mapping[str, SimTrace],
+    added: Mapping[str, SimTrace] | None = None,
+) -> Path | None:
     """Write ``traces`` (row key -> trace) as the file for ``key``, atomically; None when it
-    cannot be written (a read-only directory only costs the next fit its simulations)."""
+    cannot be written (a read-only directory only costs the next fit its simulations).
+
+    ``added``: those of ``traces`` that are not on disk yet. Where ``key``'s main file exists
+    and fewer than :data:`MAX_ADDED` files of added rows lie beside it, only these are written,
+    into a file of their own; otherwise ``traces`` replace the main file and the added files
+    it now holds are deleted."""
+    main = cache_file(cache_dir, key)
+    beside = added_files(cache_dir, key)
+    if added is not None and main.exists() and len(beside) < MAX_ADDED:
+        kept = {name: t for name, t in added.items() if cacheable(t)}
+        if not kept:
+            return None
+        name = hashlib.sha256("\n".join(sorted(kept)).encode()).hexdigest()[:16]
+        return write_arrays(
+            cache_dir / f"sim-rows-{key}+{name}.npz",
+            _pack(kept, key),
+            what="simulated rows",
+            compressed=True,
+        )
     kept = {name: t for name, t in traces.items() if cacheable(t)}
     if len(kept) > MAX_ROWS:
         kept = dict(list(kept.items())[-MAX_ROWS:])
-    path = write_arrays(
-        cache_file(cache_dir, key), _pack(kept, key), what="simulated rows", compressed=True
-    )
+    path = write_arrays(main, _pack(kept, key), what="simulated rows", compressed=True)
     if path is not None:
-        prune(cache_dir, "sim-rows-*.npz", KEEP_FILES)
+        for old in beside:  # their rows are in the main file now
+            with contextlib.suppress(OSError):
+                old.unlink()
+        _prune_keys(cache_dir)
     return path
+
+
+def _prune_keys(cache_dir: Path) -> None:
+    """Keep the :data:`KEEP_FILES` newest main files, and the added rows of those only."""
+    prune(cache_dir, "sim-rows-" + "?" * 32 + ".npz", KEEP_FILES)
+    for path in cache_dir.glob("sim-rows-*+*.npz"):
+        main = path.name.split("+", 1)[0] + ".npz"
+        if not (cache_dir / main).exists():
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 # ----- reading -------------------------------------------------------------------------------
@@ -195,7 +247,10 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> dict[str, SimTrace]:
 
 
 def load(cache_dir: Path, key: str) -> dict[str, SimTrace]:
-    """The rows stored for ``key`` (row key -> trace); empty when there is no file, or when it
-    fails a check (then it is deleted)."""
+    """The rows stored for ``key`` (row key -> trace), from its main file and the files of
+    rows added beside it; a file that fails a check is deleted and gives none."""
     rows = read_arrays(cache_file(cache_dir, key), lambda a: _unpack(a, key), "simulated rows")
-    return rows or {}
+    out = dict(rows or {})
+    for path in added_files(cache_dir, key):
+        out.update(read_arrays(path, lambda a: _unpack(a, key), "simulated rows") or {})
+    return out

@@ -142,6 +142,7 @@ class _Cohort:
         "prompt",
         "reserved",
         "shared",
+        "waits",
     )
 
     def __init__(
@@ -169,12 +170,22 @@ class _Cohort:
         self.in_pool = False
         self.base_step = 0
         self.phase = 0
+        #: each member's ``arrival_time``, first arrived first, where they differ (a closed
+        #: loop's replacements that reached the engine between two step boundaries); None
+        #: when all have ``arrival_time``
+        self.waits: list[float] | None = None
 
-    def split(self, n: int) -> _Cohort:
-        """Detach ``n`` members into a new cohort (same state); not for pooled cohorts."""
+    def split(self, n: int, head: bool = False) -> _Cohort:
+        """Detach ``n`` members into a new cohort (same state); not for pooled cohorts. The
+        detached are the last to arrive, or the first with ``head`` (those that start
+        running while the rest wait)."""
         other = _Cohort(
             n, self.prompt, self.output, self.order, self.arrival_vec, self.arrival_time
         )
+        if self.waits is not None:
+            cut = n if head else len(self.waits) - n
+            first, last = self.waits[:cut], self.waits[cut:]
+            other.waits, self.waits = (first, last) if head else (last, first)
         other.computed = self.computed
         other.generated = self.generated
         other.blocks = self.blocks
@@ -326,6 +337,12 @@ class _Engine:
         self.bucket = [0] * self.bs  # pooled sequences by block-boundary phase
         self.finishing: dict[int, list[_Cohort]] = {}
         self.finish_heap: list[int] = []
+        # SGLang's reservation (_reserved_blocks) of the pooled sequences, kept as they come and
+        # go: their finish steps summed (each sequence's remaining output is its finish step
+        # less the pool's step), and those whose remaining output is clipped on entry
+        self.pool_finish_sum = 0
+        self.pool_short = 0  # pooled sequences not clipped
+        self.pool_long: dict[_Cohort, int] = {}  # clipped cohorts: their finish step
         # accounting
         self.cum = np.zeros(N_FEATURES)
         self.buf = np.zeros(N_FEATURES)
@@ -366,6 +383,11 @@ class _Engine:
             self.finishing[at] = []
             heapq.heappush(self.finish_heap, at)
         self.finishing[at].append(co)
+        if co.output - co.generated > SGLANG_CLIP_NEW_TOKENS:
+            self.pool_long[co] = at
+        else:
+            self.pool_finish_sum += co.count * at
+            self.pool_short += co.count
 
     def materialize(self, co: _Cohort) -> None:
         """Bring a pooled cohort's state up to date and take it out of the pool."""
@@ -382,6 +404,9 @@ class _Engine:
         members = self.finishing.get(at)
         if members is not None:
             members.remove(co)
+        if self.pool_long.pop(co, None) is None:
+            self.pool_finish_sum -= co.count * at
+            self.pool_short -= co.count
 
     def unpool_all(self) -> None:
         for co in self.running:
@@ -496,11 +521,14 @@ class _Engine:
         """Blocks SGLang holds back for the running requests' future tokens: ratio x their
         remaining output (each clipped at 4,096 tokens, SGLang's CLIP_MAX_NEW_TOKENS;
         ``PrefillAdder``'s ``rem_total_token_offset`` at the start of a batch)."""
-        remaining = 0.0
         dstep, clip = self.dstep, SGLANG_CLIP_NEW_TOKENS  # hot: once per step and admission
-        for co in self.running:
-            generated = co.generated + (dstep - co.base_step if co.in_pool else 0)
-            left = co.output - generated
+        # the pooled sequences from the pool's sums (each decodes until its finish step), the
+        # rest one by one: the prefilling ones, or all when the pool is empty
+        remaining = self.pool_finish_sum - dstep * self.pool_short if self.pool_n else 0
+        for co, at in self.pool_long.items():
+            remaining += co.count * min(at - dstep, clip)
+        for co in self.prefilling if self.pool_n else self.running:
+            left = co.output - co.generated
             if left > clip:
                 left = clip
             if left > 0:
@@ -522,7 +550,7 @@ class _Engine:
         """``n`` requests of the waiting head ``co`` start running with ``cached`` prompt
         tokens found in the cache and ``t`` computed in this step (blocks beyond the shared
         ones held as their own); the caller charges the free blocks."""
-        part = co.split(n) if n < co.count else self.waiting.popleft()
+        part = co.split(n, head=True) if n < co.count else self.waiting.popleft()
         part.computed = cached
         part.shared = cached // self.bs
         part.blocks = self._blocks_for(cached + t) - part.shared
@@ -913,17 +941,24 @@ class _Engine:
             self.running_seqs -= co.count
             self.free += co.reserved * co.count if self.reserve else co.blocks * co.count
             assert co.first_vec is not None
-            self.done.append(
-                (
-                    co.count,
-                    co.prompt,
-                    co.output,
-                    co.arrival_vec,
-                    co.arrival_time,
-                    co.first_vec,
-                    self.cum.copy(),
+            end = self.cum.copy()
+            if co.waits is None:
+                self.done.append(
+                    (
+                        co.count,
+                        co.prompt,
+                        co.output,
+                        co.arrival_vec,
+                        co.arrival_time,
+                        co.first_vec,
+                        end,
+                    )
                 )
-            )
+            else:  # a row a member: each waited its own time
+                for wait in co.waits:
+                    self.done.append(
+                        (1, co.prompt, co.output, co.arrival_vec, wait, co.first_vec, end)
+                    )
             n_done += co.count
         return n_done
 
@@ -1155,28 +1190,34 @@ def simulate(
     warm = warm_prompts_held(dep, n)
     warm_tokens = sc.warm_prompt_tokens
 
-    def issue(count: int, at_vec: np.ndarray | None, at_time: float) -> None:
+    def issue(
+        count: int, at_vec: np.ndarray | None, at_time: float, waits: list[float] | None = None
+    ) -> None:
+        """Queue the next ``count`` requests, arrived at ``at_vec`` plus ``at_time`` (or each
+        at its own of ``waits``, first arrived first)."""
         nonlocal issued, order
         if count <= 0:
             return
         if issued < warm < issued + count:
             # the repeated prompts and the new ones after them go in as two cohorts
             first = warm - issued
-            issue(first, at_vec, at_time)
-            issue(count - first, at_vec, at_time)
+            issue(first, at_vec, at_time, waits[:first] if waits else None)
+            issue(count - first, at_vec, at_time, waits[first:] if waits else None)
             return
         cached = issued < warm  # these requests repeat prompts the server still holds
+        groups: dict[tuple[int, int], list[int]] = {}
         if fixed_lengths:
-            groups = {(int(arrivals.inputs[issued]), int(arrivals.outputs[issued])): count}
+            groups[int(arrivals.inputs[issued]), int(arrivals.outputs[issued])] = list(range(count))
         else:
             # requests issued at the same instant with the same lengths move as one cohort
             # (their order among themselves is arbitrary); the others keep their order
-            groups = {}
-            for j in range(issued, issued + count):
-                pair = (int(arrivals.inputs[j]), int(arrivals.outputs[j]))
-                groups[pair] = groups.get(pair, 0) + 1
+            for j in range(count):
+                pair = (int(arrivals.inputs[issued + j]), int(arrivals.outputs[issued + j]))
+                groups.setdefault(pair, []).append(j)
         for (prompt, output), members in groups.items():
-            co = _Cohort(members, prompt, output, order, at_vec, at_time)
+            co = _Cohort(len(members), prompt, output, order, at_vec, at_time)
+            if waits is not None:
+                co.waits = [waits[j] for j in members]
             if cached:
                 co.cached_prompt = min(prompt, warm_tokens or prompt)
             eng.waiting.append(co)
@@ -1201,10 +1242,17 @@ def simulate(
             raise RuntimeError(eng_note)
         if replacements:
             now = eng.now()
+            waits = []
             while replacements and replacements[0][0] <= now + 1e-12:
                 t_arr, count = replacements.popleft()
                 # waiting since t_arr for this step boundary (as a rate's arrivals do)
-                issue(count, eng.cum.copy(), -(now - t_arr))
+                waits += [-(now - t_arr)] * count
+            # those that arrived since the last boundary are scheduled together: one cohort
+            # (each keeps its own wait), not one a request (the simulator's cost is per cohort)
+            if len(waits) == 1:
+                issue(1, eng.cum.copy(), waits[0])
+            elif waits:
+                issue(len(waits), eng.cum.copy(), waits[0], waits)
             if not eng.running and not eng.waiting and replacements:
                 eng.cum[_IDLE] += replacements[0][0] - now
                 continue
@@ -1367,7 +1415,8 @@ def _lifetime_s(co: _Cohort, cum: np.ndarray, coefficients: np.ndarray) -> float
     """Seconds from the cohort's arrival to the step boundary ``cum`` (its E2E when it has
     just finished), as :func:`planner.perf.metrics.run_metrics` prices a request's E2E."""
     assert co.arrival_vec is not None
-    return float(np.dot(coefficients, cum - co.arrival_vec)) - co.arrival_time
+    first = co.waits[0] if co.waits else co.arrival_time  # the longest-lived member's
+    return float(np.dot(coefficients, cum - co.arrival_vec)) - first
 
 
 def _queue_replacement(queue: deque[tuple[float, int]], due: float) -> None:

@@ -125,15 +125,44 @@ def test_a_second_fit_reads_every_row_from_disk_and_fits_the_same(disk: Disk) ->
         _same(a.trace, b.trace)
 
 
-def test_an_added_row_is_the_only_one_simulated(disk: Disk) -> None:
+def test_an_added_row_is_the_only_one_simulated_and_written(disk: Disk) -> None:
     disk.simulate(disk.rows[:-1])
+    (main,) = disk.directory.glob("sim-rows-*.npz")
+    before = main.read_bytes()
     disk.new_process()
     disk.simulate()
     assert disk.simulations == [disk.rows[-1].model]
-    # the file now holds both: a third process simulates nothing
+    # the new row went into a file of its own; the main file was not written again
+    assert main.read_bytes() == before
+    key = main.stem.removeprefix("sim-rows-")
+    (added,) = sample_cache.added_files(disk.directory, key)
+    assert len(sample_cache.load(disk.directory, key)) == len(disk.rows)
+    with np.load(added, allow_pickle=False) as data:
+        assert data["end"].shape[0] == 1
+    # the two files hold both: a third process simulates nothing
     disk.new_process()
     samples, excluded = disk.simulate()
     assert disk.simulations == [] and len(samples) + len(excluded) == len(disk.rows)
+
+
+def test_added_rows_are_merged_into_the_main_file_past_the_limit(
+    disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sample_cache, "MAX_ADDED", 2)
+    disk.simulate(disk.rows[:3])
+    (main,) = disk.directory.glob("sim-rows-*.npz")
+    key = main.stem.removeprefix("sim-rows-")
+    for n in (4, 5):
+        disk.new_process()
+        disk.simulate(disk.rows[:n])
+    assert len(sample_cache.added_files(disk.directory, key)) == 2
+    disk.new_process()
+    disk.simulate(disk.rows[:6])  # the third addition: everything into the main file
+    assert sample_cache.added_files(disk.directory, key) == []
+    assert len(sample_cache.load(disk.directory, key)) == 6
+    disk.new_process()
+    disk.simulate(disk.rows[:6])
+    assert disk.simulations == []
 
 
 def test_a_changed_row_is_simulated_again(disk: Disk) -> None:
