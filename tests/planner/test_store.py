@@ -212,7 +212,7 @@ def test_store_is_safe_under_threads(tmp_path: Path, catalog: Catalog) -> None:
 
     def work() -> None:
         try:
-            for _ in range(20):
+            for _ in range(5):
                 assert len(store.query("SELECT * FROM catalog_gpus")) == len(catalog.gpus)
                 store.measured_results(include_user=False)
         except BaseException as exc:
