@@ -49,9 +49,11 @@ engine's replacement reaches it the request path ``tau`` after its predecessor's
 (the simulator's ``closed_loop_turnaround_s``): a seat stands empty ``tau`` of each cycle of
 ``R + tau`` (``R`` the request's residence), so the rate is ``R / (R + tau)`` of the full
 loop's; and with answers of one length on vLLM or TensorRT-LLM, the groups that finish within
-``tau`` of each other (``1 + floor(tau / (k T_d))`` of them, ``k T_d`` apart) send their
-replacements together, and those queue behind each other's prefills as the first wave's
-groups did.
+``tau`` of each other (``1 + floor(tau / (k T_d))`` of them, ``k T_d`` apart; a wave of one
+group finishes together) send their replacements together. Those reach the engine one after
+another, the simulator's ``FRONT_END_SPACING x tau`` apart: the first is prefilled alone and
+the rest, arrived meanwhile, queue behind it in groups as the first wave's did (SGLang's
+later waves the same).
 
 SGLang (prefill first, as :mod:`planner.perf.simulator` schedules it: scheduler.py
 ``get_next_batch_to_run`` runs a prefill batch *instead of* the decode step, never mixed by
@@ -85,6 +87,7 @@ import numpy as np
 from planner.engine import SGLANG_MAX_PREFILL_TOKENS
 from planner.perf.deployment import Deployment
 from planner.perf.edge_search import EdgeHint, bracket_from, hint_of, last_inside, margin_of
+from planner.perf.simulator import FRONT_END_SPACING
 from planner.perf.step_time import (
     IDX,
     StepBatch,
@@ -504,9 +507,16 @@ class SteadyStateModel:
                 # and queue behind each other's prefills, as the first wave's groups did
                 clump = min(groups, 1 + math.floor(turnaround / (group_steps * t_d)))
             queued = clump > 1 or (self.prefill_first and w.fixed_output)
+            # a whole wave of one group, finished before its first replacement came back,
+            # returns together too
+            queued = queued or (clump >= groups and turnaround > 0)
             if queued:
                 counts = [max(1, round(size)) for size in sizes[:clump]]
-                rest = np.resize(wave[: sum(counts)], rest.size)
+                returning = wave[: sum(counts)]
+                if turnaround > 0:
+                    # through a server's front end, one after another (_returning_wave)
+                    returning = self._returning_wave(sum(counts), group, group_steps, turnaround)
+                rest = np.resize(returning, rest.size)
             ttfts = np.concatenate([wave, rest])
             ttft_q = max(own, _linear_quantile(np.sort(ttfts), quantile))
             ttft_mean = float(ttfts.sum()) / ttfts.size
@@ -707,6 +717,33 @@ class SteadyStateModel:
         # SGLang's prompt is done when its prefill batch is, before the decode step runs
         own = delta if self.prefill_first else t_d + delta
         return _Gamma(own, mean_v, var_v, load=load)
+
+    def _returning_wave(
+        self, n: int, group: float, group_steps: int, turnaround: float
+    ) -> np.ndarray:
+        """Seconds from arrival to first token (less the request path) of a closed loop's
+        ``n`` replacements that finished together and reach the engine one after another,
+        :data:`~planner.perf.simulator.FRONT_END_SPACING` x ``turnaround`` apart, as the
+        simulator sends them: the first is prefilled alone (the engine steps as soon as one
+        request reaches it), the others, arrived meanwhile, in groups of ``group`` after it
+        (each step priced as on an idle engine, as the first wave's groups are)."""
+        n = max(1, n)
+        steps_one = 1
+        if self.chunked:
+            steps_one = max(1, math.ceil(self.work.mean_input / self.budget))
+            steps_one = max(steps_one, math.ceil(self.work.mean_input / self.chunk_cap))
+        first = steps_one * self._wave_step_s(1.0, steps_one)
+        if n == 1:
+            return np.array([first])
+        others = n - 1
+        groups = math.ceil(others / group)
+        sizes = [group] * (groups - 1) + [others - group * (groups - 1)]
+        ends = first + np.cumsum(
+            [group_steps * self._wave_step_s(size, group_steps) for size in sizes]
+        )
+        done = np.repeat(ends, [max(1, round(size)) for size in sizes])[:others]
+        arrived = FRONT_END_SPACING * turnaround * np.arange(1, done.size + 1)
+        return np.concatenate([[first], np.maximum(done - arrived, first)])
 
     def _wave_step_s(self, prompts: float, steps: int) -> float:
         """One of the ``steps`` prefill steps of ``prompts`` prompts on an idle engine."""
