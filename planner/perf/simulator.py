@@ -847,7 +847,13 @@ class _Engine:
             sched.append((co, t))
             budget -= t * co.count
             i += 1
-        if not preempted:
+        if not preempted or not sched:
+            # vLLM admits no waiting request in a step that preempted; a step that preempted
+            # all it was scheduling runs nothing, and the next one, at once, admits the queue
+            # (the preempted first): that step is this one. Without it a cohort whose members
+            # filled the cache to its last block, and then each needed one more, ended the run
+            # ("cannot make progress"): Llama-3.1-70B fp8 on 2 x A100-40GB at PP 2, 4,096
+            # tokens of KV, two 2,048-token prompts admitted together (session 55)
             self._admit(sched, budget, into=None)
         if not sched:
             self.repool()

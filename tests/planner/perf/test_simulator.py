@@ -804,3 +804,25 @@ def test_a_prompt_an_earlier_run_sent_shorter_prefills_only_what_it_adds(
     assert prefix == pytest.approx(short, rel=0.15)
     with pytest.raises(ValueError, match="warm_prompt_tokens needs warm_prompts"):
         Scenario(**base, input_len=4096, warm_prompt_tokens=3072)
+
+
+def test_a_step_that_preempts_all_it_scheduled_admits_the_queue(catalog: Catalog) -> None:
+    """Llama-3.1-70B in FP8 on two A100-40GB at PP 2 holds 4,096 tokens of KV: two 2,048-token
+    prompts fill it to the last block, and their first decode step needs one block more each.
+    The step preempts both and schedules nothing; the queue (the preempted first) is admitted
+    in that step, as vLLM's next step does, and the run goes on one request at a time. It had
+    ended in "the scheduler cannot make progress" (the recommender's simulation-only search hit
+    it, benchmarks/recommend_bench.py)."""
+    scenario = Scenario(
+        model="meta-llama/Llama-3.1-70B-Instruct", precision="fp8", gpu="A100-40GB-SXM",
+        num_gpus=2, tp=1, pp=2, instance="gpu_2x_a100", input_len=2048, output_len=512,
+        load="concurrency", concurrency=32, num_requests=128, max_num_seqs=256,
+        max_num_batched_tokens=8192, gpu_memory_utilization=0.93,
+    )  # fmt: skip
+    dep = resolve_deployment(scenario, catalog)
+    assert dep.kv_capacity_blocks * dep.block_size == 4096
+    trace = simulate(dep, C)
+    assert trace.requests == 128 and trace.preemptions > 0
+    # never two at once for long: the cache holds one request and a prompt's share of another
+    metrics = run_metrics(trace, C, 1)
+    assert metrics.mean_running_batch < 2.0
