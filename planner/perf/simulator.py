@@ -340,8 +340,7 @@ class _Engine:
         # SGLang's reservation (_reserved_blocks) of the pooled sequences, kept as they come and
         # go: their finish steps summed (each sequence's remaining output is its finish step
         # less the pool's step), and those whose remaining output is clipped on entry
-        self.pool_finish_sum = 0
-        self.pool_short = 0  # pooled sequences not clipped
+        self.pool_finish_sum = 0  # of the pooled sequences not clipped
         self.pool_long: dict[_Cohort, int] = {}  # clipped cohorts: their finish step
         # accounting
         self.cum = np.zeros(N_FEATURES)
@@ -387,7 +386,6 @@ class _Engine:
             self.pool_long[co] = at
         else:
             self.pool_finish_sum += co.count * at
-            self.pool_short += co.count
 
     def materialize(self, co: _Cohort) -> None:
         """Bring a pooled cohort's state up to date and take it out of the pool."""
@@ -406,7 +404,6 @@ class _Engine:
             members.remove(co)
         if self.pool_long.pop(co, None) is None:
             self.pool_finish_sum -= co.count * at
-            self.pool_short -= co.count
 
     def unpool_all(self) -> None:
         for co in self.running:
@@ -524,9 +521,13 @@ class _Engine:
         dstep, clip = self.dstep, SGLANG_CLIP_NEW_TOKENS  # hot: once per step and admission
         # the pooled sequences from the pool's sums (each decodes until its finish step), the
         # rest one by one: the prefilling ones, or all when the pool is empty
-        remaining = self.pool_finish_sum - dstep * self.pool_short if self.pool_n else 0
+        short = self.pool_n  # pooled sequences not clipped
+        remaining = 0
         for co, at in self.pool_long.items():
             remaining += co.count * min(at - dstep, clip)
+            short -= co.count
+        if self.pool_n:
+            remaining += self.pool_finish_sum - dstep * short
         for co in self.prefilling if self.pool_n else self.running:
             left = co.output - co.generated
             if left > clip:
@@ -1255,9 +1256,7 @@ def simulate(
                 waits += [-(now - t_arr)] * count
             # those that arrived since the last boundary are scheduled together: one cohort
             # (each keeps its own wait), not one a request (the simulator's cost is per cohort)
-            if len(waits) == 1:
-                issue(1, eng.cum.copy(), waits[0])
-            elif waits:
+            if waits:
                 issue(len(waits), eng.cum.copy(), waits[0], waits)
             if not eng.running and not eng.waiting and replacements:
                 eng.cum[_IDLE] += replacements[0][0] - now

@@ -417,10 +417,7 @@ class SteadyStateModel:
         held = max(min(in_flight, self.seats), 1.0)
         per_step = max(1.0, math.floor(self.budget / max(mean_in, 1.0)))
         group = min(held, per_step)
-        group_steps = 1
-        if self.chunked:
-            own_steps = math.ceil(mean_in / self.chunk_cap)
-            group_steps = max(1, math.ceil(group * mean_in / self.budget), own_steps)
+        group_steps = self._group_steps(group)
         u = held / (group_steps + n_dec)
         decode = u * n_dec
         share = min(1.0, u / group * group_steps)
@@ -728,10 +725,7 @@ class SteadyStateModel:
         request reaches it), the others, arrived meanwhile, in groups of ``group`` after it
         (each step priced as on an idle engine, as the first wave's groups are)."""
         n = max(1, n)
-        steps_one = 1
-        if self.chunked:
-            steps_one = max(1, math.ceil(self.work.mean_input / self.budget))
-            steps_one = max(steps_one, math.ceil(self.work.mean_input / self.chunk_cap))
+        steps_one = self._group_steps(1.0)
         first = steps_one * self._wave_step_s(1.0, steps_one)
         if n == 1:
             return np.array([first])
@@ -744,6 +738,15 @@ class SteadyStateModel:
         done = np.repeat(ends, [max(1, round(size)) for size in sizes])[:others]
         arrived = FRONT_END_SPACING * turnaround * np.arange(1, done.size + 1)
         return np.concatenate([[first], np.maximum(done - arrived, first)])
+
+    def _group_steps(self, prompts: float) -> int:
+        """Steps a group of ``prompts`` prompts arriving together takes to prefill: one, or
+        with chunked prefill as many budgets as they fill and at least one prompt's chunks."""
+        if not self.chunked:
+            return 1
+        mean_in = self.work.mean_input
+        own_steps = math.ceil(mean_in / self.chunk_cap)
+        return max(1, math.ceil(prompts * mean_in / self.budget), own_steps)
 
     def _wave_step_s(self, prompts: float, steps: int) -> float:
         """One of the ``steps`` prefill steps of ``prompts`` prompts on an idle engine."""
