@@ -1269,21 +1269,42 @@ def _fit_coefficients(
     )
 
 
+#: re-simulates ``samples[i]`` with the coefficient vector ``clocks[i]`` where it is not None
+Resimulator = Callable[[Sequence[FitSample], Sequence[np.ndarray | None]], list[FitSample]]
+
+
 def calibrate(
     samples: Sequence[FitSample],
     catalog: Catalog,
     *,
     rounds: int = 2,
-) -> tuple[FittedCoefficients, list[FitSample]]:
-    """Fit; re-simulate the clock-driven rows with the fit; fit again (``rounds`` fits)."""
+    resimulator: Resimulator | None = None,
+) -> tuple[FittedCoefficients, list[FitSample], list[np.ndarray | None]]:
+    """Fit; re-simulate the clock-driven rows with the fit; fit again (``rounds`` fits).
+
+    Returns the fit, the rows as last simulated, and the coefficient vector each row was last
+    simulated with (None: the first simulation's, which depends on no fit): with these a
+    process that reads the fit from disk rebuilds the rows without fitting
+    (:meth:`planner.perf.model.PerformanceModel.samples`). ``resimulator`` (default
+    :func:`resimulate_all`) may take the re-simulations from a cache."""
+    again = resimulator or resimulate_all
     fitted = fit_coefficients(samples)
     current = list(samples)
+    clocks: list[np.ndarray | None] = [None] * len(current)
     for _ in range(rounds - 1):
         if not any(s.time_driven for s in current):
             break
-        current = [resimulate(s, fitted.full_for(s.key)) if s.time_driven else s for s in current]
+        clocks = [fitted.full_for(s.key) if s.time_driven else None for s in current]
+        current = again(current, clocks)
         fitted = fit_coefficients(current, initial=fitted)
-    return fitted, current
+    return fitted, current, clocks
+
+
+def resimulate_all(
+    samples: Sequence[FitSample], clocks: Sequence[np.ndarray | None]
+) -> list[FitSample]:
+    """``samples`` with each row whose entry of ``clocks`` is not None simulated again with it."""
+    return [s if c is None else resimulate(s, c) for s, c in zip(samples, clocks, strict=True)]
 
 
 def resimulate(sample: FitSample, c: np.ndarray) -> FitSample:

@@ -93,6 +93,10 @@ class FitState:
     points: list[MeasuredPoint]
     combos: list[tuple[str, str, str | None]]  # (family, gpu, release) of every fitted row
     seen: SeenData = field(default_factory=SeenData)  # what the rows cover (novelty reasons)
+    #: row key (:func:`planner.perf.sample_cache.row_key`) -> the coefficient vector the fit
+    #: last simulated that clock-driven row with (:func:`planner.perf.calibration.calibrate`):
+    #: what rebuilds the fitted rows without fitting again
+    clocks: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def cache_file(cache_dir: Path, key: str) -> Path:
@@ -127,7 +131,11 @@ def _pack(state: FitState, key: str) -> dict[str, np.ndarray]:
             for f in fields(SeenData)
         },
         "fitted": None,
+        "clock_rows": sorted(state.clocks),
     }
+    if state.clocks:
+        rows = header["clock_rows"]
+        arrays["clocks"] = np.stack([np.asarray(state.clocks[r], dtype=float) for r in rows])
     fitted = state.fitted
     if fitted is not None:
         arrays["theta0"] = np.asarray(fitted.theta0, dtype=float)
@@ -315,7 +323,14 @@ def _unpack(arrays: dict[str, np.ndarray], key: str) -> FitState:
             residuals=residuals,
             n_rows=int(spec["n_rows"]),
         )
-    return FitState(fitted=fitted, points=points, combos=combos, seen=seen)
+    rows = [str(r) for r in header.get("clock_rows", [])]
+    clocks: dict[str, np.ndarray] = {}
+    if rows:
+        vectors = arrays.get("clocks")
+        if vectors is None or vectors.ndim != 2 or vectors.shape[0] != len(rows):
+            raise CorruptCacheError(f"{len(rows)} clock-driven rows but no vector for each")
+        clocks = dict(zip(rows, vectors, strict=True))
+    return FitState(fitted=fitted, points=points, combos=combos, seen=seen, clocks=clocks)
 
 
 def load(cache_dir: Path, key: str) -> FitState | None:

@@ -41,6 +41,8 @@ from planner.perf.calibration import (
     gpu_generation,
     measurement_problem,
     prior_theta,
+    resimulate,
+    targets_for,
 )
 from planner.perf.deployment import Deployment, resolve_deployment
 from planner.perf.fit_cache import FitState
@@ -145,6 +147,7 @@ class PerformanceModel:
         self._steady: OrderedDict[str, SteadyStateModel] = OrderedDict()
         self._groups: set[tuple[str, str]] = set()
         self._seen = SeenData()
+        self._clocks: dict[str, np.ndarray] = {}
         self._combos: list[tuple[str, str, str | None]] = []
         #: measured results of a model restored from the fit cache, until its samples are asked
         self._unsimulated: Sequence[MeasuredResult] | None = None
@@ -168,17 +171,34 @@ class PerformanceModel:
         samples, excluded = simulate_measured(results, self.catalog, self.cache_dir)
         self._excluded = excluded
         self._learn(results)
+        clocks: dict[str, np.ndarray] = {}
         if not samples:
             self.fitted, self._samples = None, []
         else:
-            self.fitted, self._samples = calibrate(samples, self.catalog)
+            fit_key = fit_cache.cache_key(results_fingerprint(self.catalog, results))
+
+            def again(rows: Sequence[FitSample], c: Sequence[np.ndarray | None]) -> list[FitSample]:
+                return resimulate_measured(rows, c, fit_key, self.cache_dir, write=False)
+
+            self.fitted, self._samples, vectors = calibrate(
+                samples, self.catalog, resimulator=again
+            )
+            clocks = {
+                sample_cache.row_key(_result_key(s.result)): c
+                for s, c in zip(self._samples, vectors, strict=True)
+                if c is not None
+            }
         self._unsimulated = None
         points = [
             point_of(s.scenario, *_model_params(s.dep), s.dep.link_class) for s in self._samples
         ]
         self._restore(
             FitState(
-                self.fitted, points, fit_cache.combos_of(self._samples), SeenData.of(self._samples)
+                self.fitted,
+                points,
+                fit_cache.combos_of(self._samples),
+                SeenData.of(self._samples),
+                clocks,
             )
         )
         return self
@@ -198,10 +218,13 @@ class PerformanceModel:
         self._combos = list(state.combos)
         self._groups = {(family, gpu.lower()) for family, gpu, _ in state.combos}
         self._seen = state.seen
+        self._clocks = dict(state.clocks)
 
     def fit_state(self) -> FitState:
         """What predictions need of the fit (see :mod:`planner.perf.fit_cache`)."""
-        return FitState(self.fitted, list(self._points), list(self._combos), self._seen)
+        return FitState(
+            self.fitted, list(self._points), list(self._combos), self._seen, dict(self._clocks)
+        )
 
     @classmethod
     def from_fit_state(
@@ -224,10 +247,33 @@ class PerformanceModel:
     def _simulated(self) -> None:
         with self._fit_lock:
             results = self._unsimulated
-            if results is not None:
+            if results is not None and not self._rebuild(results):
                 cached = self.fit_state()
                 self.fit(results)
                 self._restore(cached)  # the same fit; keep the one predictions were made with
+
+    def _rebuild(self, results: Sequence[MeasuredResult]) -> bool:
+        """Rebuild the fitted rows of a fit read from disk without fitting: simulate
+        ``results`` (from the sample cache where it has them) and the clock-driven ones again
+        with the vectors the fit used (:attr:`FitState.clocks`). False, and nothing changed,
+        when the fit holds no vector for one of them or the rows are not the fitted ones."""
+        samples, excluded = simulate_measured(results, self.catalog, self.cache_dir)
+        if len(samples) != len(self._points) or self.fitted is None:
+            return False
+        clocks: list[np.ndarray | None] = []
+        for sample in samples:
+            if sample.time_driven:
+                c = self._clocks.get(sample_cache.row_key(_result_key(sample.result)))
+                if c is None:
+                    return False
+                clocks.append(c)
+            else:
+                clocks.append(None)
+        fit_key = fit_cache.cache_key(results_fingerprint(self.catalog, results))
+        self._samples = resimulate_measured(samples, clocks, fit_key, self.cache_dir)
+        self._excluded = excluded
+        self._unsimulated = None
+        return True
 
     @property
     def samples(self) -> list[FitSample]:
@@ -682,6 +728,45 @@ def simulate_measured(
     if fresh and cache_dir is not None:
         sample_cache.save(cache_dir, disk_key, {**(stored or {}), **fresh}, added=fresh)
     return samples, excluded
+
+
+def resimulate_measured(
+    samples: Sequence[FitSample],
+    clocks: Sequence[np.ndarray | None],
+    fit_key: str,
+    cache_dir: Path | None = None,
+    *,
+    write: bool = True,
+) -> list[FitSample]:
+    """``samples`` with each row whose entry of ``clocks`` is not None simulated again with that
+    coefficient vector (the second round of the fit ``fit_key``); taken from the fit's file on
+    disk (``cache_dir``, :func:`planner.perf.sample_cache.save_clocked`) where a process
+    simulated that row with that vector before. With ``write`` the file is written when any
+    was missing: by a process that rebuilds a fit's rows, not by the fit itself (the file,
+    ~65 MB for the embedded rows, takes seconds to write, and the fitting process keeps its
+    rows in memory)."""
+    if not any(c is not None for c in clocks):
+        return list(samples)
+    stored = sample_cache.load_clocked(cache_dir, fit_key) if cache_dir else {}
+    traces: dict[str, SimTrace] = {}
+    out: list[FitSample] = []
+    for sample, c in zip(samples, clocks, strict=True):
+        if c is None:
+            out.append(sample)
+            continue
+        row = sample_cache.clocked_row_key(sample_cache.row_key(_result_key(sample.result)), c)
+        trace = stored.get(row)
+        if trace is None:
+            again = resimulate(sample, c)
+            traces[row] = again.trace
+            out.append(again)
+            continue
+        traces[row] = trace
+        targets = targets_for(sample.result, trace, sample.dep.loaded_replicas)
+        out.append(FitSample(sample.result, sample.scenario, sample.dep, trace, targets))
+    if write and cache_dir is not None and set(traces) - set(stored):
+        sample_cache.save_clocked(cache_dir, fit_key, traces)
+    return out
 
 
 _MODEL_CACHE: OrderedDict[str, PerformanceModel] = OrderedDict()

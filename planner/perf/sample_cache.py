@@ -17,6 +17,14 @@ that fails a check is deleted and its rows are simulated again. The rows' arrays
 concatenated, field by field, with each row's length, compressed (~90 MB for the embedded
 rows, ~7-10 s to write, ~3 s to read).
 
+The clock-driven rows a fit simulated again with its coefficients (its second round) depend on
+that fit: they are kept in a file of the fit's own, ``sim-clocked-<fit key>.npz`` (the fit
+cache's key), named by their row and the coefficient vector (:func:`clocked_row_key`), the
+:data:`KEEP_CLOCKED` newest such files (~65 MB each for the embedded rows). The first process
+that reads the fit from disk and needs its fitted rows (``planner validate``, the Benchmarks
+page) writes it; the next one rebuilds them from it in seconds, and a fit of the same data
+skips their simulations.
+
 Rows simulated after the file exists (a verification run's, a team's new runs) go into a small
 file of their own beside it, ``sim-rows-<key>+<rows>.npz``, so that adding one row writes one
 row's arrays, not the whole file again (which took ~10 s of each refit after a verification
@@ -54,6 +62,8 @@ KEEP_FILES = 2
 MAX_ROWS = 20_000
 #: at most this many files of added rows beside a key's main file
 MAX_ADDED = 8
+#: the newest files of fits' re-simulated rows kept
+KEEP_CLOCKED = 2
 
 #: a row's arrays of one entry per request (or group of identical requests)
 _RAGGED: tuple[str, ...] = (
@@ -105,8 +115,20 @@ def row_key(result_content: str) -> str:
     return hashlib.sha256(result_content.encode()).hexdigest()[:32]
 
 
+def clocked_row_key(row: str, c: np.ndarray) -> str:
+    """The name of a clock-driven row simulated again with the coefficient vector ``c`` (the
+    fit's second round, :func:`planner.perf.calibration.calibrate`): its row key and the
+    vector's bytes."""
+    vector = np.ascontiguousarray(c, dtype=float).tobytes()
+    return hashlib.sha256(row.encode() + b":" + vector).hexdigest()[:32]
+
+
 def cache_file(cache_dir: Path, key: str) -> Path:
     return cache_dir / f"sim-rows-{key}.npz"
+
+
+def clocked_file(cache_dir: Path, fit_key: str) -> Path:
+    return cache_dir / f"sim-clocked-{fit_key}.npz"
 
 
 def added_files(cache_dir: Path, key: str) -> list[Path]:
@@ -198,6 +220,20 @@ def save(
     return path
 
 
+def save_clocked(cache_dir: Path, fit_key: str, traces: Mapping[str, SimTrace]) -> Path | None:
+    """Write the rows a fit simulated again (clocked row key -> trace) as its file."""
+    kept = {name: t for name, t in traces.items() if cacheable(t)}
+    path = write_arrays(
+        clocked_file(cache_dir, fit_key),
+        _pack(kept, fit_key),
+        what="re-simulated rows",
+        compressed=True,
+    )
+    if path is not None:
+        prune(cache_dir, "sim-clocked-*.npz", KEEP_CLOCKED)
+    return path
+
+
 def _prune_keys(cache_dir: Path) -> None:
     """Keep the :data:`KEEP_FILES` newest main files, and the added rows of those only."""
     prune(cache_dir, "sim-rows-" + "?" * 32 + ".npz", KEEP_FILES)
@@ -254,3 +290,11 @@ def load(cache_dir: Path, key: str) -> dict[str, SimTrace]:
     for path in added_files(cache_dir, key):
         out.update(read_arrays(path, lambda a: _unpack(a, key), "simulated rows") or {})
     return out
+
+
+def load_clocked(cache_dir: Path, fit_key: str) -> dict[str, SimTrace]:
+    """The rows the fit ``fit_key`` simulated again (clocked row key -> trace), if kept."""
+    rows = read_arrays(
+        clocked_file(cache_dir, fit_key), lambda a: _unpack(a, fit_key), "re-simulated rows"
+    )
+    return dict(rows or {})

@@ -12,13 +12,22 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from planner.catalog import Catalog
 from planner.perf import fit_cache
 from planner.perf import model as model_module
-from planner.perf.model import fit_is_cached, get_performance_model, results_fingerprint
+from planner.perf.calibration import FitSample
+from planner.perf.model import (
+    PerformanceModel,
+    fit_is_cached,
+    get_performance_model,
+    results_fingerprint,
+)
+from planner.perf.sample_cache import row_key
 from planner.perf.scenario import Scenario
 from tests.planner.perf import fit_files
 
@@ -95,6 +104,68 @@ def test_a_new_process_uses_the_cache_without_simulating(small: Catalog, tmp_pat
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["True", "0"]  # no measured row simulated
+
+
+def _same_rows(got: list[FitSample], want: list[FitSample]) -> None:
+    """The same rows, simulated alike: every trace array and every fitted target equal."""
+    assert [s.result for s in got] == [s.result for s in want]
+    for a, b in zip(got, want, strict=True):
+        for field in dataclasses.fields(a.trace):
+            name = field.name
+            assert np.array_equal(getattr(a.trace, name), getattr(b.trace, name)), name
+        assert len(a.targets) == len(b.targets)
+        for x, y in zip(a.targets, b.targets, strict=True):
+            assert (x.metric, x.stat, x.log_measured) == (y.metric, y.stat, y.log_measured)
+            assert np.array_equal(x.V, y.V) and np.array_equal(x.offset, y.offset)
+
+
+def test_a_fit_read_from_disk_rebuilds_its_rows_without_fitting(
+    small: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fit keeps the coefficient vector it re-simulated each clock-driven row with, so a
+    process that reads it rebuilds the fitted rows (``planner validate``, the Benchmarks page)
+    by simulating them, not by fitting again; the first such process writes the
+    re-simulations, and the next one, or a fit of the same data, reads them."""
+    fitted = get_performance_model(small, cache_dir=tmp_path)
+    clocked = {row_key(s.result.model_dump_json()) for s in fitted.samples if s.time_driven}
+    assert len(clocked) >= 5  # the small catalog's rate runs
+    assert set(fitted.fit_state().clocks) == clocked
+    assert not list(tmp_path.glob("sim-clocked-*.npz"))  # the fitting process keeps its rows
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("called")
+
+    model_module._MODEL_CACHE.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(model_module, "calibrate", forbidden)
+        loaded = get_performance_model(small, cache_dir=tmp_path)
+        assert loaded.from_cache
+        _same_rows(loaded.samples, fitted.samples)
+        assert [e.reason for e in loaded.excluded] == [e.reason for e in fitted.excluded]
+    assert len(list(tmp_path.glob("sim-clocked-*.npz"))) == 1
+    # the next process, and a fit of the same data, simulate no row again
+    model_module._MODEL_CACHE.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(model_module, "resimulate", forbidden)
+        again = get_performance_model(small, cache_dir=tmp_path)
+        _same_rows(again.samples, fitted.samples)
+        refit = PerformanceModel(small, cache_dir=tmp_path).fit(small.measured)
+        _same_rows(refit.samples, fitted.samples)
+        assert refit.coefficients == fitted.coefficients
+    # a fit that kept no vectors (an older file) is fitted again to rebuild its rows
+    state = dataclasses.replace(fitted.fit_state(), clocks={})
+    old = PerformanceModel.from_fit_state(small, state, small.measured, cache_dir=tmp_path)
+    with monkeypatch.context() as patch:
+        calls: list[int] = []
+        real = model_module.calibrate
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return real(*args, **kwargs)
+
+        patch.setattr(model_module, "calibrate", counted)
+        _same_rows(old.samples, fitted.samples)
+    assert calls == [1]
 
 
 def test_the_key_follows_the_results_the_catalog_and_the_code(
