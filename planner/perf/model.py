@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -687,34 +688,45 @@ def simulate_measured(
 ) -> tuple[list[FitSample], list[Excluded]]:
     """Simulate every usable measured row; the rest with their reason. A row simulated
     before is reused: from this process's memory, or from the disk (``cache_dir``, see
-    :mod:`planner.perf.sample_cache`), where the rows simulated here are added."""
+    :mod:`planner.perf.sample_cache`), where the rows simulated here are added. When many rows
+    are missing there, processes fitting at the same time simulate them in parts, each part
+    once (:func:`_simulate_in_parts`)."""
     fingerprint = catalog_fingerprint(catalog)
     disk_key = sample_cache.cache_key(fingerprint)
-    stored: dict[str, SimTrace] | None = None  # the disk's rows, read at the first miss
+    contents = [_result_key(result) for result in results]
+    with _LOCK:
+        known = {content: _SAMPLE_CACHE.get((fingerprint, content)) for content in contents}
+    stored: dict[str, SimTrace] = {}
+    built: dict[str, FitSample | PlannerError | RuntimeError] = {}  # simulated in parts
+    if any(sample is None for sample in known.values()):
+        stored = sample_cache.load(cache_dir, disk_key) if cache_dir else {}
+        missing = {
+            content: result
+            for content, result in zip(contents, results, strict=True)
+            if known[content] is None and sample_cache.row_key(content) not in stored
+        }
+        if cache_dir is not None and len(missing) >= sample_cache.COOPERATE_MIN:
+            built = _simulate_in_parts(list(missing.items()), catalog, cache_dir, disk_key, stored)
     fresh: dict[str, SimTrace] = {}
     samples: list[FitSample] = []
     excluded: list[Excluded] = []
-    for result in results:
-        content = _result_key(result)
-        key = (fingerprint, content)
-        with _LOCK:
-            sample = _SAMPLE_CACHE.get(key)
+    for result, content in zip(results, contents, strict=True):
+        sample = known[content]
         if sample is None:
-            if stored is None:
-                stored = sample_cache.load(cache_dir, disk_key) if cache_dir else {}
             row = sample_cache.row_key(content)
-            try:
-                sample = build_sample(result, catalog, simulated=stored.get(row))
-            except PlannerError as exc:
-                excluded.append(Excluded(result, str(exc)))
+            got = built.get(content)
+            if isinstance(got, PlannerError | RuntimeError):
+                excluded.append(Excluded(result, str(got)))
                 continue
-            except RuntimeError as exc:
+            try:
+                sample = got or build_sample(result, catalog, simulated=stored.get(row))
+            except (PlannerError, RuntimeError) as exc:
                 excluded.append(Excluded(result, str(exc)))
                 continue
             if row not in stored:
                 fresh[row] = sample.trace
             with _LOCK:
-                _SAMPLE_CACHE[key] = sample
+                _SAMPLE_CACHE[(fingerprint, content)] = sample
                 while len(_SAMPLE_CACHE) > _SAMPLE_CACHE_SIZE:
                     _SAMPLE_CACHE.popitem(last=False)
         problem = measurement_problem(result)
@@ -726,8 +738,74 @@ def simulate_measured(
             continue
         samples.append(sample)
     if fresh and cache_dir is not None:
-        sample_cache.save(cache_dir, disk_key, {**(stored or {}), **fresh}, added=fresh)
+        sample_cache.save(cache_dir, disk_key, {**stored, **fresh}, added=fresh)
     return samples, excluded
+
+
+def _simulate_in_parts(
+    missing: list[tuple[str, MeasuredResult]],
+    catalog: Catalog,
+    cache_dir: Path,
+    disk_key: str,
+    stored: dict[str, SimTrace],
+) -> dict[str, FitSample | PlannerError | RuntimeError]:
+    """Simulate the ``missing`` rows (content -> row) with the other processes fitting now:
+    dealt into :data:`~planner.perf.sample_cache.PARTS` parts, this process simulates each part
+    it claims first and writes it to ``cache_dir``; the parts others claimed it waits for and
+    reads into ``stored``. Returns what this process simulated (content -> sample, or the error
+    that excludes the row). Where the directory takes no claim, it simulates every part."""
+    n = sample_cache.PARTS
+    pending: dict[str, list[tuple[str, MeasuredResult]]] = {}
+    for k in range(n):
+        part = missing[k::n]
+        if part:
+            pending[sample_cache.part_name([sample_cache.row_key(c) for c, _ in part])] = part
+    built: dict[str, FitSample | PlannerError | RuntimeError] = {}
+    while pending:
+        progressed = False
+        for name, part in list(pending.items()):
+            claimed = None
+            rows = sample_cache.load_part(cache_dir, disk_key, name)
+            if rows is None:
+                claimed = sample_cache.claim(cache_dir, disk_key, name)
+                if claimed is False:
+                    continue  # another process is simulating it
+                if claimed:  # the part may have been written between the two looks
+                    rows = sample_cache.load_part(cache_dir, disk_key, name)
+            try:
+                if rows is not None:
+                    stored.update(rows)
+                else:
+                    traces = _simulate_part(part, catalog, built)
+                    if claimed and sample_cache.save_part(cache_dir, disk_key, name, traces):
+                        stored.update(
+                            {r: t for r, t in traces.items() if sample_cache.cacheable(t)}
+                        )
+            finally:  # a failure here must not keep the others waiting for the part
+                if claimed:
+                    sample_cache.release(cache_dir, disk_key, name)
+            del pending[name]
+            progressed = True
+        if pending and not progressed:
+            time.sleep(0.05)
+    return built
+
+
+def _simulate_part(
+    part: list[tuple[str, MeasuredResult]],
+    catalog: Catalog,
+    built: dict[str, FitSample | PlannerError | RuntimeError],
+) -> dict[str, SimTrace]:
+    traces: dict[str, SimTrace] = {}
+    for content, result in part:
+        try:
+            sample = build_sample(result, catalog)
+        except (PlannerError, RuntimeError) as exc:
+            built[content] = exc
+            continue
+        built[content] = sample
+        traces[sample_cache.row_key(content)] = sample.trace
+    return traces
 
 
 def resimulate_measured(

@@ -17,6 +17,13 @@ that fails a check is deleted and its rows are simulated again. The rows' arrays
 concatenated, field by field, with each row's length, compressed (~90 MB for the embedded
 rows, ~7-10 s to write, ~3 s to read).
 
+When many rows are missing (a new install's first refit, the first fit after an upgrade),
+processes fitting at once share the work: the missing rows are dealt into :data:`PARTS` parts,
+each simulated by the process that claims it first (``sim-claim-<key>-<part>``, created
+exclusively) and written as an added file of its own, which the others read instead of
+simulating it too (:func:`claim`, :func:`load_part`; a claim whose process is gone, or older
+than :data:`CLAIM_STALE_S`, is taken over).
+
 The clock-driven rows a fit simulated again with its coefficients (its second round) depend on
 that fit: they are kept in a file of the fit's own, ``sim-clocked-<fit key>.npz`` (the fit
 cache's key), named by their row and the coefficient vector (:func:`clocked_row_key`), the
@@ -36,7 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Mapping
+import os
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +71,11 @@ KEEP_FILES = 2
 MAX_ROWS = 20_000
 #: at most this many files of added rows beside a key's main file
 MAX_ADDED = 8
+#: the parts the missing rows are dealt into when at least COOPERATE_MIN rows are missing
+PARTS = MAX_ADDED
+COOPERATE_MIN = 64
+#: a claim older than this is taken over (its process died, or runs on another machine)
+CLAIM_STALE_S = 600.0
 #: the newest files of fits' re-simulated rows kept
 KEEP_CLOCKED = 2
 
@@ -234,12 +248,96 @@ def save_clocked(cache_dir: Path, fit_key: str, traces: Mapping[str, SimTrace]) 
     return path
 
 
+# ----- simulating a cold cache in parts, with other processes ----------------------------------
+def part_name(rows: Sequence[str]) -> str:
+    """The name of a part of the missing rows (a hash of their row keys)."""
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
+
+
+def part_file(cache_dir: Path, key: str, name: str) -> Path:
+    return cache_dir / f"sim-rows-{key}+{name}.npz"
+
+
+def _claim_file(cache_dir: Path, key: str, name: str) -> Path:
+    return cache_dir / f"sim-claim-{key}-{name}"
+
+
+def claim(cache_dir: Path, key: str, name: str) -> bool | None:
+    """Claim the part ``name`` for this process: True when claimed, False when another live
+    process holds it, None when the directory takes no claim (read-only: simulate it alone)."""
+    path = _claim_file(cache_dir, key, name)
+    for _ in range(2):
+        try:
+            handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if not _stale(path):
+                return False
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        except OSError:
+            return None
+        with os.fdopen(handle, "w") as out:
+            out.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _stale(path: Path) -> bool:
+    try:
+        pid = int(path.read_text() or "0")
+        age = time.time() - path.stat().st_mtime
+    except (OSError, ValueError):
+        return False  # being written, or just released
+    if age > CLAIM_STALE_S:
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def release(cache_dir: Path, key: str, name: str) -> None:
+    with contextlib.suppress(OSError):
+        _claim_file(cache_dir, key, name).unlink()
+
+
+def save_part(cache_dir: Path, key: str, name: str, traces: Mapping[str, SimTrace]) -> Path | None:
+    """Write a claimed part's rows (those that simulated; none is a part all the same)."""
+    kept = {row: t for row, t in traces.items() if cacheable(t)}
+    return write_arrays(
+        part_file(cache_dir, key, name), _pack(kept, key), what="simulated rows", compressed=True
+    )
+
+
+def load_part(cache_dir: Path, key: str, name: str) -> dict[str, SimTrace] | None:
+    """A part's rows once its file is written; None before (or when it failed its check)."""
+    return read_arrays(part_file(cache_dir, key, name), lambda a: _unpack(a, key), "simulated rows")
+
+
 def _prune_keys(cache_dir: Path) -> None:
-    """Keep the :data:`KEEP_FILES` newest main files, and the added rows of those only."""
-    prune(cache_dir, "sim-rows-" + "?" * 32 + ".npz", KEEP_FILES)
-    for path in cache_dir.glob("sim-rows-*+*.npz"):
-        main = path.name.split("+", 1)[0] + ".npz"
-        if not (cache_dir / main).exists():
+    """Keep the files of the :data:`KEEP_FILES` keys written last (a key's main file and the
+    files of rows added or simulated in parts beside it; a key may have parts and no main file
+    yet), and delete the rest, with the dead claims of the keys deleted."""
+    written: dict[str, float] = {}
+    files: list[tuple[str, Path]] = []
+    for path in cache_dir.glob("sim-rows-*.npz"):
+        key = path.name[len("sim-rows-") : -len(".npz")].split("+", 1)[0]
+        with contextlib.suppress(OSError):
+            written[key] = max(written.get(key, 0.0), path.stat().st_mtime)
+            files.append((key, path))
+    kept = set(sorted(written, key=written.__getitem__, reverse=True)[:KEEP_FILES])
+    for key, path in files:
+        if key not in kept:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    for path in cache_dir.glob("sim-claim-*"):
+        if path.name[len("sim-claim-") :].split("-", 1)[0] not in kept and _stale(path):
             with contextlib.suppress(OSError):
                 path.unlink()
 

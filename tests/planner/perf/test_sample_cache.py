@@ -7,6 +7,11 @@ rows among them), and starts with nothing simulated in this process's memory, as
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -233,3 +238,63 @@ def test_an_unwritable_directory_costs_only_the_cache(
     blocked.write_text("not a directory")
     samples, _ = simulate_measured(rows[:3], catalog, blocked)
     assert len(samples) == 3
+
+
+def test_processes_fitting_at_once_simulate_each_part_once(
+    disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold cache's missing rows are dealt into parts; a process simulates the parts it
+    claims first and reads the others' parts instead of simulating them too. Here another
+    live process (this test's parent stands for it) holds two of four parts, which this test
+    writes while the simulation waits for them, and a dead process's claim on a third is
+    taken over."""
+    monkeypatch.setattr(sample_cache, "COOPERATE_MIN", 8)
+    monkeypatch.setattr(sample_cache, "PARTS", 4)
+    catalog, rows, directory = disk.catalog, disk.rows, disk.directory
+    reference, left_out = simulate_measured(rows, catalog)  # no disk: the same rows, alone
+    traces = {s.result.model_dump_json(): s.trace for s in reference}
+    traces.update({e.result.model_dump_json(): e.sample.trace for e in left_out if e.sample})
+    assert len(traces) == len(rows)
+    disk.new_process()
+
+    key = sample_cache.cache_key(catalog_fingerprint(catalog))
+    contents = [r.model_dump_json() for r in rows]
+    parts = [contents[k::4] for k in range(4)]
+    names = [sample_cache.part_name([sample_cache.row_key(c) for c in p]) for p in parts]
+    claims = [directory / f"sim-claim-{key}-{name}" for name in names]
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    claims[1].write_text(str(os.getppid()))
+    claims[2].write_text(gone.stdout.strip())
+    claims[3].write_text(str(os.getppid()))
+
+    done: list[tuple[list[FitSample], list[Excluded]]] = []
+    worker = threading.Thread(target=lambda: done.append(disk.simulate()), daemon=True)
+    worker.start()
+    mine = [sample_cache.part_file(directory, key, names[k]) for k in (0, 2)]
+    deadline = time.monotonic() + 600
+    while not all(p.exists() for p in mine) and worker.is_alive():
+        assert time.monotonic() < deadline, "parts 0 and 2 were never written"
+        time.sleep(0.05)
+    assert worker.is_alive() and not done  # waiting for the parts the other process holds
+    assert sorted(disk.simulations) == sorted(r.model for r in [*rows[0::4], *rows[2::4]])
+    for k in (1, 3):
+        ours = {sample_cache.row_key(c): traces[c] for c in parts[k]}
+        sample_cache.save_part(directory, key, names[k], ours)
+        claims[k].unlink()
+    worker.join(timeout=600)
+    assert done and len(disk.simulations) == len(rows[0::4]) + len(rows[2::4])
+    samples, excluded = done[0]
+    assert [s.result for s in samples] == [s.result for s in reference]
+    assert [e.reason for e in excluded] == [e.reason for e in left_out]
+    for a, b in zip(samples, reference, strict=True):
+        _same(a.trace, b.trace)
+    assert not list(directory.glob("sim-claim-*"))
+    # the four parts are the cache: a new process simulates nothing
+    disk.new_process()
+    again, _ = disk.simulate()
+    assert disk.simulations == [] and len(again) == len(reference)
