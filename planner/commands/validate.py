@@ -61,7 +61,7 @@ from planner.perf.disaggregated_validation import (
 from planner.perf.disaggregated_validation import (
     format_slice as format_disaggregated_slice,
 )
-from planner.perf.model import PerformanceModel, disk_cache_dir
+from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.speculative_validation import format_slice, speculative_slice
 from planner.perf.uncertainty import (
     CALIBRATED_METRICS,
@@ -295,8 +295,10 @@ def run(args: argparse.Namespace) -> int:
     _check_folds_options(args, schemes)
     rows_csv = _check_rows_csv(args)
     records: list[dict[str, Any]] = []
-    # every row simulated before comes from the disk (planner.perf.sample_cache)
-    model = PerformanceModel(catalog, cache_dir=disk_cache_dir()).fit(results)
+    # the fit of these rows from the disk where a process fitted them before (on the embedded
+    # data, the shipped fit), its rows rebuilt without fitting; every row simulated before
+    # comes from the disk too (planner.perf.sample_cache)
+    model = get_performance_model(catalog, user)
     roofline = roofline_predictions(model.samples)
     unpredictable = [e for e in model.excluded if e.sample is None]
     report: dict[str, Any] = {
