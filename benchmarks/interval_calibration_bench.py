@@ -54,7 +54,6 @@ from planner.perf.validation import (
     calibrate_intervals,
     cross_validate,
     is_current_release,
-    roofline_predictions,
 )
 
 METRICS = (
@@ -71,7 +70,7 @@ Calibrate = Callable[[Sequence[HeldOut]], IntervalCalibration]
 def held_out() -> list[HeldOut]:
     catalog = load_catalog(user_dir=None)
     model = PerformanceModel(catalog).fit(list(catalog.measured))
-    roofline = roofline_predictions(model.samples)
+    roofline = model.roofline_predictions()
     inconsistent = [e.sample for e in model.excluded if e.sample is not None]
     held = cross_validate(model.samples, "source", roofline=roofline, test_only=inconsistent)
     return held[: len(model.samples)]  # the fitted rows, as validate's tables and calibration

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner.catalog import load_catalog
 from planner.perf.model import PerformanceModel
-from planner.perf.validation import cross_validate, roofline_predictions
+from planner.perf.validation import cross_validate
 
 METRICS = ("output_tok_per_s", "ttft", "tpot")
 
@@ -36,7 +36,7 @@ METRICS = ("output_tok_per_s", "ttft", "tpot")
 def held_out_rows() -> list[dict[str, Any]]:
     catalog = load_catalog()
     model = PerformanceModel(catalog).fit(list(catalog.measured))
-    roofline = roofline_predictions(model.samples)
+    roofline = model.roofline_predictions()
     inconsistent = [e.sample for e in model.excluded if e.sample is not None]
     held = cross_validate(model.samples, "source", roofline=roofline, test_only=inconsistent)
     rows = []

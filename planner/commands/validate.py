@@ -96,7 +96,6 @@ from planner.perf.validation import (
     measured_metrics,
     median_ape,
     release_moves,
-    roofline_predictions,
     statistic_table,
     write_held_out_rows,
 )
@@ -299,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     # data, the shipped fit), its rows rebuilt without fitting; every row simulated before
     # comes from the disk too (planner.perf.sample_cache)
     model = get_performance_model(catalog, user)
-    roofline = roofline_predictions(model.samples)
+    roofline = model.roofline_predictions()
     unpredictable = [e for e in model.excluded if e.sample is None]
     report: dict[str, Any] = {
         "rows": len(model.samples),

@@ -276,6 +276,20 @@ class PerformanceModel:
         self._unsimulated = None
         return True
 
+    def roofline_predictions(self) -> list[dict[str, float]]:
+        """What the spec sheet alone predicts for each of :attr:`samples` (``planner
+        validate``'s baseline, :func:`planner.perf.validation.roofline_predictions`); the
+        clock-driven rows simulated with the roofline coefficients come from the disk where a
+        process simulated them before."""
+        from planner.perf.validation import roofline_predictions
+
+        samples = self.samples
+        c = roofline_coefficients()
+        clocks = [c if s.time_driven else None for s in samples]
+        key = sample_cache.cache_key(catalog_fingerprint(self.catalog))
+        again = resimulate_measured(samples, clocks, key, self.cache_dir, kind="roofline")
+        return roofline_predictions(again, simulated=True)
+
     @property
     def samples(self) -> list[FitSample]:
         """The fitted measured rows, simulated (``planner validate``, refits)."""
@@ -815,6 +829,7 @@ def resimulate_measured(
     cache_dir: Path | None = None,
     *,
     write: bool = True,
+    kind: str = "clocked",
 ) -> list[FitSample]:
     """``samples`` with each row whose entry of ``clocks`` is not None simulated again with that
     coefficient vector (the second round of the fit ``fit_key``); taken from the fit's file on
@@ -825,7 +840,7 @@ def resimulate_measured(
     rows in memory)."""
     if not any(c is not None for c in clocks):
         return list(samples)
-    stored = sample_cache.load_clocked(cache_dir, fit_key) if cache_dir else {}
+    stored = sample_cache.load_clocked(cache_dir, fit_key, kind) if cache_dir else {}
     traces: dict[str, SimTrace] = {}
     out: list[FitSample] = []
     for sample, c in zip(samples, clocks, strict=True):
@@ -843,7 +858,7 @@ def resimulate_measured(
         targets = targets_for(sample.result, trace, sample.dep.loaded_replicas)
         out.append(FitSample(sample.result, sample.scenario, sample.dep, trace, targets))
     if write and cache_dir is not None and set(traces) - set(stored):
-        sample_cache.save_clocked(cache_dir, fit_key, traces)
+        sample_cache.save_clocked(cache_dir, fit_key, traces, kind)
     return out
 
 

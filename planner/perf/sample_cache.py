@@ -30,7 +30,8 @@ cache's key), named by their row and the coefficient vector (:func:`clocked_row_
 :data:`KEEP_CLOCKED` newest such files (~65 MB each for the embedded rows). The first process
 that reads the fit from disk and needs its fitted rows (``planner validate``, the Benchmarks
 page) writes it; the next one rebuilds them from it in seconds, and a fit of the same data
-skips their simulations.
+skips their simulations. The clock-driven rows simulated with the roofline coefficients
+(``planner validate``'s baseline) are kept the same way, in ``sim-roofline-<key>.npz``.
 
 Rows simulated after the file exists (a verification run's, a team's new runs) go into a small
 file of their own beside it, ``sim-rows-<key>+<rows>.npz``, so that adding one row writes one
@@ -141,8 +142,8 @@ def cache_file(cache_dir: Path, key: str) -> Path:
     return cache_dir / f"sim-rows-{key}.npz"
 
 
-def clocked_file(cache_dir: Path, fit_key: str) -> Path:
-    return cache_dir / f"sim-clocked-{fit_key}.npz"
+def clocked_file(cache_dir: Path, fit_key: str, kind: str = "clocked") -> Path:
+    return cache_dir / f"sim-{kind}-{fit_key}.npz"
 
 
 def added_files(cache_dir: Path, key: str) -> list[Path]:
@@ -234,17 +235,21 @@ def save(
     return path
 
 
-def save_clocked(cache_dir: Path, fit_key: str, traces: Mapping[str, SimTrace]) -> Path | None:
-    """Write the rows a fit simulated again (clocked row key -> trace) as its file."""
+def save_clocked(
+    cache_dir: Path, fit_key: str, traces: Mapping[str, SimTrace], kind: str = "clocked"
+) -> Path | None:
+    """Write the rows a fit simulated again (clocked row key -> trace) as its file; ``kind``
+    ``roofline``: the rows simulated with the roofline coefficients (``planner validate``'s
+    baseline, which depends on no fit: ``fit_key`` is then this module's :func:`cache_key`)."""
     kept = {name: t for name, t in traces.items() if cacheable(t)}
     path = write_arrays(
-        clocked_file(cache_dir, fit_key),
+        clocked_file(cache_dir, fit_key, kind),
         _pack(kept, fit_key),
         what="re-simulated rows",
         compressed=True,
     )
     if path is not None:
-        prune(cache_dir, "sim-clocked-*.npz", KEEP_CLOCKED)
+        prune(cache_dir, f"sim-{kind}-*.npz", KEEP_CLOCKED)
     return path
 
 
@@ -390,9 +395,11 @@ def load(cache_dir: Path, key: str) -> dict[str, SimTrace]:
     return out
 
 
-def load_clocked(cache_dir: Path, fit_key: str) -> dict[str, SimTrace]:
+def load_clocked(cache_dir: Path, fit_key: str, kind: str = "clocked") -> dict[str, SimTrace]:
     """The rows the fit ``fit_key`` simulated again (clocked row key -> trace), if kept."""
     rows = read_arrays(
-        clocked_file(cache_dir, fit_key), lambda a: _unpack(a, fit_key), "re-simulated rows"
+        clocked_file(cache_dir, fit_key, kind),
+        lambda a: _unpack(a, fit_key),
+        "re-simulated rows",
     )
     return dict(rows or {})

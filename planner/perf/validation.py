@@ -276,11 +276,16 @@ def folds(
     return sorted(out.items())
 
 
-def roofline_predictions(samples: Sequence[FitSample]) -> list[dict[str, float]]:
+def roofline_predictions(
+    samples: Sequence[FitSample], *, simulated: bool = False
+) -> list[dict[str, float]]:
+    """The metrics each row's roofline coefficients predict; its clock-driven rows simulated
+    with them here, or already (``simulated``: by
+    :meth:`planner.perf.model.PerformanceModel.roofline_predictions`)."""
     c = roofline_coefficients()
     out = []
     for s in samples:
-        trace = simulate(s.dep, c, timeline=False) if s.time_driven else s.trace
+        trace = simulate(s.dep, c, timeline=False) if s.time_driven and not simulated else s.trace
         out.append(predicted_metrics(s.result, run_metrics(trace, c, s.dep.loaded_replicas)))
     return out
 

@@ -7,7 +7,6 @@ import pytest
 
 from planner.catalog import Catalog
 from planner.perf.model import PerformanceModel, get_performance_model
-from planner.perf.validation import roofline_predictions
 
 
 @pytest.fixture(scope="session")
@@ -17,4 +16,4 @@ def model(catalog: Catalog) -> PerformanceModel:
 
 @pytest.fixture(scope="session")
 def roofline(model: PerformanceModel) -> list[dict[str, float]]:
-    return roofline_predictions(model.samples)
+    return model.roofline_predictions()

@@ -298,3 +298,21 @@ def test_processes_fitting_at_once_simulate_each_part_once(
     disk.new_process()
     again, _ = disk.simulate()
     assert disk.simulations == [] and len(again) == len(reference)
+
+
+def test_the_roofline_baseline_is_simulated_once(disk: Disk) -> None:
+    """``planner validate``'s baseline simulates the clock-driven rows with the roofline
+    coefficients once; the next process reads them, and predicts the same."""
+    from planner.perf.validation import roofline_predictions
+
+    model = PerformanceModel(disk.catalog, cache_dir=disk.directory).fit(disk.rows)
+    clocked = sum(s.time_driven for s in model.samples)
+    assert clocked > 0
+    disk.simulations.clear()
+    first = model.roofline_predictions()
+    assert len(disk.simulations) == clocked
+    assert first == roofline_predictions(model.samples)  # simulating them here
+    assert len(list(disk.directory.glob("sim-roofline-*.npz"))) == 1
+    disk.new_process()
+    assert model.roofline_predictions() == first
+    assert disk.simulations == []
