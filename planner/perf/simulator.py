@@ -488,7 +488,9 @@ class _Engine:
                 self._preempt(victim, n)
         if self.free >= needed:
             return True
-        n_ok = self.free // new_blocks
+        # the cohort's own members, last first: each preempted frees its blocks for those
+        # kept, m of them while m x new <= free + (count - m) x its blocks
+        n_ok = (self.free + co.count * co.blocks) // (new_blocks + co.blocks)
         if n_ok <= 0:
             self._preempt(co, co.count)
             return False

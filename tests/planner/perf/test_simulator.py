@@ -809,8 +809,8 @@ def test_a_prompt_an_earlier_run_sent_shorter_prefills_only_what_it_adds(
 def test_a_step_that_preempts_all_it_scheduled_admits_the_queue(catalog: Catalog) -> None:
     """Llama-3.1-70B in FP8 on two A100-40GB at PP 2 holds 4,096 tokens of KV: two 2,048-token
     prompts fill it to the last block, and their first decode step needs one block more each.
-    The step preempts both and schedules nothing; the queue (the preempted first) is admitted
-    in that step, as vLLM's next step does, and the run goes on one request at a time. It had
+    Where a step preempts all it was scheduling, the queue (the preempted first) is admitted in
+    that step, as vLLM's next step does, and the run goes on one request at a time. It had
     ended in "the scheduler cannot make progress" (the recommender's simulation-only search hit
     it, benchmarks/recommend_bench.py)."""
     scenario = Scenario(
@@ -826,3 +826,21 @@ def test_a_step_that_preempts_all_it_scheduled_admits_the_queue(catalog: Catalog
     # never two at once for long: the cache holds one request and a prompt's share of another
     metrics = run_metrics(trace, C, 1)
     assert metrics.mean_running_batch < 2.0
+
+
+def test_a_cohort_short_of_blocks_preempts_only_the_members_it_must(catalog: Catalog) -> None:
+    """vLLM preempts the last admitted request, one at a time, until the one it schedules has
+    its block; each preempted request frees its own. Two 2,048-token prompts that filled the
+    4,096 tokens of KV of the layout above need a block each for their first decode: the
+    second is preempted and its 128 blocks hold the first's, which decodes on (one preemption,
+    not two: the simulator once preempted as many members as the free blocks alone were short
+    of, without counting what each preempted member frees)."""
+    for n in (2, 3):
+        scenario = Scenario(
+            model="meta-llama/Llama-3.1-70B-Instruct", precision="fp8", gpu="A100-40GB-SXM",
+            num_gpus=2, tp=1, pp=2, instance="gpu_2x_a100", input_len=2048, output_len=512,
+            load="concurrency", concurrency=n, num_requests=n, max_num_seqs=256,
+            max_num_batched_tokens=8192, gpu_memory_utilization=0.93,
+        )  # fmt: skip
+        trace = simulate(resolve_deployment(scenario, catalog), C)
+        assert trace.requests == n and trace.preemptions == 1
