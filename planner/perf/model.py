@@ -733,7 +733,9 @@ def simulate_measured(
                 excluded.append(Excluded(result, str(got)))
                 continue
             try:
-                sample = got or build_sample(result, catalog, simulated=stored.get(row))
+                if got is None:
+                    got = build_sample(result, catalog, simulated=stored.get(row))
+                sample = got
             except (PlannerError, RuntimeError) as exc:
                 excluded.append(Excluded(result, str(exc)))
                 continue
