@@ -11,14 +11,6 @@ import pytest
 from planner.catalog import Catalog, load_catalog
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The heavy tests first (marked ``heavy``: 25 s or more each, most of them a refit of the
-    embedded data), in their order, then the rest in theirs: pytest-xdist hands tests out in
-    this order, so both workers start on the long ones and finish together, where a long test
-    handed out last kept one worker running alone."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
-
-
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return load_catalog()

@@ -60,7 +60,6 @@ def _shown_run_id(page: Page) -> str | None:
     return next((t for t in texts if RUN_ID.match(t)), None)
 
 
-@pytest.mark.heavy
 def test_verify_a_plan_against_the_simulated_endpoint(
     page: Page, verify_dashboard: Dashboard, screenshots_dir: Path
 ) -> None:

@@ -53,7 +53,6 @@ def test_two_runs_side_by_side(app: Callable[..., AppTest]) -> None:
     assert list(side.columns) == ["20261129T110000Z-bbbbbb"]
 
 
-@pytest.mark.heavy
 def test_the_predictions_of_every_result_are_made_only_once_asked(
     app: Callable[..., AppTest],
 ) -> None:

@@ -109,7 +109,6 @@ def test_an_unparseable_config_json_leaves_the_page_working(app: Callable[..., A
 # load average ~25 (both cores shared twelve ways), so two patiences, as the other tests that
 # fit the model whole get; the run that refits waits two patiences too (173 s alone on a loaded
 # machine, session 34), the test three.
-@pytest.mark.heavy
 @pytest.mark.timeout(3 * PATIENT_S)
 def test_the_plan_shows_what_the_latest_verification_run_moved(
     app: Callable[..., AppTest], own_user_dir: Path

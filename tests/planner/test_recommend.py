@@ -351,7 +351,6 @@ def test_layouts_are_judged_at_the_plans_context_and_the_command_states_it(
     assert f"--max-model-len {longest}" in top.vllm_command
 
 
-@pytest.mark.heavy
 def test_no_ranked_plan_runs_its_kv_cache_past_the_headroom(
     catalog: Catalog, perf: PerformanceModel
 ) -> None:

@@ -312,7 +312,6 @@ def test_prediction_moves_reports_change_and_direction() -> None:
 
 
 # ----- the whole loop --------------------------------------------------------------------------
-@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_run_slower_than_predicted_pulls_the_refit_toward_it(
     catalog: Catalog, tmp_path: Path

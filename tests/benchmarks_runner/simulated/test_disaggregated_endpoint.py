@@ -211,7 +211,6 @@ def _verify(
     return run
 
 
-@pytest.mark.heavy
 def test_a_verify_run_of_a_disaggregated_plan_meets_its_prediction(
     manager: RunManager, prior: PerformanceModel
 ) -> None:

@@ -126,7 +126,6 @@ HELD_GPUS = ("L40S", "B200", "H100-SXM")
 
 # a fit of every public row, then three fits without a GPU: about 1 min on a quiet machine,
 # over 300 s at load 8 (a hang detector, tests/patience.py)
-@pytest.mark.heavy
 @pytest.mark.timeout(4 * PATIENT_S)
 def test_validate_prints_errors_next_to_the_roofline(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -218,7 +218,6 @@ def test_an_unmeasured_blackwell_gpu_takes_what_measured_blackwell_rows_taught(
 
 
 # ----- caching and refits -------------------------------------------------------------------
-@pytest.mark.heavy
 def test_same_data_returns_the_cached_fit_and_a_new_run_refits(
     catalog: Catalog, model: PerformanceModel
 ) -> None:

@@ -105,7 +105,6 @@ def test_a_change_to_the_code_the_rows_or_the_catalog_makes_it_stale(
 @pytest.mark.slow
 # one whole fit (~35 s of CPU) beside the session's own: ~220 s at load average 12, so the
 # suite's 300 s hang detector gets four patiences here
-@pytest.mark.heavy
 @pytest.mark.timeout(4 * PATIENT_S)
 def test_the_shipped_fit_is_the_fit_of_the_embedded_data(catalog: Catalog, tmp_path: Path) -> None:
     """A rebuild (the one fit this file runs) writes what is shipped: the same header, the same
