@@ -216,9 +216,8 @@ def save(
         kept = {name: t for name, t in added.items() if cacheable(t)}
         if not kept:
             return None
-        name = hashlib.sha256("\n".join(sorted(kept)).encode()).hexdigest()[:16]
         return write_arrays(
-            cache_dir / f"sim-rows-{key}+{name}.npz",
+            part_file(cache_dir, key, part_name(sorted(kept))),
             _pack(kept, key),
             what="simulated rows",
             compressed=True,
@@ -255,11 +254,13 @@ def save_clocked(
 
 # ----- simulating a cold cache in parts, with other processes ----------------------------------
 def part_name(rows: Sequence[str]) -> str:
-    """The name of a part of the missing rows (a hash of their row keys)."""
+    """The name of a file of added rows, or of a part of the missing rows (a hash of their row
+    keys)."""
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
 
 
 def part_file(cache_dir: Path, key: str, name: str) -> Path:
+    """A file of rows beside ``key``'s main file: added rows, or a part (see :func:`save`)."""
     return cache_dir / f"sim-rows-{key}+{name}.npz"
 
 
