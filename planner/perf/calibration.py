@@ -1018,16 +1018,18 @@ def _levenberg_marquardt(
     cost = _robust_cost(r, n_data)
     lam = 1e-3
     # imported here: a fit needs scipy, a prediction from the fit cache does not (0.4 s a start)
-    from scipy.sparse import csc_matrix
+    from scipy.sparse import csc_matrix, csr_matrix, diags
     from scipy.sparse.linalg import spsolve
 
     f2 = ROBUST_SCALE**2
     for _ in range(max_iter):
         J = jacobian(x)
         w = 1.0 / np.sqrt(1.0 + r[:n_data] ** 2 / f2)
-        Jd = J[:n_data]
-        Jw = Jd * w[:, None]
-        A = Jw.T @ Jd
+        # a data row sees only its own keys' columns (~4% of J's entries are not zero): the
+        # normal equations as sparse products, ~3x faster than dense ones (session 57)
+        Jd = csr_matrix(J[:n_data])
+        Jw = diags(w) @ Jd
+        A = (Jw.T @ Jd).toarray()
         g = Jw.T @ r[:n_data]
         # the prior rows are diagonal (one a parameter): added without a dense product
         prior = J[n_data:]
@@ -1235,8 +1237,10 @@ def _fit_coefficients(
     # robust scale of the data residuals and the Gauss-Newton covariance of the parameters
     scale = max(float(np.median(np.abs(res))) * 1.4826 if n_data else 1.0, 0.05)
     weights = 1.0 / np.sqrt(1.0 + (res / ROBUST_SCALE) ** 2) / scale**2
-    Jd = J[:n_data]
-    hess = (Jd * weights[:, None]).T @ Jd
+    from scipy.sparse import csr_matrix, diags
+
+    Jd = csr_matrix(J[:n_data])
+    hess = ((diags(weights) @ Jd).T @ Jd).toarray()
     hess[np.diag_indices_from(hess)] += np.diag(J[n_data:]) ** 2
     try:
         cov = np.linalg.inv(hess)

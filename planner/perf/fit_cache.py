@@ -214,11 +214,13 @@ def write_arrays(
     reader never sees half a file; None (and a warning naming ``what``) when it cannot be
     written. Shared by the caches in this package."""
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
-    write = np.savez_compressed if compressed else np.savez
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as handle:
-            write(handle, **cast("dict[str, Any]", arrays))
+            if compressed:
+                _savez_fast(handle, arrays)
+            else:
+                np.savez(handle, **cast("dict[str, Any]", arrays))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -228,6 +230,23 @@ def write_arrays(
             tmp.unlink()
         return None
     return path
+
+
+#: zlib level of the compressed caches. numpy's ``savez_compressed`` takes zlib's default, 6:
+#: on the sample cache of the embedded data (757 MB of arrays) level 1 wrote in 3.4 s against
+#: 7.3 s, into 140 MB against 134 MB, and both read back in 2.7 s (session 57, two cores)
+COMPRESS_LEVEL = 1
+
+
+def _savez_fast(handle: Any, arrays: dict[str, np.ndarray]) -> None:
+    """``np.savez_compressed`` at :data:`COMPRESS_LEVEL`: the same ``.npz`` layout (one
+    ``<name>.npy`` member an array), which ``np.load`` reads as it reads numpy's own."""
+    with zipfile.ZipFile(
+        handle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL
+    ) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 def prune(cache_dir: Path, pattern: str, keep: int) -> None:

@@ -14,8 +14,8 @@ version (:func:`planner.perf.fit_cache.code_version`) and the catalog's fingerpr
 found by a hash of its full content. As with the fit cache, the file holds only arrays and a
 JSON header (``numpy.load`` with ``allow_pickle=False``), with a SHA-256 of the arrays; a file
 that fails a check is deleted and its rows are simulated again. The rows' arrays are stored
-concatenated, field by field, with each row's length, compressed (~90 MB for the embedded
-rows, ~7-10 s to write, ~3 s to read).
+concatenated, field by field, with each row's length, compressed at zlib level 1 (~140 MB for the
+embedded rows, ~3.5 s to write, ~3 s to read: :data:`planner.perf.fit_cache.COMPRESS_LEVEL`).
 
 When many rows are missing (a new install's first refit, the first fit after an upgrade),
 processes fitting at once share the work: the missing rows are dealt into :data:`PARTS` parts,
@@ -36,8 +36,11 @@ skips their simulations. The clock-driven rows simulated with the roofline coeff
 Rows simulated after the file exists (a verification run's, a team's new runs) go into a small
 file of their own beside it, ``sim-rows-<key>+<rows>.npz``, so that adding one row writes one
 row's arrays, not the whole file again (which took ~10 s of each refit after a verification
-run on two cores, 2026-12-05); after :data:`MAX_ADDED` such files, the next addition writes
-them all into the main file.
+run on two cores, 2026-12-05); the parts of a cold simulation are such files too, and a key
+may have them and no main file yet. After :data:`MAX_ADDED` such files, the next addition
+writes them all into the main file. That bound counts the parts: with 8, a new install's first
+refit after its parts were simulated rewrote every row into the main file (~7 s of its ~37 s,
+session 57).
 """
 
 from __future__ import annotations
@@ -70,10 +73,10 @@ FORMAT_VERSION = 1
 KEEP_FILES = 2
 #: at most this many rows in one file (the embedded rows and a team's runs are ~1,300)
 MAX_ROWS = 20_000
-#: at most this many files of added rows beside a key's main file
-MAX_ADDED = 8
 #: the parts the missing rows are dealt into when at least COOPERATE_MIN rows are missing
-PARTS = MAX_ADDED
+PARTS = 8
+#: at most this many files of added rows (parts included) beside a key's main file
+MAX_ADDED = PARTS + 8
 COOPERATE_MIN = 64
 #: a claim older than this is taken over (its process died, or runs on another machine)
 CLAIM_STALE_S = 600.0
@@ -206,13 +209,14 @@ def save(
     """Write ``traces`` (row key -> trace) as the file for ``key``, atomically; None when it
     cannot be written (a read-only directory only costs the next fit its simulations).
 
-    ``added``: those of ``traces`` that are not on disk yet. Where ``key``'s main file exists
-    and fewer than :data:`MAX_ADDED` files of added rows lie beside it, only these are written,
-    into a file of their own; otherwise ``traces`` replace the main file and the added files
-    it now holds are deleted."""
+    ``added``: those of ``traces`` that are not on disk yet. Where ``key``'s main file or a
+    file of added rows exists (the parts of a cold simulation) and fewer than
+    :data:`MAX_ADDED` files of added rows lie beside it, only these are written, into a file
+    of their own; otherwise ``traces`` replace the main file and the added files it now holds
+    are deleted."""
     main = cache_file(cache_dir, key)
     beside = added_files(cache_dir, key)
-    if added is not None and main.exists() and len(beside) < MAX_ADDED:
+    if added is not None and (beside or main.exists()) and len(beside) < MAX_ADDED:
         kept = {name: t for name, t in added.items() if cacheable(t)}
         if not kept:
             return None

@@ -300,6 +300,39 @@ def test_processes_fitting_at_once_simulate_each_part_once(
     assert disk.simulations == [] and len(again) == len(reference)
 
 
+def test_a_row_added_after_a_simulation_in_parts_is_written_alone(
+    disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold simulation in parts leaves its parts and no main file; the next process's one
+    new row (a verification run's refit) goes into a file of its own beside them, not every
+    row into a main file."""
+    monkeypatch.setattr(sample_cache, "COOPERATE_MIN", 8)
+    monkeypatch.setattr(sample_cache, "PARTS", 4)
+    monkeypatch.setattr(sample_cache, "MAX_ADDED", 6)
+    rows, directory = disk.rows, disk.directory
+    disk.simulate(rows[:-1])
+    key = sample_cache.cache_key(catalog_fingerprint(disk.catalog))
+    parts = sample_cache.added_files(directory, key)
+    assert len(parts) == 4 and not sample_cache.cache_file(directory, key).exists()
+    written = {p: p.read_bytes() for p in parts}
+    disk.new_process()
+    disk.simulate()
+    assert disk.simulations == [rows[-1].model]
+    assert not sample_cache.cache_file(directory, key).exists()
+    now = sample_cache.added_files(directory, key)
+    assert len(now) == 5 and all(p.read_bytes() == b for p, b in written.items())
+    (added,) = set(now) - set(parts)
+    with np.load(added, allow_pickle=False) as data:
+        assert data["end"].shape[0] == 1
+    # two more additions pass MAX_ADDED (parts counted): everything goes into the main file
+    for extra in ({"max_num_seqs": 7}, {"max_num_seqs": 9}):
+        disk.new_process()
+        disk.simulate([*rows, rows[-1].model_copy(update=extra)])
+    assert sample_cache.cache_file(directory, key).exists()
+    assert sample_cache.added_files(directory, key) == []
+    assert len(sample_cache.load(directory, key)) == len(rows) + 2
+
+
 def test_the_roofline_baseline_is_simulated_once(disk: Disk) -> None:
     """``planner validate``'s baseline simulates the clock-driven rows with the roofline
     coefficients once; the next process reads them, and predicts the same."""
