@@ -1,6 +1,7 @@
 """Held-out TTFT and TPOT errors by fold, engine and load band (a benchmark to read).
 
     .venv/bin/python benchmarks/latency_errors_bench.py [--rows OUT.jsonl] [--from IN.jsonl]
+        [--jobs N]
 
 Runs the leave-one-source-out folds of ``planner validate --public-only --scheme source`` (the
 same fits and held-out predictions) and prints, beside output tokens/s, the median and mean
@@ -33,12 +34,14 @@ from planner.perf.validation import cross_validate
 METRICS = ("output_tok_per_s", "ttft", "tpot")
 
 
-def held_out_rows() -> list[dict[str, Any]]:
+def held_out_rows(jobs: int = 1) -> list[dict[str, Any]]:
     catalog = load_catalog()
     model = PerformanceModel(catalog).fit(list(catalog.measured))
     roofline = model.roofline_predictions()
     inconsistent = [e.sample for e in model.excluded if e.sample is not None]
-    held = cross_validate(model.samples, "source", roofline=roofline, test_only=inconsistent)
+    held = cross_validate(
+        model.samples, "source", roofline=roofline, test_only=inconsistent, jobs=jobs
+    )
     rows = []
     for h in held[: len(model.samples)]:
         r = h.sample.result
@@ -129,11 +132,14 @@ def held_out_rows_from_command_line(description: str) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rows", type=Path, help="write the held-out rows here (JSON lines)")
     parser.add_argument("--from", dest="source", type=Path, help="read held-out rows from here")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="fit the folds in this many forked processes"
+    )
     args = parser.parse_args()
     if args.source:
         return [json.loads(line) for line in args.source.read_text().splitlines() if line]
     started = time.perf_counter()
-    rows = held_out_rows()
+    rows = held_out_rows(args.jobs)
     print(f"{len(rows)} held-out rows in {time.perf_counter() - started:.0f} s")
     if args.rows:
         args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -31,8 +31,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import multiprocessing
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -390,6 +391,7 @@ def cross_validate(
     fit: Callable[[Sequence[FitSample]], FittedCoefficients] = fit_coefficients,
     test_only: Sequence[FitSample] = (),
     only: Collection[str] | None = None,
+    jobs: int = 1,
 ) -> list[HeldOut]:
     """Held-out predictions of every sample under ``scheme`` (see :data:`SCHEMES`); with
     ``only``, of the folds so named alone (each still fitted on every row outside it).
@@ -398,6 +400,11 @@ def cross_validate(
     to (same source, class, GPU or model; for random folds, one each in turn) and are never
     trained on; their HeldOut rows follow the others. With class folds a row is predicted
     once for each class of its model.
+
+    ``jobs`` > 1 fits and predicts the folds in that many forked processes (where the platform
+    forks: Linux, macOS), each fold as one process alone would, so the rows come out the same
+    (:func:`_folds_forked`). Not from a process that runs other threads (a dashboard): a fork
+    copies one thread only.
     """
     roof = list(roofline) if roofline is not None else roofline_predictions(samples)
     roof_extra = roofline_predictions(test_only) if test_only else []
@@ -411,22 +418,88 @@ def cross_validate(
             plan.append((name, []))
     if only is not None:
         plan = [(name, test) for name, test in plan if name in only]
-    held: list[HeldOut] = []
-    held_extra: list[tuple[int, int, HeldOut]] = []
-    for order, (name, test) in enumerate(plan):
-        test_set = set(test)
-        train = [s for i, s in enumerate(samples) if i not in test_set]
-        if not train:
-            continue
-        fitted = fit(train)
-        seen = SeenData.of(train)
-        for i in test:
-            held.append(predict_held_out(samples[i], fitted, name, roof[i], seen))
-        for j in extra.get(name, []):
-            held_extra.append(
-                (j, order, predict_held_out(test_only[j], fitted, name, roof_extra[j], seen))
-            )
+    work = _FoldWork(samples, test_only, roof, roof_extra, plan, extra, fit)
+    if jobs > 1 and len(plan) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        done = _folds_forked(work, jobs)
+    else:
+        done = [_fold(work, order) for order in range(len(plan))]
+    held = [h for fold_held, _ in done for _, h in fold_held]
+    held_extra = [t for _, fold_extra in done for t in fold_extra]
     return held + [h for _, _, h in sorted(held_extra, key=lambda t: (t[0], t[1]))]
+
+
+@dataclass(frozen=True)
+class _FoldWork:
+    """What every fold of one cross-validation reads."""
+
+    samples: Sequence[FitSample]
+    test_only: Sequence[FitSample]
+    roof: Sequence[dict[str, float]]
+    roof_extra: Sequence[dict[str, float]]
+    plan: list[tuple[str, list[int]]]
+    extra: dict[str, list[int]]
+    fit: Callable[[Sequence[FitSample]], FittedCoefficients]
+
+
+#: one fold's predictions: of its rows as (row index, prediction), of the test-only rows it
+#: predicts as (test-only index, fold order, prediction)
+FoldHeld = tuple[list[tuple[int, HeldOut]], list[tuple[int, int, HeldOut]]]
+
+
+def _fold(work: _FoldWork, order: int) -> FoldHeld:
+    """The fold ``work.plan[order]``: fitted without its rows, which it then predicts."""
+    name, test = work.plan[order]
+    test_set = set(test)
+    train = [s for i, s in enumerate(work.samples) if i not in test_set]
+    if not train:
+        return [], []
+    fitted = work.fit(train)
+    seen = SeenData.of(train)
+    held = [(i, predict_held_out(work.samples[i], fitted, name, work.roof[i], seen)) for i in test]
+    held_extra = [
+        (j, order, predict_held_out(work.test_only[j], fitted, name, work.roof_extra[j], seen))
+        for j in work.extra.get(name, [])
+    ]
+    return held, held_extra
+
+
+#: the cross-validation a forked fold process reads: set by the parent just before it forks,
+#: so that the children see the simulated rows as they are, without pickling them
+_FORKED_WORK: _FoldWork | None = None
+
+#: :data:`FoldHeld` without the predictions' rows (each a dict of HeldOut's other fields)
+_LightHeld = tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, int, dict[str, Any]]]]
+
+
+def _forked_fold(order: int) -> _LightHeld:
+    """:func:`_fold` in a forked process, its predictions without their rows (the parent has
+    them; a row's simulated trace is the bulk of its pickle)."""
+    assert _FORKED_WORK is not None
+    held, held_extra = _fold(_FORKED_WORK, order)
+    return [(i, _light(h)) for i, h in held], [(j, o, _light(h)) for j, o, h in held_extra]
+
+
+def _light(held: HeldOut) -> dict[str, Any]:
+    return {f.name: getattr(held, f.name) for f in fields(HeldOut) if f.name != "sample"}
+
+
+def _folds_forked(work: _FoldWork, jobs: int) -> list[FoldHeld]:
+    """Every fold of ``work`` in ``jobs`` forked processes, in the plan's order, each fold's
+    predictions given back their rows."""
+    global _FORKED_WORK
+    _FORKED_WORK = work
+    try:
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(work.plan))) as pool:
+            light = pool.map(_forked_fold, range(len(work.plan)), chunksize=1)
+    finally:
+        _FORKED_WORK = None
+    return [
+        (
+            [(i, HeldOut(sample=work.samples[i], **h)) for i, h in held],
+            [(j, o, HeldOut(sample=work.test_only[j], **h)) for j, o, h in held_extra],
+        )
+        for held, held_extra in light
+    ]
 
 
 @dataclass

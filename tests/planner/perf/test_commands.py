@@ -420,3 +420,13 @@ def test_validate_refuses_a_rows_csv_it_cannot_write_before_fitting(
         err = capsys.readouterr().err
         assert code != 0
         assert "--rows-csv" in err and "a file path in an existing folder" in err
+
+
+def test_validate_refuses_fewer_than_one_job_before_fitting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for jobs in ("0", "-2"):
+        code = main(["validate", "--scheme", "gpu", "--public-only", "--jobs", jobs])
+        err = capsys.readouterr().err
+        assert code != 0
+        assert "--jobs" in err and jobs in err and "1 or more" in err
