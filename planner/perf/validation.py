@@ -33,6 +33,7 @@ import json
 import math
 import multiprocessing
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import date
 from pathlib import Path
@@ -489,8 +490,12 @@ def _folds_forked(work: _FoldWork, jobs: int) -> list[FoldHeld]:
     global _FORKED_WORK
     _FORKED_WORK = work
     try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(work.plan))) as pool:
-            light = pool.map(_forked_fold, range(len(work.plan)), chunksize=1)
+        # an executor, not a Pool: a worker that dies (out of memory) raises BrokenProcessPool
+        # here where a Pool would wait for its fold for ever
+        with ProcessPoolExecutor(
+            min(jobs, len(work.plan)), mp_context=multiprocessing.get_context("fork")
+        ) as pool:
+            light = list(pool.map(_forked_fold, range(len(work.plan))))
     finally:
         _FORKED_WORK = None
     return [

@@ -8,6 +8,7 @@ import dataclasses
 import multiprocessing
 import os
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,12 @@ SOURCES = (
 )
 
 
-@pytest.mark.skipif(
+FORKS = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods(), reason="the platform does not fork"
 )
+
+
+@FORKS
 def test_folds_in_forked_processes_predict_what_one_process_predicts(
     model: PerformanceModel, roofline: list[dict[str, float]], tmp_path: Path
 ) -> None:
@@ -54,3 +58,23 @@ def test_folds_in_forked_processes_predict_what_one_process_predicts(
         for f in dataclasses.fields(a):
             if f.name != "sample":
                 assert getattr(a, f.name) == getattr(b, f.name), f.name
+
+
+@FORKS
+def test_a_fold_process_that_dies_is_an_error_and_not_a_wait(
+    model: PerformanceModel, roofline: list[dict[str, float]]
+) -> None:
+    """A fold's process killed (the machine out of memory) fails the cross-validation at once."""
+    chosen = [i for i, s in enumerate(model.samples) if source_key(s.result) in SOURCES[:2]]
+
+    def dies(rows: Sequence[FitSample]) -> FittedCoefficients:
+        os._exit(3)
+
+    with pytest.raises(BrokenProcessPool):
+        cross_validate(
+            [model.samples[i] for i in chosen],
+            "source",
+            roofline=[roofline[i] for i in chosen],
+            jobs=2,
+            fit=dies,
+        )
