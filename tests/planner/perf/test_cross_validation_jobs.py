@@ -26,6 +26,14 @@ SOURCES = (
 )
 
 
+def _rows_of(
+    model: PerformanceModel, roofline: list[dict[str, float]], sources: Sequence[str]
+) -> tuple[list[FitSample], list[dict[str, float]]]:
+    """The fitted rows of ``sources`` and their roofline baselines."""
+    chosen = [i for i, s in enumerate(model.samples) if source_key(s.result) in sources]
+    return [model.samples[i] for i in chosen], [roofline[i] for i in chosen]
+
+
 FORKS = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods(), reason="the platform does not fork"
 )
@@ -35,9 +43,7 @@ FORKS = pytest.mark.skipif(
 def test_folds_in_forked_processes_predict_what_one_process_predicts(
     model: PerformanceModel, roofline: list[dict[str, float]], tmp_path: Path
 ) -> None:
-    chosen = [i for i, s in enumerate(model.samples) if source_key(s.result) in SOURCES]
-    samples = [model.samples[i] for i in chosen]
-    roof = [roofline[i] for i in chosen]
+    samples, roof = _rows_of(model, roofline, SOURCES)
     assert {source_key(s.result) for s in samples} == set(SOURCES)
     test_only = [e.sample for e in model.excluded if e.sample is not None][:2]
     alone = cross_validate(samples, "source", roofline=roof, test_only=test_only)
@@ -65,16 +71,10 @@ def test_a_fold_process_that_dies_is_an_error_and_not_a_wait(
     model: PerformanceModel, roofline: list[dict[str, float]]
 ) -> None:
     """A fold's process killed (the machine out of memory) fails the cross-validation at once."""
-    chosen = [i for i, s in enumerate(model.samples) if source_key(s.result) in SOURCES[:2]]
+    samples, roof = _rows_of(model, roofline, SOURCES[:2])
 
     def dies(rows: Sequence[FitSample]) -> FittedCoefficients:
         os._exit(3)
 
     with pytest.raises(BrokenProcessPool):
-        cross_validate(
-            [model.samples[i] for i in chosen],
-            "source",
-            roofline=[roofline[i] for i in chosen],
-            jobs=2,
-            fit=dies,
-        )
+        cross_validate(samples, "source", roofline=roof, jobs=2, fit=dies)
