@@ -184,6 +184,25 @@ def test_fit_targets_use_the_histogram_as_validation_does(catalog: Catalog) -> N
         assert fitted_view == pytest.approx(predicted[name], rel=1e-9)
 
 
+def test_a_burst_fits_its_throughput_only(catalog: Catalog) -> None:
+    """All requests at once: the TTFT and TPOT are the scheduler's under overload, so the fit
+    takes the throughput alone (planner.perf.calibration, "Bursts"); a closed loop keeps all
+    three."""
+    burst = next(
+        m
+        for m in catalog.measured
+        if m.load == "max_throughput" and m.ttft_ms and m.itl_ms and m.output_tok_per_s
+    )
+    loop = next(
+        m
+        for m in catalog.measured
+        if m.load == "concurrency" and m.ttft_ms and m.itl_ms and m.output_tok_per_s
+    )
+    assert [t.metric for t in build_sample(burst, catalog).targets] == ["output_tok_per_s"]
+    kept = {t.metric for t in build_sample(loop, catalog).targets}
+    assert kept == {"output_tok_per_s", "ttft", "itl"}
+
+
 # ----- p99 intervals calibrated on their own rows ----------------------------------------------
 OWN = (0.8, 1.25)
 
