@@ -126,10 +126,10 @@ the simulator's schedulers only approximate that. Fitted, they pulled the shared
 coefficients: GPUStack's SGLang bursts came out at 0.03-0.7x their measured TPOT in sample
 (gpt-oss-20b on an A100 0.03x, GLM-4.6-FP8 on 8 x H100 0.24-0.33x), and with the robust loss
 each such row pushed the SGLang levels up by a fixed amount: the per-sequence term's SGLang
-family deviation was +0.19 (log) with them and is -0.02 without, the serve entrypoint's +0.15
-and +0.04 (the shipped fit, session 58). Their own latencies
-gained nothing from being fitted: held out by source, GPUStack's TTFT and TPOT were 30.7% and
-25.7% median with them fitted, 30.4% and 26.0% without. Held out by source over all rows
+family deviation was +0.19 (log) with them and is -0.03 without, the serve entrypoint's +0.15
+and +0.04 (the shipped fits before and after, session 58). Their own latencies gained nothing
+from being fitted: held out by source, GPUStack's TTFT and TPOT were 30.7% and 25.7% median
+with them fitted, 30.4% and 26.0% without. Held out by source over all rows
 (session 58, ``planner validate --scheme source``, 1,353 rows), without them: output tok/s 22.9
 -> 22.0% median (MoE 34.5 -> 31.9%), TTFT 23.8 -> 23.3% (mean 61.0 -> 56.5%), p99 TTFT 27.0 ->
 26.1%, TPOT 23.8 -> 24.3%; the 2025-07+ closed loops' and rates' TTFT mean 33 -> 31%, TPOT 24
