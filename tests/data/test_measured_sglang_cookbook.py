@@ -4,7 +4,8 @@ The 29 rows added on 2026-12-02 come from the sgl-project/sgl-cookbook repositor
 commit 7b5bd9c05e3d86da5161ac2be9b91c19a34bf49d (GLM-4.6's from commit
 9b10fad9f6a3233cb19d2eb866a5eaa37d1dacfb, whose hardware line names only the B200); the 17
 older rows from the same cookbook as sgl-project/sglang's docs_new pages carry, since then, the
-P99 TTFT and P99 TPOT that bench_serving printed for the same runs."""
+P99 TTFT and P99 TPOT that bench_serving printed for the same runs. The 9 DeepSeek-V3.1 rows on
+8 x MI300X (added 2026-12-06) are from the same commit's DeepSeek-V3_1.md."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _one(rows: list[MeasuredResult], **match: object) -> MeasuredResult:
 
 def test_row_count_sources_and_dates(catalog: Catalog) -> None:
     added = _added(catalog)
-    assert len(added) == 29
+    assert len(added) == 38
     for m in added:
         # the page, pinned to a commit, and the result block's line
         assert re.search(
@@ -46,11 +47,13 @@ def test_row_count_sources_and_dates(catalog: Catalog) -> None:
             r"published 20\d\d-\d\d-\d\d \(sgl-project/sgl-cookbook commit [0-9a-f]{7}",
             m.notes or "",
         )
-        assert m.engine == "sglang" and m.load == "concurrency" and m.ttft_stat == "mean"
+        assert m.engine == "sglang" and m.load == "concurrency"
+        # the printed mean TTFT, but DeepSeek-V3.1's median (its mean carries stalls, below)
+        assert m.ttft_stat == ("p50" if m.model == "deepseek-ai/DeepSeek-V3.1" else "mean")
         assert m.itl_stat == "mean_tpot" and m.ttft_p99_ms and m.tpot_p99_ms
         assert m.spec_method is None and "speculative" not in (m.notes or "")
     by_gpu = {g: sum(1 for m in added if m.gpu == g) for g in {m.gpu for m in added}}
-    assert by_gpu == {"B200": 21, "H100-SXM": 3, "MI300X": 5}
+    assert by_gpu == {"B200": 21, "H100-SXM": 3, "MI300X": 14}
 
 
 def test_minimax_on_h100_matches_the_page(catalog: Catalog) -> None:
@@ -119,3 +122,28 @@ def test_older_rows_carry_the_same_runs_p99(catalog: Catalog) -> None:
     # the sgl-cookbook page prints for that run ("Mean TTFT (ms): 265.03", "Mean TPOT (ms): 23.66")
     q = _one(older, model="Qwen/Qwen3-235B-A22B-Instruct-2507", concurrency=64, output_len=4065)
     assert (q.ttft_ms, q.itl_ms) == pytest.approx((265.03, 23.66))
+
+
+def test_deepseek_v3_1_on_mi300x_matches_the_page(catalog: Catalog) -> None:
+    """docs/autoregressive/DeepSeek/DeepSeek-V3_1.md @7b5bd9c, section 5.1.4: three scenarios at
+    max-concurrency 1, 16 and 64 or 100, SGLang 0.5.7, --tp 8, no speculative decoding."""
+    rows = [m for m in _added(catalog) if m.model == "deepseek-ai/DeepSeek-V3.1"]
+    assert len(rows) == 9 and {(m.gpu, m.tp, m.engine_version) for m in rows} == {
+        ("MI300X", 8, "0.5.7")
+    }
+    assert sorted({m.concurrency for m in rows}) == [1, 16, 64, 100]
+    # Summarization 8K/1K at max-concurrency 64 (result block at line 823): "Successful
+    # requests: 320", "Total input tokens: 1273893", "Total generated tokens: 170000", "Output
+    # token throughput (tok/s): 601.67", "Median TTFT (ms): 499.38", "P99 TTFT (ms): 2925.98",
+    # "Mean TPOT (ms): 97.93", "P99 TPOT (ms): 157.84"
+    m = _one(rows, concurrency=64, input_len=3981)
+    assert (m.output_len, m.num_requests, m.dataset) == (531, 320, "uniform")
+    assert m.output_tok_per_s == pytest.approx(601.67)
+    assert (m.ttft_ms, m.ttft_p99_ms, m.itl_ms, m.tpot_p99_ms) == pytest.approx(
+        (499.38, 2925.98, 97.93, 157.84)
+    )
+    # why the median: at one in flight, where every request is alike, Chat 1K/1K printed a mean
+    # TTFT of 557.85 ms against a median of 213.58 (Reasoning 1K/8K: 156.67 against 156.19)
+    chat = _one(rows, concurrency=1, output_len=422, input_len=610)
+    assert chat.ttft_stat == "p50" and chat.ttft_ms == pytest.approx(213.58)
+    assert "mean 557.85 vs median 213.58" in (chat.notes or "")

@@ -16,7 +16,8 @@ from planner.catalog.architecture import ModelArchitecture
 #: hf_id: (published total, published active) in billions, as each file's params_source quotes
 #: them: Kimi K2 report's 1.04T / 32B (K2.5 keeps K2's language model), GLM-5 README 744B / 40B,
 #: MiniMax-M2 230B / 10B (M2.5 the same shapes), Qwen cards 397B / 17B and 80B / 3B, Meta's
-#: Llama 4 post 109B and 400B / 17B, DeepSeek-V3.1's card 671B / 37B
+#: Llama 4 post 109B and 400B / 17B, DeepSeek-V3.1's card 671B / 37B (for deepseek-ai's FP8
+#: checkpoint and NVIDIA's NVFP4 one alike)
 PUBLISHED_2026_B = {
     "moonshotai/Kimi-K2-Instruct": (1040.0, 32.0),
     "moonshotai/Kimi-K2.5": (1040.0, 32.0),
@@ -27,6 +28,7 @@ PUBLISHED_2026_B = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": (109.0, 17.0),
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (400.0, 17.0),
     "nvidia/DeepSeek-V3.1-NVFP4": (671.0, 37.0),
+    "deepseek-ai/DeepSeek-V3.1": (671.0, 37.0),
 }
 
 
@@ -127,6 +129,10 @@ def test_deepseek_v3_1_has_deepseek_v3s_shapes(catalog: Catalog) -> None:
     assert v31.total_params == _arch(catalog, "deepseek-ai/DeepSeek-V3").total_params
     # its NVFP4 quantisation lives in hf_quant_config.json, not in config.json
     assert v31.quant_method is None and v31.kv_bytes_per_token(2.0) == 70_272
+    # deepseek-ai's own checkpoint: the same shapes, its FP8 weights in 128 x 128 blocks
+    fp8 = _arch(catalog, "deepseek-ai/DeepSeek-V3.1")
+    assert fp8.total_params == v31.total_params and fp8.active_params == v31.active_params
+    assert fp8.quant_method == "fp8" and fp8.block_scaled_fp8
 
 
 # ----- KV bytes per token, by hand, one test per attention class --------------------------------
