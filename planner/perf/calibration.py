@@ -275,16 +275,27 @@ SIGMA_EAGER_FLOOR = 1.5
 #: is as uncertain as the path's, but only multi-GPU served rows see it
 SIGMA_PATH_RANKS = 1.0
 _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
+#: the layer floor's deviation per GPU generation (log units): a platform's launch gaps and
+#: untuned small-batch kernels (ROCm's against CUDA's) are not the release's alone. SGLang 0.5.7
+#: decoded DeepSeek-V3.1 on 8 x MI300X at 24 ms a step at one in flight, 0.5.6 DeepSeek-R1-0528
+#: on 8 x B200 at 9 ms (the SGLang cookbooks): with the floor the release's only, the shipped fit
+#: gave the MI300X 11.4 ms. Session 59, the cookbook's MI300X rows in the fit (1,362 rows):
+#: prior 1.0 gave it 15.0 ms, 2.0 21.2 ms; held out by source, output tok/s / TTFT median (mean)
+#: / TPOT median 20.9 / 23.5 (56.1) / 23.5% without the level, 20.9 / 23.1 (56.1) / 23.6% at
+#: 1.0, 21.0 / 23.0 (56.2) / 23.8% at 2.0, and the lmsys.org fold (SGLang 0.4.10's DeepSeek
+#: throughput on MI300X, all 10 rows at 1-8 in flight) 24.5 -> 11.2% at 2.0
+SIGMA_FLOOR_GENERATION = 2.0
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
-#: request path is the engine family's; the layer floor an engine release's for a model kind;
+#: request path is the engine family's; the layer floor an engine release's for a model kind and
+#: a GPU generation's;
 #: the eager floor the engine family's: how its Python model code launches an MoE layer's
 #: kernels, with a wide prior, SIGMA_EAGER_FLOOR; the host's work under vLLM's async
 #: scheduling is fitted globally only: one engine's releases run it, planner.perf.step_time)
 TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path": REQUEST_PATH_LEVELS,
-    "layer_floor": frozenset({"release_kind"}),
+    "layer_floor": frozenset({"release_kind", "generation"}),
     "eager_floor": frozenset({"family"}),
     "request_path_ranks": REQUEST_PATH_LEVELS,
     "host_overlapped": frozenset(),
@@ -292,7 +303,7 @@ TERM_LEVELS: dict[str, frozenset[str]] = {
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
 TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
-    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
+    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR, "generation": SIGMA_FLOOR_GENERATION},
     "eager_floor": {"family": SIGMA_EAGER_FLOOR},
     "request_path_ranks": {"family": SIGMA_PATH_RANKS},
 }
