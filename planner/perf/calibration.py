@@ -12,26 +12,27 @@ ITL/TPOT 0.5: :data:`METRIC_WEIGHTS`), plus Gaussian priors on a hierarchy of lo
 
     log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
                                   + d_family/gpu + d_entrypoint + d_family/kind
-                                  + d_release/kind + d_model@gpu (MoE kernel terms, roofline)
+                                  + d_release/kind + d_model@generation (MoE kernel terms,
+                                  roofline)
                                   + b_kind x age (release age, below)
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1), every other d ~ N(0, 0.5^2)
 
-The model@gpu level (:data:`MODEL_TERMS`) holds what an MoE model's expert shape does on a GPU:
-its fused-MoE GEMMs run on kernel configurations tuned per expert shape and GPU (vLLM's Triton
-fused MoE loads one file per expert count, slice width and GPU, such as
+The model level (:data:`MODEL_TERMS`) holds what an MoE model's expert shape does on a GPU: its
+fused-MoE GEMMs run on kernel configurations tuned per expert shape and GPU (vLLM's Triton fused
+MoE loads one file per expert count, slice width and GPU, such as
 ``vllm/model_executor/layers/fused_moe/configs/E=128,N=192,device_name=NVIDIA_B200.json``:
 Qwen3-235B-A22B's 128 experts at TP 8, read 2026-12-03; a shape without one runs a default
 tile), so one MoE model runs its experts faster or slower than its FLOPs and bytes say on one
 GPU, under every engine that shares those kernels. Held out by source, on 8 x B200 under SGLang
 0.5.6 the cookbook's Qwen3-235B-A22B decoded one request in 0.7x the step time the shared
-coefficients gave it while GLM-4.6 (also 1,536-wide experts, 160 of them) and MiniMax-M2.5
-took 1.3-1.4x; without a level of their own those shape effects went into the SGLang/B200 level
-that every model on it shares. Keyed by the weights (total and active parameters: a
-re-release of the architecture shares its kernels), their format (FP8, NVFP4 and 16-bit
-experts run different kernels: :func:`moe_weights_key`) and the GPU, fitted on the routed-expert
-terms (and, since session 42, the roofline: :data:`MODEL_TERMS`). Held out by source, with
-the other levels' prior (0.5), on the expert terms: output tok/s 29.2 -> 28.0% median, TTFT
-37.4 -> 36.4% (mean 63.9 -> 60.8%), TPOT 26.9 -> 24.9%; the 2025-07+ closed loops'
+coefficients gave it while GLM-4.6 (also 1,536-wide experts, 160 of them) and MiniMax-M2.5 took
+1.3-1.4x; without a level of their own those shape effects went into the SGLang/B200 level that
+every model on it shares. Keyed by the weights (total and active parameters: a re-release of the
+architecture shares its kernels), their format (FP8, NVFP4 and 16-bit experts run different
+kernels: :func:`moe_weights_key`) and the GPU's generation (:func:`gpu_generation`), fitted on
+the routed-expert terms (and, since session 42, the roofline: :data:`MODEL_TERMS`). Held out by
+source, with the other levels' prior (0.5), on the expert terms: output tok/s 29.2 -> 28.0%
+median, TTFT 37.4 -> 36.4% (mean 63.9 -> 60.8%), TPOT 26.9 -> 24.9%; the 2025-07+ closed loops'
 TPOT 20 -> 18%, tok/s 15 -> 14%. Keyed by the model alone it moved DeepSeek everywhere by its
 early-2025 rows (a DeepSeek-wide expert GEMM 1.4x the shared one); keyed by model, GPU and
 engine it shared nothing across engines and gained a quarter as much. Its prior is wider than
@@ -40,6 +41,18 @@ deviation from the GPU's. Once the TensorRT-LLM tables' attention-DP rows had th
 (session 38), held out by source, prior 0.5 / 0.8 / 1.2 gave output tok/s 26.5 / 25.5 / 24.9%,
 TPOT 25.0 / 24.0 / 23.4%, p99 TTFT 33.3 / 32.4 / 30.7%, TTFT 36.7 / 36.7 / 37.6%, and GPUStack
 and the two SGLang sources held out together 29.4 / 26.8 / 24.8%.
+The generation, not the GPU, since session 59: GPUs of one generation run one instruction set
+and so the same kernels (H100 and H200 are one Hopper die, the H200 with more and faster
+memory; MI300X and MI325X one CDNA 3 die; B200 and B300 both Blackwell), and an MoE model
+measured on one of them is the best guide to its sibling. Keyed by the GPU, the MI325X (never
+measured) got none of DeepSeek's MI300X deviation: SGLang 0.5.7 decoding DeepSeek-V3.1 at 64 in
+flight was predicted at 41 ms a token on it against 72 ms on the MI300X (measured 53), for 13%
+more memory bandwidth (session 59's data, before this and the layer floor's generation level;
+now 57 and 67 ms). Leave-one-GPU-out (MI300X, H200, H100 and B200, 923 rows) output tok/s went
+17 -> 15% median (H100 16 -> 13%, H200 14 -> 12%, B200 21 -> 18%; MI300X 97% either way, no
+other GPU of its generation being measured), TTFT 28 -> 28%, TPOT 24 -> 24%; held out by source
+(1,362 rows) 21.0 -> 21.4%, TTFT 23.0 -> 23.0% (mean 56.2 -> 53.6%), TPOT 23.8 -> 23.5%; the
+2025-07+ closed loops' tok/s 18.4 -> 18.0%, TPOT 24.4 -> 23.4%.
 Tried in session 46 and not kept (held out by source, 1,218 rows: output tok/s, TTFT median
 (mean), TPOT and p99 TTFT, from 23.0, 36.3 (59.1), 22.6 and 28.3%). At this level: keyed per
 engine family instead of shared (24.1, 36.5 (62.3), 22.4, 32.2%); a per-engine level under the
@@ -258,7 +271,7 @@ SIGMA_GENERATION = 0.5
 SIGMA_GROUP = 0.5
 SIGMA_ENTRYPOINT = 0.5
 SIGMA_KIND = 0.5
-#: the model@gpu level's prior (log units): 0.3 held out worse than 0.5, 0.8 and 1.2 better
+#: the model level's prior (log units): 0.3 held out worse than 0.5, 0.8 and 1.2 better
 #: once every row had its layout (module docstring)
 SIGMA_MODEL = 1.2
 #: the layer floor's deviation at the release x kind level (log units): an early release's
@@ -334,7 +347,7 @@ SIGMA_TREND = 1.0
 #: the pseudo-level of FittedCoefficients.levels that holds the slopes, by model kind
 TREND_LEVEL = "trend"
 _TREND_MASK = np.array([f in TREND_TERMS for f in FITTED])
-#: the terms the model@gpu level fits: the same MoE kernel terms as the release slope's, the
+#: the terms the model level fits: the same MoE kernel terms as the release slope's, the
 #: routed experts' GEMMs and streams, whose kernels are tuned per expert shape and GPU
 #: (module docstring), and the plain roofline, which an MoE decode step's routed-expert bytes
 #: dominate (DeepSeek-R1 on 8 x B200 at 64 sequences: ~70 of ~83 GB a GPU). With the expert
@@ -350,8 +363,8 @@ _MODEL_MASK = np.array([f in MODEL_TERMS for f in FITTED])
 
 
 def level_fits(level: str) -> np.ndarray:
-    """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`; the model@gpu
-    level :data:`MODEL_TERMS` only), over FITTED."""
+    """Which fitted terms get a parameter at ``level`` (:data:`TERM_LEVELS`; the model level
+    :data:`MODEL_TERMS` only), over FITTED."""
     if level == "model":
         return _MODEL_MASK.copy()
     fits = np.ones(N_FITTED, dtype=bool)
@@ -743,8 +756,8 @@ class CoefficientKey(NamedTuple):
     #: 0.4); None: the series' date from ``version`` when the table has it (:func:`release_age`)
     released: date | None = None
     #: an MoE model's weights and their format, ``<total>/<active>:<precision>`` (re-releases
-    #: of an architecture share it); None for a dense model: the key of the model@gpu level
-    #: (MODEL_TERMS)
+    #: of an architecture share it); None for a dense model: with the generation, the key of
+    #: the model level (MODEL_TERMS)
     model: str | None = None
 
 
@@ -789,7 +802,7 @@ def gpu_generation(gpu: GPU) -> str:
 
 
 def moe_weights_key(arch: ModelArchitecture, precision: str) -> str:
-    """The model@gpu level's name for an MoE model's weights: its total and active parameters
+    """The model level's name for an MoE model's weights: its total and active parameters
     and the format they are stored in. The format picks the expert kernels as much as the shape
     does: TensorRT-LLM runs DeepSeek-R1's experts on B200 with DeepGEMM for the FP8 checkpoint
     and CUTLASS or its TRTLLM kernels for NVFP4, and Hopper's FP8 through CUTLASS only (the MoE
@@ -833,7 +846,7 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
         "entrypoint": key.entrypoint,
         "kind": f"{family}:{key.kind}" if key.kind else None,
         "release_kind": f"{key.version}:{key.kind}" if key.kind and key.version else None,
-        "model": f"{key.model}@{key.gpu}" if key.model else None,
+        "model": f"{key.model}@{key.generation}" if key.model else None,
     }
 
 
