@@ -91,16 +91,7 @@ def test_the_floor_is_the_platforms_too(model: PerformanceModel) -> None:
         coefficient[gpu] = fitted.full_for(key)[floor]
     assert coefficient["MI300X"] > 2.0 * coefficient["B200"]
     assert coefficient["MI325X"] == pytest.approx(coefficient["MI300X"], rel=1e-9)
-    chat = Scenario(
-        model="deepseek-ai/DeepSeek-V3.1",
-        gpu="MI300X",
-        tp=8,
-        precision="fp8",
-        engine="sglang",
-        engine_version="0.5.7",
-        input_len=610,
-        output_len=422,
-        concurrency=1,
-        num_requests=10,
-    )
+    # the cookbook's Chat 1K/1K at one in flight: 10 requests, 610 / 422 tokens on average
+    v31 = {"model": "deepseek-ai/DeepSeek-V3.1", "input_len": 610, "output_len": 422}
+    chat = _v3_on_mi300x(1, version="0.5.7").model_copy(update={**v31, "num_requests": 10})
     assert model.predict(chat).tpot_ms_mean == pytest.approx(23.84, rel=0.25)
