@@ -13,7 +13,7 @@ ITL/TPOT 0.5: :data:`METRIC_WEIGHTS`), plus Gaussian priors on a hierarchy of lo
     log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
                                   + d_family/gpu + d_entrypoint + d_family/kind
                                   + d_release/kind + d_model@generation (MoE kernel terms,
-                                  roofline)
+                                  roofline) + d_vendor (layer floor only)
                                   + b_kind x age (release age, below)
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1), every other d ~ N(0, 0.5^2)
 
@@ -121,10 +121,12 @@ near what B200 and GB200 rows taught, not near the Hopper-dominated shared ones:
 fitted efficiencies), and a GPU measured under one engine lends its GPU effect to the other.
 The served request's fixed path (``request_path``) gets parameters at the family level only:
 a held-out release, GPU or entrypoint takes its family's path, and offline rows (no path) never
-fit it. The layer floor (``layer_floor``, :mod:`planner.perf.step_time`) gets them at the global
-and the release x kind levels only, the latter with a wide prior (SIGMA_LAYER_FLOOR = 3): an early
-release's DeepSeek layers take a near-constant 0.5 ms each at 1-8 in flight, and that is its
-kernels', not its GPU's or its engine's; a release the data never saw takes the global floor.
+fit it. The layer floor (``layer_floor``, :mod:`planner.perf.step_time`) gets them at the global,
+the release x kind and the GPU vendor levels only, the release x kind with a wide prior
+(SIGMA_LAYER_FLOOR = 3): an early release's DeepSeek layers take a near-constant 0.5 ms each at
+1-8 in flight, and that is its kernels', not its GPU's or its engine's; a release the data never
+saw takes the global floor. The vendor level (SIGMA_FLOOR_VENDOR, wide too) is the platform's
+share: ROCm's launch gaps and small-batch kernels against CUDA's.
 The eager floor (``eager_floor``: an MoE step run without CUDA graphs, bound by its kernel
 launches) gets them at the global and the family levels only, with a wide prior
 (SIGMA_EAGER_FLOOR = 1.5): it is the engine's Python model code, not its GPU. The request
@@ -288,35 +290,47 @@ SIGMA_EAGER_FLOOR = 1.5
 #: is as uncertain as the path's, but only multi-GPU served rows see it
 SIGMA_PATH_RANKS = 1.0
 _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
-#: the layer floor's deviation per GPU generation (log units): a platform's launch gaps and
+#: the layer floor's deviation per GPU vendor (log units): a platform's launch gaps and
 #: untuned small-batch kernels (ROCm's against CUDA's) are not the release's alone. SGLang 0.5.7
 #: decoded DeepSeek-V3.1 on 8 x MI300X at 24 ms a step at one in flight, 0.5.6 DeepSeek-R1-0528
 #: on 8 x B200 at 9 ms (the SGLang cookbooks): with the floor the release's only, the shipped fit
-#: gave the MI300X 11.4 ms. Session 59, the cookbook's MI300X rows in the fit (1,362 rows):
-#: prior 1.0 gave it 15.0 ms, 2.0 21.2 ms; held out by source, output tok/s / TTFT median (mean)
-#: / TPOT median 20.9 / 23.5 (56.1) / 23.5% without the level, 20.9 / 23.1 (56.1) / 23.6% at
-#: 1.0, 21.0 / 23.0 (56.2) / 23.8% at 2.0, and the lmsys.org fold (SGLang 0.4.10's DeepSeek
-#: throughput on MI300X, all 10 rows at 1-8 in flight) 24.5 -> 11.2% at 2.0
-SIGMA_FLOOR_GENERATION = 2.0
+#: gave the MI300X 11.4 ms. Session 59, the cookbook's MI300X rows in the fit (1,362 rows), as a
+#: GPU generation level: prior 1.0 gave it 15.0 ms, 2.0 21.2 ms; held out by source, output
+#: tok/s / TTFT median (mean) / TPOT median 20.9 / 23.5 (56.1) / 23.5% without the level, 20.9 /
+#: 23.1 (56.1) / 23.6% at 1.0, 21.0 / 23.0 (56.2) / 23.8% at 2.0, and the lmsys.org fold (SGLang
+#: 0.4.10's DeepSeek throughput on MI300X, all 10 rows at 1-8 in flight) 24.5 -> 11.2% at 2.0.
+#: Keyed by the vendor since session 60: per generation, NVIDIA's came out 0.0 to 0.25 (Ada,
+#: Ampere, Blackwell, Hopper, workstation Blackwell) and CDNA 3 1.42, so the floor follows the
+#: software platform, and the MI355X (CDNA 4: no row that decodes at low load) took CUDA's
+#: floor, SGLang 0.5.7 decoding DeepSeek at one in flight in 8.6 ms a token against the
+#: MI300X's measured 24 (19.1 ms keyed by the vendor). Held out by source (1,362 rows) output
+#: tok/s / TTFT median (mean) / TPOT median 21.4 / 23.0 (53.6) / 23.5% -> 21.2 / 23.2 (53.8) /
+#: 23.3%; leave-one-GPU-out (MI300X, H200, H100, B200) 15 / 28 / 24% -> 15 / 29 / 23%. A vendor
+#: level under the generation one (both 2.0) moved the MI355X half as far (10.8 ms) and held out
+#: worse (21.8 / 23.5 (54.1) / 24.4%: the H100 dense rows' floor moved with the split)
+SIGMA_FLOOR_VENDOR = 2.0
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
 #: request path is the engine family's; the layer floor an engine release's for a model kind and
-#: a GPU generation's;
+#: a GPU vendor's;
 #: the eager floor the engine family's: how its Python model code launches an MoE layer's
 #: kernels, with a wide prior, SIGMA_EAGER_FLOOR; the host's work under vLLM's async
 #: scheduling is fitted globally only: one engine's releases run it, planner.perf.step_time)
 TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path": REQUEST_PATH_LEVELS,
-    "layer_floor": frozenset({"release_kind", "generation"}),
+    "layer_floor": frozenset({"release_kind", "vendor"}),
     "eager_floor": frozenset({"family"}),
     "request_path_ranks": REQUEST_PATH_LEVELS,
     "host_overlapped": frozenset(),
 }
+#: the levels that fit only the terms naming them in TERM_LEVELS (the GPU vendor: the layer
+#: floor's platform share; every other term's platform differences are the generation's)
+TERM_ONLY_LEVELS: frozenset[str] = frozenset({"vendor"})
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
 TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
-    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR, "generation": SIGMA_FLOOR_GENERATION},
+    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
     "eager_floor": {"family": SIGMA_EAGER_FLOOR},
     "request_path_ranks": {"family": SIGMA_PATH_RANKS},
 }
@@ -367,6 +381,8 @@ def level_fits(level: str) -> np.ndarray:
     :data:`MODEL_TERMS` only), over FITTED."""
     if level == "model":
         return _MODEL_MASK.copy()
+    if level in TERM_ONLY_LEVELS:
+        return np.array([level in TERM_LEVELS.get(term, ()) for term in FITTED])
     fits = np.ones(N_FITTED, dtype=bool)
     for term, levels in TERM_LEVELS.items():
         if level not in levels:
@@ -730,6 +746,7 @@ def build_sample(
 LEVELS: tuple[tuple[str, float], ...] = (
     ("family", SIGMA_FAMILY),
     ("version", SIGMA_VERSION),
+    ("vendor", SIGMA_FLOOR_VENDOR),
     ("generation", SIGMA_GENERATION),
     ("gpu", SIGMA_GPU),
     ("group", SIGMA_GROUP),
@@ -840,6 +857,7 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
     return {
         "family": family,
         "version": key.version,
+        "vendor": key.generation.partition(":")[0] if key.generation else None,
         "generation": key.generation,
         "gpu": key.gpu,
         "group": f"{family}/{key.gpu}",

@@ -86,13 +86,17 @@ layer_floor            max(0, layers executed x 150 us - roofline): the time a s
                        small kernels (RoPE, the q/k concatenation and the KV-cache write in one
                        launch: sglang pull request 18242, 2026-02-04). Prior coefficient 0.1;
                        its deviation is fitted globally, per engine release and model kind, and
-                       per GPU generation (:data:`planner.perf.calibration.TERM_LEVELS`), each
+                       per GPU vendor (:data:`planner.perf.calibration.TERM_LEVELS`), each
                        with a wide prior (:data:`planner.perf.calibration.TERM_LEVEL_SIGMA`):
                        the floor is a release's kernels for a kind of model, launched on one
                        vendor's platform. SGLang 0.5.7 decoded DeepSeek-V3.1 on 8 x MI300X at
                        24 ms a step at one in flight (sgl-project/sgl-cookbook DeepSeek-V3_1.md,
                        2026-01-20), where 0.5.6 took 9 ms on 8 x B200 (the SGLang cookbook's
-                       DeepSeek-R1-0528): 390 against 150 us a layer, at rooflines of ~1 ms
+                       DeepSeek-R1-0528): 390 against 150 us a layer, at rooflines of ~1 ms.
+                       The vendor, not the GPU generation: fitted per generation, NVIDIA's four
+                       (Ampere to Blackwell) came out within 0.25 of each other in log and
+                       CDNA 3 1.4 above them, so an AMD generation the data has not decoded
+                       with (the MI355X) takes ROCm's floor, not CUDA's
 forward_passes         forward passes in the chain x 1 ms (per-step scheduling, sampling)
 draft_passes           draft passes a speculating engine launches one by one x 1 ms (vLLM's
                        EAGLE/MTP proposer: each draft token's own input and attention-metadata

@@ -60,7 +60,7 @@ def test_the_floor_is_the_early_releases_not_the_engines(
     MI300X, measured 33.9 ms a token at one in flight under 0.4.10 and 23.8 under 0.5.7: the
     rest of the MI300X's floor is the platform's, the test below), and once a step's work
     exceeds 61 x 150 us the term is 0 for every release: at 64 in flight a step is priced as
-    without it. (Before the floor had a GPU generation level, 0.5's was a third of 0.4's: the
+    without it. (Before the floor had a GPU platform level, 0.5's was a third of 0.4's: the
     current release's came from NVIDIA GPUs only.)"""
     fitted = model.fitted
     assert fitted is not None
@@ -79,18 +79,21 @@ def test_the_floor_is_the_platforms_too(model: PerformanceModel) -> None:
     """Under one SGLang release the floor on MI300X (ROCm) is several times the B200's (CUDA):
     the SGLang cookbook's DeepSeek-V3.1 decoded 23.8 ms a token at one in flight on 8 x MI300X
     under 0.5.7 (data/measured_sglang_cookbook.csv), DeepSeek-R1-0528 9.2 ms on 8 x B200 under
-    0.5.6. The MI325X, never measured, shares the MI300X's generation and so its floor. With
-    the floor the release's alone, the fit gave the MI300X row 11.4 ms."""
+    0.5.6. The floor is the vendor's software platform, not the GPU generation's: the MI325X
+    (never measured) and the MI355X (a newer generation, never measured decoding at low load)
+    take the MI300X's floor, the H200 the B200's. With the floor the release's alone, the fit
+    gave the MI300X row 11.4 ms; keyed by the generation, the MI355X took CUDA's floor."""
     fitted = model.fitted
     assert fitted is not None
     floor = IDX["layer_floor"]
     coefficient = {}
-    for gpu in ("MI300X", "MI325X", "B200"):
+    for gpu in ("MI300X", "MI325X", "MI355X", "B200", "H200"):
         scenario = _v3_on_mi300x(1, version="0.5.7").model_copy(update={"gpu": gpu})
         key = coefficient_key(scenario, model.deployment(scenario))
         coefficient[gpu] = fitted.full_for(key)[floor]
     assert coefficient["MI300X"] > 2.0 * coefficient["B200"]
-    assert coefficient["MI325X"] == pytest.approx(coefficient["MI300X"], rel=1e-9)
+    for sibling, gpu in (("MI325X", "MI300X"), ("MI355X", "MI300X"), ("H200", "B200")):
+        assert coefficient[sibling] == pytest.approx(coefficient[gpu], rel=1e-9)
     # the cookbook's Chat 1K/1K at one in flight: 10 requests, 610 / 422 tokens on average
     v31 = {"model": "deepseek-ai/DeepSeek-V3.1", "input_len": 610, "output_len": 422}
     chat = _v3_on_mi300x(1, version="0.5.7").model_copy(update={**v31, "num_requests": 10})

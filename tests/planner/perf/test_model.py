@@ -200,7 +200,8 @@ def test_an_unmeasured_blackwell_gpu_takes_what_measured_blackwell_rows_taught(
     model: PerformanceModel,
 ) -> None:
     """B300 has no measured row: its coefficients are the shared ones times the deviation the
-    B200 and GB200 rows fitted for their generation, not the Hopper-dominated shared ones."""
+    B200 and GB200 rows fitted for their generation, not the Hopper-dominated shared ones (and
+    NVIDIA's layer floor, which every NVIDIA GPU shares: planner.perf.calibration)."""
     import numpy as np
 
     from planner.perf.step_time import FITTED_IDX
@@ -214,7 +215,9 @@ def test_an_unmeasured_blackwell_gpu_takes_what_measured_blackwell_rows_taught(
     b300 = model.coefficients_for("trtllm", "B300")
     unknown = model.coefficients_for("trtllm", "a GPU not in the catalog")
     shift = np.log(b300[FITTED_IDX] / unknown[FITTED_IDX])
-    assert shift == pytest.approx(blackwell, abs=1e-9)
+    platform = fitted.levels["vendor"]["nvidia"]
+    assert np.count_nonzero(platform) == 1  # the layer floor's alone
+    assert shift == pytest.approx(blackwell + platform, abs=1e-9)
 
 
 # ----- caching and refits -------------------------------------------------------------------
