@@ -87,11 +87,23 @@ measured one keeps its own deviation around the line. One slope shared by the en
 not one each: a family has two to four dated MoE releases in the data, mixed with their GPUs and
 sources (SGLang's straddle a single series boundary; TensorRT-LLM 1.2's rows are GPUStack's
 only), which a slope per family would fit noise on; the shared one is set by vLLM 0.7 -> 0.13,
-SGLang 0.4.2 -> 0.5.6 and TensorRT-LLM 0.17 -> 1.2 together. Only MoE rows get one
-(TREND_KINDS): a dense layer-floor slope moved nothing held out but vLLM's dense TPOT (6.5 ->
-10.4% median; 8.6% with the MoE slope alone); the MoE layer floor's slope came out -0.17 +- 0.40
-a year and left the held-out medians within 0.1 point, so the floor keeps its release x kind
-levels only. A release without a date (Tandemn's unversioned ``vllm``, TensorRT-LLM's ``1.x``
+SGLang 0.4.2 -> 0.5.6 and TensorRT-LLM 0.17 -> 1.2 together. Until session 60 only MoE rows
+got one: a dense layer-floor slope moved nothing held out but vLLM's dense TPOT (6.5 -> 10.4%
+median; 8.6% with the MoE slope alone); the MoE layer floor's slope came out -0.17 +- 0.40 a
+year and left the held-out medians within 0.1 point, so the floor keeps its release x kind
+levels only. Dense rows get a slope of their own on the step's overheads (DENSE_TREND_TERMS:
+launches per layer, collective calls, per-pass and per-sequence host work, attention and KV
+reads), which releases shave: vLLM 0.11 made full CUDA graphs of decode steps the default (its
+release notes, 2025-10). Held out by source, Scicom's vLLM 0.19 rows (2026-04, the latest
+release in the data, 124 dense closed loops on H100) came out at 1.23x their TPOT without it.
+Fitted on the shipped rows: -0.18 a year on collective calls, -0.11 on forward passes, -0.08
+on layers, -0.04 on attention, -0.01 on KV reads, each +- 0.8-1.0 (the prior's width: a weak
+trend); the per-sequence term's rose and is dropped. Held out by source (session 60, 1,362
+rows): output tok/s 21.2 -> 20.8%, TTFT 23.2 -> 22.8% (mean 53.8 -> 53.6%), TPOT 23.3 ->
+23.0%; Scicom's fold tok/s 17.8 -> 16.5%, TPOT 23.7 -> 22.1%; the 2025-07+ closed loops'
+tok/s 17.9 -> 16.9%, TPOT 23.0 -> 22.4%. The same overhead slope given to MoE rows too, beside
+their expert terms', came out at -0.08 a year and less and held out the same (20.8, 23.0
+(53.6), 22.9%). A release without a date (Tandemn's unversioned ``vllm``, TensorRT-LLM's ``1.x``
 tables, NIM, a series outside the table) has age 0, i.e. no trend: its family/kind level at the
 reference date, as before. Fitted on the shipped rows the MoE slope is -0.56 +- 0.42 a year on
 the expert GEMM (the two expert streaming terms' stay at their prior, -0.05 and -0.01 +- 0.9).
@@ -347,11 +359,24 @@ ROBUST_SCALE = 0.15  # log units where the soft-L1 loss turns linear
 #: -> 21% (mean 31 -> 30%), TPOT 25 -> 24%, p99 TTFT 24 -> 19%, p99 TPOT 23 -> 20%
 METRIC_WEIGHTS = {"output_tok_per_s": 1.0, "ttft": 1.0, "itl": 0.5}
 METRICS = ("output_tok_per_s", "ttft", "itl")
-#: the terms whose release deviations follow the release's date (the MoE kernels': module
-#: docstring, "Release age")
+#: the terms whose release deviations follow the release's date in an MoE model (the MoE
+#: kernels': module docstring, "Release age")
 TREND_TERMS: tuple[str, ...] = ("expert_gemm", "expert_read", "expert_activation")
-#: the model kinds that get a slope (module docstring: a dense one moved only dense TPOT)
-TREND_KINDS: tuple[str, ...] = ("moe",)
+#: the same in a dense model: the step's per-layer, per-collective, per-pass and per-sequence
+#: overheads and its attention kernels, which releases shave (vLLM 0.11 made full CUDA graphs of
+#: decode steps, attention included, the default: its release notes, 2025-10; module docstring,
+#: "Release age")
+DENSE_TREND_TERMS: tuple[str, ...] = (
+    "layers",
+    "forward_passes",
+    "sequences",
+    "ar_calls_nvlink",
+    "kv_read",
+    "attention",
+)
+#: the terms each model kind's slope spans; the kinds not named get none
+TREND_TERMS_BY_KIND: dict[str, tuple[str, ...]] = {"moe": TREND_TERMS, "dense": DENSE_TREND_TERMS}
+TREND_KINDS: tuple[str, ...] = tuple(TREND_TERMS_BY_KIND)
 #: the date the trend is measured from: a release of this date gets none of it (mid-2025, the
 #: middle of the dated releases the shipped rows ran: vLLM 0.6 2024-09 to 0.13 2025-12)
 TREND_REFERENCE = date(2025, 6, 1)
@@ -360,7 +385,9 @@ TREND_REFERENCE = date(2025, 6, 1)
 SIGMA_TREND = 1.0
 #: the pseudo-level of FittedCoefficients.levels that holds the slopes, by model kind
 TREND_LEVEL = "trend"
-_TREND_MASK = np.array([f in TREND_TERMS for f in FITTED])
+_TREND_MASKS = {
+    kind: np.array([f in terms for f in FITTED]) for kind, terms in TREND_TERMS_BY_KIND.items()
+}
 #: the terms the model level fits: the same MoE kernel terms as the release slope's, the
 #: routed experts' GEMMs and streams, whose kernels are tuned per expert shape and GPU
 #: (module docstring), and the plain roofline, which an MoE decode step's routed-expert bytes
@@ -1218,7 +1245,7 @@ def _fit_coefficients(
     trend_cols = np.full((n_rows, P), -1, dtype=int)
     for kind in sorted({k for k in pk.row_kind if k in TREND_KINDS}):
         members = np.array([k == kind for k in pk.row_kind])
-        active = seen[members & (pk.row_age != 0.0)].any(0) & _TREND_MASK
+        active = seen[members & (pk.row_age != 0.0)].any(0) & _TREND_MASKS[kind]
         active &= np.array([(kind, term) not in dropped for term in FITTED])
         cols = np.full(P, -1, dtype=int)
         cols[active] = next_col + np.arange(int(active.sum()))

@@ -9,8 +9,10 @@ import pytest
 from planner.perf.calibration import (
     LEVELS,
     N_FITTED,
+    TREND_LEVEL,
     CoefficientKey,
     level_keys,
+    release_age,
     unseen_term_sd,
 )
 from planner.perf.model import PerformanceModel
@@ -23,7 +25,8 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
     the data never saw, the mean square effect of the deviations of that level's known keys
     (the prior variance when fewer than three are known). The prior variance is the level's,
     a wider one for the layer floor at release x kind, none for a term the level never fits
-    (the request path outside the family level, the layer floor outside release x kind)."""
+    (the request path outside the family level, the layer floor outside release x kind). The
+    model kind's release-age slope enters g times the release's age."""
     columns, levels = fitted.columns, fitted.levels  # type: ignore[attr-defined]
     covariance = fitted.covariance  # type: ignore[attr-defined]
     g = np.zeros(covariance.shape[0])
@@ -48,6 +51,11 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
         for term in range(N_FITTED):
             if found[term] >= 0:
                 g[found[term]] += shares[term]
+    slope = columns.get(f"{TREND_LEVEL}:{key.kind}")
+    if slope is not None:
+        for term in range(N_FITTED):
+            if slope[term] >= 0:
+                g[slope[term]] += shares[term] * release_age(key)
     return float(g @ covariance @ g) + extra
 
 
@@ -59,7 +67,6 @@ def _by_definition(fitted: object, key: CoefficientKey, shares: np.ndarray) -> f
         CoefficientKey("sglang", "B300", "sglang:99.0", "serve", "moe"),  # unseen GPU, release
         CoefficientKey("vllm", "GH200"),
         # an MoE model measured on the GPU (DeepSeek-V3/R1 on H200), and one never measured
-        # (no release: the definition above leaves out the MoE release-age slope)
         CoefficientKey("sglang", "H200", None, "serve", "moe", model="671026404352/36625603584"),
         CoefficientKey("sglang", "H200", None, "serve", "moe", model="1/1"),
     ],

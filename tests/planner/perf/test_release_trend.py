@@ -1,6 +1,7 @@
-"""The release-age trend of the MoE kernels' coefficients (planner.perf.calibration, "Release
-age"): a release the data never saw is predicted at its date's level, a release without a
-date gets no trend, and a fit recovers a trend put into its data."""
+"""The release-age trend of the MoE kernels' coefficients and of a dense model's step
+overheads (planner.perf.calibration, "Release age"): a release the data never saw is predicted
+at its date's level, a release without a date gets no trend, and a fit recovers a trend put
+into its data."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from planner.perf.calibration import (
+    DENSE_TREND_TERMS,
     TREND_LEVEL,
     TREND_REFERENCE,
     CoefficientKey,
@@ -74,7 +76,8 @@ def test_an_unseen_newer_release_moves_the_moe_expert_gemm_the_fitted_way(
 ) -> None:
     """vLLM 0.12 (2025-12-03) is in no measured row: its routed-expert GEMM coefficient is the
     family's times exp(slope x age), below it since the shipped fit's MoE slope is negative;
-    a dense model's coefficients do not move with the date."""
+    a dense model's GEMM does not move with the date (its slope is on the step's overheads:
+    the test below)."""
     fitted = model.fitted
     assert fitted is not None
     slope = fitted.levels[TREND_LEVEL]["moe"]
@@ -182,3 +185,29 @@ def _dated_moe_samples_with_trend(model: PerformanceModel, extra: float) -> list
         if targets:
             chosen.append(FitSample(s.result, s.scenario, s.dep, s.trace, targets))
     return chosen
+
+
+def test_an_unseen_newer_release_shaves_a_dense_models_step_overheads(
+    model: PerformanceModel,
+) -> None:
+    """A dense model's slope spans the step's overhead terms only (DENSE_TREND_TERMS) and is
+    negative on some of them: vLLM 0.12, in no measured row, launches its collectives and
+    forward passes faster than the family's undated level, and an earlier unseen release (0.8)
+    slower; its GEMM and roofline stay the family's."""
+    fitted = model.fitted
+    assert fitted is not None
+    slope = fitted.levels[TREND_LEVEL]["dense"]
+    spans = {FITTED[i] for i in np.flatnonzero(slope)}
+    assert spans and spans <= set(DENSE_TREND_TERMS)
+    assert min(slope) < -0.05
+    unseen = _key(model, "0.12.0")._replace(kind="dense")
+    undated = _key(model, "0.99.0")._replace(kind="dense")
+    earlier = _key(model, "0.8.0")._replace(kind="dense")
+    assert not fitted.known("version", unseen.version)
+    assert not fitted.known("version", earlier.version)
+    assert release_age(earlier) < 0.0 < release_age(unseen)
+    c_unseen, c_undated = fitted.full_for(unseen), fitted.full_for(undated)
+    calls = IDX["ar_calls_nvlink"]
+    assert c_unseen[calls] < c_undated[calls] < fitted.full_for(earlier)[calls]
+    for term in ("gemm", "roofline"):
+        assert c_unseen[IDX[term]] == pytest.approx(c_undated[IDX[term]], rel=1e-12)
