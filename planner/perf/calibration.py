@@ -311,9 +311,9 @@ _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
 #: tok/s / TTFT median (mean) / TPOT median 20.9 / 23.5 (56.1) / 23.5% without the level, 20.9 /
 #: 23.1 (56.1) / 23.6% at 1.0, 21.0 / 23.0 (56.2) / 23.8% at 2.0, and the lmsys.org fold (SGLang
 #: 0.4.10's DeepSeek throughput on MI300X, all 10 rows at 1-8 in flight) 24.5 -> 11.2% at 2.0.
-#: Keyed by the vendor since session 60: per generation, NVIDIA's came out 0.0 to 0.25 (Ada,
-#: Ampere, Blackwell, Hopper, workstation Blackwell) and CDNA 3 1.42, so the floor follows the
-#: software platform, and the MI355X (CDNA 4: no row that decodes at low load) took CUDA's
+#: Keyed by the vendor since session 60: per generation, NVIDIA's four that floor rows reach came
+#: out 0.04 to 0.25 (Ampere 0.04, Blackwell 0.11, Hopper 0.22, workstation Blackwell 0.25; Ada's
+#: rows never reach the floor) and CDNA 3 1.42, so the floor follows the software platform, and the MI355X (CDNA 4: no row that decodes at low load) took CUDA's
 #: floor, SGLang 0.5.7 decoding DeepSeek at one in flight in 8.6 ms a token against the
 #: MI300X's measured 24 (19.1 ms keyed by the vendor). Held out by source (1,362 rows) output
 #: tok/s / TTFT median (mean) / TPOT median 21.4 / 23.0 (53.6) / 23.5% -> 21.2 / 23.2 (53.8) /
