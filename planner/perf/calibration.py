@@ -95,7 +95,7 @@ levels only. Dense rows get a slope of their own on the step's overheads (DENSE_
 launches per layer, collective calls, per-pass and per-sequence host work, attention and KV
 reads), which releases shave: vLLM 0.11 made full CUDA graphs of decode steps the default (its
 release notes, 2025-10). Held out by source, Scicom's vLLM 0.19 rows (2026-04, the latest
-release in the data, 124 dense closed loops on H100) came out at 1.23x their TPOT without it.
+dense release in the data, 124 closed loops on H100) came out at 1.23x their TPOT without it.
 Fitted on the shipped rows: -0.18 a year on collective calls, -0.11 on forward passes, -0.08
 on layers, -0.04 on attention, -0.01 on KV reads, each +- 0.8-1.0 (the prior's width: a weak
 trend); the per-sequence term's rose and is dropped. Held out by source (session 60, 1,362
@@ -313,7 +313,8 @@ _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
 #: 0.4.10's DeepSeek throughput on MI300X, all 10 rows at 1-8 in flight) 24.5 -> 11.2% at 2.0.
 #: Keyed by the vendor since session 60: per generation, NVIDIA's four that floor rows reach came
 #: out 0.04 to 0.25 (Ampere 0.04, Blackwell 0.11, Hopper 0.22, workstation Blackwell 0.25; Ada's
-#: rows never reach the floor) and CDNA 3 1.42, so the floor follows the software platform, and the MI355X (CDNA 4: no row that decodes at low load) took CUDA's
+#: rows never reach the floor) and CDNA 3 1.42, so the floor follows the software platform;
+#: keyed by the generation the MI355X (CDNA 4: no row that decodes at low load) took CUDA's
 #: floor, SGLang 0.5.7 decoding DeepSeek at one in flight in 8.6 ms a token against the
 #: MI300X's measured 24 (19.1 ms keyed by the vendor). Held out by source (1,362 rows) output
 #: tok/s / TTFT median (mean) / TPOT median 21.4 / 23.0 (53.6) / 23.5% -> 21.2 / 23.2 (53.8) /
