@@ -90,7 +90,9 @@ else:
         "and the share of them inside the predicted 80% interval. Leave-one-source-out holds "
         "out each publisher (what a result nobody fed the model looks like); "
         "leave-one-model-class-out each architecture class (dense GQA, coarse and fine-grained "
-        f"MoE, MLA, sliding-window). {summary['predicted_rows']} of {summary['stored_rows']} "
+        "MoE, MLA, sliding-window); the newest releases fold the last half-year of engine "
+        "releases, predicted by a fit on the older ones (a release newer than the data). "
+        f"{summary['predicted_rows']} of {summary['stored_rows']} "
         f"stored rows can be predicted. From `{summary['command']}`, {summary['as_of']}."
     )
     show_fractions(pd.DataFrame(summary_rows(summary)), "table_accuracy", ("fold",))

@@ -2,11 +2,13 @@
 
 Folds (see :mod:`planner.perf.validation`): leave-one-source-out (every publisher predicted by a
 fit that never saw it: what a user faces with a result nobody fed the model), leave-one-model-
-class-out, leave-one-GPU-out, leave-one-model-out and random 5-fold, over the stored measured
-results (the public set and the user's runs). For each it prints the median and p90 absolute
-percentage error of output throughput, TTFT and TPOT per engine family and GPU (per engine and
-model class for the first two folds, and per source for the first), next to the same errors of
-a plain roofline (max(bytes / bandwidth, FLOPs / peak) per step, same simulator), and the share
+class-out, the newest releases held out (the last half-year of engine releases predicted by a
+fit on the older ones: what a user of a release newer than the data faces), leave-one-GPU-out,
+leave-one-model-out and random 5-fold, over the stored measured results (the public set and
+the user's runs). For each it prints the median and p90 absolute percentage error of output
+throughput, TTFT and TPOT per engine family and GPU (per engine and model class for the first
+two folds, per source for the first and the newest releases), next to the same errors of a
+plain roofline (max(bytes / bandwidth, FLOPs / peak) per step, same simulator), and the share
 of held-out rows inside the predicted 80% interval; then the checks against the issues' limits
 and how many rows could be predicted at all.
 
@@ -117,7 +119,7 @@ TARGET_COVERAGE = (0.70, 0.90)
 #: the folds whose figures the README and the Benchmarks page quote, in this order
 HEADLINE_SCHEMES = ("source", "class", "random")
 
-DEFAULT_SCHEMES = ("source", "class", "gpu", "model", "random")
+DEFAULT_SCHEMES = ("source", "class", "release", "gpu", "model", "random")
 
 
 def register(subparsers: Any) -> None:
@@ -128,7 +130,7 @@ def register(subparsers: Any) -> None:
         "--scheme",
         action="append",
         choices=list(SCHEMES),
-        help="fold(s) to run (default: all five)",
+        help="fold(s) to run (default: all six)",
     )
     parser.add_argument(
         "--folds",
@@ -365,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
             write_held_out_rows(scheme_records, HELD_OUT_ROWS_FILE, "data file")
             report["held_out_rows_file"] = str(HELD_OUT_ROWS_FILE)
         records += scheme_records
-        by = {"source": "class", "class": "fold"}.get(scheme, "gpu")
+        by = {"source": "class", "class": "fold", "release": "source"}.get(scheme, "gpu")
         rows = error_table(held, by=by)
         entry = {"title": SCHEMES[scheme], **scheme_summary(held)}
         entry["median_ape_output_tok_per_s_with_excluded"] = median_ape(everything)
@@ -373,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
         band_rows = error_table(held, by="band")
         entry["band_rows"] = _group_rows(band_rows)
         report["schemes"][scheme] = entry
-        key = {"class": "class held out", "source": "class"}.get(scheme, "gpu")
+        key = {"class": "class held out", "source": "class", "release": "source"}.get(scheme, "gpu")
         tables.append(format_table(f"== {SCHEMES[scheme]} ==", rows, key=key))
         if scheme == schemes[0]:  # the speculative rows as their own slice
             spec_rows = speculative_slice(held)
@@ -538,15 +540,16 @@ def _print_checks(
 ) -> bool:
     print(
         "\nChecks (median APE of output throughput; 80% intervals: share of held-out rows "
-        "inside).\n  Independent sources (issue #11): <= 25% overall, <= 30% on MoE rows, "
-        "coverage >= 65%; random, GPU and model folds (issue #4): <= 25% overall, <= 35% vLLM:"
+        "inside).\n  Independent sources, classes and newest releases (issue #11): <= 25% overall, "
+        "<= 30% on MoE rows, coverage >= 65%; random, GPU and model folds (issue #4): <= 25% "
+        "overall, <= 35% vLLM:"
     )
     ok = True
     for scheme in schemes:
         e = report["schemes"][scheme]
         med, moe = e["median_ape_output_tok_per_s"], e["median_ape_output_tok_per_s_moe"]
         cover = e["interval_coverage_80"] or 0.0
-        if scheme in ("source", "class"):
+        if scheme in ("source", "class", "release"):  # rows no fold's fit resembles
             passed = med <= LIMIT_ALL and moe <= LIMIT_MOE and cover >= LIMIT_COVERAGE
         else:
             vllm = e["median_ape_output_tok_per_s_vllm"]

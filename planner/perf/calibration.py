@@ -798,7 +798,8 @@ class CoefficientKey(NamedTuple):
     kind: str | None = None
     generation: str | None = None
     #: the release's date (:func:`planner.perf.releases.release_date`, patch-level for SGLang
-    #: 0.4); None: the series' date from ``version`` when the table has it (:func:`release_age`)
+    #: 0.4 and 0.5); None: the series' date from ``version`` when the table has it
+    #: (:func:`release_age`)
     released: date | None = None
     #: an MoE model's weights and their format, ``<total>/<active>:<precision>`` (re-releases
     #: of an architecture share it); None for a dense model: with the generation, the key of

@@ -1,14 +1,17 @@
-"""When an engine release came out, for slicing validation by release age.
+"""When an engine release came out: the release age of the fit's trend
+(:func:`planner.perf.calibration.release_age`) and validation's slices by release date.
 
 A release series (``major.minor``) is dated by the first file of that series uploaded to PyPI:
 the JSON API's earliest ``upload_time`` over the series' versions, pre-releases included
 (https://pypi.org/pypi/vllm/json, .../sglang/json, .../tensorrt-llm/json, retrieved
-2026-12-02). TensorRT-LLM's 0.x series start with a ``.dev`` nightly, so their date is the
-series' first nightly, weeks before the tagged release; the slices it feeds are coarse
-(half-years), so the difference does not move a row across one.
+2026-12-02; the series after the shipped rows' newest, retrieved 2026-12-06). TensorRT-LLM's
+0.x series start with a ``.dev`` nightly, so their date is the series' first nightly, weeks
+before the tagged release; the slices it feeds are coarse (half-years), so the difference does
+not move a row across one.
 
-Only series the shipped measured rows or the pinned launch commands use are listed; a version
-outside the table (a user's newer release) has no date and no dated slice counts it.
+Every series up to the newest on PyPI at retrieval is listed, so that a current release is
+dated (and takes the trend's age) rather than taken for an undated one; a version outside the
+table (a release after it, a packaged variant) has no date and no dated slice counts it.
 """
 
 from __future__ import annotations
@@ -27,11 +30,28 @@ RELEASE_DATES: dict[tuple[str, str], date] = {
     ("vllm", "0.12"): date(2025, 12, 3),
     ("vllm", "0.13"): date(2025, 12, 19),
     ("vllm", "0.14"): date(2026, 1, 20),
+    ("vllm", "0.15"): date(2026, 1, 29),
+    ("vllm", "0.16"): date(2026, 2, 26),
     # retrieved 2026-12-03 for session 39's rows: CloudRift's Kimi-K2.5 runs, vLLM PR 43232
     ("vllm", "0.17"): date(2026, 3, 7),
+    ("vllm", "0.18"): date(2026, 3, 20),
     # retrieved 2026-12-04 for Scicom's llm-benchmaq runs (data/measured_benchmaq.csv)
     ("vllm", "0.19"): date(2026, 4, 3),
+    ("vllm", "0.20"): date(2026, 4, 27),
+    ("vllm", "0.21"): date(2026, 5, 15),
     ("vllm", "0.22"): date(2026, 5, 29),
+    ("vllm", "0.23"): date(2026, 6, 13),
+    ("vllm", "0.24"): date(2026, 6, 30),
+    ("vllm", "0.25"): date(2026, 7, 11),
+    ("vllm", "0.26"): date(2026, 7, 25),
+    ("vllm", "0.27"): date(2026, 8, 10),
+    ("vllm", "0.28"): date(2026, 8, 26),
+    ("vllm", "0.29"): date(2026, 9, 9),
+    ("vllm", "0.30"): date(2026, 9, 22),
+    ("vllm", "0.31"): date(2026, 10, 5),
+    ("vllm", "0.32"): date(2026, 10, 18),
+    ("vllm", "0.33"): date(2026, 11, 2),
+    ("vllm", "0.34"): date(2026, 11, 16),
     ("sglang", "0.4"): date(2024, 12, 3),
     ("sglang", "0.5"): date(2025, 8, 8),
     ("trtllm", "0.14"): date(2024, 9, 10),
@@ -46,22 +66,49 @@ RELEASE_DATES: dict[tuple[str, str], date] = {
     ("trtllm", "1.1"): date(2025, 8, 15),
     ("trtllm", "1.2"): date(2025, 9, 30),
     ("trtllm", "1.3"): date(2026, 1, 22),
+    ("trtllm", "1.4"): date(2026, 10, 13),
 }
 
-#: SGLang's 0.4 series ran for eight months (0.4.0 2024-12-03 to 0.4.10.post2 2025-08-03), too
-#: long for one date: its patch releases are dated one by one (same source)
-SGLANG_04_PATCH_DATES: dict[int, date] = {
-    0: date(2024, 12, 3),
-    1: date(2024, 12, 25),
-    2: date(2025, 1, 27),
-    3: date(2025, 2, 14),
-    4: date(2025, 3, 13),
-    5: date(2025, 4, 7),
-    6: date(2025, 4, 27),
-    7: date(2025, 6, 10),
-    8: date(2025, 6, 24),
-    9: date(2025, 7, 6),
-    10: date(2025, 7, 31),
+#: SGLang's 0.4 and 0.5 series each ran for months (0.4.0 2024-12-03 to 0.4.10.post2
+#: 2025-08-03; 0.5.0rc0 2025-08-08 to 0.5.23 2026-10-30), too long for one date: their patch
+#: releases are dated one by one, (minor, patch) -> the first upload of the patch's versions,
+#: pre- and post-releases included (same source; 0.5's retrieved 2026-12-06)
+SGLANG_PATCH_DATES: dict[tuple[int, int], date] = {
+    (4, 0): date(2024, 12, 3),
+    (4, 1): date(2024, 12, 25),
+    (4, 2): date(2025, 1, 27),
+    (4, 3): date(2025, 2, 14),
+    (4, 4): date(2025, 3, 13),
+    (4, 5): date(2025, 4, 7),
+    (4, 6): date(2025, 4, 27),
+    (4, 7): date(2025, 6, 10),
+    (4, 8): date(2025, 6, 24),
+    (4, 9): date(2025, 7, 6),
+    (4, 10): date(2025, 7, 31),
+    (5, 0): date(2025, 8, 8),
+    (5, 1): date(2025, 8, 23),
+    (5, 2): date(2025, 9, 1),
+    (5, 3): date(2025, 9, 15),
+    (5, 4): date(2025, 10, 24),
+    (5, 5): date(2025, 11, 6),
+    (5, 6): date(2025, 12, 3),
+    (5, 7): date(2026, 1, 1),
+    (5, 8): date(2026, 1, 23),
+    (5, 9): date(2026, 2, 23),
+    (5, 10): date(2026, 3, 27),
+    (5, 11): date(2026, 5, 5),
+    (5, 12): date(2026, 5, 16),
+    (5, 13): date(2026, 6, 11),
+    (5, 14): date(2026, 6, 26),
+    (5, 15): date(2026, 7, 10),
+    (5, 16): date(2026, 7, 25),
+    (5, 17): date(2026, 8, 8),
+    (5, 18): date(2026, 8, 21),
+    (5, 19): date(2026, 9, 4),
+    (5, 20): date(2026, 9, 18),
+    (5, 21): date(2026, 10, 1),
+    (5, 22): date(2026, 10, 16),
+    (5, 23): date(2026, 10, 30),
 }
 
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -77,6 +124,7 @@ def release_date(family: str, version: str | None) -> date | None:
     if m is None:
         return None
     major, minor, patch = m.group(1), m.group(2), m.group(3)
-    if family == "sglang" and (major, minor) == ("0", "4") and patch is not None:
-        return SGLANG_04_PATCH_DATES.get(int(patch))
+    patched = family == "sglang" and major == "0" and (int(minor), 0) in SGLANG_PATCH_DATES
+    if patched and patch is not None:
+        return SGLANG_PATCH_DATES.get((int(minor), int(patch)))
     return RELEASE_DATES.get((family, f"{major}.{minor}"))

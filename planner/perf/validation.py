@@ -11,6 +11,11 @@ Schemes, from the hardest to the easiest:
   :attr:`planner.catalog.ModelArchitecture.model_classes`) held out in turn. A model in several
   classes (DeepSeek-V3: MLA and fine-grained MoE) is held out with each, so every fold's fit has
   seen no model of its class;
+- newest releases held out: every row of an engine release that came out within
+  :data:`RELEASE_FOLD_DAYS` of the newest dated release in the rows (first PyPI upload,
+  :mod:`planner.perf.releases`), predicted by a fit on the older releases alone. This is what a
+  user running a release newer than every measured one faces: the release-age trend carries it
+  (:func:`planner.perf.calibration.release_age`);
 - leave-one-GPU-out (the "GPU nobody profiled" case), leave-one-model-out, random 5-fold.
 
 Each held-out row is predicted with the coefficients fitted on the other folds; a row whose
@@ -35,7 +40,7 @@ import multiprocessing
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +81,7 @@ from planner.perf.uncertainty import (
 SCHEMES: dict[str, str] = {
     "source": "leave-one-source-out",
     "class": "leave-one-model-class-out",
+    "release": "newest releases held out",
     "gpu": "leave-one-GPU-out",
     "model": "leave-one-model-out",
     "random": "random 5-fold",
@@ -251,10 +257,40 @@ def sample_classes(sample: FitSample) -> tuple[str, ...]:
     return sample.dep.card.architecture.model_classes
 
 
+#: the newest releases' fold holds out the releases of this many days up to the newest dated one
+#: (half a year: SGLang 0.5.6-0.5.9 and vLLM 0.12-0.22 on the shipped rows)
+RELEASE_FOLD_DAYS = 183
+
+
+def sample_release_date(sample: FitSample) -> date | None:
+    return release_date(sample.family, sample.result.engine_version)
+
+
+def release_cut(samples: Sequence[FitSample]) -> date | None:
+    """The first release date of the newest releases' fold: :data:`RELEASE_FOLD_DAYS` before
+    the newest dated release among ``samples`` (None when none is dated)."""
+    dated = [d for s in samples if (d := sample_release_date(s)) is not None]
+    return max(dated) - timedelta(days=RELEASE_FOLD_DAYS) if dated else None
+
+
+def release_fold_name(cut: date) -> str:
+    return f"released {cut.isoformat()} or later"
+
+
 def folds(
     samples: Sequence[FitSample], scheme: str, k: int = 5, seed: int = 0
 ) -> list[tuple[str, list[int]]]:
     """(fold name, test indices) of a scheme; class folds overlap (one a class a model has)."""
+    if scheme == "release":  # one fold: the newest releases (undated rows always train)
+        cut = release_cut(samples)
+        if cut is None:
+            return []
+        newest = [
+            i
+            for i, s in enumerate(samples)
+            if (d := sample_release_date(s)) is not None and d >= cut
+        ]
+        return [(release_fold_name(cut), newest)]
     if scheme == "class":
         out_c: dict[str, list[int]] = {}
         for i, sample in enumerate(samples):
@@ -373,8 +409,14 @@ def rate_utilisation(sample: FitSample, c: np.ndarray) -> float | None:
     return SteadyStateModel(sample.dep, c).utilisation(offered)
 
 
-def _fold_keys(sample: FitSample, scheme: str, j: int) -> tuple[str, ...]:
-    """The fold(s) a test-only row belongs to."""
+def _fold_keys(sample: FitSample, scheme: str, j: int, cut: date | None = None) -> tuple[str, ...]:
+    """The fold(s) a test-only row belongs to (``cut``: :func:`release_cut` of the fitted
+    rows, for the newest releases' fold; an older or undated release belongs to none)."""
+    if scheme == "release":
+        released = sample_release_date(sample)
+        if cut is None or released is None or released < cut:
+            return ()
+        return (release_fold_name(cut),)
     if scheme == "random":
         return (f"fold {j % 5 + 1}",)
     if scheme == "class":
@@ -410,9 +452,10 @@ def cross_validate(
     roof = list(roofline) if roofline is not None else roofline_predictions(samples)
     roof_extra = roofline_predictions(test_only) if test_only else []
     plan = folds(samples, scheme)
+    cut = release_cut(samples) if scheme == "release" else None
     extra: dict[str, list[int]] = {}
     for j, sample in enumerate(test_only):
-        for name in _fold_keys(sample, scheme, j):
+        for name in _fold_keys(sample, scheme, j, cut):
             extra.setdefault(name, []).append(j)
     for name in extra:
         if name not in dict(plan):

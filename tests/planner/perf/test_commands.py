@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,37 @@ def test_random_folds_split_the_rows_into_five_disjoint_parts() -> None:
     held = [i for _, test in plan for i in test]
     assert sorted(held) == rows and {len(test) for _, test in plan} == {4, 5}
     assert folds(rows, "random") == plan and folds(rows, "random", seed=1) != plan
+
+
+def test_the_newest_releases_fold_holds_out_the_last_half_year_of_releases() -> None:
+    """What a user of a release newer than the data faces: every row of a release dated within
+    RELEASE_FOLD_DAYS of the newest dated one is held out together; older and undated releases
+    (Tandemn's unversioned ``vllm``, the TensorRT-LLM 1.x tables) always train."""
+    from types import SimpleNamespace
+
+    from planner.perf.validation import RELEASE_FOLD_DAYS, _fold_keys, folds
+
+    def row(family: str, version: str) -> Any:
+        return SimpleNamespace(family=family, result=SimpleNamespace(engine_version=version))
+
+    rows: list[Any] = [
+        row("vllm", "0.19.0"),  # 2026-04-03, the newest
+        row("vllm", "0.10.2"),  # 2025-07-25
+        row("sglang", "0.5.9"),  # 2026-02-23
+        row("sglang", "0.5.3"),  # 2025-09-15
+        row("vllm", "vllm"),
+        row("trtllm", "1.x (developer-guide perf-overview)"),
+        row("vllm", "0.11.0"),  # 2025-10-04
+    ]
+    assert RELEASE_FOLD_DAYS == 183  # 2026-04-03 - 183 days = 2025-10-02
+    assert folds(rows, "release") == [("released 2025-10-02 or later", [0, 2, 6])]
+    # a row scored but not fitted joins the fold only when its release is as new
+    assert _fold_keys(row("sglang", "0.5.4"), "release", 0, date(2025, 10, 2)) == (
+        "released 2025-10-02 or later",
+    )
+    for old in (row("sglang", "0.5.2"), row("vllm", "vllm")):
+        assert _fold_keys(old, "release", 0, date(2025, 10, 2)) == ()
+    assert folds([row("vllm", "vllm")], "release") == []
 
 
 def test_a_predict_row_with_a_dataset_is_the_workload_a_measured_row_describes() -> None:

@@ -309,8 +309,21 @@ def test_release_dates_parse_the_versions_rows_state() -> None:
     assert release_date("vllm", "0.7.3.dev138+g21f6ca217 (rocm/vllm-dev)") == date(2025, 1, 27)
     assert release_date("sglang", "0.4.10.post1") == date(2025, 7, 31)
     assert release_date("sglang", "0.4.3.post2") == date(2025, 2, 14)
-    assert release_date("sglang", "0.5.6.post2") == date(2025, 8, 8)
+    # SGLang's 0.5 patches span fourteen months: each has its own date, the bare series the first
+    assert release_date("sglang", "0.5.6.post2") == date(2025, 12, 3)
+    assert release_date("sglang", "0.5.23") == date(2026, 10, 30)
+    assert release_date("sglang", "0.5") == date(2025, 8, 8)
     assert release_date("trtllm", "0.17.post1.dev (pytorch backend)") == date(2024, 12, 17)
     assert release_date("trtllm", "1.2.0rc1") == date(2025, 9, 30)
-    for family, version in (("vllm", "vllm"), ("trtllm", "NIM"), ("vllm", None), ("x", "0.1")):
+    # current releases are dated, not taken for undated ones (no trend)
+    assert release_date("vllm", "0.34.0") == date(2026, 11, 16)
+    assert release_date("vllm", "0.18.1") == date(2026, 3, 20)
+    assert release_date("trtllm", "1.4.0rc2") == date(2026, 10, 13)
+    for family, version in (
+        ("vllm", "vllm"),
+        ("trtllm", "NIM"),
+        ("vllm", None),
+        ("x", "0.1"),
+        ("sglang", "0.5.99"),  # a patch after the table
+    ):
         assert release_date(family, version) is None
