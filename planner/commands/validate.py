@@ -35,7 +35,7 @@ bytes; the date moves only when a figure does):
   ``benchmarks/interval_calibration_bench.py`` checks them nested: each source scored with the
   factors of the others);
 - ``python -m planner validate --write-summary`` writes ``data/validation_summary.json`` (all
-  five folds; what the Benchmarks page and the README quote). Run it after the calibration,
+  six folds; what the Benchmarks page and the README quote). Run it after the calibration,
   or give both flags to one run (the calibration is applied before any figure is computed).
 """
 
@@ -629,12 +629,14 @@ def _write_calibration(
         "source": (
             "python -m planner validate --scheme source --calibrate-intervals, on the "
             f"leave-one-source-out held-out rows of the embedded data ({report['rows']} fitted "
-            "rows). release_spread: per metric, the 80th percentile over every pair of engine "
+            "rows). release_spread: the least spread s that puts 80% of the held-out throughput "
+            "rows of a release their fold never saw inside their interval (the multipliers "
+            "recalibrated with s), at most the 80th percentile over every pair of engine "
             "releases of one engine, GPU, model, precision and layout of the |difference| of "
-            "their median log(measured / predicted) (release_pairs pairs in release_groups "
-            "groups; a metric with fewer than 3 pairs takes the largest spread of the others); "
-            "a prediction for a release the data do not cover adds it in quadrature to its log "
-            "half-widths. multipliers_by_metric: per metric and number of novelty reasons, the "
+            "their median log(measured / predicted) of throughput (release_pairs pairs in "
+            "release_groups groups); one for every metric; a prediction for a release the data "
+            "do not cover adds it in quadrature to its log half-widths. multipliers_by_metric: "
+            "per metric and number of novelty reasons, the "
             "80th percentile of what each row needs, sqrt(max(r^2 - s^2, 0)) / h (r its "
             "log(measured / predicted), h its interval's own log half-width on that side, s the "
             "release spread when its release was unmeasured); ttft_p99 and tpot_p99 on the rows "

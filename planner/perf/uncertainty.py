@@ -36,7 +36,8 @@ factor narrows the interval below the fit's own spread where the held-out rows s
 :data:`MIN_MULTIPLIER` of it).
 
 An engine release the data do not cover moves the whole prediction, whatever else is known:
-its interval's log half-widths get the release spread added in quadrature, the 80% half-width
+its interval's log half-widths get the release spread added in quadrature: the least spread
+that holds 80% of the held-out rows of releases their fold never saw, at most the 80% half-width
 of log(release A / release B) over pairs of releases measured on the same engine, GPU, model,
 precision and layout (:func:`planner.perf.validation.release_spreads`, stored with the
 multipliers).

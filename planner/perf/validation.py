@@ -891,15 +891,46 @@ def release_moves(held: Sequence[HeldOut], metric: str) -> ReleaseMoves:
 
 
 def release_spreads(held: Sequence[HeldOut], min_moves: int = 3) -> dict[str, float]:
-    """The release spread of every metric: throughput's (:attr:`ReleaseMoves.spread`), 0 with
-    fewer than ``min_moves`` pairs of releases. A release moves the deployment's speed, and
-    throughput is where the data compare it cleanly: the latencies' own moves between two
-    releases also carry the latency model's error between their workloads (dstack's 3,200-token
-    prompts against GPUStack's 219-token ones moved TTFT 17x, throughput 2.9-3.5x), which their
-    multipliers already calibrate."""
+    """What releases have been seen to move, every metric: throughput's
+    :attr:`ReleaseMoves.spread` (0 with fewer than ``min_moves`` pairs of releases), the bound
+    of the release spread :func:`calibrate_intervals` calibrates. A release moves the
+    deployment's speed, and throughput is where the data compare it cleanly: the latencies' own
+    moves between two releases also carry the latency model's error between their workloads
+    (dstack's 3,200-token prompts against GPUStack's 219-token ones moved TTFT 17x, throughput
+    2.9-3.5x), which their multipliers already calibrate."""
     moves = release_moves(held, "output_tok_per_s")
     spread = moves.spread if len(moves.moves) >= min_moves else 0.0
     return dict.fromkeys(CALIBRATED_METRICS, spread)
+
+
+def unmeasured_release_coverage(
+    held: Sequence[HeldOut], calibration: IntervalCalibration, metric: str = "output_tok_per_s"
+) -> float | None:
+    """The share of the held-out rows of a release their fold never saw whose ``metric`` falls
+    inside its interval under ``calibration`` (None: no such row measures it)."""
+    return interval_coverage([h for h in held if h.new_release], metric, calibration)
+
+
+def calibrated_release_spread(
+    coverage: Callable[[float], float | None], upper: float, target: float = 0.8
+) -> float:
+    """The least spread in [0, ``upper``] at which ``coverage`` (of the rows of unmeasured
+    releases, everything else recalibrated with the spread) reaches ``target``, by bisection
+    (the coverage grows with the spread); ``upper`` when even it falls short or no such row
+    exists."""
+    if upper <= 0.0:
+        return 0.0
+    reached = coverage(upper)
+    if reached is None or reached < target:
+        return upper
+    low, high = 0.0, upper
+    for _ in range(30):
+        middle = (low + high) / 2
+        if (coverage(middle) or 0.0) >= target:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def row_needs(
@@ -1105,29 +1136,49 @@ def calibrate_intervals(
     levels: Sequence[str] = FACTOR_LEVELS,
     prior_rows: float = PRIOR_ROWS,
 ) -> IntervalCalibration:
-    """The whole calibration from leave-one-source-out rows: each metric's release spread
-    (:func:`release_spreads`), then its multipliers given that spread; the p99s of TTFT and
-    TPOT on their own rows and residuals (what a p99 needs beyond its latency's factors), not
-    the mean's; then the factors of each of ``levels`` on them (:func:`calibrate_group_factors`;
-    fewer levels leave the others out, for comparison)."""
-    spreads = release_spreads(held)
-    pooled = IntervalCalibration(
-        {
-            m: tuple(calibrate_interval_multipliers(held, target, m, spreads[m]))
-            for m in CALIBRATED_METRICS
-        },
-        spreads,
+    """The whole calibration from leave-one-source-out rows: the release spread, then each
+    metric's multipliers given that spread; the p99s of TTFT and TPOT on their own rows and
+    residuals (what a p99 needs beyond its latency's factors), not the mean's; then the factors
+    of each of ``levels`` on them (:func:`calibrate_group_factors`; fewer levels leave the
+    others out, for comparison).
+
+    The release spread (one for every metric) is the least that puts ``target`` of the
+    throughput of the rows whose release their fold never saw inside their interval, with
+    everything after it calibrated on it (:func:`calibrated_release_spread`), and at most what
+    releases have been seen to move (:func:`release_spreads`). Those moves are an upper
+    estimate: each is the difference of two releases' median held-out errors, so it carries
+    the model's error on both sets of rows besides the release's move, and the fit's own
+    interval already widens an unmeasured release by the spread of the release levels it fitted
+    (:meth:`planner.perf.calibration.FittedCoefficients.log_variance`). Taken whole (0.49 in
+    log, session 60), they held 92% of those rows' throughput inside its 80% interval (89% of
+    TPOT, 84% of TTFT), and 97% / 98% / 89% of the newest releases held out
+    (``validate --scheme release``, session 61)."""
+
+    def calibration(spread: float) -> IntervalCalibration:
+        spreads = dict.fromkeys(CALIBRATED_METRICS, spread)
+        pooled = IntervalCalibration(
+            {
+                m: tuple(calibrate_interval_multipliers(held, target, m, spreads[m]))
+                for m in CALIBRATED_METRICS
+            },
+            spreads,
+        )
+        if not levels:
+            return pooled
+        found = calibrate_group_factors(held, pooled, target, prior_rows, levels).factors
+        return IntervalCalibration(
+            pooled.multipliers,
+            spreads,
+            found.get("family", {}),
+            found.get("arch", {}),
+            found.get("load", {}),
+        )
+
+    bound = release_spreads(held)["output_tok_per_s"]
+    spread = calibrated_release_spread(
+        lambda s: unmeasured_release_coverage(held, calibration(s)), bound, target
     )
-    if not levels:
-        return pooled
-    found = calibrate_group_factors(held, pooled, target, prior_rows, levels).factors
-    return IntervalCalibration(
-        pooled.multipliers,
-        spreads,
-        found.get("family", {}),
-        found.get("arch", {}),
-        found.get("load", {}),
-    )
+    return calibration(spread)
 
 
 #: the headline held-out figures ``python -m planner validate --write-summary`` writes

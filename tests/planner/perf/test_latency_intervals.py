@@ -15,11 +15,13 @@ from planner.perf.uncertainty import INTERVAL_METRICS, IntervalCalibration, inte
 from planner.perf.validation import (
     HeldOut,
     calibrate_interval_multipliers,
+    calibrated_release_spread,
     concurrency_band,
     error_table,
     interval_coverage,
     latency_errors,
     release_moves,
+    unmeasured_release_coverage,
 )
 from planner.plan import Slo
 from planner.recommend.capacity import slo_straddles
@@ -125,6 +127,41 @@ def test_an_unmeasured_release_adds_its_spread_in_quadrature() -> None:
     )
     needed = calibrate_interval_multipliers(rows, metric="ttft")
     assert needed[0] == pytest.approx(math.log(2.0) / math.log(1.25))
+
+
+def test_the_release_spread_is_the_least_that_holds_unmeasured_releases_at_80_percent() -> None:
+    """Ten rows of measured releases on the point, ten of unmeasured ones off by log ratios
+    0.1 .. 1.0 (own half-width log(1.25) = 0.223). The moves between releases bound the spread
+    (here 1.0, which holds all ten); the calibrated spread is the least that holds eight, the
+    multipliers recalibrated with it. Unmeasured releases as well predicted as measured ones
+    need none; a bound too small to hold eight is kept."""
+    neutral = IntervalCalibration.neutral()
+
+    def coverage_of(rows: list[HeldOut]) -> Any:
+        def coverage(spread: float) -> float | None:
+            multipliers = tuple(calibrate_interval_multipliers(rows, 0.8, "ttft", spread))
+            cal = IntervalCalibration(
+                {**neutral.multipliers, "ttft": multipliers},
+                {**neutral.release_spread, "ttft": spread},
+            )
+            return unmeasured_release_coverage(rows, cal, "ttft")
+
+        return coverage
+
+    seen = [_held(100.0) for _ in range(10)]
+    rows = seen + [_held(100.0 * math.exp(x / 10), new_release=True) for x in range(1, 11)]
+    coverage = coverage_of(rows)
+    assert coverage(1.0) == 1.0 and coverage(0.0) == pytest.approx(0.6)
+    spread = calibrated_release_spread(coverage, 1.0)
+    assert 0.0 < spread < 1.0
+    assert coverage(spread) == pytest.approx(0.8)
+    assert coverage(spread - 0.01) < 0.8
+    # as well predicted as the measured releases: no spread; a bound that falls short: kept
+    level = seen + [_held(100.0, new_release=True) for _ in range(10)]
+    assert calibrated_release_spread(coverage_of(level), 1.0) == pytest.approx(0.0, abs=1e-6)
+    assert calibrated_release_spread(coverage, 0.05) == 0.05
+    assert calibrated_release_spread(coverage_of(seen), 1.0) == 1.0  # no unmeasured row
+    assert calibrated_release_spread(coverage, 0.0) == 0.0
 
 
 def test_releases_are_compared_on_the_same_deployment_only() -> None:
