@@ -811,7 +811,8 @@ def release_age(key: CoefficientKey) -> float:
     """Years from TREND_REFERENCE to the key's release: its ``released`` date, else its
     ``version`` series' first upload (:mod:`planner.perf.releases`); 0 (no trend) for a release
     without a date: an unversioned row (Tandemn's ``vllm``, TensorRT-LLM's ``1.x`` tables), a
-    packaged variant (NIM) or a series outside the table."""
+    packaged variant (NIM) or a series the tables skip (a release after them takes their newest
+    date: :func:`planner.perf.releases.release_date`)."""
     released = key.released
     if released is None and key.version is not None:
         family, _, series = key.version.partition(":")

@@ -10,14 +10,16 @@ before the tagged release; the slices it feeds are coarse (half-years), so the d
 not move a row across one.
 
 Every series up to the newest on PyPI at retrieval is listed, so that a current release is
-dated (and takes the trend's age) rather than taken for an undated one; a version outside the
-table (a release after it, a packaged variant) has no date and no dated slice counts it.
+dated (and takes the trend's age) rather than taken for an undated one; a release after the
+tables takes their newest date (:func:`release_date`); a packaged variant or a version the
+tables skip has no date and no dated slice counts it.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import date
+from functools import cache
 
 #: (engine family, "major.minor") -> first upload of the series to PyPI
 RELEASE_DATES: dict[tuple[str, str], date] = {
@@ -114,10 +116,28 @@ SGLANG_PATCH_DATES: dict[tuple[int, int], date] = {
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
+@cache
+def _newest(family: str) -> tuple[tuple[int, ...], date] | None:
+    """The family's newest dated release in the tables, as (version numbers, date)."""
+    dated: list[tuple[tuple[int, ...], date]] = [
+        ((int(series.split(".")[0]), int(series.split(".")[1])), when)
+        for (name, series), when in RELEASE_DATES.items()
+        if name == family
+    ]
+    if family == "sglang":
+        dated += [((0, minor, patch), when) for (minor, patch), when in SGLANG_PATCH_DATES.items()]
+    return max(dated, key=lambda item: item[1]) if dated else None
+
+
 def release_date(family: str, version: str | None) -> date | None:
     """The date of an engine release (``family`` vllm, sglang or trtllm; ``version`` as a
     measured row states it, e.g. ``0.4.10.post1`` or ``0.17.post1.dev (pytorch backend)``);
-    None for a version without a leading ``major.minor`` or outside the table."""
+    None for a version without a leading ``major.minor`` or one the tables skip.
+
+    A release after the family's newest in the tables (a user's release that came out after
+    they were written) takes the newest one's date, the least it can be, so that the fit's
+    release-age trend takes it for at least as new as the newest known release rather than for
+    an undated one (no trend: a mid-2025 release)."""
     if not version:
         return None
     m = _VERSION.match(version)
@@ -126,5 +146,14 @@ def release_date(family: str, version: str | None) -> date | None:
     major, minor, patch = m.group(1), m.group(2), m.group(3)
     patched = family == "sglang" and major == "0" and (int(minor), 0) in SGLANG_PATCH_DATES
     if patched and patch is not None:
-        return SGLANG_PATCH_DATES.get((int(minor), int(patch)))
-    return RELEASE_DATES.get((family, f"{major}.{minor}"))
+        found = SGLANG_PATCH_DATES.get((int(minor), int(patch)))
+    else:
+        found = RELEASE_DATES.get((family, f"{major}.{minor}"))
+    if found is not None:
+        return found
+    newest = _newest(family)
+    if newest is None:
+        return None
+    numbers = (int(major), int(minor)) + ((int(patch),) if patched and patch is not None else ())
+    # compared on the newest's own depth: SGLang's (0, minor, patch), a series' (major, minor)
+    return newest[1] if numbers[: len(newest[0])] > newest[0][: len(numbers)] else None

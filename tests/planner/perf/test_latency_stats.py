@@ -319,11 +319,16 @@ def test_release_dates_parse_the_versions_rows_state() -> None:
     assert release_date("vllm", "0.34.0") == date(2026, 11, 16)
     assert release_date("vllm", "0.18.1") == date(2026, 3, 20)
     assert release_date("trtllm", "1.4.0rc2") == date(2026, 10, 13)
+    # a release after the tables is at least as new as their newest
+    assert release_date("sglang", "0.5.99") == release_date("sglang", "0.6.0") == date(2026, 10, 30)
+    assert release_date("vllm", "0.35.0") == date(2026, 11, 16)
+    assert release_date("trtllm", "1.5.0rc1") == date(2026, 10, 13)
     for family, version in (
         ("vllm", "vllm"),
         ("trtllm", "NIM"),
         ("vllm", None),
         ("x", "0.1"),
-        ("sglang", "0.5.99"),  # a patch after the table
+        ("trtllm", "0.12.0.dev"),  # before the tables
+        ("sglang", "0.4.11"),  # a patch they skip
     ):
         assert release_date(family, version) is None

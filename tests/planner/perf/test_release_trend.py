@@ -58,17 +58,22 @@ def test_the_age_is_the_releases_date_and_none_without_one() -> None:
     # a patch-level date wins over the series' (SGLang 0.4 ran eight months)
     patch = CoefficientKey("sglang", "H200", "sglang:0.4", released=date(2025, 7, 31))
     assert release_age(patch) == pytest.approx((date(2025, 7, 31) - TREND_REFERENCE).days / 365.25)
-    for version in (None, "vllm:0.99", "trtllm:nim-tensorrt-llm"):
+    for version in (None, "vllm:0.5", "trtllm:nim-tensorrt-llm"):  # 0.5: before the tables
         assert release_age(CoefficientKey("vllm", "H200", version)) == 0.0
+    # a release after the tables is taken for at least as new as their newest (vLLM 0.34)
+    assert release_age(CoefficientKey("vllm", "H200", "vllm:0.99")) == pytest.approx(
+        (date(2026, 11, 16) - TREND_REFERENCE).days / 365.25
+    )
 
 
 def test_scenarios_carry_their_releases_date(model: PerformanceModel) -> None:
     assert _key(model, "0.11.0").released == date(2025, 10, 4)
     sglang = _deepseek_on_h200("0.4.10.post1").model_copy(update={"engine": "sglang"})
     assert coefficient_key(sglang, model.deployment(sglang)).released == date(2025, 7, 31)
-    # Tandemn's unversioned "vllm", TensorRT-LLM's "1.x" tables, a release past the table
-    for version in ("vllm", "1.x (developer-guide perf-overview)", "0.99.1", None):
+    # Tandemn's unversioned "vllm", TensorRT-LLM's "1.x" tables, a release before the tables
+    for version in ("vllm", "1.x (developer-guide perf-overview)", "0.5.4", None):
         assert _key(model, version).released is None
+    assert _key(model, "0.99.1").released == date(2026, 11, 16)  # after them: their newest
 
 
 def test_an_unseen_newer_release_moves_the_moe_expert_gemm_the_fitted_way(
@@ -82,7 +87,7 @@ def test_an_unseen_newer_release_moves_the_moe_expert_gemm_the_fitted_way(
     assert fitted is not None
     slope = fitted.levels[TREND_LEVEL]["moe"]
     assert slope[EXPERT_GEMM] < -0.2  # newer releases' MoE GEMMs run faster
-    unseen, undated = _key(model, "0.12.0"), _key(model, "0.99.0")
+    unseen, undated = _key(model, "0.12.0"), _key(model, "0.5.4")
     assert not fitted.known("version", unseen.version)
     age = release_age(unseen)
     assert age > 0.5
@@ -102,12 +107,12 @@ def test_an_unseen_newer_release_moves_the_moe_expert_gemm_the_fitted_way(
 
 
 def test_a_release_without_a_date_gets_no_trend(model: PerformanceModel) -> None:
-    """Unversioned and out-of-table releases are predicted with the family/kind level as it is
-    (age 0): exactly the coefficients of a key without a version, and the same variance form's
-    trend part (none)."""
+    """Unversioned releases and those before the tables are predicted with the family/kind
+    level as it is (age 0): exactly the coefficients of a key without a version, and the same
+    variance form's trend part (none)."""
     fitted = model.fitted
     assert fitted is not None
-    for version in ("vllm", "0.99.0"):
+    for version in ("vllm", "0.5.4"):
         key = _key(model, version)
         no_version = key._replace(version=None, released=None)
         np.testing.assert_array_equal(fitted.theta_for(key), fitted.theta_for(no_version))
@@ -120,8 +125,8 @@ def test_the_prediction_variance_counts_the_slopes_spread(model: PerformanceMode
     assert fitted is not None
     shares = np.zeros(len(FITTED))
     shares[EXPERT_GEMM] = 1.0
-    far = _key(model, "0.99.0")._replace(released=date(2027, 6, 1))
-    undated = _key(model, "0.99.0")
+    far = _key(model, "0.5.4")._replace(released=date(2027, 6, 1))
+    undated = _key(model, "0.5.4")
     assert fitted.log_variance(far, shares) > fitted.log_variance(undated, shares)
 
 
@@ -201,7 +206,7 @@ def test_an_unseen_newer_release_shaves_a_dense_models_step_overheads(
     assert spans and spans <= set(DENSE_TREND_TERMS)
     assert min(slope) < -0.05
     unseen = _key(model, "0.12.0")._replace(kind="dense")
-    undated = _key(model, "0.99.0")._replace(kind="dense")
+    undated = _key(model, "0.5.4")._replace(kind="dense")
     earlier = _key(model, "0.8.0")._replace(kind="dense")
     assert not fitted.known("version", unseen.version)
     assert not fitted.known("version", earlier.version)
