@@ -196,7 +196,9 @@ def _check_folds_options(args: argparse.Namespace, schemes: list[str]) -> None:
         return
     if len(schemes) != 1 or schemes[0] == "class":
         raise InvalidInputError(
-            "--folds", " ".join(named), "one --scheme of source, gpu, model or random with it"
+            "--folds",
+            " ".join(named),
+            "one --scheme of source, release, gpu, model or random with it",
         )
     if args.write_summary or args.calibrate_intervals:
         raise InvalidInputError(
