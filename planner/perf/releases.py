@@ -116,6 +116,18 @@ SGLANG_PATCH_DATES: dict[tuple[int, int], date] = {
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
+def listed(family: str, version: str | None) -> bool:
+    """Whether the tables date ``version`` itself (not as a release after them)."""
+    m = _VERSION.match(version or "")
+    if m is None:
+        return False
+    major, minor, patch = m.group(1), m.group(2), m.group(3)
+    patch_listed = patch is not None and (int(minor), int(patch)) in SGLANG_PATCH_DATES
+    if family == "sglang" and major == "0" and patch_listed:
+        return True
+    return (family, f"{major}.{minor}") in RELEASE_DATES
+
+
 @cache
 def _newest(family: str) -> tuple[tuple[int, ...], date] | None:
     """The family's newest dated release in the tables, as (version numbers, date)."""

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from planner.perf.calibration import CoefficientKey, FitSample, FittedCoefficients
+from planner.perf.releases import listed
 from planner.perf.scenario import Confidence, Scenario
 from planner.perf.step_time import FITTED_IDX
 
@@ -248,9 +249,19 @@ def version_note(key: CoefficientKey, seen: SeenData) -> str | None:
         return None
     if key.version is None:
         return f"no {family} release given: its measured releases ({', '.join(measured)}) pooled"
+    release = key.version.split(":", 1)[-1]
     if key.version in seen.versions:
-        return f"fitted on measured {family} {key.version.split(':', 1)[-1]} results"
-    return None
+        return f"fitted on measured {family} {release} results"
+    if key.released is None:
+        return None
+    # an unmeasured release with a date: the measured releases' trend carries it there
+    when = key.released.isoformat()
+    if not listed(key.family, release):
+        when += ", the release table's newest: a later release is taken as no older"
+    return (
+        f"no measured {family} {release} results: predicted at its release date ({when}) on "
+        "the trend of the measured releases"
+    )
 
 
 #: the metrics with interval factors of their own (validation's names; the fit's "itl"

@@ -419,13 +419,17 @@ def test_a_measured_row_that_repeated_an_earlier_runs_prompts_is_fitted_warm() -
 
 def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: PerformanceModel) -> None:
     """A measured release is fitted on and said so; an unmeasured one is a reason the
-    prediction is uncertain ("the release can move 2x")."""
+    prediction is uncertain ("the release can move 2x"), and where it has a date the note says
+    the releases' trend carried it there (a release after the table: as of the table's
+    newest)."""
     source, out = tmp_path / "in.csv", tmp_path / "out.csv"
     rows = {
         "measured": "tensorrt-llm,0.17",
         # 0.9 is measured since the MLPerf v4.0 rows (TensorRT-LLM main of 2024-02); 0.8 is not
         "unmeasured": "tensorrt-llm,0.8.0",
         "none": "tensorrt-llm,",
+        "dated": "tensorrt-llm,1.4.0",
+        "later": "tensorrt-llm,1.9.0",
     }
     source.write_text(
         "scenario_id,engine,engine_version,model,precision,gpu,input_len,output_len,load,"
@@ -442,6 +446,13 @@ def test_predict_says_which_engine_release_it_used(tmp_path: Path, model: Perfor
     assert got["unmeasured"]["pred_release"] == ""
     assert "TensorRT-LLM 0.8" in got["unmeasured"]["pred_uncertain_because"]
     assert "pooled" in got["none"]["pred_release"]
+    assert got["dated"]["pred_release"] == (
+        "no measured TensorRT-LLM 1.4 results: predicted at its release date (2026-10-13) on "
+        "the trend of the measured releases"
+    )
+    assert "TensorRT-LLM 1.4" in got["dated"]["pred_uncertain_because"]
+    later = got["later"]["pred_release"]
+    assert "(2026-10-13, the release table's newest: a later release is taken as no older)" in later
 
 
 def test_validate_refuses_a_rows_csv_it_cannot_write_before_fitting(
