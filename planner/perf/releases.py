@@ -116,16 +116,28 @@ SGLANG_PATCH_DATES: dict[tuple[int, int], date] = {
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
-def listed(family: str, version: str | None) -> bool:
-    """Whether the tables date ``version`` itself (not as a release after them)."""
+def _numbers(family: str, version: str | None) -> tuple[int, ...] | None:
+    """The version numbers the tables key ``version`` by: SGLang's patched series
+    (0, minor, patch), every other release (major, minor); None without a leading
+    ``major.minor``."""
     m = _VERSION.match(version or "")
     if m is None:
-        return False
-    major, minor, patch = m.group(1), m.group(2), m.group(3)
-    patch_listed = patch is not None and (int(minor), int(patch)) in SGLANG_PATCH_DATES
-    if family == "sglang" and major == "0" and patch_listed:
-        return True
-    return (family, f"{major}.{minor}") in RELEASE_DATES
+        return None
+    major, minor, patch = int(m.group(1)), int(m.group(2)), m.group(3)
+    patched = family == "sglang" and major == 0 and (minor, 0) in SGLANG_PATCH_DATES
+    return (0, minor, int(patch)) if patched and patch is not None else (major, minor)
+
+
+def _listed_date(family: str, numbers: tuple[int, ...]) -> date | None:
+    if len(numbers) == 3:
+        return SGLANG_PATCH_DATES.get((numbers[1], numbers[2]))
+    return RELEASE_DATES.get((family, f"{numbers[0]}.{numbers[1]}"))
+
+
+def listed(family: str, version: str | None) -> bool:
+    """Whether the tables date ``version`` itself (not as a release after them)."""
+    numbers = _numbers(family, version)
+    return numbers is not None and _listed_date(family, numbers) is not None
 
 
 @cache
@@ -150,22 +162,15 @@ def release_date(family: str, version: str | None) -> date | None:
     they were written) takes the newest one's date, the least it can be, so that the fit's
     release-age trend takes it for at least as new as the newest known release rather than for
     an undated one (no trend: a mid-2025 release)."""
-    if not version:
+    numbers = _numbers(family, version)
+    if numbers is None:
         return None
-    m = _VERSION.match(version)
-    if m is None:
-        return None
-    major, minor, patch = m.group(1), m.group(2), m.group(3)
-    patched = family == "sglang" and major == "0" and (int(minor), 0) in SGLANG_PATCH_DATES
-    if patched and patch is not None:
-        found = SGLANG_PATCH_DATES.get((int(minor), int(patch)))
-    else:
-        found = RELEASE_DATES.get((family, f"{major}.{minor}"))
+    found = _listed_date(family, numbers)
     if found is not None:
         return found
     newest = _newest(family)
     if newest is None:
         return None
-    numbers = (int(major), int(minor)) + ((int(patch),) if patched and patch is not None else ())
-    # compared on the newest's own depth: SGLang's (0, minor, patch), a series' (major, minor)
-    return newest[1] if numbers[: len(newest[0])] > newest[0][: len(numbers)] else None
+    # compared on the shorter depth: SGLang's (0, minor, patch) against a series' (major, minor)
+    depth = min(len(numbers), len(newest[0]))
+    return newest[1] if numbers[:depth] > newest[0][:depth] else None

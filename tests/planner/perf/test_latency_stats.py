@@ -27,7 +27,7 @@ from planner.perf.latency_stats import (
     histogram_quantile,
 )
 from planner.perf.metrics import RunMetrics, run_metrics
-from planner.perf.releases import release_date
+from planner.perf.releases import listed, release_date
 from planner.perf.uncertainty import INTERVAL_METRICS, IntervalCalibration
 from planner.perf.validation import (
     CURRENT_SLICE,
@@ -323,6 +323,9 @@ def test_release_dates_parse_the_versions_rows_state() -> None:
     assert release_date("sglang", "0.5.99") == release_date("sglang", "0.6.0") == date(2026, 10, 30)
     assert release_date("vllm", "0.35.0") == date(2026, 11, 16)
     assert release_date("trtllm", "1.5.0rc1") == date(2026, 10, 13)
+    # ... but the tables do not list them (predict's note says the date is the table's newest)
+    assert listed("sglang", "0.5.23") and listed("vllm", "0.34.2") and listed("sglang", "0.5")
+    assert not listed("sglang", "0.5.99") and not listed("vllm", "0.35.0")
     for family, version in (
         ("vllm", "vllm"),
         ("trtllm", "NIM"),
