@@ -26,7 +26,7 @@ bytes; the date moves only when a figure does):
 - ``python -m planner validate --scheme source --calibrate-intervals`` writes
   ``data/interval_calibration.json``: per metric (throughput, TTFT, TPOT, p99 TTFT, p99 TPOT)
   the release spread
-  (:func:`planner.perf.validation.release_spreads`) and the half-width multipliers by number
+  (:func:`planner.perf.validation.calibrate_intervals`) and the half-width multipliers by number
   of novelty reasons that make 80% of the leave-one-source-out held-out rows fall inside their
   interval, then per load shape (closed loop or rate; max throughput or offline batch), per
   engine family and per (family, architecture group) a factor on them that does the same for

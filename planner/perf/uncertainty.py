@@ -39,7 +39,7 @@ An engine release the data do not cover moves the whole prediction, whatever els
 its interval's log half-widths get the release spread added in quadrature: the least spread
 that holds 80% of the held-out rows of releases their fold never saw, at most the 80% half-width
 of log(release A / release B) over pairs of releases measured on the same engine, GPU, model,
-precision and layout (:func:`planner.perf.validation.release_spreads`, stored with the
+precision and layout (:func:`planner.perf.validation.calibrate_intervals`, stored with the
 multipliers).
 
 A rate near its deployment's saturation: its latencies move several-fold with a few percent of

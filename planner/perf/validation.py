@@ -801,7 +801,7 @@ def is_current_release(h: HeldOut) -> bool:
     (concurrency sweeps of current SGLang and TensorRT-LLM releases), where early-2025 DeepSeek
     releases, half as fast as today's, do not belong. A row without a dated release is not
     counted."""
-    when = release_date(h.sample.family, h.sample.result.engine_version)
+    when = sample_release_date(h.sample)
     return when is not None and when >= CURRENT_SINCE
 
 
@@ -890,17 +890,16 @@ def release_moves(held: Sequence[HeldOut], metric: str) -> ReleaseMoves:
     return ReleaseMoves(metric, tuple(moves), groups)
 
 
-def release_spreads(held: Sequence[HeldOut], min_moves: int = 3) -> dict[str, float]:
-    """What releases have been seen to move, every metric: throughput's
-    :attr:`ReleaseMoves.spread` (0 with fewer than ``min_moves`` pairs of releases), the bound
-    of the release spread :func:`calibrate_intervals` calibrates. A release moves the
+def release_spread_bound(held: Sequence[HeldOut], min_moves: int = 3) -> float:
+    """What releases have been seen to move: throughput's :attr:`ReleaseMoves.spread` (0 with
+    fewer than ``min_moves`` pairs of releases), the bound of the release spread
+    :func:`calibrate_intervals` calibrates, one for every metric. A release moves the
     deployment's speed, and throughput is where the data compare it cleanly: the latencies' own
     moves between two releases also carry the latency model's error between their workloads
     (dstack's 3,200-token prompts against GPUStack's 219-token ones moved TTFT 17x, throughput
     2.9-3.5x), which their multipliers already calibrate."""
     moves = release_moves(held, "output_tok_per_s")
-    spread = moves.spread if len(moves.moves) >= min_moves else 0.0
-    return dict.fromkeys(CALIBRATED_METRICS, spread)
+    return moves.spread if len(moves.moves) >= min_moves else 0.0
 
 
 def unmeasured_release_coverage(
@@ -1145,7 +1144,7 @@ def calibrate_intervals(
     The release spread (one for every metric) is the least that puts ``target`` of the
     throughput of the rows whose release their fold never saw inside their interval, with
     everything after it calibrated on it (:func:`calibrated_release_spread`), and at most what
-    releases have been seen to move (:func:`release_spreads`). Those moves are an upper
+    releases have been seen to move (:func:`release_spread_bound`). Those moves are an upper
     estimate: each is the difference of two releases' median held-out errors, so it carries
     the model's error on both sets of rows besides the release's move, and the fit's own
     interval already widens an unmeasured release by the spread of the release levels it fitted
@@ -1174,7 +1173,7 @@ def calibrate_intervals(
             found.get("load", {}),
         )
 
-    bound = release_spreads(held)["output_tok_per_s"]
+    bound = release_spread_bound(held)
     spread = calibrated_release_spread(
         lambda s: unmeasured_release_coverage(held, calibration(s)), bound, target
     )
