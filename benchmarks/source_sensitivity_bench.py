@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pydantic import ValidationError
+
 from planner.catalog import load_catalog
 from planner.catalog.loader import Catalog
 from planner.catalog.schema import MeasuredResult
@@ -39,6 +41,7 @@ from planner.perf.metrics import run_metrics
 from planner.perf.model import PerformanceModel
 from planner.perf.simulator import simulate
 from planner.perf.validation import source_key
+from planner.workload import planner_error
 
 METRICS = (("TPOT ms", "tpot"), ("TTFT ms", "ttft"), ("tok/s", "tput"))
 
@@ -110,7 +113,10 @@ def main() -> None:
     started = time.perf_counter()
     catalog = load_catalog(user_dir=Path(tempfile.mkdtemp()))
     try:
-        scenario = scenario_samples(args, catalog)
+        try:
+            scenario = scenario_samples(args, catalog)
+        except ValidationError as e:
+            raise planner_error(e) from None
     except PlannerError as e:
         raise SystemExit(f"the scenario is not one the planner can predict: {e}") from None
     sources = {source_key(r).lower() for r in catalog.measured}
