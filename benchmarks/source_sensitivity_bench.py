@@ -48,35 +48,41 @@ METRICS = (("TPOT ms", "tpot"), ("TTFT ms", "ttft"), ("tok/s", "tput"))
 
 def scenario_samples(args: argparse.Namespace, catalog: Catalog) -> list[FitSample]:
     """One closed-loop sample per concurrency (its measured figures are placeholders: only the
-    prediction is read)."""
+    prediction is read); a field out of range is the planner's InvalidInputError."""
     out = []
     for c in args.concurrency:
-        result = MeasuredResult(
-            source="source_sensitivity_bench",
-            engine=args.engine,
-            engine_version=args.version,
-            model=args.model,
-            precision=args.precision,
-            gpu=args.gpu,
-            num_gpus=args.tp,
-            tp=args.tp,
-            pp=1,
-            input_len=args.input_len,
-            output_len=args.output_len,
-            load="concurrency",
-            concurrency=c,
-            num_requests=5 * c,
-            dataset="random",
-            entrypoint="serve",
-            output_tok_per_s=1.0,
-        )
+        try:
+            result = MeasuredResult(
+                source="source_sensitivity_bench",
+                engine=args.engine,
+                engine_version=args.version,
+                model=args.model,
+                precision=args.precision,
+                gpu=args.gpu,
+                num_gpus=args.tp,
+                tp=args.tp,
+                pp=1,
+                input_len=args.input_len,
+                output_len=args.output_len,
+                load="concurrency",
+                concurrency=c,
+                num_requests=5 * c,
+                dataset="random",
+                entrypoint="serve",
+                output_tok_per_s=1.0,
+            )
+        except ValidationError as e:
+            raise planner_error(e) from None
         out.append(build_sample(result, catalog))
     return out
 
 
 def predicted(sample: FitSample, fitted: FittedCoefficients) -> dict[str, float]:
+    """The sample's figures under ``fitted``, simulated again only where its arrivals follow the
+    clock (as :func:`planner.perf.validation.predict_held_out` does)."""
     c = fitted.full_for(sample.key)
-    m = run_metrics(simulate(sample.dep, c, timeline=False), c, sample.dep.loaded_replicas)
+    trace = simulate(sample.dep, c, timeline=False) if sample.time_driven else sample.trace
+    m = run_metrics(trace, c, sample.dep.loaded_replicas)
     return {"tpot": m.tpot_ms("mean"), "ttft": m.ttft_ms("mean"), "tput": m.output_tok_per_s}
 
 
@@ -113,10 +119,7 @@ def main() -> None:
     started = time.perf_counter()
     catalog = load_catalog(user_dir=Path(tempfile.mkdtemp()))
     try:
-        try:
-            scenario = scenario_samples(args, catalog)
-        except ValidationError as e:
-            raise planner_error(e) from None
+        scenario = scenario_samples(args, catalog)
     except PlannerError as e:
         raise SystemExit(f"the scenario is not one the planner can predict: {e}") from None
     sources = {source_key(r).lower() for r in catalog.measured}
