@@ -443,6 +443,45 @@ def sglang_defaults(
     )
 
 
+#: SGLang on ROCm keeps this share of ``mem_fraction_static`` for the weights and the KV pool
+#: when its attention backend is ``aiter`` and the served context exceeds
+#: :data:`SGLANG_AITER_CONTEXT_LIMIT` tokens (:func:`sglang_memory_share`)
+SGLANG_AITER_MEMORY_SHARE = 0.85
+SGLANG_AITER_CONTEXT_LIMIT = 8192
+#: the first SGLang series this is applied to (its source was read for 0.5.x)
+SGLANG_AITER_FIRST_RELEASE = (0, 5)
+
+
+def sglang_memory_share(engine: EngineConfig, gpu: GPU, context_len: int | None) -> float:
+    """The share of ``mem_fraction_static`` (stated or default) an SGLang server really gives
+    the weights and the KV pool: 0.85 on an AMD GPU when the served context is over 8,192
+    tokens, 1 otherwise.
+
+    SGLang picks the ``aiter`` attention backend on ROCm when none is given (every HIP device
+    for MHA models; MLA models with 16 or 128 KV heads a GPU, DeepSeek-V3/R1 at TP 8 among
+    them: ``_handle_attention_backend_compatibility`` in python/sglang/srt/server_args.py,
+    pull request 11161 of 2025-10-02), and with it multiplies ``mem_fraction_static`` by 0.85
+    when ``context_len`` exceeds 8,192 ("AMD platforms backends" in the same function; earlier
+    in ``model_runner.py``); pull request 25199 (2026-05-13) proposed removing it and was
+    closed. ``context_len`` is ``--context-length``, else the model's own
+    (``max_position_embeddings``); None counts as over the limit. A logged start agrees:
+    Qwen3-30B-A3B (5 layers) on one MI355X, rocm/sgl-dev v0.5.7 image (issue 18262,
+    2026-02-04), 287.20 GB free before loading, 12.79 GB of weights, a KV pool of 209.66 GB
+    = 0.911 (the default) x 0.85 x 287.20 - 12.79; without the factor the pool would be 249 GB.
+    Applied from SGLang 0.5 on, and to a release without a number (the newest); the 0.4 series'
+    ROCm backend choice was not read. A stated ``--attention-backend`` other than aiter is not
+    an EngineConfig field, so it is not followed."""
+    if engine.family != "sglang" or gpu.vendor != "amd":
+        return 1.0
+    if context_len is not None and context_len <= SGLANG_AITER_CONTEXT_LIMIT:
+        return 1.0
+    if engine.version is not None:
+        release = engine.release_number
+        if release is None or release < SGLANG_AITER_FIRST_RELEASE:
+            return 1.0
+    return SGLANG_AITER_MEMORY_SHARE
+
+
 __all__ = [
     "BLOCK_SIZES",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
@@ -459,6 +498,7 @@ __all__ = [
     "engine_defaults",
     "engine_family",
     "sglang_defaults",
+    "sglang_memory_share",
     "vllm_offline_defaults",
     "vllm_serve_defaults",
 ]

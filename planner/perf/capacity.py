@@ -110,6 +110,7 @@ def plan_capacity(
     engine: EngineConfig,
     sglang_graph_batch: int | None = None,
     raise_vllm_default: bool = False,
+    sglang_share: float = 1.0,
 ) -> CapacityPlan:
     """Replica KV capacity in tokens; a layout whose weights do not fit raises
     InvalidInputError.
@@ -121,7 +122,10 @@ def plan_capacity(
     (:func:`sglang_preload_free_bytes`); with ``sglang_graph_batch`` (the default fraction)
     a fraction that leaves no room for one request is raised to what starts the server, and
     with ``raise_vllm_default`` so is vLLM's default gpu_memory_utilization
-    (:func:`vllm_utilization_that_starts`). A layout the engine's own start-up checks would
+    (:func:`vllm_utilization_that_starts`). ``sglang_share``: what share of the fraction
+    SGLang keeps (:func:`planner.engine.sglang_memory_share`, 0.85 on ROCm with long contexts);
+    a raised fraction is the flag's value, the kept share of it what starts the server. A
+    layout the engine's own start-up checks would
     refuse while its weights fit (one ``max_model_len`` request does not fit the pool, vLLM's
     free-memory check) gets room for one longest request and ``problem`` says why: a measured
     run of it exists, or the user asked for it.
@@ -159,7 +163,7 @@ def plan_capacity(
 
         def pool_at(fraction: float) -> int:
             pools = [
-                int((fraction * free - stage.weights_bytes)
+                int((fraction * sglang_share * free - stage.weights_bytes)
                     // (block_size * stage.kv_bytes_per_token)) * block_size
                 for stage in plan.stages
                 if stage.kv_bytes_per_token
@@ -172,12 +176,15 @@ def plan_capacity(
             starts = sglang_fraction_that_starts(
                 plan, sglang_graph_batch, arch.vocab_size, arch.hidden_size
             )
-            if starts > fraction:
-                fraction, raised = starts, starts
+            # the flag that keeps ``starts`` after SGLang's share
+            flag = round(min(starts / sglang_share, MAX_RAISED_FRACTION), 3)
+            if flag > fraction:
+                fraction, raised = flag, flag
                 capacity = pool_at(fraction)
+        kept = "" if sglang_share == 1.0 else f", {sglang_share:g} of it kept on ROCm"
         problem = None if capacity >= max_model_len else (
-            f"SGLang's KV pool ({capacity:,} tokens at mem_fraction_static {fraction:.3f}) is "
-            f"shorter than one {max_model_len:,}-token request"
+            f"SGLang's KV pool ({capacity:,} tokens at mem_fraction_static {fraction:.3f}"
+            f"{kept}) is shorter than one {max_model_len:,}-token request"
         )  # fmt: skip
     if trtllm:
         visible = plan.cuda_visible_bytes

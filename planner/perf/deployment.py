@@ -22,9 +22,11 @@ from planner.catalog import BYTES_PER_PARAM, GPU, Catalog, Instance, ModelArchit
 from planner.engine import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     FAMILIES,
+    SGLANG_AITER_CONTEXT_LIMIT,
     TRTLLM_FREE_GPU_MEMORY_FRACTION,
     EngineConfig,
     sglang_defaults,
+    sglang_memory_share,
     vllm_schedules_async,
 )
 from planner.errors import InvalidInputError
@@ -569,10 +571,19 @@ def resolve_deployment(
     max_batched = engine.max_num_batched_tokens
     assert block_size and max_num_seqs and max_batched
     default_fraction = scenario.gpu_memory_utilization is None
+    context = scenario.max_model_len or arch.max_position_embeddings
     plan = startup_capacity(
         card, gpu, tp=tp, pp=pp, precision=precision, engine=engine,
-        raise_default=default_fraction,
+        raise_default=default_fraction, context_len=context,
     )  # fmt: skip
+    share = sglang_memory_share(engine, gpu, context)
+    if share < 1.0:
+        served = f"{context:,}" if context else "the model's (unstated)"
+        notes.append(
+            f"memory: SGLang on ROCm (its aiter attention backend) keeps {share:g} of "
+            f"--mem-fraction-static for the weights and the KV cache when the context is over "
+            f"{SGLANG_AITER_CONTEXT_LIMIT:,} tokens (here {served}; server_args.py)"
+        )
     if plan.raised_fraction is not None:
         setting, flag = MEMORY_SETTINGS[family]
         notes.append(
@@ -681,13 +692,17 @@ def startup_capacity(
     precision: str,
     engine: EngineConfig,
     raise_default: bool,
+    context_len: int | None = None,
 ) -> CapacityPlan:
     """The KV capacity one replica starts with (:func:`planner.perf.capacity.plan_capacity`),
     as a deployment asks it: the KV dtype the engine runs (:func:`kv_dtype_bytes`) and, with
     ``raise_default`` (no share stated), vLLM's or SGLang's default share raised to what starts
     the server where the default would not (``CapacityPlan.raised_fraction``). ``engine`` is
     resolved, with SGLang's share its default (:func:`default_memory_fraction`) when none is
-    stated. The recommendation's search judges a layout with the same call."""
+    stated; ``context_len`` is the context the server is started with (SGLang's
+    ``--context-length``, else the model's own; None: the model's), which decides the share of
+    it SGLang keeps on ROCm (:func:`planner.engine.sglang_memory_share`). The recommendation's
+    search judges a layout with the same call."""
     family = engine.family
     kv_bpe = kv_dtype_bytes(engine, precision)
     graphs = None
@@ -703,6 +718,9 @@ def startup_capacity(
         engine=engine.model_copy(update={"kv_cache_dtype": "fp8" if kv_bpe == 1.0 else "auto"}),
         sglang_graph_batch=graphs,
         raise_vllm_default=raise_default and family == "vllm",
+        sglang_share=sglang_memory_share(
+            engine, gpu, context_len or card.architecture.max_position_embeddings
+        ),
     )
 
 

@@ -86,7 +86,7 @@ def _at_startup(catalog: Catalog, card: ModelCard, layout: LayoutCandidate) -> L
     try:
         start = startup_capacity(
             card, gpu, tp=layout.tp, pp=layout.pp, precision=layout.precision,
-            engine=at_default, raise_default=True,
+            engine=at_default, raise_default=True, context_len=engine.max_model_len,
         )  # fmt: skip
     except InvalidInputError:
         return layout  # the weights alone exceed the GPUs: planner.layouts says so

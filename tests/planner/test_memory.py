@@ -607,6 +607,88 @@ def test_sglang_fraction_is_a_share_of_the_memory_free_before_loading(catalog: A
     assert sglang_preload_free_bytes(plan) / GIB == pytest.approx(175.34, abs=0.005)
 
 
+def _qwen3_30b_sglang(catalog: Any, gpu: str, version: str, **values: Any) -> Any:
+    """Qwen3-30B-A3B (BF16, a 40,960-token context) on one GPU under SGLang, resolved as
+    ``planner predict`` resolves a scenario row."""
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.scenario import Scenario
+
+    scenario = Scenario(
+        engine="sglang", engine_version=version, model="Qwen/Qwen3-30B-A3B", gpu=gpu,
+        num_gpus=1, tp=1, input_len=1000, output_len=1000, concurrency=8, num_requests=80,
+        **values,
+    )  # fmt: skip
+    return resolve_deployment(scenario, catalog)
+
+
+def test_sglang_on_rocm_keeps_085_of_its_fraction_when_the_context_is_long(catalog: Any) -> None:
+    """SGLang's aiter attention backend (its default on ROCm) multiplies mem_fraction_static
+    by 0.85 when the context exceeds 8,192 tokens (server_args.py). sgl-project/sglang issue
+    18262 logged it on one MI355X (rocm/sgl-dev v0.5.7 image): 287.20 GB free before
+    loading, 12.79 GB of weights, a KV pool of 2 x 104.83 GB. The default fraction there is
+    0.911; the planner's pool with its own free memory (286.92 GiB) and the logged weights is
+    0.911 x 0.85 x 286.92 - 12.79 = 209.4 GiB, where the log says 209.66 (249 without the
+    factor). A stated --context-length of 8,192 keeps the whole fraction, and so do NVIDIA
+    GPUs and SGLang 0.4, whose ROCm backend choice was not read."""
+    from planner.engine import sglang_defaults, sglang_memory_share
+    from planner.perf.capacity import sglang_preload_free_bytes
+
+    mi355x = catalog.gpu("MI355X")
+    card = catalog.model("Qwen/Qwen3-30B-A3B")
+    assert card.architecture.max_position_embeddings == 40_960
+    fraction = sglang_defaults(mi355x, tp=1).mem_fraction_static
+    assert fraction == 0.911
+    plan = plan_memory(card, mi355x, tp=1, precision="bf16")
+    free = sglang_preload_free_bytes(plan) / GIB
+    engine = EngineConfig(engine="sglang", version="0.5.7")
+    share = sglang_memory_share(engine, mi355x, card.architecture.max_position_embeddings)
+    assert share == 0.85
+    assert fraction * share * free - 12.79 == pytest.approx(2 * 104.83, abs=0.5)
+
+    per_token = kv_bytes_per_token_per_layer_per_gpu(card, 1) * card.architecture.num_layers
+    weights = stage_weight_bytes(card, tp=1, precision="bf16") / GIB
+    long_context = _qwen3_30b_sglang(catalog, "MI355X", "0.5.7")
+    pool = long_context.kv_capacity_tokens * per_token / GIB
+    assert pool == pytest.approx(0.911 * 0.85 * free - weights, abs=0.05)
+    assert any("keeps 0.85 of --mem-fraction-static" in n for n in long_context.notes)
+
+    short = _qwen3_30b_sglang(catalog, "MI355X", "0.5.7", max_model_len=8192)
+    assert short.kv_capacity_tokens * per_token / GIB == pytest.approx(
+        0.911 * free - weights, abs=0.05
+    )
+    assert not any("aiter" in n for n in short.notes)
+    older = _qwen3_30b_sglang(catalog, "MI355X", "0.4.10.post1")
+    assert older.kv_capacity_tokens == short.kv_capacity_tokens
+    assert sglang_memory_share(engine, catalog.gpu("B200"), 163_840) == 1.0
+    vllm = EngineConfig(engine="vllm", version="0.11.0")
+    assert sglang_memory_share(vllm, mi355x, 163_840) == 1.0
+
+
+def test_sglang_on_rocm_that_cannot_keep_the_weights_says_the_server_refuses(
+    catalog: Any,
+) -> None:
+    """DeepSeek-R1 FP8 on 4 x MI300X: 0.85 of the largest fraction a deployment raises to
+    (0.97) is less than the weights' share of a GPU, so the plan gives one request's room and
+    says SGLang may refuse it; with a stated 8,192-token context the raised fraction starts it."""
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.scenario import Scenario
+
+    def r1(**values: Any) -> Any:
+        scenario = Scenario(
+            engine="sglang", engine_version="0.5.9", model="deepseek-ai/DeepSeek-R1-0528",
+            precision="fp8", gpu="MI300X", num_gpus=4, tp=4, input_len=4096, output_len=1024,
+            concurrency=8, num_requests=80, **values,
+        )  # fmt: skip
+        return resolve_deployment(scenario, catalog)
+
+    refused = r1()
+    assert refused.kv_capacity_tokens == 4096 + 1024
+    assert any("0.85 of it kept on ROCm" in n and "refuse" in n for n in refused.notes)
+    started = r1(max_model_len=8192)
+    assert started.kv_capacity_tokens // (4096 + 1024) >= 8  # all eight in flight
+    assert not any("refuse" in n for n in started.notes)
+
+
 def test_vllm_default_utilization_leaves_r1_fp8_on_four_b200_no_kv_so_it_is_raised(
     catalog: Any,
 ) -> None:
