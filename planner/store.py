@@ -169,6 +169,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN warm_prompt_tokens INTEGER",
         ],
     ),
+    (
+        9,
+        [
+            # a run without CUDA graphs (stated, or its release's default)
+            "ALTER TABLE measured_results ADD COLUMN enforce_eager BOOLEAN",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

@@ -322,6 +322,7 @@ MEASURED_ENGINE_SETTINGS: tuple[str, ...] = (
     "enable_expert_parallel",
     "data_parallel_size",
     "entrypoint",
+    "enforce_eager",
 )
 
 
@@ -394,6 +395,10 @@ class MeasuredResult(BaseModel):
     #: drawn uniformly from [L (1 - r), L (1 + r)] around the stated ones (blank or 0: fixed;
     #: :func:`planner.perf.scenario.dataset_lengths`)
     random_range_ratio: float | None = Field(default=None, ge=0, lt=1)
+    #: True: the engine ran without CUDA graphs (vLLM ``--enforce-eager``, SGLang
+    #: ``--disable-cuda-graph``, or a release whose default captured none, such as TensorRT-LLM's
+    #: PyTorch backend before 1.0); blank: the engine's own default
+    enforce_eager: bool | None = None
     #: "serve": the engine's own HTTP server and a streaming client (vllm bench serve, AIPerf,
     #: sglang bench_serving against vllm serve, sglang.launch_server, trtllm-serve); "offline":
     #: the engine driven directly (trtllm-bench, vLLM's LLM class); "triton": Triton Inference

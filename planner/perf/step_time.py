@@ -160,9 +160,22 @@ eager_floor            max(0, MoE layers x 4 ms - roofline) in a prefill step th
                        a handful of kernels (eager_layers holds them), and a floor over every layer
                        cost the dense rows' TTFT (leave-one-source-out SGLang mean 58 -> 75%; a
                        fixed cost on every MoE layer and 0.3 of it on every dense one: TTFT 30.9%).
-                       Prefill steps only: a decode batch past the graph limit (a disaggregated
+                       Prefill steps only, unless the engine runs without any CUDA graph
+                       (``enforce_eager``): a decode batch past the graph limit (a disaggregated
                        decode pool's hundreds of sequences) is the GPU's work, and a floor there
-                       cost the disaggregated slice's held-out TPOT 7 -> 20% median. Prior
+                       cost the disaggregated slice's held-out TPOT 7 -> 20% median; an eager
+                       engine's decode step launches the same kernels one by one as its prefill.
+                       TensorRT-LLM's PyTorch backend before 1.0 captured no graphs unless asked
+                       (pull request 5480, "Enable cuda graph by default", merged 2025-07-14):
+                       dstack's trtllm-serve 0.17 run (``--backend pytorch``, no extra options)
+                       decoded DeepSeek-V3 on 8 x H200 at 55-58 ms a token at 4-16 in flight,
+                       flat, where a graph-captured step is 15-25 ms. Those nine rows marked so
+                       (``enforce_eager``, data/README.md), held out by source (1,362 rows,
+                       session 63): output tok/s 20.8 -> 19.9% median, TPOT 22.6 -> 22.4%, TTFT
+                       22.8 -> 23.3%; the 2025-07+ closed loops' TPOT 22.3 -> 20.4%; the rows'
+                       own throughput 111 -> 30% (their TPOT 24 -> 50%: held out, no other
+                       TensorRT-LLM run is eager, and the global floor is SGLang's and vLLM's
+                       prefills'). Prior
                        coefficient 0.4 (1.6 ms a MoE layer at no work); fitted globally and per
                        engine family only (:data:`planner.perf.calibration.TERM_LEVELS`): SGLang
                        0.18, vLLM 0.21 (0.20 and 0.22 before session 54's closed-loop waves)
@@ -566,7 +579,7 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
     extend = dep.family == "sglang" and prefill
     if dep.enforce_eager or extend or (graphs is not None and micro_tokens > graphs):
         out[_EAGER] = layers * LAYER_UNIT_S
-        if prefill:  # a prefill's launches (docstring: eager_floor)
+        if prefill or dep.enforce_eager:  # launch-bound steps (docstring: eager_floor)
             out[_EAGER_FLOOR] = max(0.0, n_moe * EAGER_FLOOR_UNIT_S - out[_ROOFLINE])
 
 

@@ -76,6 +76,11 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     tokens = sorted(t for _, _, t in stored_warm if t)
     assert tokens == [128, 128, 1024, 1024, 2048, 2048, 3072, 3072]
 
+    # and the runs without CUDA graphs (schema 9): dstack's nine TensorRT-LLM 0.17 serve rows
+    eager = sorted(m.source_ref or "" for m in store.measured_results() if m.enforce_eager)
+    assert len(eager) == 9 and all("dstackai/benchmarks" in ref for ref in eager)
+    assert eager == sorted(m.source_ref or "" for m in catalog.measured if m.enforce_eager)
+
 
 def write_run(
     runs_dir: Path,

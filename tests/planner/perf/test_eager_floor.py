@@ -91,3 +91,32 @@ def test_sglang_prefills_a_large_moe_in_about_the_same_time_at_610_and_4194_toke
     assert long.ttft_ms_mean / short.ttft_ms_mean < 1.5
     assert short.ttft_ms_mean == pytest.approx(by_prompt[610].ttft_ms, rel=0.25)
     assert long.ttft_ms_mean == pytest.approx(by_prompt[4194].ttft_ms, rel=0.25)
+
+
+def test_an_engine_without_cuda_graphs_decodes_an_moe_at_its_launch_floor(
+    model: PerformanceModel, catalog: Catalog
+) -> None:
+    """With ``enforce_eager`` every step launches its kernels one by one, decode steps too, so
+    they take the eager floor; a decode step merely past the graph limit (a vLLM batch of more
+    than 512 sequences, graphs on) does not. dstack's TensorRT-LLM 0.17 serve rows, whose PyTorch
+    backend captured no graphs by default (pull request 5480 turned them on for 1.0), are marked
+    so and simulated so."""
+    dep = _moe_deployments(model)[1]  # vLLM, Qwen3-30B-A3B on one H100
+    eager = model.deployment(dep.scenario.model_copy(update={"enforce_eager": True}))
+    assert eager.enforce_eager and not dep.enforce_eager
+    floor = IDX["eager_floor"]
+    small = StepBatch.of(decode_contexts=[600] * 4)
+    assert step_features(small, eager)[floor] > 0.0
+    assert step_features(small, dep)[floor] == 0.0
+    past_graphs = StepBatch.of(decode_contexts=[600] * 600)
+    assert step_features(past_graphs, dep)[IDX["eager_layers"]] > 0.0
+    assert step_features(past_graphs, dep)[floor] == 0.0
+
+    rows = [m for m in catalog.measured if m.enforce_eager]
+    assert len(rows) == 9
+    assert {(m.source.split()[0], m.engine, m.engine_version[:11]) for m in rows} == {
+        ("dstackai/benchmarks", "tensorrt-llm", "0.17.post1.")
+    }
+    assert all(scenario_from_measured(m).enforce_eager for m in rows)
+    c = model.coefficients_for("vllm", catalog.gpu("H100-SXM"), None, kind="moe")
+    assert float(c @ step_features(small, eager)) > 2 * float(c @ step_features(small, dep))
