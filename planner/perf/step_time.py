@@ -168,8 +168,9 @@ eager_floor            max(0, MoE layers x 4 ms - roofline) in a prefill step th
                        TensorRT-LLM's PyTorch backend before 1.0 captured no graphs unless asked
                        (pull request 5480, "Enable cuda graph by default", merged 2025-07-14):
                        dstack's trtllm-serve 0.17 run (``--backend pytorch``, no extra options)
-                       decoded DeepSeek-V3 on 8 x H200 at 55-58 ms a token at 4-16 in flight,
-                       flat, where a graph-captured step is 15-25 ms. Those nine rows marked so
+                       decoded DeepSeek-V3 on 8 x H200 at 55.1, 55.9 and 57.5 ms a token at 4, 8
+                       and 16 in flight, flat, where the same publisher's vLLM 0.7.4 run rose from
+                       25.7 to 49.6 ms over those loads. Those nine rows marked so
                        (``enforce_eager``, data/README.md), held out by source (1,362 rows,
                        session 63): output tok/s 20.8 -> 19.9% median, TPOT 22.6 -> 22.4%, TTFT
                        22.8 -> 23.3%; the 2025-07+ closed loops' TPOT 22.3 -> 20.4%; the rows'
