@@ -49,6 +49,8 @@ class CapacityPlan:
     #: gpu_memory_utilization (:func:`vllm_utilization_that_starts`) raised above its default so
     #: the server starts; None when the default (or the stated one) is kept
     raised_fraction: float | None = None
+    #: the share of SGLang's fraction it keeps (:func:`planner.engine.sglang_memory_share`)
+    sglang_share: float = 1.0
 
 
 def sglang_preload_free_bytes(plan: MemoryPlan) -> float:
@@ -222,4 +224,5 @@ def plan_capacity(
         weights_bytes=float(plan.weights_bytes),
         problem=problem,
         raised_fraction=raised,
+        sglang_share=sglang_share if sglang else 1.0,
     )

@@ -571,18 +571,17 @@ def resolve_deployment(
     max_batched = engine.max_num_batched_tokens
     assert block_size and max_num_seqs and max_batched
     default_fraction = scenario.gpu_memory_utilization is None
-    context = scenario.max_model_len or arch.max_position_embeddings
     plan = startup_capacity(
         card, gpu, tp=tp, pp=pp, precision=precision, engine=engine,
-        raise_default=default_fraction, context_len=context,
+        raise_default=default_fraction, context_len=scenario.max_model_len,
     )  # fmt: skip
-    share = sglang_memory_share(engine, gpu, context)
-    if share < 1.0:
+    if plan.sglang_share < 1.0:
+        context = scenario.max_model_len or arch.max_position_embeddings
         served = f"{context:,}" if context else "the model's (unstated)"
         notes.append(
-            f"memory: SGLang on ROCm (its aiter attention backend) keeps {share:g} of "
-            f"--mem-fraction-static for the weights and the KV cache when the context is over "
-            f"{SGLANG_AITER_CONTEXT_LIMIT:,} tokens (here {served}; server_args.py)"
+            f"memory: SGLang on ROCm (its aiter attention backend) keeps {plan.sglang_share:g} "
+            f"of --mem-fraction-static for the weights and the KV cache when the context is "
+            f"over {SGLANG_AITER_CONTEXT_LIMIT:,} tokens (here {served}; server_args.py)"
         )
     if plan.raised_fraction is not None:
         setting, flag = MEMORY_SETTINGS[family]
