@@ -321,6 +321,96 @@ def vllm_schedules_async(engine: EngineConfig, *, pp: int = 1) -> bool:
     return release is not None and release >= VLLM_ASYNC_DEFAULT_RELEASE
 
 
+#: the first vLLM release whose default compilation (``-O2``) fuses each tensor-parallel
+#: all-reduce with the RMSNorm after it into one FlashInfer kernel (:func:`fused_allreduce_tokens`)
+VLLM_AR_FUSION_RELEASE = (0, 16)
+#: the first vLLM release that keeps the fusion with data or pipeline parallelism
+VLLM_AR_FUSION_DP_PP_RELEASE = (0, 21)
+#: vLLM: the largest all-reduced tensor (MiB) the fused kernel takes, by TP size, on Hopper
+#: and on Blackwell (``PassConfig.fi_allreduce_fusion_max_size_mb``'s defaults,
+#: vllm/config/compilation.py)
+VLLM_AR_FUSION_MAX_MIB: dict[str, dict[int, int]] = {
+    "hopper": {2: 64, 4: 2, 8: 1},
+    "blackwell": {2: 64, 4: 32, 8: 1},
+}
+#: the first SGLang release (major, minor, patch) known to fuse by default
+SGLANG_AR_FUSION_RELEASE = (0, 5, 5)
+#: the model types whose checkpoints name the architectures SGLang fuses for on data-center
+#: Blackwell: DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi-K2) and GptOssForCausalLM
+SGLANG_AR_FUSION_MODEL_TYPES = frozenset({"deepseek_v3", "kimi_k2", "gpt_oss"})
+#: SGLang fuses a call of up to this many tokens (``FUSE_ALLREDUCE_MAX_BATCH_SIZE``,
+#: python/sglang/srt/layers/communicator.py)
+SGLANG_AR_FUSION_MAX_TOKENS = 2048
+_PATCH_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def fused_allreduce_tokens(
+    engine: EngineConfig,
+    gpu: GPU,
+    *,
+    tp: int,
+    pp: int,
+    dp: int,
+    hidden_size: int,
+    model_type: str,
+    single_node: bool = True,
+) -> int | None:
+    """Up to how many tokens a step's tensor-parallel all-reduces run fused with the residual
+    add and RMSNorm after them (one FlashInfer kernel a call in place of the all-reduce's and
+    the norm's); None: never. Both engines fuse only over NVLink (the step term checks the
+    link) and only by default as follows.
+
+    vLLM turns the fusion on at its default optimisation level -O2 (pull request 34299,
+    "Enable AR+rms fusion by default available for -O2", merged by 2026-02-12, when pull
+    request 34392 names it; 0.16.0, released 2026-02-26, is the first release after, inferred
+    from the dates) when TP is 2, 4 or 8 on a Hopper or Blackwell data-center GPU with
+    FlashInfer (``enable_allreduce_rms_fusion`` in vllm/config/vllm.py), not with data or
+    pipeline parallelism (pull request 34392; issues 34458 and 35426) until pull request 41458
+    (2026-05-01, first in 0.21 by date) re-enabled both. A tensor larger than the kernel's
+    workspace (:data:`VLLM_AR_FUSION_MAX_MIB`: 1 MiB at TP 8, so 64 tokens of an 8,192-wide
+    hidden state) takes the plain all-reduce: prefill steps do. With ``enforce_eager`` it is
+    taken as off (whether the compiled passes still run then was not read).
+
+    SGLang sets ``enable_flashinfer_allreduce_fusion`` for DeepseekV3ForCausalLM and
+    GptOssForCausalLM on data-center Blackwell (sm100) with TP > 1, without DP attention, on
+    one node (``_handle_model_specific_adjustments`` in python/sglang/srt/server_args.py; pull
+    request 12724 of 2025-11-06, the day 0.5.5 was released, states both on by default and
+    adds the one-node condition), and fuses a call of up to 2,048 tokens. Its later list
+    (GLM-4 MoE, Qwen3 MoE, Kimi-K2.5, on Hopper too) is not applied: its release was not
+    found, and Hopper's was switched off and on again in 2026 (pull requests 23402, 28789).
+
+    ``version`` None is the engine's pinned release, which fuses; an unnumbered release does
+    not. TensorRT-LLM: None (its fusions are its family's fitted terms)."""
+    if tp < 2 or engine.enforce_eager or gpu.vendor != "nvidia" or gpu.fp8_dense_tflops is None:
+        return None
+    if not (gpu.memory_type or "").upper().startswith("HBM"):
+        return None  # Ada and workstation Blackwell (sm89, sm120): no default fusion
+    blackwell = gpu.fp4_dense_tflops is not None
+    match = _PATCH_RELEASE.match(engine.version or "")
+    if engine.version is not None and match is None:
+        return None
+    release = tuple(int(g or 0) for g in match.groups()) if match else None
+    if engine.family == "vllm":
+        if tp not in (2, 4, 8):
+            return None
+        if release is not None:
+            if release[:2] < VLLM_AR_FUSION_RELEASE:
+                return None
+            if (dp > 1 or pp > 1) and release[:2] < VLLM_AR_FUSION_DP_PP_RELEASE:
+                return None
+        mib = VLLM_AR_FUSION_MAX_MIB["blackwell" if blackwell else "hopper"][tp]
+        return int(mib * 1024 * 1024 // (2 * hidden_size))
+    if engine.family == "sglang":
+        if not blackwell or dp > 1 or not single_node:
+            return None
+        if model_type not in SGLANG_AR_FUSION_MODEL_TYPES:
+            return None
+        if release is not None and release < SGLANG_AR_FUSION_RELEASE:
+            return None
+        return SGLANG_AR_FUSION_MAX_TOKENS
+    return None
+
+
 def vllm_serve_defaults(gpu: GPU) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) ``vllm serve`` picks for this GPU."""
     large = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.gpu_id.lower()

@@ -235,6 +235,9 @@ PRIOR_COEFFICIENTS: dict[str, float] = {
     "ar_calls_nvlink": 1.0,
     "ar_calls_pcie_p2p": 3.0,
     "ar_calls_pcie_host": 10.0,
+    # a fused all-reduce + residual add + RMSNorm call (planner.perf.step_time): about an
+    # all-reduce's time, so a plain call's prior; the fit moves it
+    "ar_calls_fused": 1.0,
     "pp_hops": 1.0,
     "net_hops": 1.0,
     "net_transfer": 1.0,

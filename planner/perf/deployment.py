@@ -25,6 +25,7 @@ from planner.engine import (
     SGLANG_AITER_CONTEXT_LIMIT,
     TRTLLM_FREE_GPU_MEMORY_FRACTION,
     EngineConfig,
+    fused_allreduce_tokens,
     sglang_defaults,
     sglang_memory_share,
     vllm_schedules_async,
@@ -188,6 +189,9 @@ class Deployment:
     #: vLLM schedules step n + 1 while the GPU runs step n (:func:`planner.engine.
     #: vllm_schedules_async`): the per-step host terms run beside the GPU's
     async_scheduling: bool = False
+    #: the engine fuses a step's tensor-parallel all-reduces with the RMSNorm after them up to
+    #: this many tokens (:func:`planner.engine.fused_allreduce_tokens`; None: never)
+    fused_allreduce_tokens: int | None = None
 
     @property
     def loaded_replicas(self) -> int:
@@ -597,6 +601,24 @@ def resolve_deployment(
             f"memory: {plan.problem}; predicted with room for one longest request "
             "(the engine may refuse this layout as configured)"
         )
+    fused_tokens = fused_allreduce_tokens(
+        engine,
+        gpu,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        hidden_size=arch.hidden_size,
+        model_type=arch.model_type,
+        single_node=nodes_per_replica == 1,
+    )
+    if fused_tokens is not None and link_class != "nvlink":
+        fused_tokens = None  # FlashInfer's fused all-reduce needs NVLink peers
+    if fused_tokens is not None:
+        notes.append(
+            f"all-reduce: {'vLLM' if family == 'vllm' else 'SGLang'} fuses each tensor-parallel "
+            f"all-reduce with the RMSNorm after it (FlashInfer) in steps of up to "
+            f"{fused_tokens:,} tokens, by default for this release, GPU and model"
+        )
     return Deployment(
         scenario=scenario,
         family=family,
@@ -658,6 +680,7 @@ def resolve_deployment(
         notes=tuple(notes),
         speculation=speculation,
         async_scheduling=vllm_schedules_async(engine, pp=pp),
+        fused_allreduce_tokens=fused_tokens,
     )
 
 

@@ -62,6 +62,16 @@ allreduce_<link>       ring all-reduce bytes, 2 (tp-1)/tp x tokens x hidden x 2 
                        hidden x 2 B more per GPU (vLLM's default allgather_reducescatter
                        all2all backend; SGLang's DP-attention gather/scatter)
 ar_calls_<link>        collective calls x 10 us (launch and synchronisation latency)
+ar_calls_fused         the same calls where the engine fuses each with the residual add and
+                       RMSNorm after it into one FlashInfer kernel (vLLM 0.16+ on Hopper and
+                       data-center Blackwell, SGLang 0.5.5+ for DeepSeek-V3-style and gpt-oss
+                       models on data-center Blackwell; TP 2-8 over NVLink, in steps whose
+                       tensor fits the kernel: :func:`planner.engine.fused_allreduce_tokens`).
+                       Fitted, prior a plain call's: SGLang's profile of Qwen3-MoE (pull
+                       request 9973, 2025-09-03) had the fused kernel at 12.98% of the step
+                       where the all-reduce took 13.26% and the norm 6.45%, so a fused call
+                       costs about an all-reduce and saves the norm. The shipped fit puts it
+                       at 0.6 of a plain call
 pp_hops                intra-node pipeline boundaries x 100 us
 net_hops               inter-node pipeline boundaries x 1 ms
 net_transfer           activation bytes crossing nodes / network BW
@@ -280,6 +290,7 @@ FEATURES: tuple[str, ...] = (
     "ar_calls_nvlink",
     "ar_calls_pcie_p2p",
     "ar_calls_pcie_host",
+    "ar_calls_fused",
     "pp_hops",
     "net_hops",
     "net_transfer",
@@ -345,6 +356,7 @@ _AR_CALLS = {
     "pcie_p2p": IDX["ar_calls_pcie_p2p"],
     "pcie_host": IDX["ar_calls_pcie_host"],
 }
+_AR_FUSED = IDX["ar_calls_fused"]
 
 
 @dataclass
@@ -551,8 +563,12 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
             # attention output in every layer; MLP output in the dense layers, and in the MoE
             # layers too unless attention-DP ranks gather and scatter them
             reduced = 2 * layers if dep.data_parallel_size == 1 else 2 * layers - n_moe
-            calls += reduced
             moved += reduced * share * activation
+            fused = dep.fused_allreduce_tokens
+            if fused is not None and micro_tokens <= fused:
+                out[_AR_FUSED] = reduced * AR_CALL_UNIT_S  # with their RMSNorm (docstring)
+            else:
+                calls += reduced
         d = dep.data_parallel_size
         if d > 1 and n_moe:
             calls += 2 * n_moe
