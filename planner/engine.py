@@ -328,7 +328,9 @@ VLLM_AR_FUSION_RELEASE = (0, 16)
 VLLM_AR_FUSION_DP_PP_RELEASE = (0, 21)
 #: vLLM: the largest all-reduced tensor (MiB) the fused kernel takes, by TP size, on Hopper
 #: and on Blackwell (``PassConfig.fi_allreduce_fusion_max_size_mb``'s defaults,
-#: vllm/config/compilation.py)
+#: vllm/config/compilation.py, as of the 0.11-0.12 trees). Later trees re-tuned them (B300's
+#: own row, pull request 37756, 2026-03; Hopper TP 8 at 0.5 MiB by 2026-05, issue 44079);
+#: one table is kept for every release
 VLLM_AR_FUSION_MAX_MIB: dict[str, dict[int, int]] = {
     "hopper": {2: 64, 4: 2, 8: 1},
     "blackwell": {2: 64, 4: 32, 8: 1},

@@ -234,12 +234,16 @@ def test_an_unmeasured_release_gets_wider_intervals(
     deepseek_predictions: dict[str, Prediction],
 ) -> None:
     """vLLM 0.11 is measured, 0.5 is not: every interval of 0.5 reaches at least the stored
-    release spread beyond its point, and is wider than 0.11's."""
+    release spread beyond its point, and is wider than 0.11's. The fit widens an unseen
+    release by the spread of the release levels it fitted; the stored spread adds what the
+    held-out rows of unmeasured releases still need to hold 80% (none since session 64, when
+    they held 83% of their throughput without it; a positive spread's arithmetic is the
+    worked examples above)."""
     measured, unmeasured = deepseek_predictions["0.11.0"], deepseek_predictions["0.5.4"]
     assert measured.release_note and "0.11" in measured.release_note
     assert any("vLLM 0.5" in r for r in unmeasured.uncertain_because)
     spread = interval_calibration().release_spread
-    assert all(spread[m] > 0 for m in INTERVAL_METRICS)
+    assert all(spread[m] >= 0 for m in INTERVAL_METRICS)
     for name, metric in (
         ("output_tok_per_s", "output_tok_per_s"),
         ("ttft_ms_p99", "ttft"),
