@@ -321,29 +321,52 @@ def vllm_schedules_async(engine: EngineConfig, *, pp: int = 1) -> bool:
     return release is not None and release >= VLLM_ASYNC_DEFAULT_RELEASE
 
 
-#: the first vLLM release whose default compilation (``-O2``) fuses each tensor-parallel
-#: all-reduce with the RMSNorm after it into one FlashInfer kernel (:func:`fused_allreduce_tokens`)
-VLLM_AR_FUSION_RELEASE = (0, 16)
-#: the first vLLM release that keeps the fusion with data or pipeline parallelism
-VLLM_AR_FUSION_DP_PP_RELEASE = (0, 21)
-#: vLLM: the largest all-reduced tensor (MiB) the fused kernel takes, by TP size, on Hopper
-#: and on Blackwell (``PassConfig.fi_allreduce_fusion_max_size_mb``'s defaults,
-#: vllm/config/compilation.py, as of the 0.11-0.12 trees). Later trees re-tuned them (B300's
-#: own row, pull request 37756, 2026-03; Hopper TP 8 at 0.5 MiB by 2026-05, issue 44079);
-#: one table is kept for every release
-VLLM_AR_FUSION_MAX_MIB: dict[str, dict[int, int]] = {
-    "hopper": {2: 64, 4: 2, 8: 1},
-    "blackwell": {2: 64, 4: 32, 8: 1},
+#: vLLM: the largest all-reduced tensor (MiB) its fused kernel takes, by TP size, on Hopper
+#: (sm90), B200/GB200 (sm100) and B300/GB300 (sm103): ``FI_ALLREDUCE_FUSION_MAX_SIZE_MB`` in
+#: vllm/compilation/passes/fusion/allreduce_rms_fusion.py, the same in the 0.17.0 to 0.22.0
+#: wheels but for sm103's row, which came with 0.19.0 (:func:`fused_allreduce_tokens`)
+VLLM_AR_FUSION_MAX_MIB: dict[str, dict[int, float]] = {
+    "sm90": {2: 64, 4: 2, 8: 0.5},
+    "sm100": {2: 64, 4: 32, 8: 1},
+    "sm103": {2: 64, 4: 64, 8: 2},
 }
-#: the first SGLang release (major, minor, patch) known to fuse by default
-SGLANG_AR_FUSION_RELEASE = (0, 5, 5)
-#: the model types whose checkpoints name the architectures SGLang fuses for on data-center
-#: Blackwell: DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi-K2) and GptOssForCausalLM
-SGLANG_AR_FUSION_MODEL_TYPES = frozenset({"deepseek_v3", "kimi_k2", "gpt_oss"})
 #: SGLang fuses a call of up to this many tokens (``FUSE_ALLREDUCE_MAX_BATCH_SIZE``,
-#: python/sglang/srt/layers/communicator.py)
+#: python/sglang/srt/layers/communicator.py, 0.5.4 to 0.5.13)
 SGLANG_AR_FUSION_MAX_TOKENS = 2048
+#: SGLang: from which release each model type's checkpoint architecture is on the list that
+#: turns the fusion on (``_handle_model_specific_adjustments`` in
+#: python/sglang/srt/server_args.py, read in each release's wheel): GptOssForCausalLM from
+#: 0.5.1, DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi-K2) from 0.5.4, Glm4MoeForCausalLM and
+#: Qwen3MoeForCausalLM from 0.5.7, KimiK25ForConditionalGeneration from 0.5.9,
+#: Qwen3_5MoeForConditionalGeneration from 0.5.10, Qwen3NextForCausalLM and
+#: GlmMoeDsaForCausalLM from 0.5.11
+SGLANG_AR_FUSION_MODEL_TYPES: dict[str, tuple[int, int, int]] = {
+    "gpt_oss": (0, 5, 1),
+    "deepseek_v3": (0, 5, 4),
+    "kimi_k2": (0, 5, 4),
+    "glm4_moe": (0, 5, 7),
+    "qwen3_moe": (0, 5, 7),
+    "kimi_k25": (0, 5, 9),
+    "qwen3_5_moe": (0, 5, 10),
+    "qwen3_next": (0, 5, 11),
+    "glm_moe_dsa": (0, 5, 11),
+}
+#: the first SGLang release that fuses on Hopper too (before it: data-center Blackwell only)
+SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 _PATCH_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def nvidia_compute_capability(gpu: GPU) -> str | None:
+    """``sm90`` (Hopper), ``sm100`` (B200, GB200), ``sm103`` (B300, GB300), None otherwise
+    (other vendors, Ampere, Ada, workstation Blackwell): from the catalog's fields, FP8 tensor
+    cores and HBM for Hopper and up, FP4 ones for Blackwell."""
+    if gpu.vendor != "nvidia" or gpu.fp8_dense_tflops is None:
+        return None
+    if not (gpu.memory_type or "").upper().startswith("HBM"):
+        return None
+    if gpu.fp4_dense_tflops is None:
+        return "sm90"
+    return "sm103" if gpu.gpu_id.upper() in ("B300", "GB300") else "sm100"
 
 
 def fused_allreduce_tokens(
@@ -359,55 +382,52 @@ def fused_allreduce_tokens(
 ) -> int | None:
     """Up to how many tokens a step's tensor-parallel all-reduces run fused with the residual
     add and RMSNorm after them (one FlashInfer kernel a call in place of the all-reduce's and
-    the norm's); None: never. Both engines fuse only over NVLink (the step term checks the
-    link) and only by default as follows.
+    the norm's); None: never. Both engines fuse only over NVLink (the deployment checks the
+    link) and, here, only by default; read in each release's wheel from PyPI (2026-12-06).
 
-    vLLM turns the fusion on at its default optimisation level -O2 (pull request 34299,
-    "Enable AR+rms fusion by default available for -O2", merged by 2026-02-12, when pull
-    request 34392 names it; 0.16.0, released 2026-02-26, is the first release after, inferred
-    from the dates) when TP is 2, 4 or 8 on a Hopper or Blackwell data-center GPU with
-    FlashInfer (``enable_allreduce_rms_fusion`` in vllm/config/vllm.py), not with data or
-    pipeline parallelism (pull request 34392; issues 34458 and 35426) until pull request 41458
-    (2026-05-01, first in 0.21 by date) re-enabled both. A tensor larger than the kernel's
-    workspace (:data:`VLLM_AR_FUSION_MAX_MIB`: 1 MiB at TP 8, so 64 tokens of an 8,192-wide
-    hidden state) takes the plain all-reduce: prefill steps do. With ``enforce_eager`` it is
-    taken as off (whether the compiled passes still run then was not read).
+    vLLM (``enable_allreduce_rms_fusion`` in vllm/config/vllm.py, on at its default -O2; off
+    in every level of 0.16.0): from 0.17.0 with TP > 1 on sm90 or sm100 and neither data nor
+    pipeline parallelism; from 0.19.0 on sm103 too; from 0.21.0 with data and pipeline
+    parallelism too. A tensor larger than the kernel's limit (:data:`VLLM_AR_FUSION_MAX_MIB`:
+    0.5 MiB at TP 8 on Hopper, 32 tokens of an 8,192-wide hidden state) takes the plain
+    all-reduce: prefill steps do. ``enforce_eager`` turns torch.compile off, and the fusion
+    with it ("Enforce eager set, disabling torch.compile and CUDAGraphs").
 
-    SGLang sets ``enable_flashinfer_allreduce_fusion`` for DeepseekV3ForCausalLM and
-    GptOssForCausalLM on data-center Blackwell (sm100) with TP > 1, without DP attention, on
-    one node (``_handle_model_specific_adjustments`` in python/sglang/srt/server_args.py; pull
-    request 12724 of 2025-11-06, the day 0.5.5 was released, states both on by default and
-    adds the one-node condition), and fuses a call of up to 2,048 tokens. Its later list
-    (GLM-4 MoE, Qwen3 MoE, Kimi-K2.5, on Hopper too) is not applied: its release was not
-    found, and Hopper's was switched off and on again in 2026 (pull requests 23402, 28789).
+    SGLang sets ``enable_flashinfer_allreduce_fusion`` for the architectures of
+    :data:`SGLANG_AR_FUSION_MODEL_TYPES` from the release each joined the list, with TP > 1
+    and without DP attention, on data-center Blackwell and from 0.5.7 on Hopper too, on one
+    node from 0.5.6; a call of up to 2,048 tokens fuses.
 
-    ``version`` None is the engine's pinned release, which fuses; an unnumbered release does
-    not. TensorRT-LLM: None (its fusions are its family's fitted terms)."""
-    if tp < 2 or engine.enforce_eager or gpu.vendor != "nvidia" or gpu.fp8_dense_tflops is None:
+    ``version`` None is the engine's pinned release, which fuses as the newest rules say; an
+    unnumbered release does not. TensorRT-LLM: None (its fusions are its family's terms)."""
+    if tp < 2:
         return None
-    if not (gpu.memory_type or "").upper().startswith("HBM"):
-        return None  # Ada and workstation Blackwell (sm89, sm120): no default fusion
-    blackwell = gpu.fp4_dense_tflops is not None
+    sm = nvidia_compute_capability(gpu)
+    if sm is None:
+        return None
     match = _PATCH_RELEASE.match(engine.version or "")
     if engine.version is not None and match is None:
         return None
     release = tuple(int(g or 0) for g in match.groups()) if match else None
     if engine.family == "vllm":
-        if tp not in (2, 4, 8):
+        if engine.enforce_eager or tp not in (2, 4, 8):
             return None
         if release is not None:
-            if release[:2] < VLLM_AR_FUSION_RELEASE:
+            if release[:2] < (0, 17) or (sm == "sm103" and release[:2] < (0, 19)):
                 return None
-            if (dp > 1 or pp > 1) and release[:2] < VLLM_AR_FUSION_DP_PP_RELEASE:
+            if (dp > 1 or pp > 1) and release[:2] < (0, 21):
                 return None
-        mib = VLLM_AR_FUSION_MAX_MIB["blackwell" if blackwell else "hopper"][tp]
-        return int(mib * 1024 * 1024 // (2 * hidden_size))
+        return int(VLLM_AR_FUSION_MAX_MIB[sm][tp] * 1024 * 1024 // (2 * hidden_size))
     if engine.family == "sglang":
-        if not blackwell or dp > 1 or not single_node:
+        first = SGLANG_AR_FUSION_MODEL_TYPES.get(model_type)
+        if first is None or dp > 1:
             return None
-        if model_type not in SGLANG_AR_FUSION_MODEL_TYPES:
-            return None
-        if release is not None and release < SGLANG_AR_FUSION_RELEASE:
+        if release is not None:
+            if release < first or (release >= (0, 5, 6) and not single_node):
+                return None
+            if sm == "sm90" and release < SGLANG_AR_FUSION_HOPPER_RELEASE:
+                return None
+        elif not single_node:
             return None
         return SGLANG_AR_FUSION_MAX_TOKENS
     return None

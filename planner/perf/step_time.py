@@ -63,10 +63,11 @@ allreduce_<link>       ring all-reduce bytes, 2 (tp-1)/tp x tokens x hidden x 2 
                        all2all backend; SGLang's DP-attention gather/scatter)
 ar_calls_<link>        collective calls x 10 us (launch and synchronisation latency)
 ar_calls_fused         the same calls where the engine fuses each with the residual add and
-                       RMSNorm after it into one FlashInfer kernel (vLLM 0.16+ on Hopper and
-                       data-center Blackwell, SGLang 0.5.5+ for DeepSeek-V3-style and gpt-oss
-                       models on data-center Blackwell; TP 2-8 over NVLink, in steps whose
-                       tensor fits the kernel: :func:`planner.engine.fused_allreduce_tokens`).
+                       RMSNorm after it into one FlashInfer kernel (vLLM 0.17+ on Hopper and
+                       data-center Blackwell; SGLang for gpt-oss, DeepSeek-V3-style, GLM-4 MoE,
+                       Qwen3 MoE and Kimi-K2.5 models, each from its release; TP 2-8 over
+                       NVLink, in steps whose tensor fits the kernel: each release's rules in
+                       :func:`planner.engine.fused_allreduce_tokens`).
                        Fitted, prior a plain call's: SGLang's profile of Qwen3-MoE (pull
                        request 9973, 2025-09-03) had the fused kernel at 12.98% of the step
                        where the all-reduce took 13.26% and the norm 6.45%, so a fused call

@@ -584,11 +584,11 @@ def test_the_request_path_grows_with_the_engines_gpu_processes(catalog: Catalog)
 
 
 def test_fused_all_reduces_take_their_own_term_where_the_engine_fuses(catalog: Catalog) -> None:
-    """vLLM 0.16+ at TP 2-8 on Hopper and data-center Blackwell over NVLink moves a step's
-    tensor-parallel all-reduce calls to ``ar_calls_fused`` while the tensor fits FlashInfer's
-    workspace (1 MiB at TP 8: 64 tokens of Llama-3.1-70B's 8,192-wide hidden state); the
-    bytes moved are the same either way. SGLang 0.5.5+ does so for DeepSeek-V3-style and
-    gpt-oss models on data-center Blackwell only."""
+    """vLLM 0.17+ at TP 2-8 on Hopper and data-center Blackwell over NVLink moves a step's
+    tensor-parallel all-reduce calls to ``ar_calls_fused`` while the tensor fits the fused
+    kernel's limit (0.5 MiB at TP 8 on Hopper: 32 tokens of Llama-3.1-70B's 8,192-wide hidden
+    state); the bytes moved are the same either way. The rules are each release's own
+    (planner.engine.fused_allreduce_tokens)."""
     llama = "meta-llama/Llama-3.1-70B-Instruct"
 
     def terms(tokens: int = 16, **kw: object) -> tuple[float, float, float]:
@@ -601,25 +601,35 @@ def test_fused_all_reduces_take_their_own_term_where_the_engine_fuses(catalog: C
     calls = 2 * 80 * 10e-6
     fused, plain, moved = terms()
     assert (fused, plain) == (pytest.approx(calls), 0.0)
-    # a step past the workspace, an earlier release, another GPU or engine: plain calls
-    assert terms(tokens=65)[:2] == (0.0, pytest.approx(calls))
-    assert terms(engine_version="0.14.1")[:2] == (0.0, pytest.approx(calls))
+    assert terms(tokens=32)[:2] == (pytest.approx(calls), 0.0)
+    # a step past the limit, a release before 0.17, enforce_eager, another GPU or engine: plain
+    assert terms(tokens=33)[:2] == (0.0, pytest.approx(calls))
+    assert terms(engine_version="0.16.0")[:2] == (0.0, pytest.approx(calls))
+    assert terms(engine_version="0.17.0")[:2] == (pytest.approx(calls), 0.0)
+    assert terms(enforce_eager=True)[:2] == (0.0, pytest.approx(calls))
     assert terms(engine="sglang", engine_version="0.5.9")[:2] == (0.0, pytest.approx(calls))
     assert terms(gpu="A100-80GB-SXM")[:2] == (0.0, pytest.approx(calls))
     assert terms(gpu="MI300X")[:2] == (0.0, pytest.approx(calls))
-    assert terms(engine_version="0.14.1")[2] == pytest.approx(moved)
-    # TP 4 on B200 takes 32 MiB: 2,048 tokens
-    b200 = _dep(catalog, model=llama, tp=4, gpu="B200", engine_version="0.19.0")
-    assert b200.fused_allreduce_tokens == 32 * 1024 * 1024 // (2 * 8192)
+    assert terms(engine_version="0.16.0")[2] == pytest.approx(moved)
+
+    def tokens(**kw: object) -> int | None:
+        return _dep(catalog, **kw).fused_allreduce_tokens
+
+    # TP 4 on B200 takes 32 MiB (2,048 tokens); B300's own row (2 MiB at TP 8) from 0.19
+    assert tokens(model=llama, tp=4, gpu="B200", engine_version="0.17.0") == 2048
+    assert tokens(model=llama, tp=8, gpu="B300", engine_version="0.18.0") is None
+    assert tokens(model=llama, tp=8, gpu="B300", engine_version="0.19.0") == 128
     # with data parallelism, off until 0.21
     qwen = {"model": "Qwen/Qwen3-30B-A3B", "tp": 2, "data_parallel_size": 2}
-    assert _dep(catalog, engine_version="0.19.0", **qwen).fused_allreduce_tokens is None
-    assert _dep(catalog, engine_version="0.21.0", **qwen).fused_allreduce_tokens is not None
-    # SGLang: DeepSeek on B200 from 0.5.5 up to 2,048 tokens, not on H200, not before 0.5.5
+    assert tokens(engine_version="0.20.0", **qwen) is None
+    assert tokens(engine_version="0.21.0", **qwen) is not None
+    # SGLang: DeepSeek on Blackwell from 0.5.4, on Hopper from 0.5.7; GLM-4 MoE from 0.5.7
     deepseek = {"model": "deepseek-ai/DeepSeek-R1-0528", "precision": "fp8", "tp": 8}
-    sg = _dep(catalog, engine="sglang", gpu="B200", engine_version="0.5.6.post1", **deepseek)
-    assert sg.fused_allreduce_tokens == 2048
-    sg_h200 = _dep(catalog, engine="sglang", gpu="H200", engine_version="0.5.6", **deepseek)
-    assert sg_h200.fused_allreduce_tokens is None
-    sg_old = _dep(catalog, engine="sglang", gpu="B200", engine_version="0.5.4", **deepseek)
-    assert sg_old.fused_allreduce_tokens is None
+    sglang = {"engine": "sglang", **deepseek}
+    assert tokens(gpu="B200", engine_version="0.5.6.post1", **sglang) == 2048
+    assert tokens(gpu="B200", engine_version="0.5.3", **sglang) is None
+    assert tokens(gpu="H200", engine_version="0.5.6", **sglang) is None
+    assert tokens(gpu="H200", engine_version="0.5.9", **sglang) == 2048
+    glm = {"engine": "sglang", "model": "zai-org/GLM-4.6", "tp": 8, "gpu": "B200"}
+    assert tokens(engine_version="0.5.6", **glm) is None
+    assert tokens(engine_version="0.5.7", **glm) == 2048
