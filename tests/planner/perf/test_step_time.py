@@ -633,3 +633,9 @@ def test_fused_all_reduces_take_their_own_term_where_the_engine_fuses(catalog: C
     glm = {"engine": "sglang", "model": "zai-org/GLM-4.6", "tp": 8, "gpu": "B200"}
     assert tokens(engine_version="0.5.6", **glm) is None
     assert tokens(engine_version="0.5.7", **glm) == 2048
+    # the plan says so; without NVLink (H100 PCIe cards) nothing fuses
+    fusing = _dep(catalog, model=llama, tp=8, engine_version="0.19.0")
+    assert any("fuses each tensor-parallel all-reduce" in n for n in fusing.notes)
+    pcie = _dep(catalog, model=llama, tp=8, gpu="H100-PCIe", engine_version="0.19.0")
+    assert pcie.link_class != "nvlink" and pcie.fused_allreduce_tokens is None
+    assert not any("all-reduce:" in n for n in pcie.notes)
