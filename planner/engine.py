@@ -523,8 +523,20 @@ def _sglang_tier(gpu: GPU, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
+#: SGLang reserves this much more memory (MiB) when it speculates with a draft head (EAGLE,
+#: EAGLE-3, MTP/NEXTN; not n-gram), for the draft model and its graphs
+SGLANG_SPEC_RESERVE_MIB = 2 * 1024
+#: with DP attention, a CUDA-graph batch over this adds 1.5 MiB per graph sequence and rank
+SGLANG_DP_LARGE_GRAPHS = 300
+
+
 def sglang_defaults(
-    gpu: GPU, data_parallel_size: int = 1, *, tp: int = 1, pp: int = 1
+    gpu: GPU,
+    data_parallel_size: int = 1,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    speculating: bool = False,
 ) -> SglangDefaults:
     """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
     ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
@@ -534,9 +546,13 @@ def sglang_defaults(
     H200); larger 16384 (512: B200, MI300X). ``mem_fraction_static`` (weights + KV pool over
     the GPU) = (memory - reserved) / memory, reserved MiB = 512 + 1.5 x max(chunked prefill,
     2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 (+ 3 x cuda_graph_max_bs x DP with DP
-    attention), at least 10 GiB on GPUs above 60 GiB; ``tp`` here is ``--tp-size``, every GPU
-    of a stage. With DP attention the chunked prefill size is divided by the DP size and the
-    schedule conservativeness (the new-token ratio) multiplied by 0.3.
+    attention, and 1.5 x cuda_graph_max_bs x DP more when that batch is over 300), at least
+    10 GiB on GPUs above 60 GiB, then 2 GiB more when ``speculating`` with a draft head (EAGLE,
+    MTP; not n-gram); ``tp`` here is ``--tp-size``, every GPU of a stage. With DP attention
+    the chunked prefill size is divided by the DP size and the schedule conservativeness (the
+    new-token ratio) multiplied by 0.3. This is the formula of 0.5.3 to 0.5.9, read in their
+    wheels (2026-12-06); 0.5.2 and earlier reserved a fixed amount by memory tier instead
+    (32 GiB on B200/MI300X), which is not modelled.
     """
     chunk, graphs = _sglang_tier(gpu, tp)
     mem_mib = gpu.memory_bytes / MIB
@@ -544,8 +560,12 @@ def sglang_defaults(
     reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * pp / 8 * 1024
     if dp > 1:
         reserved += 3 * graphs * dp
+        if graphs > SGLANG_DP_LARGE_GRAPHS:
+            reserved += 1.5 * graphs * dp
     if mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
+    if speculating:
+        reserved += SGLANG_SPEC_RESERVE_MIB
     return SglangDefaults(
         chunked_prefill_size=chunk // dp if dp > 1 else chunk,
         cuda_graph_max_bs=graphs,

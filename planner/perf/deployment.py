@@ -553,7 +553,8 @@ def resolve_deployment(
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
-        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp)
+        drafting = speculation is not None and engine.spec_method in ("mtp", "eagle3")
+        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp, speculating=drafting)
         graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
         updates: dict[str, object] = {}
         if scenario.gpu_memory_utilization is None:
@@ -699,7 +700,8 @@ def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int)
     TensorRT-LLM's ``free_gpu_memory_fraction`` (0.9 of the memory left after the weights)."""
     if engine.family == "sglang":
         dp = engine.data_parallel_size
-        return sglang_defaults(gpu, dp, tp=tp * dp, pp=pp).mem_fraction_static
+        drafting = engine.spec_method in ("mtp", "eagle3")
+        return sglang_defaults(gpu, dp, tp=tp * dp, pp=pp, speculating=drafting).mem_fraction_static
     if engine.family == "trtllm":
         return TRTLLM_FREE_GPU_MEMORY_FRACTION
     return DEFAULT_GPU_MEMORY_UTILIZATION

@@ -111,3 +111,35 @@ def test_only_tensorrt_llm_is_served_by_triton() -> None:
         assert raised.value.field == "entrypoint"
         assert raised.value.value == "triton"
         assert "tensorrt-llm only" in raised.value.allowed
+
+
+def test_sglang_reserves_more_for_a_draft_head_and_large_dp_attention_graphs(
+    gpus: dict,
+) -> None:
+    """SGLang's default ``mem_fraction_static`` (0.5.3-0.5.9 ``_handle_gpu_memory_settings``):
+    on an H200 at TP 8 the reserve is 512 + 1.5 x 8192 + 2 x 512 + 1024 MiB = 14,848 MiB; a
+    draft head (EAGLE, MTP) adds 2 GiB after the 10 GiB floor; DP attention over 8 ranks adds
+    3 x 512 x 8 MiB, and 1.5 x 512 x 8 MiB more since the graph batch (512) is over 300."""
+    from planner.engine import sglang_defaults
+
+    h200 = gpus["H200"]
+    mem = h200.memory_bytes / 2**20
+
+    def fraction(reserved: float) -> float:
+        return round((mem - reserved) / mem, 3)
+
+    plain = sglang_defaults(h200, tp=8)
+    assert plain.cuda_graph_max_bs == 512
+    assert plain.mem_fraction_static == fraction(512 + 1.5 * 8192 + 2 * 512 + 1024)
+    drafting = sglang_defaults(h200, tp=8, speculating=True)
+    assert drafting.mem_fraction_static == fraction(512 + 1.5 * 8192 + 2 * 512 + 1024 + 2048)
+    dp8 = sglang_defaults(h200, 8, tp=8)
+    dp_reserve = 512 + 1.5 * 8192 + 2 * 512 + 1024 + 3 * 512 * 8 + 1.5 * 512 * 8
+    assert dp8.mem_fraction_static == fraction(dp_reserve)
+    # a small GPU's graph batch (80 at TP 4 under 35 GiB) stays under 300: no extra reserve
+    l4 = gpus["L4"]
+    small = sglang_defaults(l4, 2, tp=4)
+    l4_mem = l4.memory_bytes / 2**20
+    assert small.cuda_graph_max_bs == 80
+    reserve = 512 + 1.5 * 2048 + 2 * 80 + 4 / 8 * 1024 + 3 * 80 * 2
+    assert small.mem_fraction_static == round((l4_mem - reserve) / l4_mem, 3)
