@@ -62,7 +62,7 @@ from planner.errors import InvalidInputError
 from planner.memo import memoised
 
 GIB = 2**30
-_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)")
+_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def release_number(version: str | None) -> tuple[int, int] | None:
@@ -70,6 +70,15 @@ def release_number(version: str | None) -> tuple[int, int] | None:
     ``v0.5.6.post1`` -> (0, 5)); None when it names no number (``NIM``, a placeholder)."""
     match = _RELEASE.match(version or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def release_patch_number(version: str | None) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a release (``0.5.6.post1`` -> (0, 5, 6), ``0.19`` -> (0, 19,
+    0)); None when it names no number, as :func:`release_number`."""
+    match = _RELEASE.match(version or "")
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 #: speculative decoding methods (planner.perf.speculative holds their arithmetic)
@@ -353,7 +362,6 @@ SGLANG_AR_FUSION_MODEL_TYPES: dict[str, tuple[int, int, int]] = {
 }
 #: the first SGLang release that fuses on Hopper too (before it: data-center Blackwell only)
 SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
-_PATCH_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def nvidia_compute_capability(gpu: GPU) -> str | None:
@@ -405,10 +413,9 @@ def fused_allreduce_tokens(
     sm = nvidia_compute_capability(gpu)
     if sm is None:
         return None
-    match = _PATCH_RELEASE.match(engine.version or "")
-    if engine.version is not None and match is None:
+    release = release_patch_number(engine.version)
+    if engine.version is not None and release is None:
         return None
-    release = tuple(int(g or 0) for g in match.groups()) if match else None
     if engine.family == "vllm":
         if engine.enforce_eager or tp not in (2, 4, 8):
             return None
@@ -526,6 +533,8 @@ def _sglang_tier(gpu: GPU, tp: int) -> tuple[int, int]:
 #: SGLang reserves this much more memory (MiB) when it speculates with a draft head (EAGLE,
 #: EAGLE-3, MTP/NEXTN; not n-gram), for the draft model and its graphs
 SGLANG_SPEC_RESERVE_MIB = 2 * 1024
+#: the speculation methods that run a draft head (n-gram drafts from the context instead)
+DRAFT_HEAD_METHODS = frozenset({"mtp", "eagle3"})
 #: with DP attention, a CUDA-graph batch over this adds 1.5 MiB per graph sequence and rank
 SGLANG_DP_LARGE_GRAPHS = 300
 
@@ -536,7 +545,7 @@ def sglang_defaults(
     *,
     tp: int = 1,
     pp: int = 1,
-    speculating: bool = False,
+    spec_method: str = "none",
 ) -> SglangDefaults:
     """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
     ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
@@ -547,7 +556,7 @@ def sglang_defaults(
     the GPU) = (memory - reserved) / memory, reserved MiB = 512 + 1.5 x max(chunked prefill,
     2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 (+ 3 x cuda_graph_max_bs x DP with DP
     attention, and 1.5 x cuda_graph_max_bs x DP more when that batch is over 300), at least
-    10 GiB on GPUs above 60 GiB, then 2 GiB more when ``speculating`` with a draft head (EAGLE,
+    10 GiB on GPUs above 60 GiB, then 2 GiB more when ``spec_method`` runs a draft head (EAGLE,
     MTP; not n-gram); ``tp`` here is ``--tp-size``, every GPU of a stage. With DP attention
     the chunked prefill size is divided by the DP size and the schedule conservativeness (the
     new-token ratio) multiplied by 0.3. This is the formula of 0.5.3 to 0.5.9, read in their
@@ -564,7 +573,7 @@ def sglang_defaults(
             reserved += 1.5 * graphs * dp
     if mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if speculating:
+    if spec_method in DRAFT_HEAD_METHODS:
         reserved += SGLANG_SPEC_RESERVE_MIB
     return SglangDefaults(
         chunked_prefill_size=chunk // dp if dp > 1 else chunk,

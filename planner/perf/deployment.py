@@ -553,8 +553,7 @@ def resolve_deployment(
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
-        drafting = speculation is not None and engine.spec_method in ("mtp", "eagle3")
-        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp, speculating=drafting)
+        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp, spec_method=engine.spec_method)
         graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
         updates: dict[str, object] = {}
         if scenario.gpu_memory_utilization is None:
@@ -700,8 +699,9 @@ def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int)
     TensorRT-LLM's ``free_gpu_memory_fraction`` (0.9 of the memory left after the weights)."""
     if engine.family == "sglang":
         dp = engine.data_parallel_size
-        drafting = engine.spec_method in ("mtp", "eagle3")
-        return sglang_defaults(gpu, dp, tp=tp * dp, pp=pp, speculating=drafting).mem_fraction_static
+        return sglang_defaults(
+            gpu, dp, tp=tp * dp, pp=pp, spec_method=engine.spec_method
+        ).mem_fraction_static
     if engine.family == "trtllm":
         return TRTLLM_FREE_GPU_MEMORY_FRACTION
     return DEFAULT_GPU_MEMORY_UTILIZATION

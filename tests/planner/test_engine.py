@@ -131,7 +131,7 @@ def test_sglang_reserves_more_for_a_draft_head_and_large_dp_attention_graphs(
     plain = sglang_defaults(h200, tp=8)
     assert plain.cuda_graph_max_bs == 512
     assert plain.mem_fraction_static == fraction(512 + 1.5 * 8192 + 2 * 512 + 1024)
-    drafting = sglang_defaults(h200, tp=8, speculating=True)
+    drafting = sglang_defaults(h200, tp=8, spec_method="mtp")
     assert drafting.mem_fraction_static == fraction(512 + 1.5 * 8192 + 2 * 512 + 1024 + 2048)
     dp8 = sglang_defaults(h200, 8, tp=8)
     dp_reserve = 512 + 1.5 * 8192 + 2 * 512 + 1024 + 3 * 512 * 8 + 1.5 * 512 * 8
