@@ -247,6 +247,7 @@ class EngineConfig(BaseModel):
             gpu,
             entrypoint=self.entrypoint,
             data_parallel_size=self.data_parallel_size,
+            version=self.version,
         )
         updates: dict[str, object] = {
             "max_num_seqs": self.max_num_seqs or defaults.max_num_seqs,
@@ -453,26 +454,38 @@ def vllm_offline_defaults(gpu: GPU) -> tuple[int, int]:
 
 
 def engine_defaults(
-    engine: str, gpu: GPU, *, entrypoint: Entrypoint = "serve", data_parallel_size: int = 1
+    engine: str,
+    gpu: GPU,
+    *,
+    entrypoint: Entrypoint = "serve",
+    data_parallel_size: int = 1,
+    version: str | None = None,
 ) -> EngineConfig:
-    """The resolved config ``engine`` starts with on ``gpu`` when nothing is set."""
+    """The resolved config ``engine`` starts with on ``gpu`` when nothing is set; ``version``
+    is the release (None: the pinned one), which decides SGLang's chunked prefill before 0.5.3
+    (:func:`sglang_defaults`)."""
+    release = release_patch_number(version) if check_engine(engine) == "sglang" else None
     # asked for every candidate of a search: kept with the (frozen) GPU
     return memoised(
         gpu,
-        ("engine defaults", engine, entrypoint, data_parallel_size),
-        lambda: _engine_defaults(engine, gpu, entrypoint, data_parallel_size),
+        ("engine defaults", engine, entrypoint, data_parallel_size, release),
+        lambda: _engine_defaults(engine, gpu, entrypoint, data_parallel_size, release),
     )
 
 
 def _engine_defaults(
-    engine: str, gpu: GPU, entrypoint: Entrypoint, data_parallel_size: int
+    engine: str,
+    gpu: GPU,
+    entrypoint: Entrypoint,
+    data_parallel_size: int,
+    release: tuple[int, int, int] | None,
 ) -> EngineConfig:
     family = check_engine(engine)
     prefix_caching = False
     if family == "trtllm":
         seqs, batched = TRTLLM_LIMITS
     elif family == "sglang":
-        sg = sglang_defaults(gpu, data_parallel_size)
+        sg = sglang_defaults(gpu, data_parallel_size, release=release)
         seqs, batched, prefix_caching = sg.max_running_requests, sg.chunked_prefill_size, True
     elif entrypoint == "offline":
         seqs, batched = vllm_offline_defaults(gpu)
@@ -546,9 +559,12 @@ def sglang_defaults(
     tp: int = 1,
     pp: int = 1,
     spec_method: str = "none",
+    release: tuple[int, int, int] | None = None,
 ) -> SglangDefaults:
-    """SGLang 0.5.x server defaults (python/sglang/srt/server_args.py,
-    ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``).
+    """SGLang server defaults of ``release`` (:func:`release_patch_number`; None: the pinned
+    release, which uses the formula below; python/sglang/srt/server_args.py,
+    ``_handle_gpu_memory_settings`` and ``_handle_data_parallelism``). Releases before 0.5.3
+    had others (:func:`_sglang_defaults_before_0_5_3`).
 
     By GPU memory: < 35 GiB chunked prefill 2048 (CUDA graphs up to 24 sequences below TP 4,
     80 from TP 4); < 60 GiB 4096 (32 / 160); < 160 GiB 8192 (256 / 512: A100 80 GB, H100,
@@ -560,9 +576,12 @@ def sglang_defaults(
     MTP; not n-gram); ``tp`` here is ``--tp-size``, every GPU of a stage. With DP attention
     the chunked prefill size is divided by the DP size and the schedule conservativeness (the
     new-token ratio) multiplied by 0.3. This is the formula of 0.5.3 to 0.5.9, read in their
-    wheels (2026-12-06); 0.5.2 and earlier reserved a fixed amount by memory tier instead
-    (32 GiB on B200/MI300X), which is not modelled.
+    wheels (2026-12-06).
     """
+    if release is not None and release < SGLANG_RESERVE_FORMULA_RELEASE:
+        return _sglang_defaults_before_0_5_3(
+            gpu, data_parallel_size, tp=tp, pp=pp, spec_method=spec_method, release=release
+        )
     chunk, graphs = _sglang_tier(gpu, tp)
     mem_mib = gpu.memory_bytes / MIB
     dp = data_parallel_size
@@ -579,6 +598,99 @@ def sglang_defaults(
         chunked_prefill_size=chunk // dp if dp > 1 else chunk,
         cuda_graph_max_bs=graphs,
         mem_fraction_static=round((mem_mib - reserved) / mem_mib, 3),
+        max_running_requests=SGLANG_MAX_RUNNING_REQUESTS,
+        new_token_ratio=SGLANG_NEW_TOKEN_RATIO * (0.3 if dp > 1 else 1.0),
+    )
+
+
+#: the first SGLang release whose memory default is :func:`sglang_defaults`' formula
+SGLANG_RESERVE_FORMULA_RELEASE = (0, 5, 3)
+#: the first release that reserved a fixed amount by memory tier (0.4.8 to 0.5.2)
+SGLANG_TIERED_RESERVE_RELEASE = (0, 4, 8)
+#: ``mem_fraction_static`` by ``--tp-size`` (at least 16, 8, 4, 2, else) before 0.4.8
+SGLANG_TP_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
+
+def _sglang_tp_fraction(parallel: int) -> float:
+    return next(share for size, share in SGLANG_TP_FRACTIONS if parallel >= size)
+
+
+def _sglang_defaults_before_0_5_3(
+    gpu: GPU,
+    data_parallel_size: int,
+    *,
+    tp: int,
+    pp: int,
+    spec_method: str,
+    release: tuple[int, int, int],
+) -> SglangDefaults:
+    """What SGLang releases before 0.5.3 picked, read in their wheels (``ServerArgs.
+    __post_init__`` and ``cuda_graph_runner.get_batch_sizes_to_capture`` of 0.4.2.post4,
+    0.4.3.post2, 0.4.4.post1, 0.4.5, 0.4.6, 0.4.7, 0.4.8, 0.4.9, 0.4.10.post1 and 0.5.2, from
+    PyPI, 2026-12-06). Memory in MiB as CUDA reports it (``gpus.csv`` ``memory_reported_mib``).
+
+    - 0.4.8 to 0.5.2: a fixed reserve by memory tier, (2.8 + TP x PP / 10) GiB under 35 GiB,
+      (9.5 + TP x PP / 2) GiB under 90 GiB, (12 + TP x PP / 2) GiB under 160 GiB, else 32 GiB
+      (B200, MI300X), 2 GiB more when speculating and 4 GiB more with DP attention; chunked
+      prefill 2,048 / 8,192 / 16,384 (under 35 GiB, under 160 GiB, larger); decode graphs up
+      to 160 sequences, 256 over 90 GiB, 512 over 160,000 MiB (8 or, from TP 4, 80 under 35
+      GiB).
+    - 0.4.7: the ``--tp-size`` x PP table (0.79 at 16 GPUs and more, 0.81 at 8, 0.85 at 4,
+      0.87 at 2, else 0.88) up to 80 GiB, 0.88 above; then 0.79 over 180,000 MiB on CUDA,
+      else over 96 GiB min(share + 48 GiB x (1 - share) / memory, (memory - 18 GiB) /
+      memory) (20 GiB when speculating), else x 0.95 when speculating; chunked prefill 16,384
+      over 180,000 MiB, 2,048 under 25,000 MiB, else 8,192; graphs up to 160, 256 over 96
+      GiB, 512 over 180,000 MiB.
+    - 0.4.6: the ``--tp-size`` table up to 80 GiB, else (memory - 13 GiB) / memory; chunked
+      prefill 2,048 under 25,000 MiB, else 8,192; graphs up to 160, 256 over 80 GiB without
+      DP attention.
+    - 0.4.5 and earlier (0.4.2 the earliest read): the ``--tp-size`` table on every GPU;
+      chunked prefill as 0.4.6; graphs up to 160 (8 / 80 under 25,000 MiB).
+
+    Not followed: 0.4.3's DP attention halved the chunk instead of dividing it by the DP
+    size (the 0.5 rule is applied)."""
+    mem = gpu.memory_bytes / MIB
+    dp = data_parallel_size
+    speculating = spec_method != "none"
+    small = mem < 35 * 1024 if release >= SGLANG_TIERED_RESERVE_RELEASE else mem < 25_000
+    if release >= SGLANG_TIERED_RESERVE_RELEASE:
+        parallel = tp * pp
+        if mem < 35 * 1024:
+            reserved = (2.8 + parallel / 10) * 1024
+        elif mem < 90 * 1024:
+            reserved = (9.5 + parallel / 2) * 1024
+        elif mem < 160 * 1024:
+            reserved = (12 + parallel / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        reserved += (2 * 1024 if speculating else 0) + (4 * 1024 if dp > 1 else 0)
+        fraction = (mem - reserved) / mem
+        chunk = 2048 if small else 8192 if mem < 160 * 1024 else 16384
+        graphs = 512 if mem > 160_000 else 256 if mem > 90 * 1024 else 160
+    elif release >= (0, 4, 7):
+        fraction = _sglang_tp_fraction(tp * pp) if mem <= 80 * 1024 else 0.88
+        if mem > 180_000 and gpu.vendor == "nvidia":
+            fraction = 0.79
+        elif mem > 96 * 1024:
+            keep = (20 if speculating else 18) * 1024
+            fraction = min(fraction + 48 * 1024 * (1 - fraction) / mem, (mem - keep) / mem)
+        elif speculating:
+            fraction *= 0.95
+        chunk = 16384 if mem > 180_000 else 2048 if small else 8192
+        graphs = 512 if mem > 180_000 else 256 if mem > 96 * 1024 else 160
+    else:
+        if release >= (0, 4, 6) and mem > 80 * 1024:
+            fraction = (mem - 13 * 1024) / mem
+        else:
+            fraction = _sglang_tp_fraction(tp)
+        chunk = 2048 if small else 8192
+        graphs = 256 if release >= (0, 4, 6) and mem > 80 * 1024 and dp == 1 else 160
+    if small:
+        graphs = 80 if tp >= 4 else 8
+    return SglangDefaults(
+        chunked_prefill_size=chunk // dp if dp > 1 else chunk,
+        cuda_graph_max_bs=graphs,
+        mem_fraction_static=round(fraction, 3),
         max_running_requests=SGLANG_MAX_RUNNING_REQUESTS,
         new_token_ratio=SGLANG_NEW_TOKEN_RATIO * (0.3 if dp > 1 else 1.0),
     )

@@ -26,6 +26,7 @@ from planner.engine import (
     TRTLLM_FREE_GPU_MEMORY_FRACTION,
     EngineConfig,
     fused_allreduce_tokens,
+    release_patch_number,
     sglang_defaults,
     sglang_memory_share,
     vllm_schedules_async,
@@ -553,7 +554,14 @@ def resolve_deployment(
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
-        sg = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp, spec_method=engine.spec_method)
+        sg = sglang_defaults(
+            gpu,
+            dp,
+            tp=tp * dp,
+            pp=pp,
+            spec_method=engine.spec_method,
+            release=release_patch_number(engine.version),
+        )
         graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
         updates: dict[str, object] = {}
         if scenario.gpu_memory_utilization is None:
@@ -700,7 +708,12 @@ def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int)
     if engine.family == "sglang":
         dp = engine.data_parallel_size
         return sglang_defaults(
-            gpu, dp, tp=tp * dp, pp=pp, spec_method=engine.spec_method
+            gpu,
+            dp,
+            tp=tp * dp,
+            pp=pp,
+            spec_method=engine.spec_method,
+            release=release_patch_number(engine.version),
         ).mem_fraction_static
     if engine.family == "trtllm":
         return TRTLLM_FREE_GPU_MEMORY_FRACTION
@@ -732,7 +745,9 @@ def startup_capacity(
     graphs = None
     if raise_default and family == "sglang":
         dp = engine.data_parallel_size
-        graphs = sglang_defaults(gpu, dp, tp=tp * dp, pp=pp).cuda_graph_max_bs
+        graphs = sglang_defaults(
+            gpu, dp, tp=tp * dp, pp=pp, release=release_patch_number(engine.version)
+        ).cuda_graph_max_bs
     return plan_capacity(
         card,
         gpu,

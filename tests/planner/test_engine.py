@@ -143,3 +143,49 @@ def test_sglang_reserves_more_for_a_draft_head_and_large_dp_attention_graphs(
     assert small.cuda_graph_max_bs == 80
     reserve = 512 + 1.5 * 2048 + 2 * 80 + 4 / 8 * 1024 + 3 * 80 * 2
     assert small.mem_fraction_static == round((l4_mem - reserve) / l4_mem, 3)
+
+
+def test_sglang_releases_before_0_5_3_keep_their_own_memory_and_graph_defaults(gpus):
+    """Read in the wheels (planner.engine._sglang_defaults_before_0_5_3): up to 0.4.5 a share
+    by --tp-size (0.81 at 8) on every GPU, chunked prefill 8,192 and decode graphs up to 160;
+    0.4.8 to 0.5.2 a fixed reserve by memory tier ((12 + TP x PP / 2) GiB on an H200, 32 GiB
+    on a B200 or an MI300X), 2 GiB more when speculating, 4 GiB more with DP attention,
+    graphs up to 256 over 90 GiB and 512 over 160,000 MiB; 0.4.7 its own mix. A release
+    without a number is the pinned one, which uses the 0.5.3 formula."""
+    from planner.engine import engine_defaults, sglang_defaults
+
+    h200, b200, mi300x = gpus["H200"], gpus["B200"], gpus["MI300X"]
+    h200_mem = h200.memory_bytes / 2**20
+    current = sglang_defaults(h200, tp=8)
+    assert sglang_defaults(h200, tp=8, release=(0, 5, 3)) == current
+
+    early = sglang_defaults(h200, tp=8, release=(0, 4, 3))
+    assert (early.mem_fraction_static, early.chunked_prefill_size, early.cuda_graph_max_bs) == (
+        0.81,
+        8192,
+        160,
+    )
+    assert sglang_defaults(mi300x, tp=4, release=(0, 4, 2)).mem_fraction_static == 0.85
+
+    tiered = sglang_defaults(h200, tp=8, release=(0, 5, 2))
+    assert tiered.mem_fraction_static == round((h200_mem - 16 * 1024) / h200_mem, 3)
+    assert tiered.cuda_graph_max_bs == 256
+    drafting = sglang_defaults(h200, tp=8, spec_method="mtp", release=(0, 5, 2))
+    assert drafting.mem_fraction_static == round((h200_mem - 18 * 1024) / h200_mem, 3)
+    dp8 = sglang_defaults(h200, 8, tp=8, release=(0, 4, 10))
+    assert dp8.mem_fraction_static == round((h200_mem - 20 * 1024) / h200_mem, 3)
+    mi300x_mem = mi300x.memory_bytes / 2**20
+    old_amd = sglang_defaults(mi300x, tp=8, release=(0, 4, 10))
+    assert old_amd.mem_fraction_static == round((mi300x_mem - 32 * 1024) / mi300x_mem, 3)
+    assert (old_amd.chunked_prefill_size, old_amd.cuda_graph_max_bs) == (16384, 512)
+    # 0.4.7: 0.79 over 180,000 MiB on CUDA; an H200 keeps min(0.88 + 48 GiB x 0.12 / memory,
+    # (memory - 18 GiB) / memory)
+    assert sglang_defaults(b200, tp=8, release=(0, 4, 7)).mem_fraction_static == 0.79
+    assert sglang_defaults(h200, tp=8, release=(0, 4, 7)).mem_fraction_static == round(
+        (h200_mem - 18 * 1024) / h200_mem, 3
+    )
+
+    # the engine's resolved config follows its release's chunked prefill
+    assert engine_defaults("sglang", mi300x).max_num_batched_tokens == 16384
+    old = engine_defaults("sglang", mi300x, version="0.4.2.post4 (rocm/sglang-staging:20250212)")
+    assert old.max_num_batched_tokens == 8192

@@ -657,8 +657,13 @@ def test_sglang_on_rocm_keeps_085_of_its_fraction_when_the_context_is_long(catal
         0.911 * free - weights, abs=0.05
     )
     assert not any("aiter" in n for n in short.notes)
+    # 0.4.10 keeps the whole of its own default: a 32 GiB reserve (sglang_defaults)
+    older_fraction = sglang_defaults(mi355x, tp=1, release=(0, 4, 10)).mem_fraction_static
+    assert older_fraction == round((294_912 - 32 * 1024) / 294_912, 3) == 0.889
     older = _qwen3_30b_sglang(catalog, "MI355X", "0.4.10.post1")
-    assert older.kv_capacity_tokens == short.kv_capacity_tokens
+    assert older.kv_capacity_tokens * per_token / GIB == pytest.approx(
+        older_fraction * free - weights, abs=0.05
+    )
     assert sglang_memory_share(engine, catalog.gpu("B200"), 163_840) == 1.0
     vllm = EngineConfig(engine="vllm", version="0.11.0")
     assert sglang_memory_share(vllm, mi355x, 163_840) == 1.0
