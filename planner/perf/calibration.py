@@ -558,9 +558,10 @@ def scenario_from_measured(result: MeasuredResult) -> Scenario:
         and engine_family(result.engine) == "vllm"
     ):
         # a scenario without a release is the pinned one, which schedules asynchronously; a
-        # public row that names none ran some release of its own, the shipped ones before
-        # 0.14 (vLLM issue 20780's of 2025-07), so it is not taken to. A user's run without
-        # one ran the plan's pinned release (or the release its server reported, planner.runs)
+        # public row that names none ran some release of its own, older than the pinned one
+        # (vLLM issue 20780's of 2025-07 were such rows until dated 0.9.2), so it is not taken
+        # to. A user's run without one ran the plan's pinned release (or the release its server
+        # reported, planner.runs)
         knobs["async_scheduling"] = False
     return Scenario(
         engine=result.engine,
