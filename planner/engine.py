@@ -625,9 +625,10 @@ def _sglang_defaults_before_0_5_3(
     release: tuple[int, int, int],
 ) -> SglangDefaults:
     """What SGLang releases before 0.5.3 picked, read in their wheels (``ServerArgs.
-    __post_init__`` and ``cuda_graph_runner.get_batch_sizes_to_capture`` of 0.4.2.post4,
-    0.4.3.post2, 0.4.4.post1, 0.4.5, 0.4.6, 0.4.7, 0.4.8, 0.4.9, 0.4.10.post1 and 0.5.2, from
-    PyPI, 2026-12-06). Memory in MiB as CUDA reports it (``gpus.csv`` ``memory_reported_mib``).
+    __post_init__`` and ``cuda_graph_runner.get_batch_sizes_to_capture`` of 0.4.0,
+    0.4.0.post1, 0.4.1, 0.4.2.post4, 0.4.3.post2, 0.4.4.post1, 0.4.5, 0.4.6, 0.4.7, 0.4.8,
+    0.4.9, 0.4.10.post1 and 0.5.2, from PyPI, 2026-12-06). Memory in MiB as CUDA reports it
+    (``gpus.csv`` ``memory_reported_mib``).
 
     - 0.4.8 to 0.5.2: a fixed reserve by memory tier, (2.8 + TP x PP / 10) GiB under 35 GiB,
       (9.5 + TP x PP / 2) GiB under 90 GiB, (12 + TP x PP / 2) GiB under 160 GiB, else 32 GiB
@@ -644,11 +645,12 @@ def _sglang_defaults_before_0_5_3(
     - 0.4.6: the ``--tp-size`` table up to 80 GiB, else (memory - 13 GiB) / memory; chunked
       prefill 2,048 under 25,000 MiB, else 8,192; graphs up to 160, 256 over 80 GiB without
       DP attention.
-    - 0.4.5 and earlier (0.4.2 the earliest read): the ``--tp-size`` table on every GPU;
-      chunked prefill as 0.4.6; graphs up to 160 (8 / 80 under 25,000 MiB).
+    - 0.4.5 and earlier (back to 0.4.0, the earliest read; a release before it is taken as
+      0.4.0): the ``--tp-size`` table on every GPU; chunked prefill as 0.4.6; graphs up to 160
+      (8 / 80 under 25,000 MiB).
 
-    Not followed: 0.4.3's DP attention halved the chunk instead of dividing it by the DP
-    size (the 0.5 rule is applied)."""
+    Not followed, with DP attention: 0.4.0 to 0.4.3 halved the chunk instead of dividing it by
+    the DP size (the 0.5 rule is applied), and 0.4.0 and 0.4.0.post1 capped the graphs at 96."""
     mem = gpu.memory_bytes / MIB
     dp = data_parallel_size
     speculating = spec_method != "none"

@@ -25,6 +25,7 @@ from planner.engine import (
     SGLANG_AITER_CONTEXT_LIMIT,
     TRTLLM_FREE_GPU_MEMORY_FRACTION,
     EngineConfig,
+    SglangDefaults,
     fused_allreduce_tokens,
     release_patch_number,
     sglang_defaults,
@@ -554,14 +555,7 @@ def resolve_deployment(
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
-        sg = sglang_defaults(
-            gpu,
-            dp,
-            tp=tp * dp,
-            pp=pp,
-            spec_method=engine.spec_method,
-            release=release_patch_number(engine.version),
-        )
+        sg = engine_sglang_defaults(engine, gpu, tp=tp, pp=pp)
         graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
         updates: dict[str, object] = {}
         if scenario.gpu_memory_utilization is None:
@@ -700,21 +694,28 @@ MEMORY_SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 
+def engine_sglang_defaults(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) -> SglangDefaults:
+    """What an SGLang ``engine`` (its attention-DP ranks, speculation and release) picks at TP x
+    PP on ``gpu`` (:func:`planner.engine.sglang_defaults`, whose ``--tp-size`` is every GPU of
+    a stage: TP x the attention-DP ranks)."""
+    dp = engine.data_parallel_size
+    return sglang_defaults(
+        gpu,
+        dp,
+        tp=tp * dp,
+        pp=pp,
+        spec_method=engine.spec_method,
+        release=release_patch_number(engine.version),
+    )
+
+
 def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) -> float:
     """The memory share ``engine`` starts with on ``gpu`` at TP x PP when none is stated:
     vLLM's ``gpu_memory_utilization`` (0.9), SGLang's ``mem_fraction_static`` for the layout
     (:func:`planner.engine.sglang_defaults`, its ``--tp-size`` every GPU of a stage) or
     TensorRT-LLM's ``free_gpu_memory_fraction`` (0.9 of the memory left after the weights)."""
     if engine.family == "sglang":
-        dp = engine.data_parallel_size
-        return sglang_defaults(
-            gpu,
-            dp,
-            tp=tp * dp,
-            pp=pp,
-            spec_method=engine.spec_method,
-            release=release_patch_number(engine.version),
-        ).mem_fraction_static
+        return engine_sglang_defaults(engine, gpu, tp=tp, pp=pp).mem_fraction_static
     if engine.family == "trtllm":
         return TRTLLM_FREE_GPU_MEMORY_FRACTION
     return DEFAULT_GPU_MEMORY_UTILIZATION
@@ -744,10 +745,7 @@ def startup_capacity(
     kv_bpe = kv_dtype_bytes(engine, precision)
     graphs = None
     if raise_default and family == "sglang":
-        dp = engine.data_parallel_size
-        graphs = sglang_defaults(
-            gpu, dp, tp=tp * dp, pp=pp, release=release_patch_number(engine.version)
-        ).cuda_graph_max_bs
+        graphs = engine_sglang_defaults(engine, gpu, tp=tp, pp=pp).cuda_graph_max_bs
     return plan_capacity(
         card,
         gpu,
