@@ -103,10 +103,11 @@ rows): output tok/s 21.2 -> 20.8%, TTFT 23.2 -> 22.8% (mean 53.8 -> 53.6%), TPOT
 23.0%; Scicom's fold tok/s 17.8 -> 16.5%, TPOT 23.7 -> 22.1%; the 2025-07+ closed loops'
 tok/s 17.9 -> 16.9%, TPOT 23.0 -> 22.4%. The same overhead slope given to MoE rows too, beside
 their expert terms', came out at -0.08 a year and less and held out the same (20.8, 23.0
-(53.6), 22.9%). A release without a date (Tandemn's unversioned ``vllm``, TensorRT-LLM's ``1.x``
-tables, NIM, a series outside the table) has age 0, i.e. no trend: its family/kind level at the
-reference date, as before. Fitted on the shipped rows the MoE slope is -0.56 +- 0.42 a year on
-the expert GEMM (the two expert streaming terms' stay at their prior, -0.05 and -0.01 +- 0.9).
+(53.6), 22.9%). A release without a date (Tandemn's unversioned ``vllm``, TensorRT-LLM's per-GPU
+tables until session 66 dated them 1.1, NIM, a series outside the table) has age 0, i.e. no
+trend: its family/kind level at the reference date, as before. Fitted on the shipped rows the
+MoE slope is -0.56 +- 0.42 a year on the expert GEMM (the two expert streaming terms' stay at
+their prior, -0.05 and -0.01 +- 0.9).
 Held out by source: output tok/s 31.2 -> 30.4% median error, TTFT 43.7 -> 38.2%, TPOT 27.5 ->
 28.0%; GPUStack's vLLM MoE rows tok/s 45 -> 37%, TTFT 56 -> 37%, TPOT 81 -> 51%; closed loops
 and rates of 2025-07+ releases tok/s 15.2 -> 14.4%, TTFT 34.5 -> 34.7%.
@@ -814,7 +815,7 @@ class CoefficientKey(NamedTuple):
 def release_age(key: CoefficientKey) -> float:
     """Years from TREND_REFERENCE to the key's release: its ``released`` date, else its
     ``version`` series' first upload (:mod:`planner.perf.releases`); 0 (no trend) for a release
-    without a date: an unversioned row (Tandemn's ``vllm``, TensorRT-LLM's ``1.x`` tables), a
+    without a date: an unversioned row (Tandemn's ``vllm``, a series named without its minor), a
     packaged variant (NIM) or a series the tables skip (a release after them takes their newest
     date: :func:`planner.perf.releases.release_date`)."""
     released = key.released

@@ -1,7 +1,7 @@
-"""data/measured_holdout2.csv: the layouts of NVIDIA's TensorRT-LLM 1.x throughput tables, and
+"""data/measured_holdout2.csv: the layouts of NVIDIA's TensorRT-LLM 1.1 throughput tables, and
 of the v1.0-era tables' Qwen3-235B-A22B rows in data/measured_results.csv.
 
-The 1.x tables (docs/source/developer-guide/perf-overview.md, NVIDIA/TensorRT-LLM@03e27c7) head
+The 1.1 tables (docs/source/developer-guide/perf-overview.md, NVIDIA/TensorRT-LLM@03e27c7) head
 a column ``DEPn`` (or ``DEPn,PPm``) where attention ran data-parallel over n GPUs with the
 experts spread over the same n (the doc's ``enable_attention_dp: true`` and ``--ep``); a ``TPn``
 column is plain tensor parallelism. The expected layouts below are the table headers, one per
@@ -19,7 +19,7 @@ from planner.perf.calibration import scenario_from_measured
 from planner.perf.model import PerformanceModel, get_performance_model
 from planner.perf.scenario import Scenario
 
-ERA = "1.x (developer-guide perf-overview, per-GPU era; see notes)"
+ERA = "1.1 (developer-guide perf-overview, release/1.1 tables; see notes)"
 #: (model, GPU, GPUs) -> (attention-DP ranks, pipeline stages) of the DEP columns
 DEP = {
     ("deepseek-ai/DeepSeek-V3", "B200", 4): (4, 1),
