@@ -365,6 +365,42 @@ SGLANG_AR_FUSION_MODEL_TYPES: dict[str, tuple[int, int, int]] = {
 SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 
 
+#: SGLang's MoE runner on data-center Blackwell (``moe_runner_backend`` auto, set per model
+#: architecture and checkpoint quantisation in python/sglang/srt/server_args.py; read in the
+#: 0.5.0rc2-0.5.9 wheels from PyPI, 2026-12-06): the model types whose routed experts it hands
+#: to FlashInfer's TensorRT-LLM kernels (``flashinfer_trtllm``; gpt-oss's MXFP4 experts to
+#: ``flashinfer_mxfp4``), by precision, from the release that began to. DeepSeek-V3-style models
+#: (Kimi-K2 shares the architecture) NVFP4 from 0.5.4 and FP8 from 0.5.5, Qwen3 MoE and
+#: Qwen3-Next FP8 and NVFP4 from 0.5.6, GLM-4 MoE NVFP4 from 0.5.8, gpt-oss MXFP4 from 0.5.0.
+#: Every other model, and every model on Hopper, runs SGLang's Triton fused MoE. Llama 4 (FP8
+#: from 0.5.5 when its checkpoint loads as ``fp8``/``modelopt_fp8``) is left out: Meta's FP8
+#: checkpoints name another quantisation method, which the rule does not take.
+SGLANG_TRTLLM_MOE: dict[str, dict[str, tuple[int, int, int]]] = {
+    "deepseek_v3": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
+    "kimi_k2": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
+    "qwen3_moe": {"fp8": (0, 5, 6), "fp4": (0, 5, 6)},
+    "qwen3_next": {"fp8": (0, 5, 6), "fp4": (0, 5, 6)},
+    "glm4_moe": {"fp4": (0, 5, 8)},
+    "gpt_oss": {"fp4": (0, 5, 0)},
+}
+
+
+def sglang_trtllm_moe(engine: EngineConfig, gpu: GPU, *, model_type: str, precision: str) -> bool:
+    """Whether SGLang runs the model's routed experts in FlashInfer's TensorRT-LLM kernels
+    rather than its Triton fused MoE (:data:`SGLANG_TRTLLM_MOE`; ``is_sm100_supported``: B200,
+    B300 and the GB parts). ``version`` None is the pinned release, which does as the newest
+    rules say; an unnumbered release does not."""
+    if engine.family != "sglang" or nvidia_compute_capability(gpu) not in ("sm100", "sm103"):
+        return False
+    first = SGLANG_TRTLLM_MOE.get(model_type, {}).get(precision)
+    if first is None:
+        return False
+    release = release_patch_number(engine.version)
+    if engine.version is not None and release is None:
+        return False
+    return release is None or release >= first
+
+
 def nvidia_compute_capability(gpu: GPU) -> str | None:
     """``sm90`` (Hopper), ``sm100`` (B200, GB200), ``sm103`` (B300, GB300), None otherwise
     (other vendors, Ampere, Ada, workstation Blackwell): from the catalog's fields, FP8 tensor

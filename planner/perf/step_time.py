@@ -47,7 +47,9 @@ expert_gemm            routed-expert GEMM FLOPs at the rows the grouped GEMM rea
                        capped at R (:func:`ep_imbalance`). The FLOPs are scaled by the tile
                        overhead of narrow expert GEMMs, 1 + K0 (2 / (3 hidden) + 1 / (3 I_gpu))
                        (:func:`planner.perf.deployment.expert_tile_factor`, from published
-                       Triton fused-MoE kernel measurements)
+                       Triton fused-MoE kernel measurements); none where SGLang runs the
+                       experts in FlashInfer's TensorRT-LLM kernels (data-center Blackwell,
+                       by model and precision: :func:`planner.engine.sglang_trtllm_moe`)
 attention              score + value FLOPs over (query, key) pairs, prefill's quadratic part
                        included / 16-bit (or FP8) peak. MLA decodes with the absorbed form
                        (2 x heads x (2 kv_lora_rank + rope) FLOPs per pair: the latent is both

@@ -279,6 +279,39 @@ def test_narrow_experts_run_the_grouped_gemm_slower(catalog: Catalog) -> None:
     assert expert_tile_factor(4096, 14336, 1, False) < expert_tile_factor(2048, 768, 1, False)
 
 
+def test_sglang_on_blackwell_runs_some_models_experts_without_the_triton_tile_overhead(
+    catalog: Catalog,
+) -> None:
+    """SGLang picks FlashInfer's TensorRT-LLM MoE kernels on data-center Blackwell for the
+    models and precisions its server_args name, each from its release (planner.engine.
+    SGLANG_TRTLLM_MOE); those experts run at the GEMM's FLOPs, the rest at the Triton fused
+    MoE's tile overhead (12.4x for DeepSeek's 256-wide slices at TP 8)."""
+    deepseek = {"model": "deepseek-ai/DeepSeek-R1-0528", "precision": "fp8", "tp": 8}
+
+    def tile(**kw: object) -> float:
+        scenario = {"engine": "sglang", "gpu": "B200", "engine_version": "0.5.6.post1"}
+        scenario.update(kw)
+        return _dep(catalog, **scenario).expert_tile_factor
+
+    triton = 1 + 8192 * (2 / (3 * 7168) + 1 / (3 * 256))
+    assert tile(**deepseek) == 1.0
+    assert tile(gpu="B300", **deepseek) == 1.0
+    assert tile(engine_version=None, **deepseek) == 1.0  # the pinned release
+    # FP8 from 0.5.5 (NVFP4 from 0.5.4); on Hopper, and under vLLM and TensorRT-LLM, Triton's
+    assert tile(engine_version="0.5.4", **deepseek) == pytest.approx(triton)
+    assert tile(engine_version="0.5.5", **deepseek) == 1.0
+    assert tile(gpu="H200", **deepseek) == pytest.approx(triton)
+    assert tile(engine="vllm", engine_version="0.19.0", **deepseek) == pytest.approx(triton)
+    assert tile(engine="tensorrt-llm", engine_version="1.1.0", **deepseek) == pytest.approx(triton)
+    # by precision: BF16 Qwen3 MoE and GLM-4.6 stay on Triton; gpt-oss's MXFP4 experts do not
+    qwen = {"model": "Qwen/Qwen3-235B-A22B-Instruct-2507", "tp": 8}
+    assert tile(precision="bf16", **qwen) > 1.0
+    assert tile(precision="fp8", **qwen) == 1.0
+    assert tile(model="zai-org/GLM-4.6", precision="bf16", tp=8) > 1.0
+    assert tile(model="openai/gpt-oss-120b", precision="fp4", tp=8) == 1.0
+    assert tile(model="openai/gpt-oss-120b", precision="fp4", tp=8, gpu="H100-SXM") > 1.0
+
+
 def test_expert_parallel_busiest_rank_sets_the_layer_time(catalog: Catalog) -> None:
     from planner.perf.step_time import ep_imbalance
 
