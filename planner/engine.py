@@ -370,7 +370,8 @@ SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 #: 0.5.0rc2-0.5.9 wheels from PyPI, 2026-12-06): the model types whose routed experts it hands
 #: to FlashInfer's TensorRT-LLM kernels (``flashinfer_trtllm``; gpt-oss's MXFP4 experts to
 #: ``flashinfer_mxfp4``), by precision, from the release that began to. DeepSeek-V3-style models
-#: (Kimi-K2 shares the architecture) NVFP4 from 0.5.4 and FP8 from 0.5.5, Qwen3 MoE and
+#: (Kimi-K2 shares the architecture) NVFP4 from 0.5.4 and FP8 from 0.5.5, Kimi-K2.5 and GLM-5
+#: (their architectures joined that branch in 0.5.9) FP8 and NVFP4 from 0.5.9, Qwen3 MoE and
 #: Qwen3-Next FP8 and NVFP4 from 0.5.6, GLM-4 MoE NVFP4 from 0.5.8, gpt-oss MXFP4 from 0.5.0.
 #: Every other model, and every model on Hopper, runs SGLang's Triton fused MoE. Llama 4 (FP8
 #: from 0.5.5 when its checkpoint loads as ``fp8``/``modelopt_fp8``) is left out: Meta's FP8
@@ -378,6 +379,8 @@ SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 SGLANG_TRTLLM_MOE: dict[str, dict[str, tuple[int, int, int]]] = {
     "deepseek_v3": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
     "kimi_k2": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
+    "kimi_k25": {"fp4": (0, 5, 9), "fp8": (0, 5, 9)},
+    "glm_moe_dsa": {"fp4": (0, 5, 9), "fp8": (0, 5, 9)},
     "qwen3_moe": {"fp8": (0, 5, 6), "fp4": (0, 5, 6)},
     "qwen3_next": {"fp8": (0, 5, 6), "fp4": (0, 5, 6)},
     "glm4_moe": {"fp4": (0, 5, 8)},

@@ -310,6 +310,10 @@ def test_sglang_on_blackwell_runs_some_models_experts_without_the_triton_tile_ov
     assert tile(model="zai-org/GLM-4.6", precision="bf16", tp=8) > 1.0
     assert tile(model="openai/gpt-oss-120b", precision="fp4", tp=8) == 1.0
     assert tile(model="openai/gpt-oss-120b", precision="fp4", tp=8, gpu="H100-SXM") > 1.0
+    # Kimi-K2.5's architecture joined DeepSeek's branch in 0.5.9
+    kimi = {"model": "moonshotai/Kimi-K2.5", "precision": "fp4", "tp": 4}
+    assert tile(engine_version="0.5.8", **kimi) > 1.0
+    assert tile(engine_version="0.5.9", **kimi) == 1.0
 
 
 def test_expert_parallel_busiest_rank_sets_the_layer_time(catalog: Catalog) -> None:
