@@ -295,10 +295,11 @@ def expert_tile_factor(
     Where SGLang hands the experts to FlashInfer's TensorRT-LLM kernels instead (data-center
     Blackwell, by model and precision: :func:`planner.engine.sglang_trtllm_moe`) the deployment
     takes 1, no Triton tile overhead. Held out by source (session 66, 1,362 rows) the SGLang
-    documentation's DeepSeek-R1 runs on 8 x B200 (0.5.6.post1, FP8) went TPOT 33.3 -> 24.8%,
-    TTFT 18.9 -> 14.4%, output tok/s 23.4 -> 19.9% median; all rows 19.3 -> 19.4%, 23.7 -> 24.1%,
-    20.1 -> 20.0% (the cookbook's SGLang rows' TTFT 21.6 -> 24.7%: their prefills share the
-    family's terms, which the DeepSeek rows' cheaper expert GEMMs pushed up about 4%).
+    documentation's DeepSeek-R1 runs on 8 x B200 (0.5.6.post1, FP8) went TPOT 33.3 -> 26.7%,
+    TTFT 18.9 -> 13.9%, output tok/s 23.4 -> 21.1% median; all rows output tok/s 19.3 -> 19.2%,
+    TTFT 23.7 -> 24.1%, TPOT 20.1 -> 19.6% (the cookbook's SGLang rows' TTFT 21.6 -> 25.9%: their
+    prefills share the family's terms, which the DeepSeek rows' cheaper expert GEMMs pushed up
+    about 4%).
     """
     inter = intermediate if expert_parallel else intermediate / moe_group
     return 1.0 + TILE_OVERHEAD_K * (2.0 / (3.0 * hidden) + 1.0 / (3.0 * max(inter, 1.0)))
