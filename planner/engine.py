@@ -369,7 +369,7 @@ SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 #: architecture and checkpoint quantisation in python/sglang/srt/server_args.py; read in the
 #: 0.5.0rc2-0.5.9 wheels from PyPI, 2026-12-06): the model types whose routed experts it hands
 #: to FlashInfer's TensorRT-LLM kernels (``flashinfer_trtllm``; gpt-oss's MXFP4 experts to
-#: ``flashinfer_mxfp4``), by precision, from the release that began to. DeepSeek-V3-style models
+#: ``flashinfer_mxfp4``), by precision, from the first release that does. DeepSeek-V3-style models
 #: (Kimi-K2 shares the architecture) NVFP4 from 0.5.4 and FP8 from 0.5.5, Kimi-K2.5 and GLM-5
 #: (their architectures joined that branch in 0.5.9) FP8 and NVFP4 from 0.5.9, Qwen3 MoE and
 #: Qwen3-Next FP8 and NVFP4 from 0.5.6, GLM-4 MoE NVFP4 from 0.5.8, gpt-oss MXFP4 from 0.5.0.
