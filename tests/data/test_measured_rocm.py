@@ -1,4 +1,5 @@
-"""data/measured_rocm.csv: AMD Instinct serving results (sgl-cookbook PR 133, vLLM recipes).
+"""data/measured_rocm.csv: AMD Instinct serving results (sgl-cookbook PR 133 and MiniMax-M2
+page, vLLM recipes, the sglang docs' MiniMax-M2.7 benchmarks file).
 
 Each check below quotes the line of the source it was read from, so a typo in the file fails here.
 """
@@ -14,7 +15,9 @@ from planner.catalog.loader import EMBEDDED_DATA_DIR
 from planner.catalog.schema import MeasuredResult
 
 ROCM_FILE = Path(EMBEDDED_DATA_DIR) / "measured_rocm.csv"
-ROWS = 6
+ROWS = 14
+#: the sglang docs' benchmarks file gives rounded means only: no P99, no publication date
+JSX = "sgl-project/sglang docs_new/src/snippets/configs/MiniMaxAI/minimax-m2.7-benchmarks.jsx"
 COMMIT = re.compile(r"@[0-9a-f]{40}:")
 DATE = re.compile(r"\((20\d\d-\d\d-\d\d)\)$")
 
@@ -29,7 +32,12 @@ def _rocm(catalog: Catalog) -> list[MeasuredResult]:
         m
         for m in catalog.measured
         if m.source.startswith(
-            ("sgl-project/sgl-cookbook pull request 133", "vllm-project/recipes")
+            (
+                "sgl-project/sgl-cookbook pull request 133",
+                "sgl-project/sgl-cookbook docs/autoregressive/MiniMax/MiniMax-M2.md",
+                "vllm-project/recipes",
+                JSX,
+            )
         )
         # the same recipe pages also carry NVIDIA runs (measured_github_vllm.csv)
         and m.gpu.startswith("MI")
@@ -40,22 +48,29 @@ def test_row_count_and_every_row_names_its_source_commit_and_date() -> None:
     rows = _rows()
     assert len(rows) == ROWS
     for row in rows:
-        # the source names the page and its date; source_ref the commit and the section
-        date = DATE.search(row["source"])
-        assert date is not None, row["source"]
-        assert "2025-07-01" <= date.group(1) <= "2026-12-02"
+        # the source names the page and its date (the benchmarks file: the day it was read);
+        # source_ref the commit and the section
         assert COMMIT.search(row["source_ref"]), row["source_ref"]
         assert row["gpu"] in {"MI300X", "MI325X", "MI355X"}
         assert row["engine"] in {"sglang", "vllm"} and row["engine_version"]
         assert row["ttft_stat"] == "mean" and row["itl_stat"] == "mean_tpot"
-        assert row["ttft_p99_ms"] and row["tpot_p99_ms"] and row["output_tok_per_s"]
+        assert row["output_tok_per_s"] and row["ttft_ms"] and row["itl_ms"]
         assert "serve:" in row["notes"] and "client:" in row["notes"]
+        if row["source"] == JSX:
+            assert "read 2026-12-07 at the commit in source_ref" in row["notes"]
+            assert not row["ttft_p99_ms"] and not row["tpot_p99_ms"]
+            continue
+        date = DATE.search(row["source"])
+        assert date is not None, row["source"]
+        assert "2025-07-01" <= date.group(1) <= "2026-12-02"
+        assert row["ttft_p99_ms"] and row["tpot_p99_ms"]
 
 
 def test_the_loader_keeps_every_row(catalog: Catalog) -> None:
     rows = _rocm(catalog)
     assert len(rows) == ROWS
     assert {m.gpu for m in rows} == {"MI300X", "MI355X"}
+    assert sum(1 for m in rows if m.model == "MiniMaxAI/MiniMax-M2.5") == 8
     assert all(m.load == "concurrency" and m.entrypoint == "serve" for m in rows)
 
 
@@ -106,3 +121,29 @@ def test_llama33_mi355x_cells(catalog: Catalog) -> None:
     )
     assert cached.kv_bytes_per_token_full == plain.kv_bytes_per_token_full / 2
     assert cached.kv_bytes_per_token_full == 80 * 2 * 8 * 128 * 1
+
+
+def test_minimax_cells(catalog: Catalog) -> None:
+    # sgl-cookbook MiniMax-M2.md, 5.1.3 (4 x MI300X, SGLang 0.5.7): "Total input tokens: 249831",
+    # "Total generated tokens: 252662" of 500, "Output token throughput (tok/s): 1643.75",
+    # "Mean TTFT (ms): 387.41", "P99 TTFT (ms): 1192.44", "Mean TPOT (ms): 55.23"
+    m2 = _one(catalog, "MiniMaxAI/MiniMax-M2.5", 100, engine_version="0.5.7")
+    assert (m2.input_len, m2.output_len, m2.num_requests, m2.tp) == (500, 505, 500, 4)
+    assert (m2.output_tok_per_s, m2.ttft_ms, m2.ttft_p99_ms, m2.itl_ms) == (
+        1643.75, 387.41, 1192.44, 55.23
+    )  # fmt: skip
+    assert "checkpoint MiniMaxAI/MiniMax-M2 (FP8)" in (m2.notes or "")
+    # minimax-m2.7-benchmarks.jsx, mi300x / fp8 / low-latency (tp 2, ep 2): max_concurrency 1,
+    # num_prompts 64, "ttft_ms: 210, tpot_ms: 14.94, tokens_per_sec_per_gpu: 33"
+    m27 = _one(catalog, "MiniMaxAI/MiniMax-M2.5", 1, engine_version="0.5.13.post1")
+    assert (m27.tp, m27.enable_expert_parallel, m27.kv_cache_dtype) == (2, True, "fp8_e4m3")
+    assert (m27.output_tok_per_s, m27.ttft_ms, m27.itl_ms) == (66.0, 210.0, 14.94)
+    # the lengths of SGLang's seeded random draw, which gives the printed 10-prompt totals too
+    import numpy as np
+
+    def draw(n: int) -> tuple[int, int]:
+        np.random.seed(1)
+        return int(np.random.randint(1, 1001, n).sum()), int(np.random.randint(1, 1001, n).sum())
+
+    assert draw(10) == (6101, 4220) and draw(500) == (249831, 252662)
+    assert (m27.input_len, m27.output_len) == tuple(round(t / 64) for t in draw(64))

@@ -36,7 +36,9 @@ def _one(rows: list[MeasuredResult], **match: object) -> MeasuredResult:
 
 def test_row_count_sources_and_dates(catalog: Catalog) -> None:
     added = _added(catalog)
-    assert len(added) == 38
+    # 38 rows here, the MiniMax-M2.7 GB300 pair (2026-12-07) and measured_rocm.csv's two
+    # MiniMax-M2 MI300X rows of the same repository
+    assert len(added) == 42
     for m in added:
         # the page, pinned to a commit, and the result block's line
         assert re.search(
@@ -50,10 +52,12 @@ def test_row_count_sources_and_dates(catalog: Catalog) -> None:
         assert m.engine == "sglang" and m.load == "concurrency"
         # the printed mean TTFT, but DeepSeek-V3.1's median (its mean carries stalls, below)
         assert m.ttft_stat == ("p50" if m.model == "deepseek-ai/DeepSeek-V3.1" else "mean")
-        assert m.itl_stat == "mean_tpot" and m.ttft_p99_ms and m.tpot_p99_ms
+        assert m.itl_stat == "mean_tpot"
+        # the MiniMax-M2.7 page's blocks print no P99s
+        assert (m.ttft_p99_ms and m.tpot_p99_ms) or m.gpu == "GB300"
         assert m.spec_method is None and "speculative" not in (m.notes or "")
     by_gpu = {g: sum(1 for m in added if m.gpu == g) for g in {m.gpu for m in added}}
-    assert by_gpu == {"B200": 21, "H100-SXM": 3, "MI300X": 14}
+    assert by_gpu == {"B200": 21, "H100-SXM": 3, "MI300X": 16, "GB300": 2}
 
 
 def test_minimax_on_h100_matches_the_page(catalog: Catalog) -> None:
@@ -147,3 +151,17 @@ def test_deepseek_v3_1_on_mi300x_matches_the_page(catalog: Catalog) -> None:
     chat = _one(rows, concurrency=1, output_len=422, input_len=610)
     assert chat.ttft_stat == "p50" and chat.ttft_ms == pytest.approx(213.58)
     assert "mean 557.85 vs median 213.58" in (chat.notes or "")
+
+
+def test_minimax_m27_on_gb300_matches_the_page(catalog: Catalog) -> None:
+    # docs/autoregressive/MiniMax/MiniMax-M2.7.md @7b5bd9c, 5.2.2 High Concurrency (2 x GB300,
+    # "Tensor Parallelism: 2", SGLang 0.5.10.post1): "Successful requests: 500", "Total input
+    # tokens: 249831", "Total generated tokens: 252662", "Output token throughput (tok/s):
+    # 2521.66", "Mean TTFT (ms): 247.94", "Mean TPOT (ms): 35.75"
+    m = _one(_added(catalog), gpu="GB300", concurrency=100)
+    assert (m.engine_version, m.tp, m.num_gpus, m.model) == (
+        "0.5.10.post1", 2, 2, "MiniMaxAI/MiniMax-M2.5"
+    )  # fmt: skip
+    assert (m.input_len, m.output_len, m.num_requests) == (500, 505, 500)
+    assert (m.output_tok_per_s, m.ttft_ms, m.itl_ms) == pytest.approx((2521.66, 247.94, 35.75))
+    assert m.ttft_p99_ms is None and "checkpoint MiniMaxAI/MiniMax-M2.7 (FP8)" in (m.notes or "")
