@@ -43,8 +43,8 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert counts["catalog_gpus"] == len(catalog.gpus)
     assert counts["catalog_prices"] == len(catalog.prices)
     assert counts["catalog_models"] == len(catalog.models)
-    assert counts["measured_results"] == len(catalog.measured) == 1384
-    assert len(store.measured_results()) == 1384
+    assert counts["measured_results"] == len(catalog.measured) == 1394
+    assert len(store.measured_results()) == 1394
 
     # the columns added after the first schema come back as stored
     def layouts(rows: list[MeasuredResult]) -> list[tuple[object, ...]]:
@@ -60,8 +60,9 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert {row[5] for row in stored} == {2, 4, 8} and any(row[6] for row in stored)
     # and the KV cache dtype (schema 6): the rows that ran an FP8 cache keep saying so
     fp8 = sorted(m.source_ref or "" for m in store.measured_results() if m.kv_cache_dtype)
-    # ROCm recipes 2, vLLM PR 43232, CloudRift GLM-4.6-FP8 and Kimi, MLPerf v4.1 and v5.0's 15
-    assert len(fp8) == 3 + 23 + 19 + 15
+    # ROCm recipes 2, vLLM PR 43232, CloudRift GLM-4.6-FP8 and Kimi, MLPerf v4.1 and v5.0's 15,
+    # the sglang docs' 6 MiniMax-M2.7 MI300X rows (fp8_e4m3)
+    assert len(fp8) == 3 + 23 + 19 + 15 + 6
     assert fp8 == sorted(m.source_ref or "" for m in catalog.measured if m.kv_cache_dtype)
 
     # and the prompts a run repeated from an earlier one on its server (schema 8): the SGLang
@@ -245,11 +246,11 @@ def test_second_process_falls_back_to_an_in_memory_store(tmp_path: Path, catalog
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert out.stdout.split() == ["None", "1385"]  # in-memory, 1384 public + the run
+    assert out.stdout.split() == ["None", "1395"]  # in-memory, 1394 public + the run
     holder.close()
     store = open_store(db, runs_dir=runs)
     assert store.path == db
-    assert len(store.measured_results()) == 1385
+    assert len(store.measured_results()) == 1395
 
 
 def test_a_run_with_many_failures_is_kept_but_not_calibrated_on(
