@@ -404,6 +404,59 @@ def sglang_trtllm_moe(engine: EngineConfig, gpu: GPU, *, model_type: str, precis
     return release is None or release >= first
 
 
+#: the first SGLang release that runs prefill (extend) steps under piecewise CUDA graphs by
+#: default: 0.5.10rc0 (PyPI, 2026-03-27) turned ``--enable-piecewise-cuda-graph`` (off through
+#: 0.5.9) into ``--disable-piecewise-cuda-graph`` (``ServerArgs._handle_piecewise_cuda_graph``,
+#: python/sglang/srt/server_args.py, read in the 0.5.9, 0.5.10rc0 and 0.5.10.post1 wheels,
+#: 2026-12-07)
+SGLANG_PIECEWISE_GRAPH_RELEASE = (0, 5, 10)
+#: model types whose architecture keeps SGLang 0.5.10's prefill steps eager: the ones it lists
+#: (``piecewise_cuda_graph_disabled_model_archs`` in python/sglang/srt/configs/model_config.py:
+#: DeepseekV32, Qwen3Next, GlmMoeDsa) and the multimodal classes among the catalog's
+#: (Llama4ForConditionalGeneration, KimiK25ForConditionalGeneration,
+#: Qwen3_5MoeForConditionalGeneration: ``multimodal_model_archs``, same file)
+SGLANG_EAGER_PREFILL_MODEL_TYPES = frozenset(
+    {"deepseek_v32", "qwen3_next", "glm_moe_dsa", "llama4", "kimi_k25", "qwen3_5_moe"}
+)
+#: an MLA model's piecewise graphs stop at 2,048 tokens (the kernels they would dispatch past it
+#: differ from the eager path's; ``piecewise_cuda_graph_max_tokens``, server_args.py)
+SGLANG_MLA_PIECEWISE_MAX_TOKENS = 2048
+
+
+def sglang_prefill_graph_tokens(
+    engine: EngineConfig,
+    gpu: GPU,
+    *,
+    model_type: str,
+    mla: bool,
+    pp: int,
+    dp: int,
+    speculative: bool,
+) -> int | None:
+    """Up to how many tokens SGLang runs a prefill step under piecewise CUDA graphs (the
+    kernels between attention calls replayed from captured graphs, not launched one by one from
+    Python); None: every prefill step runs eagerly, as SGLang's did before 0.5.10.
+
+    From 0.5.10 (:data:`SGLANG_PIECEWISE_GRAPH_RELEASE`) by default on CUDA GPUs unless the
+    server speculates, runs attention data parallelism (``dp`` > 1), pipeline parallelism or
+    ``--enforce-eager`` (no graphs at all), or the model's architecture is one SGLang keeps
+    eager (:data:`SGLANG_EAGER_PREFILL_MODEL_TYPES`). The limit is the chunked-prefill size
+    (``max_num_batched_tokens``), 2,048 for MLA models (``piecewise_cuda_graph_max_tokens``);
+    a step of more tokens runs eagerly (``PiecewiseCudaGraphRunner.can_run``). ``version``
+    None is the pinned release, which does as the newest rules say."""
+    if engine.family != "sglang" or gpu.vendor != "nvidia" or engine.enforce_eager:
+        return None
+    if pp > 1 or dp > 1 or speculative or model_type in SGLANG_EAGER_PREFILL_MODEL_TYPES:
+        return None
+    release = release_patch_number(engine.version)
+    if engine.version is not None and (release is None or release < SGLANG_PIECEWISE_GRAPH_RELEASE):
+        return None
+    chunk = engine.max_num_batched_tokens
+    if mla:
+        return min(chunk or SGLANG_MLA_PIECEWISE_MAX_TOKENS, SGLANG_MLA_PIECEWISE_MAX_TOKENS)
+    return chunk
+
+
 def nvidia_compute_capability(gpu: GPU) -> str | None:
     """``sm90`` (Hopper), ``sm100`` (B200, GB200), ``sm103`` (B300, GB300), None otherwise
     (other vendors, Ampere, Ada, workstation Blackwell): from the catalog's fields, FP8 tensor

@@ -30,6 +30,7 @@ from planner.engine import (
     release_patch_number,
     sglang_defaults,
     sglang_memory_share,
+    sglang_prefill_graph_tokens,
     sglang_trtllm_moe,
     vllm_schedules_async,
 )
@@ -184,6 +185,9 @@ class Deployment:
     enforce_eager: bool
     #: steps of more tokens than this run without CUDA graphs (None: no such limit modelled)
     cuda_graph_max_tokens: int | None = None
+    #: SGLang runs prefill steps of up to this many tokens under piecewise CUDA graphs
+    #: (:func:`planner.engine.sglang_prefill_graph_tokens`; None: every prefill step eagerly)
+    prefill_graph_tokens: int | None = None
     #: SGLang: share of a running request's remaining output its admission reserves
     new_token_ratio: float = 0.0
     notes: tuple[str, ...] = ()
@@ -613,6 +617,20 @@ def resolve_deployment(
             f"memory: {plan.problem}; predicted with room for one longest request "
             "(the engine may refuse this layout as configured)"
         )
+    prefill_graphs = sglang_prefill_graph_tokens(
+        engine,
+        gpu,
+        model_type=arch.model_type,
+        mla=arch.is_mla,
+        pp=pp,
+        dp=dp,
+        speculative=speculation is not None,
+    )
+    if prefill_graphs is not None:
+        notes.append(
+            f"prefill: SGLang runs prefill steps of up to {prefill_graphs:,} tokens under "
+            "piecewise CUDA graphs (by default from 0.5.10 on NVIDIA GPUs)"
+        )
     fused_tokens = fused_allreduce_tokens(
         engine,
         gpu,
@@ -689,6 +707,7 @@ def resolve_deployment(
         kv_dtype_bytes=kv_bpe,
         enforce_eager=engine.enforce_eager,
         cuda_graph_max_tokens=graphs,
+        prefill_graph_tokens=prefill_graphs,
         new_token_ratio=new_token_ratio,
         notes=tuple(notes),
         speculation=speculation,

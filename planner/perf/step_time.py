@@ -133,12 +133,14 @@ host_overlapped        forward_passes' and sequences' units, in their place, of 
                        predicted, 1.5 ms of it the two host terms)
 eager_layers           layers x 10 us when the step runs without CUDA graphs: enforce_eager, or
                        more tokens than the engine captures graphs for (vLLM V1 captures up to
-                       512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs), and every
-                       SGLang extend (prefill) step: SGLang's CUDA graphs capture decode steps
-                       only; graphs for prefill (``--enable-piecewise-cuda-graph``) are opt-in
-                       and experimental (SGLang documentation, "Piecewise CUDA Graph", read
-                       2026-12-03), and SGLang runs prefill and decode as separate steps unless
-                       mixed chunks are enabled
+                       512 tokens, SGLang's decode graphs stop at cuda_graph_max_bs), and
+                       SGLang's extend (prefill) steps: its decode graphs capture decode steps
+                       only, and SGLang runs prefill and decode as separate steps unless mixed
+                       chunks are enabled. Graphs for prefill (piecewise CUDA graphs) were opt-in
+                       through 0.5.9 (``--enable-piecewise-cuda-graph``) and are on by default
+                       from 0.5.10 on NVIDIA GPUs for most models, up to the chunked-prefill
+                       size (2,048 tokens for MLA models); a prefill step within that limit is
+                       not eager (:func:`planner.engine.sglang_prefill_graph_tokens`)
 eager_floor            max(0, MoE layers x 4 ms - roofline) in a prefill step that runs without
                        CUDA graphs (the eager_layers steps): each MoE layer launches its router,
                        top-k, token sort and padding, activation quantisation, two grouped GEMMs
@@ -595,9 +597,14 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
         out[_SEQUENCES] = seqs * SEQUENCE_UNIT_S
     graphs = dep.cuda_graph_max_tokens
     prefill = batch.prefill_tokens > 0
-    # SGLang captures decode steps only: its extend (prefill) steps always run eagerly
-    extend = dep.family == "sglang" and prefill
-    if dep.enforce_eager or extend or (graphs is not None and micro_tokens > graphs):
+    if dep.family == "sglang" and prefill:
+        # SGLang's decode graphs do not run extend (prefill) steps: those run eagerly, or
+        # (0.5.10+) under piecewise graphs up to their own limit (module docstring)
+        limit = dep.prefill_graph_tokens
+        eager = limit is None or micro_tokens > limit
+    else:
+        eager = graphs is not None and micro_tokens > graphs
+    if dep.enforce_eager or eager:
         out[_EAGER] = layers * LAYER_UNIT_S
         if prefill or dep.enforce_eager:  # launch-bound steps (docstring: eager_floor)
             out[_EAGER_FLOOR] = max(0.0, n_moe * EAGER_FLOOR_UNIT_S - out[_ROOFLINE])

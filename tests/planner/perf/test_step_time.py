@@ -567,12 +567,13 @@ def test_layer_floor_is_what_a_layers_floor_exceeds_the_roofline_by(catalog: Cat
 def test_sglang_prefill_runs_eagerly_and_an_moe_one_waits_on_its_launches(
     catalog: Catalog,
 ) -> None:
-    """SGLang's CUDA graphs capture decode steps only: a 300-token prefill runs eagerly there
-    (every layer's launches, and for an MoE model the eager floor, max(0, MoE layers x 4 ms -
-    roofline)) where vLLM V1 replays a graph. The floor fades as the prefill's work grows; a
-    dense model and a decode step have none."""
+    """SGLang's CUDA graphs capture decode steps only (through 0.5.9): a 300-token prefill runs
+    eagerly there (every layer's launches, and for an MoE model the eager floor, max(0, MoE
+    layers x 4 ms - roofline)) where vLLM V1 replays a graph. The floor fades as the prefill's
+    work grows; a dense model and a decode step have none."""
     moe = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tp": 8, "precision": "fp8"}
-    sglang = _dep(catalog, engine="sglang", **moe)
+    sglang = _dep(catalog, engine="sglang", engine_version="0.5.9", **moe)
+    assert sglang.prefill_graph_tokens is None
     vllm = _dep(catalog, engine="vllm", **moe)
     assert sglang.num_moe_layers == 58
     floor = {}
@@ -593,10 +594,52 @@ def test_sglang_prefill_runs_eagerly_and_an_moe_one_waits_on_its_launches(
         StepBatch.of(decode_contexts=[100] * (sglang.cuda_graph_max_tokens + 1)), sglang
     )
     assert wide[IDX["eager_layers"]] > 0.0 and wide[IDX["eager_floor"]] == 0.0
-    dense = _dep(catalog, engine="sglang")
+    dense = _dep(catalog, engine="sglang", engine_version="0.5.9")
     x = step_features(StepBatch.of(prefill_chunks=[(300, 0)]), dense)
     assert x[IDX["eager_layers"]] == pytest.approx(32 * 10e-6)
     assert x[IDX["eager_floor"]] == 0.0
+
+
+def test_sglang_from_0_5_10_runs_prefill_under_piecewise_graphs_up_to_its_limit(
+    catalog: Catalog,
+) -> None:
+    """From 0.5.10 SGLang runs a prefill step of up to the chunked-prefill size (2,048 tokens
+    for an MLA model) under piecewise CUDA graphs on NVIDIA GPUs: no eager launches, no eager
+    floor. Past the limit, on AMD, with attention data parallelism, speculation, pipeline
+    parallelism or an architecture SGLang keeps eager, the step runs eagerly as before."""
+    moe = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "tp": 8, "precision": "fp8"}
+
+    def dep(**kw: object) -> Deployment:
+        scenario: dict[str, object] = {"engine": "sglang", "engine_version": "0.5.10.post1"}
+        scenario.update(moe)
+        scenario.update(kw)
+        return _dep(catalog, **scenario)
+
+    def eager(d: Deployment, tokens: int) -> tuple[float, float]:
+        x = step_features(StepBatch.of(prefill_chunks=[(tokens, 0)]), d)
+        return x[IDX["eager_layers"]], x[IDX["eager_floor"]]
+
+    mla = dep()
+    assert mla.prefill_graph_tokens == 2048
+    assert eager(mla, 300) == (0.0, 0.0) and eager(mla, 2048) == (0.0, 0.0)
+    assert eager(mla, 2049)[0] == pytest.approx(61 * 10e-6) and eager(mla, 2049)[1] > 0.0
+    assert dep(engine_version=None).prefill_graph_tokens == 2048  # the pinned release
+    # a GQA model's graphs reach the chunked-prefill size
+    minimax = dep(model="MiniMaxAI/MiniMax-M2.5")
+    assert minimax.prefill_graph_tokens == minimax.max_num_batched_tokens
+    assert minimax.prefill_graph_tokens is not None and minimax.prefill_graph_tokens > 2048
+    for off in (
+        dep(engine_version="0.5.9"),
+        dep(gpu="MI300X"),
+        dep(tp=1, data_parallel_size=8, enable_expert_parallel=True),
+        dep(model="zai-org/GLM-5"),  # GlmMoeDsa: on SGLang's list of eager architectures
+        dep(model="meta-llama/Llama-4-Scout-17B-16E-Instruct", precision="bf16"),  # multimodal
+        dep(engine_version="0.5.10.post1", enforce_eager=True),
+    ):
+        assert off.prefill_graph_tokens is None
+        assert eager(off, 300)[0] > 0.0
+    # vLLM and TensorRT-LLM never take the rule
+    assert dep(engine="vllm", engine_version="0.19.0").prefill_graph_tokens is None
 
 
 def test_the_request_path_grows_with_the_engines_gpu_processes(catalog: Catalog) -> None:
