@@ -438,9 +438,11 @@ def sglang_prefill_graph_tokens(
     Python); None: every prefill step runs eagerly, as SGLang's did before 0.5.10.
 
     From 0.5.10 (:data:`SGLANG_PIECEWISE_GRAPH_RELEASE`) by default on CUDA GPUs unless the
-    server speculates, runs attention data parallelism (``dp`` > 1), pipeline parallelism or
-    ``--enforce-eager`` (no graphs at all), or the model's architecture is one SGLang keeps
-    eager (:data:`SGLANG_EAGER_PREFILL_MODEL_TYPES`). The limit is the chunked-prefill size
+    server speculates, runs attention data parallelism (``dp`` > 1) or pipeline parallelism, or
+    the model's architecture is one SGLang keeps eager
+    (:data:`SGLANG_EAGER_PREFILL_MODEL_TYPES`). A deployment run without CUDA graphs
+    (``enforce_eager``) gets none either: the rule does not follow how SGLang's own
+    ``--disable-cuda-graph`` treats these graphs. The limit is the chunked-prefill size
     (``max_num_batched_tokens``), 2,048 for MLA models (``piecewise_cuda_graph_max_tokens``);
     a step of more tokens runs eagerly (``PiecewiseCudaGraphRunner.can_run``). ``version``
     None is the pinned release, which does as the newest rules say."""
