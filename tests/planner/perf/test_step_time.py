@@ -635,6 +635,8 @@ def test_sglang_from_0_5_10_runs_prefill_under_piecewise_graphs_up_to_its_limit(
         dep(model="zai-org/GLM-5"),  # GlmMoeDsa: on SGLang's list of eager architectures
         dep(model="meta-llama/Llama-4-Scout-17B-16E-Instruct", precision="bf16"),  # multimodal
         dep(engine_version="0.5.10.post1", enforce_eager=True),
+        dep(spec_method="mtp", num_spec_tokens=1),
+        dep(model="MiniMaxAI/MiniMax-M2.5", tp=4, pp=2),
     ):
         assert off.prefill_graph_tokens is None
         assert eager(off, 300)[0] > 0.0
