@@ -598,10 +598,14 @@ def _engine_defaults(
     )
 
 
-#: SGLang's max_running_requests when not set: its request pool,
-#: min(max(KV tokens / context length x 512, 2048), 4096) (model_runner), whose lower bound
-#: binds before the KV pool on the workloads here.
+#: SGLang's max_running_requests when not set, before the KV pool is known: the lower bound of
+#: its request pool (:func:`sglang_request_pool`)
 SGLANG_MAX_RUNNING_REQUESTS = 2048
+#: the upper bound of that pool
+SGLANG_MAX_REQUEST_POOL = 4096
+#: the first release that also caps an unset pool at half the KV tokens and a stated
+#: ``--max-running-requests`` (per DP rank) at the pool
+SGLANG_REQUEST_POOL_CAP_RELEASE = (0, 5, 10)
 #: SGLang's initial new-token ratio (SGLANG_INIT_NEW_TOKEN_RATIO) x schedule_conservativeness
 SGLANG_NEW_TOKEN_RATIO = 0.7
 #: SGLang's ``--max-prefill-tokens`` default (python/sglang/srt/server_args.py, ``ServerArgs``,
@@ -622,6 +626,33 @@ class SglangDefaults(BaseModel):
     max_running_requests: int
     #: share of a running request's remaining output its admission reserves at first
     new_token_ratio: float
+
+
+def sglang_request_pool(
+    kv_tokens: int,
+    context_len: int | None,
+    *,
+    stated: int | None,
+    release: tuple[int, int, int] | None,
+) -> int:
+    """The requests one SGLang rank runs at once: its request pool, int(KV tokens / context
+    length x 512) held between 2,048 and 4,096, when ``--max-running-requests`` is not
+    ``stated`` (per DP rank); from 0.5.10 also at most half the KV tokens, and a stated value
+    at most that pool (``ModelRunner.init_memory_pool``, 0.5.9, and ``_resolve_max_num_reqs``,
+    0.5.10.post1: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py, read
+    2026-12-07). The context length is the server's (``--context-length``, else the model's;
+    None: unknown, the pool's lower bound). ``release`` None is the pinned release, which does
+    as the newest rules say. A server with a large KV cache for its context runs up to 4,096
+    requests: MiniMax-M2.7 on 8 x MI300X with an FP8 cache, about 8 million tokens for a
+    196,608-token context."""
+    estimated = SGLANG_MAX_RUNNING_REQUESTS
+    if context_len:
+        estimated = int(kv_tokens / context_len * 512)
+        estimated = min(max(estimated, SGLANG_MAX_RUNNING_REQUESTS), SGLANG_MAX_REQUEST_POOL)
+    capped = release is None or release >= SGLANG_REQUEST_POOL_CAP_RELEASE
+    if stated is not None:
+        return min(stated, estimated) if capped else stated
+    return max(1, min(estimated, kv_tokens // 2)) if capped else estimated
 
 
 def _sglang_tier(gpu: GPU, tp: int) -> tuple[int, int]:
@@ -848,6 +879,7 @@ __all__ = [
     "engine_family",
     "sglang_defaults",
     "sglang_memory_share",
+    "sglang_request_pool",
     "vllm_offline_defaults",
     "vllm_serve_defaults",
 ]

@@ -31,6 +31,7 @@ from planner.engine import (
     sglang_defaults,
     sglang_memory_share,
     sglang_prefill_graph_tokens,
+    sglang_request_pool,
     sglang_trtllm_moe,
     vllm_schedules_async,
 )
@@ -617,6 +618,16 @@ def resolve_deployment(
             f"memory: {plan.problem}; predicted with room for one longest request "
             "(the engine may refuse this layout as configured)"
         )
+    if family == "sglang" and speculation is None:
+        pool = sglang_request_pool(
+            plan.kv_capacity_tokens,
+            scenario.max_model_len or arch.max_position_embeddings,
+            stated=max_num_seqs if scenario.max_num_seqs else None,
+            release=release_patch_number(engine.version),
+        )
+        if pool != max_num_seqs:
+            max_num_seqs = pool
+            engine = engine.model_copy(update={"max_num_seqs": pool})
     prefill_graphs = sglang_prefill_graph_tokens(
         engine,
         gpu,

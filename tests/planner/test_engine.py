@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog import load_catalog
+from planner.catalog import Catalog, load_catalog
 from planner.engine import EngineConfig, engine_defaults
 from planner.errors import InvalidInputError
 
@@ -186,3 +186,49 @@ def test_sglang_releases_before_0_5_3_keep_their_own_memory_and_graph_defaults(g
     assert engine_defaults("sglang", mi300x).max_num_batched_tokens == 16384
     old = engine_defaults("sglang", mi300x, version="0.4.2.post4 (rocm/sglang-staging:20250212)")
     assert old.max_num_batched_tokens == 8192
+
+
+def test_sglang_runs_up_to_its_request_pool_which_a_large_kv_cache_raises_to_4096() -> None:
+    """SGLang's request pool (``ModelRunner.init_memory_pool`` 0.5.9, ``_resolve_max_num_reqs``
+    0.5.10): int(KV tokens / context length x 512) held between 2,048 and 4,096; from 0.5.10
+    an unset pool is at most half the KV tokens and a stated ``--max-running-requests`` at most
+    the pool."""
+    from planner.engine import sglang_request_pool
+
+    # MiniMax-M2.7 on 8 x MI300X with an FP8 cache: ~7.4 M tokens for a 196,608-token context
+    assert sglang_request_pool(7_367_120, 196_608, stated=None, release=(0, 5, 13)) == 4096
+    # DeepSeek-R1 on 8 x B200: 1.07 M tokens for 163,840: int(3,334.9)
+    assert sglang_request_pool(1_067_136, 163_840, stated=None, release=(0, 5, 6)) == 3334
+    # a small cache keeps the pool's lower bound, and from 0.5.10 half its tokens at most
+    assert sglang_request_pool(100_000, 131_072, stated=None, release=(0, 5, 9)) == 2048
+    assert sglang_request_pool(3_000, 131_072, stated=None, release=(0, 5, 9)) == 2048
+    assert sglang_request_pool(3_000, 131_072, stated=None, release=(0, 5, 10)) == 1500
+    assert sglang_request_pool(3_000, 131_072, stated=None, release=None) == 1500  # pinned
+    # a stated value stands through 0.5.9 and is held to the pool from 0.5.10
+    assert sglang_request_pool(100_000, 131_072, stated=8192, release=(0, 5, 9)) == 8192
+    assert sglang_request_pool(100_000, 131_072, stated=8192, release=(0, 5, 10)) == 2048
+    assert sglang_request_pool(100_000, 131_072, stated=64, release=(0, 5, 10)) == 64
+    # no context length known: the lower bound
+    assert sglang_request_pool(7_367_120, None, stated=None, release=(0, 5, 9)) == 2048
+
+
+def test_a_deployment_takes_sglangs_request_pool(catalog: Catalog) -> None:
+    """The deployment's running-request cap is the pool its KV cache gives SGLang (4,096 for
+    MiniMax-M2.5 on 8 x B200), not the pool's lower bound; a speculating server keeps its own
+    cap, and vLLM its ``max_num_seqs``."""
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.scenario import Scenario
+
+    base = {
+        "model": "MiniMaxAI/MiniMax-M2.5",
+        "gpu": "B200",
+        "tp": 8,
+        "precision": "fp8",
+        "input_len": 500,
+        "output_len": 500,
+        "concurrency": 4096,
+    }
+    sglang = resolve_deployment(Scenario(engine="sglang", engine_version="0.5.8", **base), catalog)
+    assert sglang.max_num_seqs == sglang.engine.max_num_seqs == 4096
+    vllm = resolve_deployment(Scenario(engine="vllm", engine_version="0.19.0", **base), catalog)
+    assert vllm.max_num_seqs == 1024
