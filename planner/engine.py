@@ -643,7 +643,7 @@ def sglang_request_pool(
     2026-12-07). The context length is the server's (``--context-length``, else the model's;
     None: unknown, the pool's lower bound). ``release`` None is the pinned release, which does
     as the newest rules say. A server with a large KV cache for its context runs up to 4,096
-    requests: MiniMax-M2.7 on 8 x MI300X with an FP8 cache, about 8 million tokens for a
+    requests: MiniMax-M2.7 on 8 x MI300X with an FP8 cache, about 7.4 million tokens for a
     196,608-token context."""
     estimated = SGLANG_MAX_RUNNING_REQUESTS
     if context_len:
