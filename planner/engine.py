@@ -81,6 +81,15 @@ def release_patch_number(version: str | None) -> tuple[int, int, int] | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
+def release_reaches(engine: EngineConfig, first: tuple[int, int, int]) -> bool:
+    """Whether ``engine`` runs ``first`` or a later release: the pinned release (no version)
+    does, as the newest rules say; a release without a number (a packaged variant) does not."""
+    release = release_patch_number(engine.version)
+    if release is None:
+        return engine.version is None
+    return release >= first
+
+
 #: speculative decoding methods (planner.perf.speculative holds their arithmetic)
 SpecMethod = Literal["none", "mtp", "eagle3", "ngram"]
 SPEC_LABELS: dict[str, str] = {"none": "", "mtp": "MTP", "eagle3": "EAGLE-3", "ngram": "n-gram"}
@@ -396,12 +405,7 @@ def sglang_trtllm_moe(engine: EngineConfig, gpu: GPU, *, model_type: str, precis
     if engine.family != "sglang" or nvidia_compute_capability(gpu) not in ("sm100", "sm103"):
         return False
     first = SGLANG_TRTLLM_MOE.get(model_type, {}).get(precision)
-    if first is None:
-        return False
-    release = release_patch_number(engine.version)
-    if engine.version is not None and release is None:
-        return False
-    return release is None or release >= first
+    return first is not None and release_reaches(engine, first)
 
 
 #: the first SGLang release that runs prefill (extend) steps under piecewise CUDA graphs by
@@ -450,8 +454,7 @@ def sglang_prefill_graph_tokens(
         return None
     if pp > 1 or dp > 1 or speculative or model_type in SGLANG_EAGER_PREFILL_MODEL_TYPES:
         return None
-    release = release_patch_number(engine.version)
-    if engine.version is not None and (release is None or release < SGLANG_PIECEWISE_GRAPH_RELEASE):
+    if not release_reaches(engine, SGLANG_PIECEWISE_GRAPH_RELEASE):
         return None
     chunk = engine.max_num_batched_tokens
     if mla:
