@@ -672,8 +672,33 @@ def _sglang_tier(gpu: GPU, tp: int) -> tuple[int, int]:
 
 
 #: SGLang reserves this much more memory (MiB) when it speculates with a draft head (EAGLE,
-#: EAGLE-3, MTP/NEXTN; not n-gram), for the draft model and its graphs
+#: EAGLE-3, MTP/NEXTN; not n-gram), for the draft model and its graphs: 2 GiB through 0.5.9,
+#: 4 GiB from 0.5.10rc0 (``_handle_gpu_memory_settings``, server_args.py, read in the 0.5.9,
+#: 0.5.10rc0 and 0.5.10.post1 wheels from PyPI, 2026-12-07)
 SGLANG_SPEC_RESERVE_MIB = 2 * 1024
+SGLANG_SPEC_RESERVE_MIB_0_5_10 = 4 * 1024
+#: what SGLang reserves from 0.5.10rc0 for the piecewise CUDA graphs its prefill steps run
+#: under (:func:`sglang_prefill_graph_tokens`): 1.5 GiB for an MLA model ("the memory overhead
+#: is much higher than expected"), else 8 MiB per captured size (same function and wheels)
+SGLANG_PIECEWISE_RESERVE_MLA_MIB = 1.5 * 1024
+SGLANG_PIECEWISE_RESERVE_PER_SIZE_MIB = 8
+
+
+def sglang_piecewise_capture_sizes(max_tokens: int) -> list[int]:
+    """The token counts SGLang captures a piecewise CUDA graph for, up to ``max_tokens``
+    (``ServerArgs._generate_piecewise_cuda_graph_tokens``, 0.5.10.post1): every 4 to 32, 16 to
+    256, 32 to 512, 64 to 1,024, 256 to 4,096, then every 512."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_tokens + 1, 512),
+    ]
+    return [s for s in sizes if s <= max_tokens]
+
+
 #: the speculation methods that run a draft head (n-gram drafts from the context instead)
 DRAFT_HEAD_METHODS = frozenset({"mtp", "eagle3"})
 #: with DP attention, a CUDA-graph batch over this adds 1.5 MiB per graph sequence and rank
@@ -688,6 +713,8 @@ def sglang_defaults(
     pp: int = 1,
     spec_method: str = "none",
     release: tuple[int, int, int] | None = None,
+    prefill_graph_tokens: int | None = None,
+    mla: bool = False,
 ) -> SglangDefaults:
     """SGLang server defaults of ``release`` (:func:`release_patch_number`; None: the pinned
     release, which uses the formula below; python/sglang/srt/server_args.py,
@@ -705,6 +732,13 @@ def sglang_defaults(
     the chunked prefill size is divided by the DP size and the schedule conservativeness (the
     new-token ratio) multiplied by 0.3. This is the formula of 0.5.3 to 0.5.9, read in their
     wheels (2026-12-06).
+
+    From 0.5.10 (:data:`SGLANG_PIECEWISE_GRAPH_RELEASE`, and the pinned release) a draft head
+    reserves 4 GiB, and a server that runs its prefill steps under piecewise CUDA graphs
+    (``prefill_graph_tokens``, :func:`sglang_prefill_graph_tokens`; None: it does not) reserves
+    1.5 GiB for an ``mla`` model, else 8 MiB per captured size
+    (:func:`sglang_piecewise_capture_sizes`), before the 10 GiB floor. DeepSeek-R1 on 8 x B200:
+    27,136 MiB reserved on 0.5.9, 28,672 MiB on 0.5.10 (mem_fraction_static 0.852 -> 0.844).
     """
     if release is not None and release < SGLANG_RESERVE_FORMULA_RELEASE:
         return _sglang_defaults_before_0_5_3(
@@ -718,10 +752,18 @@ def sglang_defaults(
         reserved += 3 * graphs * dp
         if graphs > SGLANG_DP_LARGE_GRAPHS:
             reserved += 1.5 * graphs * dp
+    newer = release is None or release >= SGLANG_PIECEWISE_GRAPH_RELEASE
+    if newer and prefill_graph_tokens is not None:
+        sizes = len(sglang_piecewise_capture_sizes(prefill_graph_tokens))
+        reserved += (
+            SGLANG_PIECEWISE_RESERVE_MLA_MIB
+            if mla
+            else SGLANG_PIECEWISE_RESERVE_PER_SIZE_MIB * sizes
+        )
     if mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     if spec_method in DRAFT_HEAD_METHODS:
-        reserved += SGLANG_SPEC_RESERVE_MIB
+        reserved += SGLANG_SPEC_RESERVE_MIB_0_5_10 if newer else SGLANG_SPEC_RESERVE_MIB
     return SglangDefaults(
         chunked_prefill_size=chunk // dp if dp > 1 else chunk,
         cuda_graph_max_bs=graphs,

@@ -570,7 +570,7 @@ def resolve_deployment(
     graphs: int | None = VLLM_CUDA_GRAPH_MAX_TOKENS if family == "vllm" else None
     new_token_ratio = 0.0
     if family == "sglang":
-        sg = engine_sglang_defaults(engine, gpu, tp=tp, pp=pp)
+        sg = engine_sglang_defaults(engine, gpu, arch, tp=tp, pp=pp)
         graphs, new_token_ratio = sg.cuda_graph_max_bs, sg.new_token_ratio
         updates: dict[str, object] = {}
         if scenario.gpu_memory_utilization is None:
@@ -735,10 +735,14 @@ MEMORY_SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 
-def engine_sglang_defaults(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) -> SglangDefaults:
+def engine_sglang_defaults(
+    engine: EngineConfig, gpu: GPU, arch: ModelArchitecture, *, tp: int, pp: int
+) -> SglangDefaults:
     """What an SGLang ``engine`` (its attention-DP ranks, speculation and release) picks at TP x
-    PP on ``gpu`` (:func:`planner.engine.sglang_defaults`, whose ``--tp-size`` is every GPU of
-    a stage: TP x the attention-DP ranks)."""
+    PP on ``gpu`` for a model of architecture ``arch`` (:func:`planner.engine.sglang_defaults`,
+    whose ``--tp-size`` is every GPU of a stage: TP x the attention-DP ranks; the piecewise
+    CUDA graphs of its prefill steps, :func:`planner.engine.sglang_prefill_graph_tokens`, take
+    memory from 0.5.10)."""
     dp = engine.data_parallel_size
     return sglang_defaults(
         gpu,
@@ -747,16 +751,29 @@ def engine_sglang_defaults(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) 
         pp=pp,
         spec_method=engine.spec_method,
         release=release_patch_number(engine.version),
+        prefill_graph_tokens=sglang_prefill_graph_tokens(
+            engine,
+            gpu,
+            model_type=arch.model_type,
+            mla=arch.is_mla,
+            pp=pp,
+            dp=dp,
+            speculative=engine.spec_method != "none",
+        ),
+        mla=arch.is_mla,
     )
 
 
-def default_memory_fraction(engine: EngineConfig, gpu: GPU, *, tp: int, pp: int) -> float:
-    """The memory share ``engine`` starts with on ``gpu`` at TP x PP when none is stated:
-    vLLM's ``gpu_memory_utilization`` (0.9), SGLang's ``mem_fraction_static`` for the layout
-    (:func:`planner.engine.sglang_defaults`, its ``--tp-size`` every GPU of a stage) or
-    TensorRT-LLM's ``free_gpu_memory_fraction`` (0.9 of the memory left after the weights)."""
+def default_memory_fraction(
+    engine: EngineConfig, gpu: GPU, arch: ModelArchitecture, *, tp: int, pp: int
+) -> float:
+    """The memory share ``engine`` starts with on ``gpu`` at TP x PP for a model of
+    architecture ``arch`` when none is stated: vLLM's ``gpu_memory_utilization`` (0.9),
+    SGLang's ``mem_fraction_static`` for the layout and model (:func:`engine_sglang_defaults`,
+    its ``--tp-size`` every GPU of a stage) or TensorRT-LLM's ``free_gpu_memory_fraction``
+    (0.9 of the memory left after the weights)."""
     if engine.family == "sglang":
-        return engine_sglang_defaults(engine, gpu, tp=tp, pp=pp).mem_fraction_static
+        return engine_sglang_defaults(engine, gpu, arch, tp=tp, pp=pp).mem_fraction_static
     if engine.family == "trtllm":
         return TRTLLM_FREE_GPU_MEMORY_FRACTION
     return DEFAULT_GPU_MEMORY_UTILIZATION
@@ -786,7 +803,9 @@ def startup_capacity(
     kv_bpe = kv_dtype_bytes(engine, precision)
     graphs = None
     if raise_default and family == "sglang":
-        graphs = engine_sglang_defaults(engine, gpu, tp=tp, pp=pp).cuda_graph_max_bs
+        graphs = engine_sglang_defaults(
+            engine, gpu, card.architecture, tp=tp, pp=pp
+        ).cuda_graph_max_bs
     return plan_capacity(
         card,
         gpu,

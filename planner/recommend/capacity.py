@@ -503,7 +503,7 @@ class PerfPredictor:
             # back (a raised share is the layout's: planner.recommend.startup)
             gpu = catalog.gpu(inst.gpu_id)
             fields["gpu_memory_utilization"] = default_memory_fraction(
-                engine, gpu, tp=layout.tp, pp=layout.pp
+                engine, gpu, card.architecture, tp=layout.tp, pp=layout.pp
             )
         # saturation: a full closed loop
         load_kind: Literal["rate", "concurrency"] = "rate" if kind == "rate" else "concurrency"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from planner.catalog import Catalog, Price
+from planner.catalog import Catalog, ModelCard, Price
 from planner.cost import HOURS_PER_MONTH, cost_per_request, usd_per_million_tokens
 from planner.engine import EngineConfig
 from planner.engine_command import launch_command
@@ -142,14 +142,14 @@ def resolved_engine(
 
 
 def memory_columns(
-    catalog: Catalog, layout: LayoutCandidate, engine: EngineConfig
+    catalog: Catalog, card: ModelCard, layout: LayoutCandidate, engine: EngineConfig
 ) -> dict[str, object]:
     """A plan's memory share: what its engine runs with (``memory_fraction``: vLLM's
     gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
     kv_cache_free_gpu_memory_fraction), whether it is raised above the engine's default and
     the note that says what that costs (:mod:`planner.recommend.startup`)."""
     gpu = catalog.gpu(catalog.instance(layout.instance).gpu_id)
-    default = default_memory_fraction(engine, gpu, tp=layout.tp, pp=layout.pp)
+    default = default_memory_fraction(engine, gpu, card.architecture, tp=layout.tp, pp=layout.pp)
     raised = layout.raised_memory_fraction
     return {
         "memory_fraction": engine.gpu_memory_utilization if engine.memory_stated else default,
@@ -275,7 +275,7 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         spec_method=engine.spec_method,
         num_spec_tokens=engine.num_spec_tokens,
         pred_spec_accept_len=prediction.spec_accept_len,
-        **memory_columns(catalog, layout, engine),
+        **memory_columns(catalog, catalog.model(request.model), layout, engine),
         spec_reason=speculation_reason(
             catalog.model(request.model),
             engine.family,

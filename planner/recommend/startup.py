@@ -81,7 +81,7 @@ def _at_startup(catalog: Catalog, card: ModelCard, layout: LayoutCandidate) -> L
     if family == "vllm" and layout.feasible:
         return layout  # planner.layouts judges vLLM at its default share
     gpu = catalog.gpu(layout.gpu_id)
-    default = default_memory_fraction(engine, gpu, tp=layout.tp, pp=layout.pp)
+    default = default_memory_fraction(engine, gpu, card.architecture, tp=layout.tp, pp=layout.pp)
     at_default = engine.model_copy(update={"gpu_memory_utilization": default})
     try:
         start = startup_capacity(

@@ -131,7 +131,7 @@ def test_sglang_reserves_more_for_a_draft_head_and_large_dp_attention_graphs(
     plain = sglang_defaults(h200, tp=8)
     assert plain.cuda_graph_max_bs == 512
     assert plain.mem_fraction_static == fraction(512 + 1.5 * 8192 + 2 * 512 + 1024)
-    drafting = sglang_defaults(h200, tp=8, spec_method="mtp")
+    drafting = sglang_defaults(h200, tp=8, spec_method="mtp", release=(0, 5, 9))
     assert drafting.mem_fraction_static == fraction(512 + 1.5 * 8192 + 2 * 512 + 1024 + 2048)
     dp8 = sglang_defaults(h200, 8, tp=8)
     dp_reserve = 512 + 1.5 * 8192 + 2 * 512 + 1024 + 3 * 512 * 8 + 1.5 * 512 * 8
@@ -143,6 +143,63 @@ def test_sglang_reserves_more_for_a_draft_head_and_large_dp_attention_graphs(
     assert small.cuda_graph_max_bs == 80
     reserve = 512 + 1.5 * 2048 + 2 * 80 + 4 / 8 * 1024 + 3 * 80 * 2
     assert small.mem_fraction_static == round((l4_mem - reserve) / l4_mem, 3)
+
+
+def test_sglang_0_5_10_reserves_for_its_prefill_graphs_and_twice_for_a_draft_head(
+    gpus: dict, catalog: Catalog
+) -> None:
+    """From 0.5.10 (``_handle_gpu_memory_settings`` in the 0.5.10rc0 and 0.5.10.post1 wheels) a
+    server whose prefill steps run under piecewise CUDA graphs reserves 1.5 GiB more for an MLA
+    model, else 8 MiB per captured size, and a draft head reserves 4 GiB, not 2."""
+    from planner.engine import sglang_defaults, sglang_piecewise_capture_sizes
+    from planner.perf.deployment import resolve_deployment
+    from planner.perf.scenario import Scenario
+
+    # SGLang's list: 8 sizes to 32, 14 to 256, 8 to 512, 8 to 1,024, 12 to 4,096, then per 512
+    assert len(sglang_piecewise_capture_sizes(2048)) == 8 + 14 + 8 + 8 + 4
+    assert len(sglang_piecewise_capture_sizes(8192)) == 8 + 14 + 8 + 8 + 12 + 8
+    assert sglang_piecewise_capture_sizes(16384)[-3:] == [15360, 15872, 16384]
+    b200, h100 = gpus["B200"], gpus["H100-SXM"]
+    b200_mem, h100_mem = b200.memory_bytes / 2**20, h100.memory_bytes / 2**20
+    base = 512 + 1.5 * 16384 + 2 * 512 + 1024  # TP 8 on a B200: 27,136 MiB
+
+    def b200_fraction(reserved: float) -> float:
+        return round((b200_mem - reserved) / b200_mem, 3)
+
+    old = sglang_defaults(b200, tp=8, release=(0, 5, 9), prefill_graph_tokens=2048, mla=True)
+    assert old.mem_fraction_static == b200_fraction(base)
+    for release in ((0, 5, 10), None):  # and the pinned release
+        mla = sglang_defaults(b200, tp=8, release=release, prefill_graph_tokens=2048, mla=True)
+        assert mla.mem_fraction_static == b200_fraction(base + 1536)
+    gqa = sglang_defaults(b200, tp=8, release=(0, 5, 10), prefill_graph_tokens=16384)
+    assert gqa.mem_fraction_static == b200_fraction(base + 8 * (58 + 16))
+    off = sglang_defaults(b200, tp=8, release=(0, 5, 10), prefill_graph_tokens=None, mla=True)
+    assert off.mem_fraction_static == b200_fraction(base)
+    h100_base = 512 + 1.5 * 8192 + 2 * 512 + 1024
+    for release, draft in (((0, 5, 9), 2048), ((0, 5, 10), 4096)):
+        drafting = sglang_defaults(h100, tp=8, spec_method="eagle3", release=release)
+        assert drafting.mem_fraction_static == round(
+            (h100_mem - h100_base - draft) / h100_mem, 3
+        )
+
+    # a deployment takes it: DeepSeek-R1 (MLA) on 8 x B200 keeps 0.852 on 0.5.9, 0.844 on
+    # 0.5.10; with MTP there are no prefill graphs, and the draft head's reserve doubles
+    scenario = Scenario(
+        engine="sglang", model="deepseek-ai/DeepSeek-R1", gpu="B200", tp=8, precision="fp8",
+        input_len=1000, output_len=1000, concurrency=16,
+    )  # fmt: skip
+    shares = {
+        (version, spec): resolve_deployment(
+            scenario.model_copy(update={"engine_version": version, "spec_method": spec}),
+            catalog,
+        ).engine.gpu_memory_utilization
+        for version in ("0.5.9", "0.5.10")
+        for spec in ("none", "mtp")
+    }
+    assert shares[("0.5.9", "none")] == b200_fraction(base) == 0.852
+    assert shares[("0.5.10", "none")] == b200_fraction(base + 1536) == 0.844
+    assert shares[("0.5.9", "mtp")] == b200_fraction(base + 2048)
+    assert shares[("0.5.10", "mtp")] == b200_fraction(base + 4096)
 
 
 def test_sglang_releases_before_0_5_3_keep_their_own_memory_and_graph_defaults(gpus):

@@ -120,7 +120,9 @@ def test_sglang_raises_its_mem_fraction_static_and_says_so(
     result = _search(catalog, perf, (ONE_H100,), EngineConfig(engine="sglang"))
     assert result.best is not None, [r.reason for r in result.rejected]
     rec = result.best
-    default = sglang_defaults(catalog.gpu("H100-SXM"), tp=1).mem_fraction_static
+    # the pinned release reserves for its prefill graphs, up to the chunk: 8,192 on an H100
+    h100 = catalog.gpu("H100-SXM")
+    default = sglang_defaults(h100, tp=1, prefill_graph_tokens=8192).mem_fraction_static
     assert rec.memory_raised and default < rec.memory_fraction <= MAX_RAISED_FRACTION
     words = shlex.split(rec.launch_command)
     assert words[:3] == ["python3", "-m", "sglang.launch_server"]
@@ -152,7 +154,12 @@ def test_a_plan_at_the_default_keeps_it_and_a_stated_share_is_kept(
                 assert "--mem-fraction-static" not in words
                 gpu = catalog.gpu("H100-SXM")
                 dp = rec.attention_dp
-                default = sglang_defaults(gpu, dp, tp=rec.tp * dp, pp=rec.pp)
+                # the pinned release runs its prefill steps under piecewise CUDA graphs up to
+                # the plan's chunk without attention DP, and reserves for them
+                graphs = None if dp > 1 else rec.engine_settings.max_num_batched_tokens
+                default = sglang_defaults(
+                    gpu, dp, tp=rec.tp * dp, pp=rec.pp, prefill_graph_tokens=graphs
+                )
                 assert rec.memory_fraction == pytest.approx(default.mem_fraction_static)
             # what the Verify page predicts of the plan is what the search predicted
             again = perf.predict(rec.plan.scenario())
