@@ -178,9 +178,7 @@ def test_sglang_0_5_10_reserves_for_its_prefill_graphs_and_twice_for_a_draft_hea
     h100_base = 512 + 1.5 * 8192 + 2 * 512 + 1024
     for release, draft in (((0, 5, 9), 2048), ((0, 5, 10), 4096)):
         drafting = sglang_defaults(h100, tp=8, spec_method="eagle3", release=release)
-        assert drafting.mem_fraction_static == round(
-            (h100_mem - h100_base - draft) / h100_mem, 3
-        )
+        assert drafting.mem_fraction_static == round((h100_mem - h100_base - draft) / h100_mem, 3)
 
     # a deployment takes it: DeepSeek-R1 (MLA) on 8 x B200 keeps 0.852 on 0.5.9, 0.844 on
     # 0.5.10; with MTP there are no prefill graphs, and the draft head's reserve doubles
