@@ -462,6 +462,29 @@ def sglang_prefill_graph_tokens(
     return chunk
 
 
+#: the first SGLang release that all-reduces MiniMax-M2's query and key sums of squares in one
+#: call (``MiniMaxM2RMSNormTP.forward_qk``, python/sglang/srt/models/minimax_m2.py, in the 0.5.8
+#: wheel); 0.5.7's ``q_norm`` and ``k_norm`` each all-reduced their own (read 2026-12-07)
+SGLANG_QK_NORM_ONE_CALL_RELEASE = (0, 5, 8)
+
+
+def qk_norm_allreduces(engine: EngineConfig, *, tp: int) -> int:
+    """All-reduces a layer's query/key norm adds when the norm spans every head (MiniMax-M2's
+    ``qk_norm_type`` ``per_layer``) and the heads are split over ``tp`` > 1 ranks: each rank
+    holds a slice of the normalised width, so its sums of squares are reduced across the
+    ranks before the norm applies, a call of a few bytes a token, bound by the call's latency.
+    One: vLLM's ``MiniMaxText01RMSNormTP.forward_qk`` reduces both variances stacked, as
+    SGLang's ``forward_qk`` does from 0.5.8 (:data:`SGLANG_QK_NORM_ONE_CALL_RELEASE`; an engine
+    whose code was not read is given the one the norm needs). Two on SGLang before 0.5.8."""
+    if tp < 2:
+        return 0
+    if engine.family == "sglang":
+        release = release_patch_number(engine.version)
+        if release is not None and release < SGLANG_QK_NORM_ONE_CALL_RELEASE:
+            return 2
+    return 1
+
+
 def nvidia_compute_capability(gpu: GPU) -> str | None:
     """``sm90`` (Hopper), ``sm100`` (B200, GB200), ``sm103`` (B300, GB300), None otherwise
     (other vendors, Ampere, Ada, workstation Blackwell): from the catalog's fields, FP8 tensor

@@ -106,6 +106,9 @@ class ModelArchitecture(BaseModel):
     # weights of the query/key norms of one attention layer: 2 x head_dim for Qwen3's per-head
     # RMSNorm, (heads + kv_heads) x head_dim for MiniMax-M2's per-layer one, 0 without
     qk_norm_params: int = Field(default=0, ge=0)
+    # the query/key norms span every head (MiniMax-M2's per-layer norm): with the heads split
+    # over tensor-parallel ranks, each step all-reduces the sums of squares before normalising
+    qk_norm_across_heads: bool = False
     max_position_embeddings: int | None = None
     torch_dtype: str = "bfloat16"
     # Multi-head latent attention (DeepSeek-V2/V3).
@@ -510,6 +513,9 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         attention_bias=attention_bias,
         attention_output_gate=model_type == "qwen3_next" or bool(config.get("attn_output_gate")),
         qk_norm_params=_qk_norm_params(config, model_type, heads, kv_heads, head_dim),
+        qk_norm_across_heads=model_type == "minimax_m2"
+        and bool(config.get("use_qk_norm"))
+        and config.get("qk_norm_type", "per_layer") == "per_layer",
         max_position_embeddings=config.get("max_position_embeddings"),
         torch_dtype=str(_first(config, "torch_dtype", "dtype", default="bfloat16")),
         q_lora_rank=config.get("q_lora_rank"),

@@ -27,6 +27,7 @@ from planner.engine import (
     EngineConfig,
     SglangDefaults,
     fused_allreduce_tokens,
+    qk_norm_allreduces,
     release_patch_number,
     sglang_defaults,
     sglang_memory_share,
@@ -200,6 +201,9 @@ class Deployment:
     #: the engine fuses a step's tensor-parallel all-reduces with the RMSNorm after them up to
     #: this many tokens (:func:`planner.engine.fused_allreduce_tokens`; None: never)
     fused_allreduce_tokens: int | None = None
+    #: all-reduces a step's query/key norms add over the layers (a norm across every head,
+    #: MiniMax-M2's, split over TP ranks: :func:`planner.engine.qk_norm_allreduces`)
+    qk_norm_allreduce_calls: int = 0
 
     @property
     def loaded_replicas(self) -> int:
@@ -724,6 +728,9 @@ def resolve_deployment(
         speculation=speculation,
         async_scheduling=vllm_schedules_async(engine, pp=pp),
         fused_allreduce_tokens=fused_tokens,
+        qk_norm_allreduce_calls=(
+            arch.num_layers * qk_norm_allreduces(engine, tp=tp) if arch.qk_norm_across_heads else 0
+        ),
     )
 
 

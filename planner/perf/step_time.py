@@ -63,7 +63,10 @@ allreduce_<link>       ring all-reduce bytes, 2 (tp-1)/tp x tokens x hidden x 2 
                        and reduce-scatters the result over the TP x d GPUs: 2 x (d-1)/d x T x
                        hidden x 2 B more per GPU (vLLM's default allgather_reducescatter
                        all2all backend; SGLang's DP-attention gather/scatter)
-ar_calls_<link>        collective calls x 10 us (launch and synchronisation latency)
+ar_calls_<link>        collective calls x 10 us (launch and synchronisation latency); with a
+                       query/key norm across every head (MiniMax-M2's) split over the TP ranks,
+                       one more call a layer (two on SGLang before 0.5.8) for its sums of
+                       squares (:func:`planner.engine.qk_norm_allreduces`)
 ar_calls_fused         the same calls where the engine fuses each with the residual add and
                        RMSNorm after it into one FlashInfer kernel (vLLM 0.17+ on Hopper and
                        data-center Blackwell; SGLang for gpt-oss, DeepSeek-V3-style, GLM-4 MoE,
@@ -574,6 +577,9 @@ def _fill_plain(out: np.ndarray, batch: StepBatch, dep: Deployment) -> None:
                 out[_AR_FUSED] = reduced * AR_CALL_UNIT_S  # with their RMSNorm (docstring)
             else:
                 calls += reduced
+            # a query/key norm across every head reduces its sums of squares: a few bytes a
+            # token, latency-bound, never fused (:func:`planner.engine.qk_norm_allreduces`)
+            calls += dep.qk_norm_allreduce_calls
         d = dep.data_parallel_size
         if d > 1 and n_moe:
             calls += 2 * n_moe

@@ -155,8 +155,10 @@ def test_a_plan_at_the_default_keeps_it_and_a_stated_share_is_kept(
                 gpu = catalog.gpu("H100-SXM")
                 dp = rec.attention_dp
                 # the pinned release runs its prefill steps under piecewise CUDA graphs up to
-                # the plan's chunk without attention DP, and reserves for them
-                graphs = None if dp > 1 else rec.engine_settings.max_num_batched_tokens
+                # the plan's chunk without attention DP or pipeline stages, and reserves for
+                # them
+                plain = dp == 1 and rec.pp == 1
+                graphs = rec.engine_settings.max_num_batched_tokens if plain else None
                 default = sglang_defaults(
                     gpu, dp, tp=rec.tp * dp, pp=rec.pp, prefill_graph_tokens=graphs
                 )

@@ -721,3 +721,43 @@ def test_fused_all_reduces_take_their_own_term_where_the_engine_fuses(catalog: C
     pcie = _dep(catalog, model=llama, tp=8, gpu="H100-PCIe", engine_version="0.19.0")
     assert pcie.link_class != "nvlink" and pcie.fused_allreduce_tokens is None
     assert not any("all-reduce:" in n for n in pcie.notes)
+
+
+def test_a_query_key_norm_across_every_head_adds_an_all_reduce_a_layer(catalog: Catalog) -> None:
+    """MiniMax-M2's query and key norms span all heads (``qk_norm_type`` ``per_layer``): split
+    over TP ranks, each rank's sums of squares are all-reduced before the norm applies, one
+    call a layer (vLLM's and SGLang 0.5.8+'s ``forward_qk`` reduce both stacked; SGLang 0.5.7's
+    q_norm and k_norm reduced one each). The calls are plain ones, not fused, and move next to
+    nothing. Qwen3's per-head norm needs none, nor one GPU."""
+    minimax = {"model": "MiniMaxAI/MiniMax-M2.5", "precision": "fp8", "gpu": "B200", "tp": 8}
+    layers = catalog.model("MiniMaxAI/MiniMax-M2.5").architecture.num_layers
+    assert catalog.model("MiniMaxAI/MiniMax-M2.5").architecture.qk_norm_across_heads
+    assert not catalog.model("Qwen/Qwen3-30B-A3B").architecture.qk_norm_across_heads
+
+    def plain_calls(**kw: object) -> float:
+        dep = _dep(catalog, **{**minimax, **kw})
+        x = step_features(StepBatch.of(decode_contexts=[1000] * 4), dep)
+        return float(x[IDX["ar_calls_nvlink"]])
+
+    residual = 2 * layers * 10e-6  # attention and MoE outputs, not fused for MiniMax here
+    assert (
+        _dep(catalog, engine="sglang", engine_version="0.5.8", **minimax).fused_allreduce_tokens
+        is None
+    )
+    assert plain_calls(engine="sglang", engine_version="0.5.8") == pytest.approx(
+        residual + layers * 10e-6
+    )
+    assert plain_calls(engine="sglang", engine_version="0.5.7") == pytest.approx(
+        residual + 2 * layers * 10e-6
+    )
+    assert plain_calls(engine="vllm", engine_version="0.11.0") == pytest.approx(
+        residual + layers * 10e-6
+    )
+    assert (
+        _dep(catalog, engine="sglang", engine_version="0.5.13", **minimax).qk_norm_allreduce_calls
+        == layers
+    )
+    one_gpu = _dep(catalog, **{**minimax, "tp": 1, "gpu": "B300", "engine": "sglang"})
+    assert one_gpu.qk_norm_allreduce_calls == 0
+    qwen = _dep(catalog, model="Qwen/Qwen3-30B-A3B", tp=8, engine="sglang")
+    assert qwen.qk_norm_allreduce_calls == 0
