@@ -473,9 +473,11 @@ def qk_norm_allreduces(engine: EngineConfig, *, tp: int) -> int:
     ``qk_norm_type`` ``per_layer``) and the heads are split over ``tp`` > 1 ranks: each rank
     holds a slice of the normalised width, so its sums of squares are reduced across the
     ranks before the norm applies, a call of a few bytes a token, bound by the call's latency.
-    One: vLLM's ``MiniMaxText01RMSNormTP.forward_qk`` reduces both variances stacked, as
-    SGLang's ``forward_qk`` does from 0.5.8 (:data:`SGLANG_QK_NORM_ONE_CALL_RELEASE`; an engine
-    whose code was not read is given the one the norm needs). Two on SGLang before 0.5.8."""
+    One: vLLM's ``MiniMaxText01RMSNormTP.forward_qk``
+    (vllm/model_executor/layers/mamba/linear_attn.py, read 2026-12-07) reduces both variances
+    stacked, as SGLang's ``forward_qk`` does from 0.5.8
+    (:data:`SGLANG_QK_NORM_ONE_CALL_RELEASE`; an engine whose code was not read is given the one
+    the norm needs). Two on SGLang before 0.5.8."""
     if tp < 2:
         return 0
     if engine.family == "sglang":
