@@ -632,15 +632,7 @@ def resolve_deployment(
         if pool != max_num_seqs:
             max_num_seqs = pool
             engine = engine.model_copy(update={"max_num_seqs": pool})
-    prefill_graphs = sglang_prefill_graph_tokens(
-        engine,
-        gpu,
-        model_type=arch.model_type,
-        mla=arch.is_mla,
-        pp=pp,
-        dp=dp,
-        speculative=speculation is not None,
-    )
+    prefill_graphs = prefill_graph_tokens(engine, gpu, arch, pp=pp)
     if prefill_graphs is not None:
         notes.append(
             f"prefill: SGLang runs prefill steps of up to {prefill_graphs:,} tokens under "
@@ -758,16 +750,26 @@ def engine_sglang_defaults(
         pp=pp,
         spec_method=engine.spec_method,
         release=release_patch_number(engine.version),
-        prefill_graph_tokens=sglang_prefill_graph_tokens(
-            engine,
-            gpu,
-            model_type=arch.model_type,
-            mla=arch.is_mla,
-            pp=pp,
-            dp=dp,
-            speculative=engine.spec_method != "none",
-        ),
+        prefill_graph_tokens=prefill_graph_tokens(engine, gpu, arch, pp=pp),
         mla=arch.is_mla,
+    )
+
+
+def prefill_graph_tokens(
+    engine: EngineConfig, gpu: GPU, arch: ModelArchitecture, *, pp: int
+) -> int | None:
+    """Up to how many tokens an SGLang ``engine`` (its attention-DP ranks and speculation)
+    serving ``arch`` at ``pp`` stages runs a prefill step under piecewise CUDA graphs
+    (:func:`planner.engine.sglang_prefill_graph_tokens`; None: every one eagerly): what the
+    step model times and what SGLang's memory default reserves for."""
+    return sglang_prefill_graph_tokens(
+        engine,
+        gpu,
+        model_type=arch.model_type,
+        mla=arch.is_mla,
+        pp=pp,
+        dp=engine.data_parallel_size,
+        speculative=engine.spec_method != "none",
     )
 
 
