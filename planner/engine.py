@@ -357,8 +357,9 @@ SGLANG_AR_FUSION_MAX_TOKENS = 2048
 #: python/sglang/srt/server_args.py, read in each release's wheel): GptOssForCausalLM from
 #: 0.5.1, DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi-K2) from 0.5.4, Glm4MoeForCausalLM and
 #: Qwen3MoeForCausalLM from 0.5.7, KimiK25ForConditionalGeneration from 0.5.9,
-#: Qwen3_5MoeForConditionalGeneration from 0.5.10, Qwen3NextForCausalLM and
-#: GlmMoeDsaForCausalLM from 0.5.11
+#: Qwen3_5MoeForConditionalGeneration from 0.5.10, Qwen3NextForCausalLM, GlmMoeDsaForCausalLM
+#: and DeepseekV32ForCausalLM (DeepSeek-V3.2; the list read again in the 0.5.10.post1, 0.5.11,
+#: 0.5.12 and 0.5.13 wheels, 2026-12-07) from 0.5.11
 SGLANG_AR_FUSION_MODEL_TYPES: dict[str, tuple[int, int, int]] = {
     "gpt_oss": (0, 5, 1),
     "deepseek_v3": (0, 5, 4),
@@ -369,6 +370,7 @@ SGLANG_AR_FUSION_MODEL_TYPES: dict[str, tuple[int, int, int]] = {
     "qwen3_5_moe": (0, 5, 10),
     "qwen3_next": (0, 5, 11),
     "glm_moe_dsa": (0, 5, 11),
+    "deepseek_v32": (0, 5, 11),
 }
 #: the first SGLang release that fuses on Hopper too (before it: data-center Blackwell only)
 SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)

@@ -715,6 +715,10 @@ def test_fused_all_reduces_take_their_own_term_where_the_engine_fuses(catalog: C
     glm = {"engine": "sglang", "model": "zai-org/GLM-4.6", "tp": 8, "gpu": "B200"}
     assert tokens(engine_version="0.5.6", **glm) is None
     assert tokens(engine_version="0.5.7", **glm) == 2048
+    # DeepSeek-V3.2 (DeepseekV32ForCausalLM) joined the list in 0.5.11, with Qwen3-Next and GLM-5
+    v32 = {"engine": "sglang", "model": "deepseek-ai/DeepSeek-V3.2", "tp": 8, "gpu": "B200"}
+    assert tokens(engine_version="0.5.10.post1", precision="fp8", **v32) is None
+    assert tokens(engine_version="0.5.11", precision="fp8", **v32) == 2048
     # the plan says so; without NVLink (H100 PCIe cards) nothing fuses
     fusing = _dep(catalog, model=llama, tp=8, engine_version="0.19.0")
     assert any("fuses each tensor-parallel all-reduce" in n for n in fusing.notes)
