@@ -383,7 +383,10 @@ SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 #: ``flashinfer_mxfp4``), by precision, from the first release that does. DeepSeek-V3-style models
 #: (Kimi-K2 shares the architecture) NVFP4 from 0.5.4 and FP8 from 0.5.5, Kimi-K2.5 and GLM-5
 #: (their architectures joined that branch in 0.5.9) FP8 and NVFP4 from 0.5.9, Qwen3 MoE and
-#: Qwen3-Next FP8 and NVFP4 from 0.5.6, GLM-4 MoE NVFP4 from 0.5.8, gpt-oss MXFP4 from 0.5.0.
+#: Qwen3-Next FP8 and NVFP4 from 0.5.6 and unquantised (BF16) from 0.5.8, Qwen3.5 MoE (its
+#: architecture joined their branch in 0.5.9) FP8, NVFP4 and BF16 from 0.5.9, GLM-4 MoE NVFP4
+#: from 0.5.8, gpt-oss MXFP4 from 0.5.0 (the Qwen branches read again in the 0.5.6 to 0.5.13
+#: wheels, 2026-12-07: 0.5.8 added ``or self.quantization is None``).
 #: Every other model, and every model on Hopper, runs SGLang's Triton fused MoE. Llama 4 (FP8
 #: from 0.5.5 when its checkpoint loads as ``fp8``/``modelopt_fp8``) is left out: Meta's FP8
 #: checkpoints name another quantisation method, which the rule does not take.
@@ -392,8 +395,9 @@ SGLANG_TRTLLM_MOE: dict[str, dict[str, tuple[int, int, int]]] = {
     "kimi_k2": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
     "kimi_k25": {"fp4": (0, 5, 9), "fp8": (0, 5, 9)},
     "glm_moe_dsa": {"fp4": (0, 5, 9), "fp8": (0, 5, 9)},
-    "qwen3_moe": {"fp8": (0, 5, 6), "fp4": (0, 5, 6)},
-    "qwen3_next": {"fp8": (0, 5, 6), "fp4": (0, 5, 6)},
+    "qwen3_moe": {"fp8": (0, 5, 6), "fp4": (0, 5, 6), "bf16": (0, 5, 8), "fp16": (0, 5, 8)},
+    "qwen3_next": {"fp8": (0, 5, 6), "fp4": (0, 5, 6), "bf16": (0, 5, 8), "fp16": (0, 5, 8)},
+    "qwen3_5_moe": {"fp8": (0, 5, 9), "fp4": (0, 5, 9), "bf16": (0, 5, 9), "fp16": (0, 5, 9)},
     "glm4_moe": {"fp4": (0, 5, 8)},
     "gpt_oss": {"fp4": (0, 5, 0)},
 }

@@ -303,10 +303,18 @@ def test_sglang_on_blackwell_runs_some_models_experts_without_the_triton_tile_ov
     assert tile(gpu="H200", **deepseek) == pytest.approx(triton)
     assert tile(engine="vllm", engine_version="0.19.0", **deepseek) == pytest.approx(triton)
     assert tile(engine="tensorrt-llm", engine_version="1.1.0", **deepseek) == pytest.approx(triton)
-    # by precision: BF16 Qwen3 MoE and GLM-4.6 stay on Triton; gpt-oss's MXFP4 experts do not
+    # by precision: BF16 Qwen3 MoE (until 0.5.8) and GLM-4.6 stay on Triton; gpt-oss's MXFP4
+    # experts do not
     qwen = {"model": "Qwen/Qwen3-235B-A22B-Instruct-2507", "tp": 8}
     assert tile(precision="bf16", **qwen) > 1.0
     assert tile(precision="fp8", **qwen) == 1.0
+    assert tile(precision="bf16", engine_version="0.5.7", **qwen) > 1.0
+    assert tile(precision="bf16", engine_version="0.5.8", **qwen) == 1.0
+    # Qwen3.5's architecture joined the Qwen3 MoE branch in 0.5.9, BF16 included
+    qwen35 = {"model": "Qwen/Qwen3.5-397B-A17B", "precision": "bf16", "tp": 8}
+    assert tile(engine_version="0.5.8", **qwen35) > 1.0
+    assert tile(engine_version="0.5.9", **qwen35) == 1.0
+    assert tile(engine_version=None, **qwen35) == 1.0
     assert tile(model="zai-org/GLM-4.6", precision="bf16", tp=8) > 1.0
     assert tile(model="openai/gpt-oss-120b", precision="fp4", tp=8) == 1.0
     assert tile(model="openai/gpt-oss-120b", precision="fp4", tp=8, gpu="H100-SXM") > 1.0
