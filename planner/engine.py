@@ -386,14 +386,17 @@ SGLANG_AR_FUSION_HOPPER_RELEASE = (0, 5, 7)
 #: Qwen3-Next FP8 and NVFP4 from 0.5.6 and unquantised (BF16) from 0.5.8, Qwen3.5 MoE (its
 #: architecture joined their branch in 0.5.9) FP8, NVFP4 and BF16 from 0.5.9, GLM-4 MoE NVFP4
 #: from 0.5.8, gpt-oss MXFP4 from 0.5.0 (the Qwen branches read again in the 0.5.6 to 0.5.13
-#: wheels, 2026-12-07: 0.5.8 added ``or self.quantization is None``).
+#: wheels, 2026-12-07: 0.5.8 added ``or self.quantization is None``), and Kimi-K2 and
+#: Kimi-K2.5's own INT4 checkpoints (compressed-tensors, 4-bit integer weights in groups of 32:
+#: ``is_kimi_k2_k25_thinking_int4``) from 0.5.10rc0 (read in the 0.5.9, 0.5.10rc0 and 0.5.10
+#: wheels, 2026-12-07).
 #: Every other model, and every model on Hopper, runs SGLang's Triton fused MoE. Llama 4 (FP8
 #: from 0.5.5 when its checkpoint loads as ``fp8``/``modelopt_fp8``) is left out: Meta's FP8
 #: checkpoints name another quantisation method, which the rule does not take.
 SGLANG_TRTLLM_MOE: dict[str, dict[str, tuple[int, int, int]]] = {
     "deepseek_v3": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
-    "kimi_k2": {"fp4": (0, 5, 4), "fp8": (0, 5, 5)},
-    "kimi_k25": {"fp4": (0, 5, 9), "fp8": (0, 5, 9)},
+    "kimi_k2": {"fp4": (0, 5, 4), "fp8": (0, 5, 5), "int4": (0, 5, 10)},
+    "kimi_k25": {"fp4": (0, 5, 9), "fp8": (0, 5, 9), "int4": (0, 5, 10)},
     "glm_moe_dsa": {"fp4": (0, 5, 9), "fp8": (0, 5, 9)},
     "qwen3_moe": {"fp8": (0, 5, 6), "fp4": (0, 5, 6), "bf16": (0, 5, 8), "fp16": (0, 5, 8)},
     "qwen3_next": {"fp8": (0, 5, 6), "fp4": (0, 5, 6), "bf16": (0, 5, 8), "fp16": (0, 5, 8)},

@@ -322,6 +322,10 @@ def test_sglang_on_blackwell_runs_some_models_experts_without_the_triton_tile_ov
     kimi = {"model": "moonshotai/Kimi-K2.5", "precision": "fp4", "tp": 4}
     assert tile(engine_version="0.5.8", **kimi) > 1.0
     assert tile(engine_version="0.5.9", **kimi) == 1.0
+    # Moonshot's own INT4 checkpoints from 0.5.10rc0
+    native = {**kimi, "precision": "int4", "tp": 8}
+    assert tile(engine_version="0.5.9", **native) > 1.0
+    assert tile(engine_version="0.5.10rc0", **native) == 1.0
 
 
 def test_expert_parallel_busiest_rank_sets_the_layer_time(catalog: Catalog) -> None:
