@@ -234,10 +234,11 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
     prediction = capacity.prediction
     assert prediction is not None
     inst = catalog.instance(layout.instance)
+    card = catalog.model(request.model)
     engine = resolved_engine(catalog, request, layout, q.settings)
     cost = plan_cost(q, q.replicas)
     plan = Plan(
-        model=catalog.model(request.model).hf_id,
+        model=card.hf_id,
         precision=layout.precision,
         gpu=inst.gpu_id,
         instance=layout.instance,
@@ -275,9 +276,9 @@ def recommendation_of(catalog: Catalog, request: RecommendRequest, q: Quote) -> 
         spec_method=engine.spec_method,
         num_spec_tokens=engine.num_spec_tokens,
         pred_spec_accept_len=prediction.spec_accept_len,
-        **memory_columns(catalog, catalog.model(request.model), layout, engine),
+        **memory_columns(catalog, card, layout, engine),
         spec_reason=speculation_reason(
-            catalog.model(request.model),
+            card,
             engine.family,
             engine.spec_method,
             _acceptance_note(prediction.notes),
