@@ -176,6 +176,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE measured_results ADD COLUMN enforce_eager BOOLEAN",
         ],
     ),
+    (
+        10,
+        [
+            # a server setting the planner does not model (the row is scored, never fitted)
+            "ALTER TABLE measured_results ADD COLUMN unmodelled_setting VARCHAR",
+        ],
+    ),
 ]
 
 MEASURED_COLUMNS = list(MeasuredResult.model_fields)

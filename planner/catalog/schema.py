@@ -419,6 +419,11 @@ class MeasuredResult(BaseModel):
     #: how many tokens of each of them the earlier run had sent, when it drew shorter prompts
     #: from the same seed; blank: the whole prompt
     warm_prompt_tokens: TokenBudget | None = None
+    #: a server setting of the run that changes which kernels it runs in a way the planner's
+    #: deployment cannot state (SGLang's ``--quantization modelopt``, which keeps its MoE runner
+    #: at auto: :func:`planner.perf.calibration.measurement_problem`), with what it changes;
+    #: blank: none. Such a row is scored in validation, never fitted
+    unmodelled_setting: Reference | None = None
     notes: Reference | None = None
 
     @model_validator(mode="after")

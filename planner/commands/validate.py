@@ -578,7 +578,8 @@ def _print_checks(
         f"  rows predicted: {report['predicted_rows']} of {report['stored_rows']} stored "
         f"({100 * report['predicted_rows'] / max(report['stored_rows'], 1):.1f}%); "
         f"{len(inconsistent)} more are scored but not fitted (their figures contradict each "
-        "other: the stated lengths, or the concurrency and latencies of a closed loop)"
+        "other: the stated lengths, or the concurrency and latencies of a closed loop; or they "
+        "ran a setting the planner does not model)"
     )
     return ok
 

@@ -483,7 +483,22 @@ def measurement_problem(result: MeasuredResult) -> str | None:
     on 2026-12-05 one does (the SGLang cookbook's Kimi-K2 on MI300X at one in flight: 42.5
     tok/s where its 40.4 ms mean TPOT allows at most 24.6); every other is within 5% of the bound
     or below it (a run's ramp-up and tail leave slots idle).
+
+    A row that states an ``unmodelled_setting`` ran kernels its deployment does not describe:
+    fitted, it would move the coefficients its engine, GPU and model share with every other
+    row. CloudRift's SGLang 0.5.9 runs of Kimi-K2.5 NVFP4 on B200 pass ``--quantization
+    modelopt``; ``ServerArgs._handle_model_specific_adjustments`` (python/sglang/srt/
+    server_args.py, read in the 0.5.9 wheel, 2026-12-07) hands a DeepSeek-style model's experts
+    to ``flashinfer_trtllm`` only for the quantisations ``fp8``, ``modelopt_fp8`` and
+    ``modelopt_fp4`` (it resolves the checkpoint's own only when none is given), so the runner
+    stays at auto and ``ModelOptNvFp4FusedMoEMethod.apply`` runs SGLang's own
+    ``cutlass_moe_fp4``. Those runs decoded at 1.6-1.8x the TPOT of vLLM 0.17.0's on the same
+    GPUs and lengths, and fitted they set SGLang's B200 coefficients: held out by source,
+    SGLang's other 2025-07+ closed loops went 18.1 -> 14.2% median TPOT without them (session
+    69).
     """
+    if result.unmodelled_setting:
+        return f"runs {result.unmodelled_setting}: a setting the planner does not model"
     loop = closed_loop_excess(result)
     if loop is not None:
         return loop

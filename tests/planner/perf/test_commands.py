@@ -158,7 +158,7 @@ def test_validate_prints_errors_next_to_the_roofline(
     assert "== leave-one-GPU-out ==" in text
     assert "roofline" in text and "vllm    L40S" in text and "PASS" in text
     assert "vllm    A100-80GB-SXM" not in text  # a GPU not held out is not scored
-    assert "Excluded from the fit" in text and "with the 14 excluded rows" in text
+    assert "Excluded from the fit" in text and "with the 24 excluded rows" in text
     # latencies beside throughput: per engine and requests in flight, and the fold's line
     assert "== leave-one-GPU-out: latency by engine and requests in flight ==" in text
     assert "all     17-64     |" in text and "vllm    all       |" in text

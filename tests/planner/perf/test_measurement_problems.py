@@ -1,13 +1,17 @@
 """Rows whose own figures contradict each other are left out of the fit with the reason
 (``planner.perf.calibration.measurement_problem``): here the closed-loop bound, C requests in
-flight produce at most C x output / (TTFT + (output - 1) x TPOT) tokens a second."""
+flight produce at most C x output / (TTFT + (output - 1) x TPOT) tokens a second; and rows that
+state a server setting the planner does not model (``unmodelled_setting``)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from planner.catalog import Catalog
 from planner.catalog.schema import MeasuredResult
 from planner.perf.calibration import closed_loop_excess, measurement_problem
 from planner.perf.model import PerformanceModel
+from planner.store import Store
 
 
 def _kimi_mi300x_at_one(catalog: Catalog) -> MeasuredResult:
@@ -49,3 +53,46 @@ def test_the_flagged_row_is_excluded_from_the_fit_with_its_reason(
     excluded = [e for e in model.excluded if e.result == row]
     assert len(excluded) == 1 and "exceeds the 24.6 tok/s" in excluded[0].reason
     assert all(s.result != row for s in model.samples)
+
+
+def test_only_sglangs_modelopt_runs_state_a_setting_the_planner_does_not_model(
+    catalog: Catalog,
+) -> None:
+    """CloudRift's SGLang 0.5.9 Kimi-K2.5 runs pass --quantization modelopt (their notes quote
+    the server command): every one of them says so, and no other shipped row states a
+    setting."""
+    stated = [m for m in catalog.measured if m.unmodelled_setting]
+    modelopt = [
+        m
+        for m in catalog.measured
+        if m.engine == "sglang" and "--quantization modelopt " in (m.notes or "")
+    ]
+    assert len(stated) == 10 and stated == modelopt
+    assert all(m.model == "moonshotai/Kimi-K2.5" and m.gpu == "B200" for m in stated)
+    reason = measurement_problem(stated[0])
+    assert reason is not None and "--quantization modelopt" in reason
+    assert "a setting the planner does not model" in reason
+    # the same row without the column is a row like any other
+    assert measurement_problem(stated[0].model_copy(update={"unmodelled_setting": None})) is None
+
+
+def test_a_row_of_an_unmodelled_setting_is_scored_but_never_fitted(
+    catalog: Catalog, model: PerformanceModel
+) -> None:
+    stated = [m for m in catalog.measured if m.unmodelled_setting]
+    excluded = {e.result: e for e in model.excluded if e.result in stated}
+    assert set(excluded) == set(stated)
+    # excluded with its simulated sample: validation predicts it as a held-out row
+    assert all(e.sample is not None and "modelopt" in e.reason for e in excluded.values())
+    assert not {s.result for s in model.samples} & set(stated)
+
+
+def test_the_store_keeps_the_setting_of_a_row(catalog: Catalog, tmp_path: Path) -> None:
+    row = next(m for m in catalog.measured if m.unmodelled_setting)
+    store = Store(tmp_path / "s.duckdb")
+    try:
+        store.add_measured_results([row])
+        back = [m for m in store.measured_results() if m.source == row.source]
+    finally:
+        store.close()
+    assert back == [row]
