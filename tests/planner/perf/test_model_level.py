@@ -113,7 +113,9 @@ def test_one_model_in_two_weight_formats_on_one_gpu_has_two_sets_of_expert_kerne
     terms = [IDX[t] for t in MODEL_TERMS]
     others = [i for i in range(len(c8)) if i not in terms]
     np.testing.assert_array_equal(c8[others], c4[others])
-    assert abs(np.log(c8[IDX["roofline"]] / c4[IDX["roofline"]])) > 0.05
+    # the data set them apart (a format's own deviation, not the prior's zero): by 5% or more
+    # in one of them (the roofline's and the expert GEMMs' move with what is fitted)
+    assert max(abs(np.log(c8[i] / c4[i])) for i in terms) > 0.05
 
 
 def test_an_unmeasured_gpu_takes_its_measured_siblings_deviation(
