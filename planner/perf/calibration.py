@@ -492,10 +492,10 @@ def measurement_problem(result: MeasuredResult) -> str | None:
     to ``flashinfer_trtllm`` only for the quantisations ``fp8``, ``modelopt_fp8`` and
     ``modelopt_fp4`` (it resolves the checkpoint's own only when none is given), so the runner
     stays at auto and ``ModelOptNvFp4FusedMoEMethod.apply`` runs SGLang's own
-    ``cutlass_moe_fp4``. Those runs decoded at 1.6-1.8x the TPOT of vLLM 0.17.0's on the same
-    GPUs and lengths, and fitted they set SGLang's B200 coefficients: held out by source,
-    SGLang's other 2025-07+ closed loops went 18.1 -> 14.2% median TPOT without them (session
-    69).
+    ``cutlass_moe_fp4``. Those runs decoded at 1.2-2.0x (median 1.8x) the TPOT of vLLM
+    0.17.0's on the same GPUs and lengths, and fitted they set SGLang's B200 coefficients: held
+    out by source, SGLang's other 2025-07+ closed loops went 18.1 -> 14.2% median TPOT without
+    them (session 69).
     """
     if result.unmodelled_setting:
         return f"runs {result.unmodelled_setting}: a setting the planner does not model"
