@@ -513,9 +513,7 @@ def architecture_from_config(config: dict[str, Any]) -> ModelArchitecture:
         attention_bias=attention_bias,
         attention_output_gate=model_type == "qwen3_next" or bool(config.get("attn_output_gate")),
         qk_norm_params=_qk_norm_params(config, model_type, heads, kv_heads, head_dim),
-        qk_norm_across_heads=model_type == "minimax_m2"
-        and bool(config.get("use_qk_norm"))
-        and config.get("qk_norm_type", "per_layer") == "per_layer",
+        qk_norm_across_heads=_qk_norm_across_heads(config, model_type),
         max_position_embeddings=config.get("max_position_embeddings"),
         torch_dtype=str(_first(config, "torch_dtype", "dtype", default="bfloat16")),
         q_lora_rank=config.get("q_lora_rank"),
@@ -558,10 +556,20 @@ def _qk_norm_params(
     if model_type.startswith("qwen3"):
         return 2 * head_dim  # Qwen3/3-Next/3.5: one RMSNorm of head_dim for q, one for k
     if model_type == "minimax_m2" and config.get("use_qk_norm"):
-        if config.get("qk_norm_type", "per_layer") == "per_layer":
+        if _qk_norm_across_heads(config, model_type):
             return (heads + kv_heads) * head_dim
         return 2 * head_dim
     return 0
+
+
+def _qk_norm_across_heads(config: dict[str, Any], model_type: str) -> bool:
+    """Whether the query/key norms span every head (MiniMax-M2's ``qk_norm_type``
+    ``per_layer``, its default) rather than one head each (see ``qk_norm_across_heads``)."""
+    return (
+        model_type == "minimax_m2"
+        and bool(config.get("use_qk_norm"))
+        and config.get("qk_norm_type", "per_layer") == "per_layer"
+    )
 
 
 def _check_heads(config: dict[str, Any], heads: int, kv_heads: int, hidden: int) -> None:
