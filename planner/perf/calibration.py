@@ -41,6 +41,12 @@ deviation from the GPU's. Once the TensorRT-LLM tables' attention-DP rows had th
 (session 38), held out by source, prior 0.5 / 0.8 / 1.2 gave output tok/s 26.5 / 25.5 / 24.9%,
 TPOT 25.0 / 24.0 / 23.4%, p99 TTFT 33.3 / 32.4 / 30.7%, TTFT 36.7 / 36.7 / 37.6%, and GPUStack
 and the two SGLang sources held out together 29.4 / 26.8 / 24.8%.
+Since session 70 the level also fits the layer floor (:data:`SIGMA_FLOOR_MODEL`): how long a
+layer's chain of kernels takes at a small batch is the model's layer as much as the release's
+kernels. At one in flight on 8 x B200 under SGLang 0.5.6 the measured TPOT over the layers is
+64 us a layer for gpt-oss-120b, 108 for Qwen3-235B-A22B, 150 for DeepSeek-R1-0528 and 161 for
+GLM-4.6 (the SGLang documentation's and cookbook's rows), where one floor a release and model
+kind had served them all.
 The generation, not the GPU, since session 59: GPUs of one generation run one instruction set
 and so the same kernels (H100 and H200 are one Hopper die, the H200 with more and faster
 memory; MI300X and MI325X one CDNA 3 die; B200 and B300 both Blackwell), and an MoE model
@@ -326,6 +332,13 @@ _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
 #: level under the generation one (both 2.0) moved the MI355X half as far (10.8 ms) and held out
 #: worse (21.8 / 23.5 (54.1) / 24.4%: the H100 dense rows' floor moved with the split)
 SIGMA_FLOOR_VENDOR = 2.0
+#: the layer floor's deviation per MoE model and GPU generation (the model level, log units):
+#: a model's layers launch their own kernels (module docstring). Held out by source (session 70,
+#: ``benchmarks/latency_errors_bench.py``, 1,362 rows), output tok/s / TTFT / TPOT median from
+#: 19.2 / 23.3 / 18.3% without it: prior 0.5 19.0 / 23.0 / 18.4%, 1.2 (the level's own) 18.7 /
+#: 22.8 / 18.3%, 2.0 18.6 / 23.1 / 17.9%; SGLang's rows' TPOT 27.4 -> 27.4 / 24.0 / 23.2%, the
+#: 2025-07+ closed loops' and rates' output tok/s 13.2 -> 13.0 / 13.0 / 12.8%
+SIGMA_FLOOR_MODEL = 2.0
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
@@ -347,7 +360,7 @@ TERM_ONLY_LEVELS: frozenset[str] = frozenset({"vendor"})
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
 TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
-    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
+    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR, "model": SIGMA_FLOOR_MODEL},
     "eager_floor": {"family": SIGMA_EAGER_FLOOR},
     "request_path_ranks": {"family": SIGMA_PATH_RANKS},
 }
@@ -403,8 +416,8 @@ _TREND_MASKS = {
 #: the SGLang docs measured ~26). With the roofline, held out by source (session 42, 1,218
 #: rows): throughput 24.4 -> 24.0%, TTFT 36.4 -> 37.3% median but 61.0 -> 59.5% mean, TPOT
 #: 23.5 -> 22.7%, p99 TTFT 29.2 -> 28.5%; the 2025-07+ closed loops' TTFT 29.5 -> 28.6% and
-#: TPOT 24.6 -> 22.8%
-MODEL_TERMS: tuple[str, ...] = (*TREND_TERMS, "roofline")
+#: TPOT 24.6 -> 22.8%; and the layer floor, since session 70 (SIGMA_FLOOR_MODEL)
+MODEL_TERMS: tuple[str, ...] = (*TREND_TERMS, "roofline", "layer_floor")
 _MODEL_MASK = np.array([f in MODEL_TERMS for f in FITTED])
 
 

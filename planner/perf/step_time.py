@@ -101,11 +101,14 @@ layer_floor            max(0, layers executed x 150 us - roofline): the time a s
                        (sglang pull request 39306, H20, 2026); later releases fuse a layer's
                        small kernels (RoPE, the q/k concatenation and the KV-cache write in one
                        launch: sglang pull request 18242, 2026-02-04). Prior coefficient 0.1;
-                       its deviation is fitted globally, per engine release and model kind, and
-                       per GPU vendor (:data:`planner.perf.calibration.TERM_LEVELS`), each
+                       its deviation is fitted globally, per engine release and model kind, per
+                       GPU vendor (:data:`planner.perf.calibration.TERM_LEVELS`) and per MoE
+                       model and GPU generation (the model level, since session 70), each
                        with a wide prior (:data:`planner.perf.calibration.TERM_LEVEL_SIGMA`):
                        the floor is a release's kernels for a kind of model, launched on one
-                       vendor's platform. SGLang 0.5.7 decoded DeepSeek-V3.1 on 8 x MI300X at
+                       vendor's platform, and a model's layer is its own chain of them
+                       (gpt-oss-120b 64 us a layer, DeepSeek-R1 150 at one in flight on 8 x
+                       B200, SGLang 0.5.6). SGLang 0.5.7 decoded DeepSeek-V3.1 on 8 x MI300X at
                        24 ms a step at one in flight (sgl-project/sgl-cookbook DeepSeek-V3_1.md,
                        2026-01-20), where 0.5.6 took 9 ms on 8 x B200 (the SGLang cookbook's
                        DeepSeek-R1-0528): 390 against 150 us a layer, at rooflines of ~1 ms.

@@ -37,10 +37,41 @@ def _tp8(
     )
 
 
-def test_the_level_fits_the_routed_expert_terms_and_the_roofline() -> None:
+def test_the_level_fits_the_routed_expert_terms_the_roofline_and_the_layer_floor() -> None:
     fits = level_fits("model")
     assert {t for t, f in zip(FITTED, fits, strict=True) if f} == set(MODEL_TERMS)
-    assert set(MODEL_TERMS) == {"expert_gemm", "expert_read", "expert_activation", "roofline"}
+    assert set(MODEL_TERMS) == {
+        "expert_gemm",
+        "expert_read",
+        "expert_activation",
+        "roofline",
+        "layer_floor",
+    }
+
+
+def test_two_moe_models_under_one_release_on_one_gpu_have_layer_floors_of_their_own(
+    model: PerformanceModel,
+) -> None:
+    """At one in flight on 8 x B200 under SGLang 0.5.6, gpt-oss-120b decodes in 64 us a layer and
+    DeepSeek-R1-0528 in 150 (the SGLang documentation's rows): the same release's floor, the
+    model level's deviations apart, about that far; so the lighter layers' step at one in flight
+    is predicted under DeepSeek's by more than their layer counts (36 against 61) say."""
+    fitted = model.fitted
+    assert fitted is not None
+    oss = _tp8("openai/gpt-oss-120b", precision="fp4").model_copy(update={"concurrency": 1})
+    deepseek = _tp8("deepseek-ai/DeepSeek-R1-0528", precision="fp8").model_copy(
+        update={"concurrency": 1}
+    )
+    keys = [coefficient_key(s, model.deployment(s)) for s in (oss, deepseek)]
+    assert keys[0].version == keys[1].version  # one release x kind floor for both
+    assert all(fitted.known("model", level_keys(k)["model"]) for k in keys)
+    floor = IDX["layer_floor"]
+    ratio = model.coefficients_of(deepseek)[floor] / model.coefficients_of(oss)[floor]
+    assert 1.5 < ratio < 3.0
+    per_layer = [
+        model.predict(s).tpot_ms_mean / layers for s, layers in ((oss, 36), (deepseek, 61))
+    ]
+    assert per_layer[0] < 0.75 * per_layer[1]
 
 
 def test_an_moe_model_is_keyed_by_its_weights_their_format_and_generation_a_dense_one_not_at_all(
