@@ -41,12 +41,15 @@ deviation from the GPU's. Once the TensorRT-LLM tables' attention-DP rows had th
 (session 38), held out by source, prior 0.5 / 0.8 / 1.2 gave output tok/s 26.5 / 25.5 / 24.9%,
 TPOT 25.0 / 24.0 / 23.4%, p99 TTFT 33.3 / 32.4 / 30.7%, TTFT 36.7 / 36.7 / 37.6%, and GPUStack
 and the two SGLang sources held out together 29.4 / 26.8 / 24.8%.
-Since session 70 the level also fits the layer floor (:data:`SIGMA_FLOOR_MODEL`): how long a
-layer's chain of kernels takes at a small batch is the model's layer as much as the release's
-kernels. At one in flight on 8 x B200 under SGLang 0.5.6 the measured TPOT over the layers is
-64 us a layer for gpt-oss-120b, 108 for Qwen3-235B-A22B, 150 for DeepSeek-R1-0528 and 161 for
-GLM-4.6 (the SGLang documentation's and cookbook's rows), where one floor a release and model
-kind had served them all.
+Since session 70 the same weights have a layer floor of their own on each GPU vendor's platform
+(the ``model_vendor`` level, :data:`SIGMA_FLOOR_MODEL`): how long a layer's chain of kernels
+takes at a small batch is the model's layer as much as the release's kernels. At one in flight
+on 8 x B200 under SGLang 0.5.6 the measured TPOT over the layers is 64 us a layer for
+gpt-oss-120b, 108 for Qwen3-235B-A22B, 150 for DeepSeek-R1-0528 and 161 for GLM-4.6 (the SGLang
+documentation's and cookbook's rows), where one floor a release and model kind had served them
+all. Keyed by the vendor, not the generation, as the vendor floor is (:data:`SIGMA_FLOOR_VENDOR`):
+the floor follows the software platform, and keyed by the generation DeepSeek's MI300X floor
+(the model level's +1.0) did not reach the MI355X, which took 0.36x the MI300X's floor.
 The generation, not the GPU, since session 59: GPUs of one generation run one instruction set
 and so the same kernels (H100 and H200 are one Hopper die, the H200 with more and faster
 memory; MI300X and MI325X one CDNA 3 die; B200 and B300 both Blackwell), and an MoE model
@@ -332,12 +335,14 @@ _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
 #: level under the generation one (both 2.0) moved the MI355X half as far (10.8 ms) and held out
 #: worse (21.8 / 23.5 (54.1) / 24.4%: the H100 dense rows' floor moved with the split)
 SIGMA_FLOOR_VENDOR = 2.0
-#: the layer floor's deviation per MoE model and GPU generation (the model level, log units):
-#: a model's layers launch their own kernels (module docstring). Held out by source (session 70,
-#: ``benchmarks/latency_errors_bench.py``, 1,362 rows), output tok/s / TTFT / TPOT median from
-#: 19.2 / 23.3 / 18.3% without it: prior 0.5 19.0 / 23.0 / 18.4%, 1.2 (the level's own) 18.7 /
-#: 22.8 / 18.3%, 2.0 18.6 / 23.1 / 17.9%; SGLang's rows' TPOT 27.4 -> 27.4 / 24.0 / 23.2%, the
-#: 2025-07+ closed loops' and rates' output tok/s 13.2 -> 13.0 / 13.0 / 12.8%
+#: the layer floor's deviation per MoE model's weights and GPU vendor (the ``model_vendor`` level,
+#: log units): a model's layers launch their own kernels (module docstring). Held out by source
+#: (session 70, ``benchmarks/latency_errors_bench.py``, 1,362 rows), output tok/s / TTFT / TPOT
+#: median from 19.2 / 23.3 / 18.3% without it: 18.4 / 22.8 / 18.3%, the 2025-07+ closed loops and
+#: rates 13.2 / 19.9 / 14.4 -> 12.6 / 19.7 / 13.6%, SGLang's rows' TPOT 27.4 -> 24.2%. On the
+#: model level (by generation) instead, prior 0.5 / 1.2 / 2.0: 19.0 / 23.0 / 18.4%, 18.7 / 22.8 /
+#: 18.3%, 18.6 / 23.1 / 17.9% (the loops 13.0 / 19.8 / 14.5%, 13.0 / 19.6 / 14.3%, 12.8 / 19.8 /
+#: 14.1%), and the MI355X lost DeepSeek's ROCm floor (module docstring)
 SIGMA_FLOOR_MODEL = 2.0
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
@@ -349,18 +354,18 @@ FLOOR_START = math.log(10.0)
 #: scheduling is fitted globally only: one engine's releases run it, planner.perf.step_time)
 TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path": REQUEST_PATH_LEVELS,
-    "layer_floor": frozenset({"release_kind", "vendor"}),
+    "layer_floor": frozenset({"release_kind", "vendor", "model_vendor"}),
     "eager_floor": frozenset({"family"}),
     "request_path_ranks": REQUEST_PATH_LEVELS,
     "host_overlapped": frozenset(),
 }
 #: the levels that fit only the terms naming them in TERM_LEVELS (the GPU vendor: the layer
 #: floor's platform share; every other term's platform differences are the generation's)
-TERM_ONLY_LEVELS: frozenset[str] = frozenset({"vendor"})
+TERM_ONLY_LEVELS: frozenset[str] = frozenset({"vendor", "model_vendor"})
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
 TERM_LEVEL_SIGMA: dict[str, dict[str, float]] = {
-    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR, "model": SIGMA_FLOOR_MODEL},
+    "layer_floor": {"release_kind": SIGMA_LAYER_FLOOR},
     "eager_floor": {"family": SIGMA_EAGER_FLOOR},
     "request_path_ranks": {"family": SIGMA_PATH_RANKS},
 }
@@ -416,8 +421,8 @@ _TREND_MASKS = {
 #: the SGLang docs measured ~26). With the roofline, held out by source (session 42, 1,218
 #: rows): throughput 24.4 -> 24.0%, TTFT 36.4 -> 37.3% median but 61.0 -> 59.5% mean, TPOT
 #: 23.5 -> 22.7%, p99 TTFT 29.2 -> 28.5%; the 2025-07+ closed loops' TTFT 29.5 -> 28.6% and
-#: TPOT 24.6 -> 22.8%; and the layer floor, since session 70 (SIGMA_FLOOR_MODEL)
-MODEL_TERMS: tuple[str, ...] = (*TREND_TERMS, "roofline", "layer_floor")
+#: TPOT 24.6 -> 22.8%
+MODEL_TERMS: tuple[str, ...] = (*TREND_TERMS, "roofline")
 _MODEL_MASK = np.array([f in MODEL_TERMS for f in FITTED])
 
 
@@ -815,6 +820,7 @@ LEVELS: tuple[tuple[str, float], ...] = (
     ("kind", SIGMA_KIND),
     ("release_kind", SIGMA_KIND),
     ("model", SIGMA_MODEL),
+    ("model_vendor", SIGMA_FLOOR_MODEL),
 )
 
 
@@ -836,7 +842,8 @@ class CoefficientKey(NamedTuple):
     released: date | None = None
     #: an MoE model's weights and their format, ``<total>/<active>:<precision>`` (re-releases
     #: of an architecture share it); None for a dense model: with the generation, the key of
-    #: the model level (MODEL_TERMS)
+    #: the model level (MODEL_TERMS); with the vendor, of the model_vendor level (the layer
+    #: floor)
     model: str | None = None
 
 
@@ -928,6 +935,12 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
         "kind": f"{family}:{key.kind}" if key.kind else None,
         "release_kind": f"{key.version}:{key.kind}" if key.kind and key.version else None,
         "model": f"{key.model}@{key.generation}" if key.model else None,
+        # the layer floor of the same weights on a vendor's platform (SIGMA_FLOOR_MODEL)
+        "model_vendor": (
+            f"{key.model}@{key.generation.partition(':')[0]}"
+            if key.model and key.generation
+            else None
+        ),
     }
 
 

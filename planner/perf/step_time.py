@@ -103,7 +103,7 @@ layer_floor            max(0, layers executed x 150 us - roofline): the time a s
                        launch: sglang pull request 18242, 2026-02-04). Prior coefficient 0.1;
                        its deviation is fitted globally, per engine release and model kind, per
                        GPU vendor (:data:`planner.perf.calibration.TERM_LEVELS`) and per MoE
-                       model and GPU generation (the model level, since session 70), each
+                       model's weights and GPU vendor (since session 70), each
                        with a wide prior (:data:`planner.perf.calibration.TERM_LEVEL_SIGMA`):
                        the floor is a release's kernels for a kind of model, launched on one
                        vendor's platform, and a model's layer is its own chain of them

@@ -37,34 +37,34 @@ def _tp8(
     )
 
 
-def test_the_level_fits_the_routed_expert_terms_the_roofline_and_the_layer_floor() -> None:
+def test_the_level_fits_the_routed_expert_terms_and_the_roofline() -> None:
     fits = level_fits("model")
     assert {t for t, f in zip(FITTED, fits, strict=True) if f} == set(MODEL_TERMS)
-    assert set(MODEL_TERMS) == {
-        "expert_gemm",
-        "expert_read",
-        "expert_activation",
-        "roofline",
-        "layer_floor",
-    }
+    assert set(MODEL_TERMS) == {"expert_gemm", "expert_read", "expert_activation", "roofline"}
 
 
 def test_two_moe_models_under_one_release_on_one_gpu_have_layer_floors_of_their_own(
     model: PerformanceModel,
 ) -> None:
     """At one in flight on 8 x B200 under SGLang 0.5.6, gpt-oss-120b decodes in 64 us a layer and
-    DeepSeek-R1-0528 in 150 (the SGLang documentation's rows): the same release's floor, the
-    model level's deviations apart, about that far; so the lighter layers' step at one in flight
-    is predicted under DeepSeek's by more than their layer counts (36 against 61) say."""
+    DeepSeek-R1-0528 in 150 (the SGLang documentation's rows): the same release's floor, each
+    model's own on the vendor's platform (the model_vendor level, which fits the floor only)
+    about that far apart; so the lighter layers' step at one in flight is predicted under
+    DeepSeek's by more than their layer counts (36 against 61) say."""
     fitted = model.fitted
     assert fitted is not None
+    assert {t for t, f in zip(FITTED, level_fits("model_vendor"), strict=True) if f} == {
+        "layer_floor"
+    }
     oss = _tp8("openai/gpt-oss-120b", precision="fp4").model_copy(update={"concurrency": 1})
     deepseek = _tp8("deepseek-ai/DeepSeek-R1-0528", precision="fp8").model_copy(
         update={"concurrency": 1}
     )
     keys = [coefficient_key(s, model.deployment(s)) for s in (oss, deepseek)]
     assert keys[0].version == keys[1].version  # one release x kind floor for both
-    assert all(fitted.known("model", level_keys(k)["model"]) for k in keys)
+    names = [level_keys(k)["model_vendor"] for k in keys]
+    assert names[0] == f"{keys[0].model}@nvidia"
+    assert all(fitted.known("model_vendor", name) for name in names)
     floor = IDX["layer_floor"]
     ratio = model.coefficients_of(deepseek)[floor] / model.coefficients_of(oss)[floor]
     assert 1.5 < ratio < 3.0
@@ -91,7 +91,8 @@ def test_two_moe_models_on_one_gpu_differ_in_their_expert_kernels_and_roofline_o
     model: PerformanceModel,
 ) -> None:
     """DeepSeek and Qwen3-235B-A22B, both measured on 8 x H200, get expert terms and a roofline
-    of their own; every other coefficient is the engine's and GPU's."""
+    of their own (and a layer floor, the model_vendor level's); every other coefficient is the
+    engine's and GPU's."""
     fitted = model.fitted
     assert fitted is not None
     deepseek = _tp8("deepseek-ai/DeepSeek-R1-0528", precision="fp8", gpu="H200")
@@ -100,7 +101,7 @@ def test_two_moe_models_on_one_gpu_differ_in_their_expert_kernels_and_roofline_o
         assert fitted.known("model", level_keys(coefficient_key(s, model.deployment(s)))["model"])
     cd = model.coefficients_of(deepseek)
     cq = model.coefficients_of(qwen)
-    expert = [IDX[t] for t in MODEL_TERMS]
+    expert = [IDX[t] for t in (*MODEL_TERMS, "layer_floor")]
     others = [i for i in range(len(cd)) if i not in expert]
     np.testing.assert_array_equal(cd[others], cq[others])
     assert abs(np.log(cd[IDX["expert_gemm"]] / cq[IDX["expert_gemm"]])) > 0.1
@@ -132,7 +133,7 @@ def test_one_model_in_two_weight_formats_on_one_gpu_has_two_sets_of_expert_kerne
 ) -> None:
     """DeepSeek-R1 on 8 x B200 is measured in FP8 (the SGLang documentation) and in NVFP4 (the
     TensorRT-LLM tables): each format is a key of its own that the fit has seen, and the two
-    differ in the model terms only (the format picks the MoE kernels)."""
+    differ in the model terms and their layer floor only (the format picks the MoE kernels)."""
     fitted = model.fitted
     assert fitted is not None
     fp8 = _tp8("deepseek-ai/DeepSeek-R1-0528", engine="trtllm", precision="fp8")
@@ -141,7 +142,7 @@ def test_one_model_in_two_weight_formats_on_one_gpu_has_two_sets_of_expert_kerne
     assert names[0] != names[1]
     assert all(fitted.known("model", name) for name in names)
     c8, c4 = model.coefficients_of(fp8), model.coefficients_of(fp4)
-    terms = [IDX[t] for t in MODEL_TERMS]
+    terms = [IDX[t] for t in (*MODEL_TERMS, "layer_floor")]
     others = [i for i in range(len(c8)) if i not in terms]
     np.testing.assert_array_equal(c8[others], c4[others])
     # the data set them apart (a format's own deviation, not the prior's zero): by 5% or more
