@@ -49,7 +49,10 @@ gpt-oss-120b, 108 for Qwen3-235B-A22B, 150 for DeepSeek-R1-0528 and 161 for GLM-
 documentation's and cookbook's rows), where one floor a release and model kind had served them
 all. Keyed by the vendor, not the generation, as the vendor floor is (:data:`SIGMA_FLOOR_VENDOR`):
 the floor follows the software platform, and keyed by the generation DeepSeek's MI300X floor
-(the model level's +1.0) did not reach the MI355X, which took 0.36x the MI300X's floor.
+(the model level's +1.0) did not reach the MI355X, which took 0.36x the MI300X's floor. And by
+the weights in any format: a layer is the same chain of kernels in FP8 or FP4 (the format's work
+is the roofline's and the expert terms'), and keyed with the format DeepSeek-R1 in FP4 on the
+MI355X, never measured, decoded at 12 ms a token at four in flight against FP8's 23.
 The generation, not the GPU, since session 59: GPUs of one generation run one instruction set
 and so the same kernels (H100 and H200 are one Hopper die, the H200 with more and faster
 memory; MI300X and MI325X one CDNA 3 die; B200 and B300 both Blackwell), and an MoE model
@@ -842,8 +845,8 @@ class CoefficientKey(NamedTuple):
     released: date | None = None
     #: an MoE model's weights and their format, ``<total>/<active>:<precision>`` (re-releases
     #: of an architecture share it); None for a dense model: with the generation, the key of
-    #: the model level (MODEL_TERMS); with the vendor, of the model_vendor level (the layer
-    #: floor)
+    #: the model level (MODEL_TERMS); less the format, with the vendor, of the model_vendor level
+    #: (the layer floor)
     model: str | None = None
 
 
@@ -935,9 +938,10 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
         "kind": f"{family}:{key.kind}" if key.kind else None,
         "release_kind": f"{key.version}:{key.kind}" if key.kind and key.version else None,
         "model": f"{key.model}@{key.generation}" if key.model else None,
-        # the layer floor of the same weights on a vendor's platform (SIGMA_FLOOR_MODEL)
+        # the layer floor of the same weights, in any format, on a vendor's platform
+        # (SIGMA_FLOOR_MODEL)
         "model_vendor": (
-            f"{key.model}@{key.generation.partition(':')[0]}"
+            f"{key.model.partition(':')[0]}@{key.generation.partition(':')[0]}"
             if key.model and key.generation
             else None
         ),
