@@ -338,14 +338,15 @@ _PATH_RANKS_FITTED = FITTED.index("request_path_ranks")
 #: level under the generation one (both 2.0) moved the MI355X half as far (10.8 ms) and held out
 #: worse (21.8 / 23.5 (54.1) / 24.4%: the H100 dense rows' floor moved with the split)
 SIGMA_FLOOR_VENDOR = 2.0
-#: the layer floor's deviation per MoE model's weights and GPU vendor (the ``model_vendor`` level,
-#: log units): a model's layers launch their own kernels (module docstring). Held out by source
-#: (session 70, ``benchmarks/latency_errors_bench.py``, 1,362 rows), output tok/s / TTFT / TPOT
-#: median from 19.2 / 23.3 / 18.3% without it: 18.4 / 22.8 / 18.3%, the 2025-07+ closed loops and
-#: rates 13.2 / 19.9 / 14.4 -> 12.6 / 19.7 / 13.6%, SGLang's rows' TPOT 27.4 -> 24.2%. On the
-#: model level (by generation) instead, prior 0.5 / 1.2 / 2.0: 19.0 / 23.0 / 18.4%, 18.7 / 22.8 /
-#: 18.3%, 18.6 / 23.1 / 17.9% (the loops 13.0 / 19.8 / 14.5%, 13.0 / 19.6 / 14.3%, 12.8 / 19.8 /
-#: 14.1%), and the MI355X lost DeepSeek's ROCm floor (module docstring)
+#: the layer floor's deviation per MoE model's weights (in any format) and GPU vendor (the
+#: ``model_vendor`` level, log units): a model's layers launch their own kernels (module
+#: docstring). Held out by source (session 70, ``benchmarks/latency_errors_bench.py``, 1,362
+#: rows), output tok/s / TTFT / TPOT median from 19.2 / 23.3 / 18.3% without it: 18.2 / 23.5 /
+#: 18.1%, the 2025-07+ closed loops and rates 13.2 / 19.9 / 14.4 -> 11.5 / 19.7 / 12.2%, SGLang's
+#: rows' TPOT 27.4 -> 23.0%. Keyed with the format too: 18.4 / 22.8 / 18.3%, the loops 12.6 /
+#: 19.7 / 13.6%. On the model level (by generation) instead, prior 0.5 / 1.2 / 2.0: 19.0 / 23.0 /
+#: 18.4%, 18.7 / 22.8 / 18.3%, 18.6 / 23.1 / 17.9% (the loops 13.0 / 19.8 / 14.5%, 13.0 / 19.6 /
+#: 14.3%, 12.8 / 19.8 / 14.1%), and the MI355X lost DeepSeek's ROCm floor (module docstring)
 SIGMA_FLOOR_MODEL = 2.0
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
