@@ -13,7 +13,7 @@ ITL/TPOT 0.5: :data:`METRIC_WEIGHTS`), plus Gaussian priors on a hierarchy of lo
     log c[family, release, gpu] = theta0 + d_family + d_release + d_generation + d_gpu
                                   + d_family/gpu + d_entrypoint + d_family/kind
                                   + d_release/kind + d_model@generation (MoE kernel terms,
-                                  roofline) + d_vendor (layer floor only)
+                                  roofline) + d_vendor + d_model@vendor (layer floor only)
                                   + b_kind x age (release age, below)
     theta0 ~ N(log spec prior, 1.5^2), d_family ~ N(0, 1), every other d ~ N(0, 0.5^2)
 
@@ -351,8 +351,8 @@ SIGMA_FLOOR_MODEL = 2.0
 #: where the fit starts the layer floor's release x kind deviations: log(10), the unit itself
 FLOOR_START = math.log(10.0)
 #: the levels that get a parameter of a term, for the terms not fitted at every level (the
-#: request path is the engine family's; the layer floor an engine release's for a model kind and
-#: a GPU vendor's;
+#: request path is the engine family's; the layer floor an engine release's for a model kind, a
+#: GPU vendor's and an MoE model's weights' on a vendor;
 #: the eager floor the engine family's: how its Python model code launches an MoE layer's
 #: kernels, with a wide prior, SIGMA_EAGER_FLOOR; the host's work under vLLM's async
 #: scheduling is fitted globally only: one engine's releases run it, planner.perf.step_time)
@@ -363,8 +363,9 @@ TERM_LEVELS: dict[str, frozenset[str]] = {
     "request_path_ranks": REQUEST_PATH_LEVELS,
     "host_overlapped": frozenset(),
 }
-#: the levels that fit only the terms naming them in TERM_LEVELS (the GPU vendor: the layer
-#: floor's platform share; every other term's platform differences are the generation's)
+#: the levels that fit only the terms naming them in TERM_LEVELS (the GPU vendor and an MoE
+#: model's weights on it: the layer floor's platform and model shares; every other term's
+#: platform differences are the generation's)
 TERM_ONLY_LEVELS: frozenset[str] = frozenset({"vendor", "model_vendor"})
 #: prior standard deviation of a term's deviation at a level, where it is not the level's own
 #: (the request path's is capped at SIGMA_REQUEST_PATH by :func:`level_prior_sd`)
