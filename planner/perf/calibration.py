@@ -929,10 +929,11 @@ def coefficient_key(scenario: Scenario, dep: Deployment) -> CoefficientKey:
 
 def level_keys(key: CoefficientKey) -> dict[str, str | None]:
     family = key.family
+    vendor = key.generation.partition(":")[0] if key.generation else None
     return {
         "family": family,
         "version": key.version,
-        "vendor": key.generation.partition(":")[0] if key.generation else None,
+        "vendor": vendor,
         "generation": key.generation,
         "gpu": key.gpu,
         "group": f"{family}/{key.gpu}",
@@ -940,13 +941,9 @@ def level_keys(key: CoefficientKey) -> dict[str, str | None]:
         "kind": f"{family}:{key.kind}" if key.kind else None,
         "release_kind": f"{key.version}:{key.kind}" if key.kind and key.version else None,
         "model": f"{key.model}@{key.generation}" if key.model else None,
-        # the layer floor of the same weights, in any format, on a vendor's platform
-        # (SIGMA_FLOOR_MODEL)
-        "model_vendor": (
-            f"{key.model.partition(':')[0]}@{key.generation.partition(':')[0]}"
-            if key.model and key.generation
-            else None
-        ),
+        # the layer floor of the same weights, in any format (moe_weights_key less its
+        # ":<precision>"), on a vendor's platform (SIGMA_FLOOR_MODEL)
+        "model_vendor": f"{key.model.partition(':')[0]}@{vendor}" if key.model and vendor else None,
     }
 
 
