@@ -5,7 +5,10 @@ Interval (log space) = the residual spread of the fit for the engine family and 
 the coefficients' own uncertainty at this scenario (Laplace approximation,
 :meth:`FittedCoefficients.log_variance`, which adds the spread of every level the data never
 saw: an unmeasured GPU, engine release or engine-and-model-kind gets a wider interval by
-construction), then widened by what is new about the scenario.
+construction; a term fitted with a deliberately wide prior, the layer floor's, has the spread
+of its well-measured keys as that prior in the covariance,
+:data:`planner.perf.calibration.WIDE_PRIOR_SD`), then widened by what is new about the
+scenario.
 
 What is new (:func:`novelty`): each way the scenario leaves the measured data is one reason,
 said in words on the prediction ("no measured MoE result on SGLang with H200"): the GPU, the

@@ -10,6 +10,8 @@ import pytest
 from planner.perf.calibration import (
     FITTED,
     MODEL_TERMS,
+    WIDE_PRIOR_SD,
+    _taught_spread,
     coefficient_key,
     level_fits,
     level_keys,
@@ -170,3 +172,42 @@ def test_an_unmeasured_gpu_takes_its_measured_siblings_deviation(
         assert name == f"{key.model}@amd:fp8:hbm" and fitted.known("model", name)
         steps[gpu] = model.predict(scenario).tpot_ms_mean
     assert 0.75 * steps["MI300X"] < steps["MI325X"] < steps["MI300X"]
+
+
+def test_a_floor_the_rows_barely_reach_is_as_uncertain_as_the_measured_floors_are_spread(
+    model: PerformanceModel,
+) -> None:
+    """Llama-4-Maverick FP8's rows on NVIDIA GPUs hardly reach the layer floor, so its floor at
+    the model_vendor level keeps about the 2.0 prior's variance; in the covariance the level's
+    prior is the spread of the well-measured floors instead (WIDE_PRIOR_SD, empirical Bayes).
+    Its TPOT interval at one in flight on 8 x B200 (SGLang 0.5.6) spans under 2.5x (7.4x with
+    the prior's variance: 2.4-17.7 ms around 6.5), and DeepSeek-R1-0528's, whose floor its rows
+    measure, is no wider than Maverick's (it was 1.9x)."""
+    fitted = model.fitted
+    assert fitted is not None
+    maverick = _tp8("meta-llama/Llama-4-Maverick-17B-128E-Instruct", precision="fp8")
+    deepseek = _tp8("deepseek-ai/DeepSeek-R1-0528", precision="fp8")
+    spans = []
+    for scenario in (maverick, deepseek):
+        one = scenario.model_copy(update={"concurrency": 1})
+        key = coefficient_key(one, model.deployment(one))
+        assert fitted.known("model_vendor", level_keys(key)["model_vendor"])
+        p = model.predict(one)
+        spans.append(p.tpot_ms_mean_high / p.tpot_ms_mean_low)
+    assert spans[0] < 2.5
+    assert spans[1] < 2.5
+
+
+def test_the_wide_priors_spread_is_the_taught_keys_root_mean_square() -> None:
+    """:func:`_taught_spread`: of a wide-prior term's keys, those whose posterior sd is under half
+    the prior's set its spread (root mean square of their deviations); with fewer than three, or
+    a spread as wide as the prior, the prior stays."""
+    names = {f"model_vendor:k{i}": np.array([-1, i]) for i in range(5)}
+    prior = np.full(5, WIDE_PRIOR_SD)
+    x = np.array([0.3, -0.4, 0.5, 2.5, -3.0])
+    cov = np.diag([0.1, 0.2, 0.3, 3.5, 3.9])  # the last two barely taught
+    [(cols, tau)] = _taught_spread(names, x, cov, prior)
+    assert sorted(cols) == [0, 1, 2, 3, 4]
+    assert tau == pytest.approx(np.sqrt((0.09 + 0.16 + 0.25) / 3))
+    assert _taught_spread(names, x, np.diag([0.1, 0.2, 3.0, 3.5, 3.9]), prior) == []
+    assert _taught_spread(names, x * 10, cov, prior) == []
