@@ -15,7 +15,7 @@ from planner.catalog.loader import EMBEDDED_DATA_DIR
 from planner.catalog.schema import MeasuredResult
 
 ROCM_FILE = Path(EMBEDDED_DATA_DIR) / "measured_rocm.csv"
-ROWS = 14
+ROWS = 15
 #: the sglang docs' benchmarks file gives rounded means only: no P99, no publication date
 JSX = "sgl-project/sglang docs_new/src/snippets/configs/MiniMaxAI/minimax-m2.7-benchmarks.jsx"
 COMMIT = re.compile(r"@[0-9a-f]{40}:")
@@ -98,6 +98,13 @@ def test_kimi_k2_and_deepseek_cells(catalog: Catalog) -> None:
     r1 = _one(catalog, "deepseek-ai/DeepSeek-R1", 256)
     assert (r1.input_len, r1.output_len, r1.num_requests) == (3195, 800, 500)
     assert (r1.output_tok_per_s, r1.ttft_p99_ms, r1.engine_version) == (1709.39, 59776.29, "0.10.0")
+    # the same branch three hours earlier (@cbb075b): "--max-concurrency 128", "--max-model-len
+    # 32768", "Output token throughput (tok/s): 1408.53", "Mean TTFT (ms): 7585.82", "Mean TPOT
+    # (ms): 80.02", "P99 TTFT (ms): 30544.70", "P99 TPOT (ms): 88.89"
+    r128 = _one(catalog, "deepseek-ai/DeepSeek-R1", 128)
+    assert (r128.input_len, r128.output_len, r128.num_requests) == (3195, 800, 500)
+    assert (r128.output_tok_per_s, r128.ttft_ms, r128.itl_ms) == (1408.53, 7585.82, 80.02)
+    assert (r128.ttft_p99_ms, r128.tpot_p99_ms, r128.max_model_len) == (30544.70, 88.89, 32768)
 
 
 def test_llama33_mi355x_cells(catalog: Catalog) -> None:

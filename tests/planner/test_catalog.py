@@ -116,7 +116,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # runs from vllm-project GitHub pages
     # (measured_github_vllm.csv), GPUStack's 200 (measured_gpustack.csv), the 281
     # of four more publishers (measured_holdout2.csv), 20 MLPerf Inference v4.0 / v4.1 / v5.0
-    # results (measured_mlperf.csv), 14 AMD Instinct runs (measured_rocm.csv)
+    # results (measured_mlperf.csv), 15 AMD Instinct runs (measured_rocm.csv)
     # and the SGLang cookbook's 57
     # (measured_sglang_cookbook.csv: 17 from sglang's docs_new pages, 40 from the sgl-cookbook
     # repository's pages), then 29 speculative-decoding rows
@@ -127,7 +127,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     # 21 tuning runs (measured_tuning_gpustack.csv), dstack's 18
     # vLLM Llama-3.1-405B runs on H100 (measured_vllm_dstack.csv) and the 43 Tandemn runs its
     # reference table had not converted (measured_vllm_tandemn.csv)
-    assert len(catalog.measured) == 1394
+    assert len(catalog.measured) == 1395
     assert all(m.source for m in catalog.measured)
     assert all(
         m.source.startswith("Scicom-AI-Enterprise-Organization/llm-benchmaq ")
@@ -140,7 +140,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
         if m.source.startswith("gpustack/gpustack") and m.spec_method is None
     ]
     assert catalog.measured[699:899] == gpustack[:200]
-    assert len(gpustack) == 221 and catalog.measured[1312:1333] == gpustack[200:]
+    assert len(gpustack) == 221 and catalog.measured[1313:1334] == gpustack[200:]
     holdout2 = catalog.measured[899:1180]
     publishers = {m.source.split()[0] for m in holdout2}
     assert publishers == {
@@ -157,10 +157,10 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
         "mlcommons/inference_results_v4.1",
         "ntuhpc/mlperf_inference_results_v5.0",
     }
-    rocm = catalog.measured[1200:1214]
+    rocm = catalog.measured[1200:1215]
     assert {m.gpu for m in rocm} == {"MI300X", "MI355X"}
-    cookbook = catalog.measured[1214:1271]
-    speculative = catalog.measured[1271:1300]
+    cookbook = catalog.measured[1215:1272]
+    speculative = catalog.measured[1272:1301]
     assert [m.spec_method for m in speculative[:4]] == ["mtp", "mtp", "mtp", "eagle3"]
     # the AMD post's and SGLang PR 10281's rows: each baseline, then its MTP run
     assert [m.spec_method for m in speculative[4:16]] == [None, "mtp"] * 6
@@ -180,7 +180,7 @@ def test_measured_results_are_copied_with_sources(catalog: Catalog) -> None:
     assert [m.source.split()[0] for m in catalog.measured[694:699]] == ["vllm-project/recipes"] + [
         "vllm-project/vllm"
     ] * 4
-    assert {m.source for m in catalog.measured[1300:1312]} == {
+    assert {m.source for m in catalog.measured[1301:1313]} == {
         "tenstorrent/tt-inference-server issue 356"
     }
     assert sum(1 for m in gpustack[:200] if catalog.model(m.model).architecture.is_moe) == 143

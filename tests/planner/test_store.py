@@ -43,8 +43,8 @@ def test_catalog_is_loaded_on_first_start(tmp_path: Path, catalog: Catalog) -> N
     assert counts["catalog_gpus"] == len(catalog.gpus)
     assert counts["catalog_prices"] == len(catalog.prices)
     assert counts["catalog_models"] == len(catalog.models)
-    assert counts["measured_results"] == len(catalog.measured) == 1394
-    assert len(store.measured_results()) == 1394
+    assert counts["measured_results"] == len(catalog.measured) == 1395
+    assert len(store.measured_results()) == 1395
 
     # the columns added after the first schema come back as stored
     def layouts(rows: list[MeasuredResult]) -> list[tuple[object, ...]]:
@@ -246,11 +246,11 @@ def test_second_process_falls_back_to_an_in_memory_store(tmp_path: Path, catalog
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert out.stdout.split() == ["None", "1395"]  # in-memory, 1394 public + the run
+    assert out.stdout.split() == ["None", "1396"]  # in-memory, 1395 public + the run
     holder.close()
     store = open_store(db, runs_dir=runs)
     assert store.path == db
-    assert len(store.measured_results()) == 1395
+    assert len(store.measured_results()) == 1396
 
 
 def test_a_run_with_many_failures_is_kept_but_not_calibrated_on(

@@ -35,7 +35,7 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
         by_source[source_key(m)] = by_source.get(source_key(m), 0) + 1
     # GPUStack's 204 rows and 21 tuning runs, Tandemn's 126 + 43, dstack's 18 vLLM 405B runs,
     # the SGLang cookbook's 17 docs_new rows and 38 sgl-cookbook rows, measured_rocm.csv's 3 + 2
-    # + 3 (its MiniMax-M2.7 rows from the sglang docs' benchmarks file print no p99)
+    # + 4 (its MiniMax-M2.7 rows from the sglang docs' benchmarks file print no p99)
     # the vLLM recipe's and four vLLM pull requests' result blocks (measured_github_vllm.csv),
     # CloudRift's 6 + 38 (measured_cloudrift.csv), MLPerf's 12 Server runs of three rounds
     # (measured_mlperf.csv: LoadGen's p99 first-token latency and time to output token) and
@@ -46,7 +46,7 @@ def test_the_rows_that_publish_a_p99_carry_it(catalog: Catalog) -> None:
         "dstackai/benchmarks": 18,
         "sgl-project/sglang": 17,
         "sgl-project/sgl-cookbook": 43,
-        "vllm-project/recipes": 4,
+        "vllm-project/recipes": 5,
         "vllm-project/vllm": 4,
         "cloudrift-ai/server-benchmark": 6,
         "cloudrift-ai/deplodock": 38,
