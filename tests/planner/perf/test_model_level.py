@@ -181,8 +181,8 @@ def test_a_floor_the_rows_barely_reach_is_as_uncertain_as_the_measured_floors_ar
     the model_vendor level keeps about the 2.0 prior's variance; in the covariance the level's
     prior is the spread of the well-measured floors instead (WIDE_PRIOR_SD, empirical Bayes).
     Its TPOT interval at one in flight on 8 x B200 (SGLang 0.5.6) spans under 2.5x (7.4x with
-    the prior's variance: 2.4-17.7 ms around 6.5); DeepSeek-R1-0528's, whose floor its rows
-    measure, stays under 2.5x as well (1.9x, as before)."""
+    the prior's variance: 2.4-17.7 ms around 6.5; 4.7-9.6 now); DeepSeek-R1-0528's, whose floor
+    its rows measure, stays under 2.5x as well (1.9x, as before)."""
     fitted = model.fitted
     assert fitted is not None
     maverick = _tp8("meta-llama/Llama-4-Maverick-17B-128E-Instruct", precision="fp8")
