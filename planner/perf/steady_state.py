@@ -532,10 +532,11 @@ class SteadyStateModel:
                 parts.append(np.resize(returning, m))
                 queued_share += m / max(n_rest, 1)
             ttfts = np.concatenate([wave, *parts])
-            ttft_q = max(own, _linear_quantile(np.sort(ttfts), quantile))
+            ordered = np.sort(ttfts)
+            ttft_q = max(own, _linear_quantile(ordered, quantile))
             ttft_mean = float(ttfts.sum()) / ttfts.size
             if queued_share > 0:  # the p50 below, as far as the rounds queue
-                p50 = _linear_quantile(np.sort(ttfts), 0.5)
+                p50 = _linear_quantile(ordered, 0.5)
                 own = (1.0 - queued_share) * own + queued_share * p50
             if w.fixed_output:
                 # it stays a wave: a request decodes beside the later groups' prefills only
